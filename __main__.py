@@ -1,0 +1,166 @@
+"""gpu-platform: one Pulumi program for two kinds of stack.
+
+Environment stack (dev, prod, …): GKE host, auto-nodes identity, vCluster Platform, the GPU
+NodeProvider and any inline tenants. Tenant stack (gpu-platform:environmentStack set): one team's
+virtual cluster, reading its environment through a StackReference. Configuration is validated as a
+whole before anything is registered.
+"""
+
+import pulumi
+import pulumi_gcp as gcp
+import pulumi_kubernetes as k8s
+import pulumi_random as random
+
+from components.auto_nodes_identity import AutoNodesIdentity, AutoNodesIdentityArgs
+from components.gke_cluster import GkeCluster, GkeClusterArgs
+from components.node_provider import GcpNodeProvider, GcpNodeProviderArgs
+from components.tenant_vcluster import TenantVCluster, TenantVClusterArgs
+from components.vcluster_platform import VClusterPlatform, VClusterPlatformArgs
+from config.errors import ConfigError
+from config.facts import PLATFORM_NAMESPACE, PROJECT_NAMESPACE
+from config.runtime import is_set, runtime_values
+from config.stack import NS, EnvironmentStack, TenantStack, check_against_deployed, load_stack
+from config.stack_files import PROJECT_DIR
+
+
+def deploy_environment(env: EnvironmentStack) -> None:
+    for warning in env.warnings:
+        pulumi.log.warn(warning)
+    gcp_provider = gcp.Provider(
+        "gcp",
+        project=env.project,
+        region=env.region,
+        default_labels={"gpu-platform-environment": env.environment, "managed-by": "pulumi"},
+    )
+    on_gcp = pulumi.ResourceOptions(providers=[gcp_provider])
+
+    gke = GkeCluster("gke", GkeClusterArgs(env.project, env.region, env.environment, env.cluster), opts=on_gcp)
+    identity = AutoNodesIdentity(
+        "auto-nodes",
+        AutoNodesIdentityArgs(
+            project=env.project,
+            environment=env.environment,
+            service_account_id=env.platform.service_account_id,
+            role_id_prefix=env.platform.role_id_prefix,
+            workload_pool=gke.workload_pool,
+            legacy=env.node_provider.legacy_infrastructure,
+            cluster=gke.cluster,
+        ),
+        opts=on_gcp,
+    )
+
+    config = pulumi.Config(NS)
+    generated_password = None
+    if is_set(f"{NS}:platformAdminPassword"):
+        admin_password = config.require_secret("platformAdminPassword")
+    else:
+        generated_password = random.RandomPassword("platform-admin-password", length=32, special=False)
+        admin_password = generated_password.result
+    license_key = env.platform.license_token_key
+
+    platform = VClusterPlatform(
+        "platform",
+        VClusterPlatformArgs(
+            chart_version=env.platform.chart_version,
+            admin_password=admin_password,
+            service_account_email=identity.email,
+            kubeconfig=gke.kubeconfig,
+            public_host=env.platform.public_host,
+            license_token=config.require_secret(license_key) if license_key else None,
+        ),
+        opts=pulumi.ResourceOptions(providers=[gke.provider], depends_on=[gke.system_pool, identity]),
+    )
+    node_provider = GcpNodeProvider(
+        "gpu-nodes",
+        GcpNodeProviderArgs(
+            name=env.node_provider.name,
+            project=env.project,
+            region=env.region,
+            node_types=env.offer.node_types,
+            kubernetes_template=env.node_provider.kubernetes_template,
+            legacy_infrastructure=env.node_provider.legacy_infrastructure,
+        ),
+        opts=pulumi.ResourceOptions(providers=[gke.provider], depends_on=[platform.api_ready]),
+    )
+    # Tenants depend on the NodeProvider and the platform, never on each other: they deploy in
+    # parallel, and `pulumi destroy` removes them (and so their VMs) before the platform goes.
+    tenants = [
+        TenantVCluster(
+            f"tenant-{plan.tenant.name}",
+            TenantVClusterArgs(plan, env.facts, roles=(identity.tenant_disk_role, identity.tenant_load_balancer_role)),
+            opts=pulumi.ResourceOptions(providers=[gke.provider, gcp_provider], depends_on=[node_provider, platform]),
+        )
+        for plan in env.tenants
+    ]
+
+    pulumi.export("environment", env.environment)
+    pulumi.export("gcpProject", env.project)
+    pulumi.export("region", env.region)
+    pulumi.export("zones", list(env.facts.zones))
+    pulumi.export("clusterName", gke.cluster.name)
+    pulumi.export("kubeconfig", gke.kubeconfig)
+    pulumi.export("platformNamespace", PLATFORM_NAMESPACE)
+    pulumi.export("projectNamespace", PROJECT_NAMESPACE)
+    pulumi.export("platformServiceAccount", identity.email)
+    pulumi.export("nodeProviderName", node_provider.name)
+    pulumi.export("nodeTypes", [{"name": nt.name, "properties": nt.properties} for nt in env.offer.node_types])
+    pulumi.export("environmentFacts", env.facts.to_dict())
+    if generated_password is not None:
+        pulumi.export("platformAdminPassword", pulumi.Output.secret(generated_password.result))
+    pulumi.export("tenants", {t.tenant_name: tenant_outputs(t) for t in tenants})
+
+
+def deploy_tenant(stack: TenantStack) -> None:
+    environment = pulumi.StackReference(stack.environment_stack)
+
+    def check(deployed: dict) -> bool:
+        try:
+            warnings = check_against_deployed(stack, deployed)
+        except ConfigError as e:
+            raise pulumi.RunError(str(e)) from None
+        for warning in warnings:
+            pulumi.log.warn(warning)
+        return True
+
+    # Both providers wait for the check, and every resource waits for its provider: if the deployed
+    # environment cannot serve this tenant, the stack fails before anything is created.
+    checked = environment.require_output("environmentFacts").apply(check)
+    facts = stack.facts
+    gcp_provider = gcp.Provider(
+        "gcp",
+        project=checked.apply(lambda _: facts.project),
+        region=facts.region,
+        default_labels={"gpu-platform-environment": facts.environment, "managed-by": "pulumi"},
+    )
+    host = k8s.Provider(
+        "host",
+        kubeconfig=pulumi.Output.all(checked, environment.require_output("kubeconfig")).apply(lambda v: v[1]),
+        cluster_identifier=stack.environment_stack,
+    )
+    tenant = TenantVCluster(
+        f"tenant-{stack.tenant.tenant.name}",
+        TenantVClusterArgs(stack.tenant, facts),
+        opts=pulumi.ResourceOptions(providers=[host, gcp_provider]),
+    )
+    for key, value in tenant_outputs(tenant).items():
+        pulumi.export(key, value)
+
+
+def tenant_outputs(tenant: TenantVCluster) -> dict:
+    return {
+        "tenant": tenant.tenant_name,
+        "hostNamespace": tenant.host_namespace,
+        "connectCommand": tenant.connect_command,
+        "gpuBudgetUsdPerHour": tenant.gpu_budget_usd_per_hour,
+    }
+
+
+try:
+    loaded = load_stack(runtime_values(), stack=pulumi.get_stack(), project_dir=PROJECT_DIR)
+except ConfigError as e:
+    raise pulumi.RunError(str(e)) from None
+
+if isinstance(loaded, EnvironmentStack):
+    deploy_environment(loaded)
+else:
+    deploy_tenant(loaded)

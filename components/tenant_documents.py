@@ -1,0 +1,86 @@
+"""Documents installed inside a tenant's virtual cluster: the GPU Operator's chart values and the
+in-tenant objects (namespaces, the optional GPU smoke Job). Pure data, also written by the plan."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from config.tenant import TenantPlan
+
+from .vcluster_values import GPU_RESOURCE
+
+GPU_OPERATOR_NAMESPACE = "gpu-operator"
+SMOKE_TEST_NAMESPACE = "gpu-smoke-test"
+# CUDA base image whose userspace matches the 570 driver of the Deep Learning VM image family.
+SMOKE_TEST_IMAGE = "nvcr.io/nvidia/cuda:12.8.1-base-ubuntu24.04"
+
+_TOLERATE_GPU = {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}
+
+
+def gpu_operator_values(service_monitor: bool) -> dict[str, Any]:
+    return {
+        # The node image (Deep Learning VM) already has the NVIDIA driver.
+        "driver": {"enabled": False},
+        "toolkit": {"enabled": True},
+        "devicePlugin": {"enabled": True},
+        # ServiceMonitor needs the Prometheus Operator's CRDs; without them the operator stays NotReady.
+        "dcgmExporter": {"enabled": True, "serviceMonitor": {"enabled": service_monitor}},
+        # NFD's worker must reach the tainted GPU nodes to label them, or the operator never
+        # finds a GPU and Karpenter never sees the node initialised.
+        "node-feature-discovery": {"worker": {"tolerations": [dict(_TOLERATE_GPU)]}},
+    }
+
+
+def tenant_objects(plan: TenantPlan) -> list[dict[str, Any]]:
+    objects: list[dict[str, Any]] = [
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {
+                "name": GPU_OPERATOR_NAMESPACE,
+                # The operator's daemonsets are privileged.
+                "labels": {"pod-security.kubernetes.io/enforce": "privileged"},
+            },
+        }
+    ]
+    if plan.tenant.smoke_test:
+        objects += [
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SMOKE_TEST_NAMESPACE}},
+            {
+                "apiVersion": "batch/v1",
+                "kind": "Job",
+                "metadata": {"name": "nvidia-smi", "namespace": SMOKE_TEST_NAMESPACE},
+                "spec": {
+                    "backoffLimit": 2,
+                    # A first GPU node takes minutes to appear; give up after 30.
+                    "activeDeadlineSeconds": 1800,
+                    "ttlSecondsAfterFinished": 3600,
+                    "template": {
+                        "spec": {
+                            "restartPolicy": "Never",
+                            "tolerations": [dict(_TOLERATE_GPU)],
+                            "containers": [
+                                {
+                                    "name": "nvidia-smi",
+                                    "image": SMOKE_TEST_IMAGE,
+                                    "command": ["nvidia-smi"],
+                                    "resources": {"limits": {GPU_RESOURCE: "1"}},
+                                }
+                            ],
+                        }
+                    },
+                },
+            },
+        ]
+    return objects
+
+
+def dump_objects(objects: list[dict[str, Any]]) -> str:
+    return yaml.safe_dump_all(objects, sort_keys=False)
+
+
+def dump_values(values: dict[str, Any]) -> str:
+    return yaml.safe_dump(values, sort_keys=False)
+

@@ -1,0 +1,205 @@
+"""TenantNetwork: everything durable a tenant's VMs need in GCP, owned by Pulumi so the platform's
+identity never creates networks, service accounts or IAM bindings (README "Security").
+
+Each role below is granted to the tenant's node service account only, for the software that runs on
+the tenant's nodes with that identity: the GCP cloud controller manager (CCM) and the PD CSI driver
+that the official `environment/kubernetes` template installs into the tenant.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_gcp as gcp
+
+# Google's load-balancer health checkers and Identity-Aware Proxy's TCP forwarding range.
+HEALTH_CHECK_RANGES = ["130.211.0.0/22", "35.191.0.0/16"]
+IAP_RANGE = "35.235.240.0/20"
+
+# role → why the tenant's nodes need it (README renders the same table).
+NODE_ROLES = {
+    "roles/compute.viewer": "CCM: read the node VMs (addresses, zone, provider ID); CSI: read zones and disks",
+}
+DISK_ROLES = {
+    "roles/compute.storageAdmin": "PD CSI: create, snapshot and delete the tenant's persistent disks",
+}
+LOAD_BALANCER_ROLES = {
+    "roles/compute.loadBalancerAdmin": "CCM service controller: Google load balancers for the tenant's LoadBalancer Services",
+}
+
+
+@dataclass(frozen=True)
+class TenantNetworkArgs:
+    tenant: str
+    environment: str
+    project: str
+    region: str
+    cidr: str
+    platform_service_account: str  # e-mail of the AutoNodesIdentity
+    tenant_disk_role: str  # projects/<p>/roles/<id>: instances.attachDisk/detachDisk
+    tenant_load_balancer_role: str  # projects/<p>/roles/<id>: firewall rules of Service LBs
+    iap_ssh: bool = False
+    persistent_disks: bool = True
+    load_balancer_services: bool = False
+    # The environment's tenant roles when they are created in the same stack (inline tenants):
+    # a binding must wait for its role to exist.
+    roles: tuple[pulumi.Resource, ...] = ()
+
+
+def tenant_resource_name(environment: str, tenant: str, what: str) -> str:
+    return f"{environment}-{tenant}-{what}"
+
+
+class TenantNetwork(pulumi.ComponentResource):
+    network: gcp.compute.Network
+    subnetwork: gcp.compute.Subnetwork
+    router: gcp.compute.Router
+    nat: gcp.compute.RouterNat
+    firewalls: list[gcp.compute.Firewall]
+    node_service_account: gcp.serviceaccount.Account
+    platform_acts_as_nodes: gcp.serviceaccount.IAMMember
+    role_bindings: list[pulumi.CustomResource]
+
+    def __init__(self, name: str, args: TenantNetworkArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("gpu-platform:tenants:Network", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+
+        def gcp_name(what: str) -> str:
+            return tenant_resource_name(args.environment, args.tenant, what)
+
+        labels_note = f"GPU platform tenant {args.tenant} ({args.environment})"
+        self.network = gcp.compute.Network(
+            f"{name}-vpc",
+            name=gcp_name("nodes"),
+            project=args.project,
+            description=f"Node network of {labels_note}",
+            auto_create_subnetworks=False,
+            routing_mode="REGIONAL",
+            opts=child,
+        )
+        self.subnetwork = gcp.compute.Subnetwork(
+            f"{name}-subnet",
+            name=gcp_name("nodes"),
+            project=args.project,
+            region=args.region,
+            network=self.network.id,
+            ip_cidr_range=args.cidr,
+            private_ip_google_access=True,
+            opts=child,
+        )
+        self.router = gcp.compute.Router(
+            f"{name}-router", name=gcp_name("router"), project=args.project, region=args.region, network=self.network.id, opts=child
+        )
+        # Nodes have no public IPs; they reach their control plane's LoadBalancer, the platform
+        # and image registries through NAT.
+        self.nat = gcp.compute.RouterNat(
+            f"{name}-nat",
+            name=gcp_name("nat"),
+            project=args.project,
+            region=args.region,
+            router=self.router.name,
+            nat_ip_allocate_option="AUTO_ONLY",
+            source_subnetwork_ip_ranges_to_nat="ALL_SUBNETWORKS_ALL_IP_RANGES",
+            log_config=gcp.compute.RouterNatLogConfigArgs(enable=True, filter="ERRORS_ONLY"),
+            opts=child,
+        )
+
+        def firewall(what: str, ranges: list[str], allow: list[gcp.compute.FirewallAllowArgs], why: str) -> gcp.compute.Firewall:
+            return gcp.compute.Firewall(
+                f"{name}-{what}",
+                name=gcp_name(what),
+                project=args.project,
+                network=self.network.id,
+                description=why,
+                direction="INGRESS",
+                source_ranges=ranges,
+                allows=allow,
+                opts=child,
+            )
+
+        self.firewalls = [
+            firewall(
+                "allow-internal",
+                [args.cidr],
+                [
+                    gcp.compute.FirewallAllowArgs(protocol="tcp"),
+                    gcp.compute.FirewallAllowArgs(protocol="udp"),
+                    gcp.compute.FirewallAllowArgs(protocol="icmp"),
+                ],
+                "Node-to-node traffic: pod network overlay, kubelet, DNS.",
+            ),
+            firewall(
+                "allow-health-checks",
+                HEALTH_CHECK_RANGES,
+                [gcp.compute.FirewallAllowArgs(protocol="tcp")],
+                "Google load-balancer health checks.",
+            ),
+        ]
+        if args.iap_ssh:
+            self.firewalls.append(
+                firewall(
+                    "allow-iap-ssh",
+                    [IAP_RANGE],
+                    [gcp.compute.FirewallAllowArgs(protocol="tcp", ports=["22"])],
+                    "SSH through Identity-Aware Proxy only.",
+                )
+            )
+
+        self.node_service_account = gcp.serviceaccount.Account(
+            f"{name}-nodes",
+            account_id=gcp_name("nodes"),
+            project=args.project,
+            display_name=f"Nodes of {labels_note}",
+            description="Identity of the tenant's node VMs (cloud controller manager, PD CSI driver). No keys.",
+            opts=child,
+        )
+        node_member = self.node_service_account.email.apply(lambda e: f"serviceAccount:{e}")
+
+        # The platform may run VMs as this account, and as no other: a binding on the account
+        # itself, not on the project.
+        self.platform_acts_as_nodes = gcp.serviceaccount.IAMMember(
+            f"{name}-platform-acts-as-nodes",
+            service_account_id=self.node_service_account.name,
+            role="roles/iam.serviceAccountUser",
+            member=f"serviceAccount:{args.platform_service_account}",
+            opts=child,
+        )
+
+        project_roles = dict(NODE_ROLES)
+        custom_roles: list[str] = []
+        if args.persistent_disks:
+            project_roles.update(DISK_ROLES)
+            custom_roles.append(args.tenant_disk_role)
+        if args.load_balancer_services:
+            project_roles.update(LOAD_BALANCER_ROLES)
+            custom_roles.append(args.tenant_load_balancer_role)
+        self.role_bindings = [
+            gcp.projects.IAMMember(
+                f"{name}-{role.rsplit('/', 1)[-1].replace('.', '-').replace('_', '-').lower()}",
+                project=args.project,
+                role=role,
+                member=node_member,
+                opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.roles) if role in custom_roles else None),
+            )
+            for role in [*project_roles, *custom_roles]
+        ]
+        if args.persistent_disks:
+            # The CSI driver attaches disks to VMs that run as this account.
+            self.role_bindings.append(
+                gcp.serviceaccount.IAMMember(
+                    f"{name}-nodes-act-as-self",
+                    service_account_id=self.node_service_account.name,
+                    role="roles/iam.serviceAccountUser",
+                    member=node_member,
+                    opts=child,
+                )
+            )
+
+        self.register_outputs(
+            {
+                "network": self.network.name,
+                "subnetwork": self.subnetwork.name,
+                "nodeServiceAccount": self.node_service_account.email,
+            }
+        )

@@ -1,0 +1,293 @@
+"""Config models of an environment stack: gpu-platform:cluster, :platform and :nodeProvider.
+
+Every field below is documented with its default in README.md ("Configuration reference").
+Defaults that depend on the environment (dev: zonal and destroyable; prod: regional and
+protected) are filled in by `resolve_cluster_defaults` and `resolve_platform_defaults`.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from typing import Literal
+
+from pydantic import Field
+
+from . import versions
+from .base import DNS_LABEL, GCP_LABEL_KEY, GCP_LABEL_VALUE, REGION, ConfigModel, parse_cidr, zone_region
+from .catalog import Catalog, series_of
+from .errors import Problems
+
+Environment = Literal["dev", "staging", "prod"]
+ENVIRONMENTS = ("dev", "staging", "prod")
+WEEKDAYS = ("MO", "TU", "WE", "TH", "FR", "SA", "SU")
+
+
+class SystemPool(ConfigModel):
+    machine_type: str = "e2-standard-4"
+    min_nodes: int = Field(1, ge=0)  # per zone of the cluster's location
+    max_nodes: int = Field(3, ge=1)
+    disk_size_gb: int = Field(100, ge=20)
+
+
+class ClusterNetwork(ConfigModel):
+    nodes_cidr: str = "10.0.0.0/20"
+    pods_cidr: str = "10.4.0.0/14"
+    services_cidr: str = "10.8.0.0/20"
+
+
+class PrivateNodes(ConfigModel):
+    enabled: bool = True  # nodes without public IPs, egress through Cloud NAT
+    master_cidr: str = "172.16.0.0/28"
+
+
+class AuthorizedNetwork(ConfigModel):
+    cidr: str
+    name: str
+
+
+class MaintenanceWindow(ConfigModel):
+    start_time: str = "03:00"  # UTC, HH:MM
+    duration_hours: int = Field(4, ge=4, le=24)
+    days: tuple[Literal["MO", "TU", "WE", "TH", "FR", "SA", "SU"], ...] = WEEKDAYS
+
+
+class ClusterConfig(ConfigModel):
+    name: str | None = None  # default gpu-<environment>
+    location: str | None = None  # default: dev/staging the first node-provider zone, prod the region
+    release_channel: Literal["RAPID", "REGULAR", "STABLE"] | None = None  # default REGULAR
+    deletion_protection: bool | None = None  # default: on in prod
+    system_pool: SystemPool = SystemPool()
+    network: ClusterNetwork = ClusterNetwork()
+    private_nodes: PrivateNodes = PrivateNodes()
+    master_authorized_networks: tuple[AuthorizedNetwork, ...] = ()
+    maintenance_window: MaintenanceWindow = MaintenanceWindow()
+    labels: dict[str, str] = {}
+
+
+class PlatformConfig(ConfigModel):
+    chart_version: str = versions.PLATFORM_CHART_VERSION
+    vcluster_version: str = versions.VCLUSTER_CHART_VERSION  # tenants' vcluster chart
+    public_host: str | None = None
+    license_token_key: str | None = None  # name of a secret config key holding the license token
+    # Custom role ids are <prefix>_autoNodes, <prefix>_tenantDisks, <prefix>_tenantLoadBalancers.
+    role_id_prefix: str | None = None  # default gpuPlatform_<environment>
+    service_account_id: str | None = None  # default vcluster-platform-<environment>
+
+
+class Disk(ConfigModel):
+    size_gb: int = Field(ge=20)
+    type: str = "pd-balanced"
+
+
+class GitTemplate(ConfigModel):
+    repository: str
+    commit: str | None = None
+    tag: str | None = None
+    sub_path: str
+
+
+class NodeProviderConfig(ConfigModel):
+    name: str = "gcp-gpu"
+    zones: tuple[str, ...] = Field(min_length=1)
+    gpu_types: tuple[str, ...] = Field(min_length=1)
+    spot: bool = False  # also offer Spot twins of every GPU node type
+    gpu_quota: dict[str, int] = {}
+    cpu_machine_types: tuple[str, ...] = ("e2-standard-2", "e2-standard-4")
+    gpu_image_family: str | None = None  # default from the catalog (Deep Learning VM)
+    gpu_disk: Disk = Disk(size_gb=200)
+    cpu_disk: Disk = Disk(size_gb=50)
+    prices: dict[str, float] = {}  # machine type → on-demand USD/h, overriding the catalog
+    kubernetes_template: GitTemplate = GitTemplate(
+        repository=versions.AUTO_NODES_GCP_REPOSITORY,
+        commit=versions.AUTO_NODES_GCP_COMMIT,
+        sub_path="environment/kubernetes",
+    )
+    # Opt-in only: the official infrastructure template with the broad 59-permission role.
+    legacy_infrastructure: bool = False
+
+
+def resolve_cluster_defaults(environment: str, region: str, cluster: ClusterConfig, zones: tuple[str, ...]) -> ClusterConfig:
+    prod = environment == "prod"
+    in_region = [z for z in zones if zone_region(z) == region]
+    return cluster.model_copy(
+        update={
+            "name": cluster.name or f"gpu-{environment}",
+            # dev/staging: one zone (cheap, one control plane zone, nodes in one zone); prod: regional.
+            "location": cluster.location or (region if prod or not in_region else in_region[0]),
+            "release_channel": cluster.release_channel or "REGULAR",
+            "deletion_protection": prod if cluster.deletion_protection is None else cluster.deletion_protection,
+        }
+    )
+
+
+def resolve_platform_defaults(environment: str, platform: PlatformConfig) -> PlatformConfig:
+    return platform.model_copy(
+        update={
+            "role_id_prefix": platform.role_id_prefix or f"gpuPlatform_{environment}",
+            "service_account_id": platform.service_account_id or f"vcluster-platform-{environment}",
+        }
+    )
+
+
+def check_cluster(environment: str, region: str, cluster: ClusterConfig, catalog: Catalog, problems: Problems) -> None:
+    """Checks of the resolved cluster config; appends to `problems`."""
+    prod = environment == "prod"
+    if not DNS_LABEL.match(cluster.name or "") or len(cluster.name or "") > 24:
+        # 24: the node service account id "<name>-nodes" may have at most 30 characters.
+        problems.add("cluster.name", f"{cluster.name!r} must be a lowercase DNS label of at most 24 characters")
+    location = cluster.location or ""
+    if location != region and zone_region(location) != region:
+        problems.add("cluster.location", f"{location!r} is neither region {region} nor one of its zones")
+    if prod and cluster.release_channel == "RAPID":
+        problems.add("cluster.releaseChannel", "RAPID is not allowed in prod; allowed: REGULAR, STABLE")
+    system_series = series_of(cluster.system_pool.machine_type)
+    if catalog.series.get(system_series, {}).get("gpuAttach") == "builtin":
+        problems.add("cluster.systemPool.machineType", f"{cluster.system_pool.machine_type!r} is a GPU machine; the system pool runs only the platform")
+    if cluster.system_pool.min_nodes > cluster.system_pool.max_nodes:
+        problems.add("cluster.systemPool.minNodes", f"{cluster.system_pool.min_nodes} is above maxNodes {cluster.system_pool.max_nodes}")
+
+    ranges = {}
+    for key in ("nodes_cidr", "pods_cidr", "services_cidr"):
+        text = getattr(cluster.network, key)
+        net = parse_cidr(text)
+        path = "cluster.network." + {"nodes_cidr": "nodesCidr", "pods_cidr": "podsCidr", "services_cidr": "servicesCidr"}[key]
+        if net is None or not net.is_private:
+            problems.add(path, f"{text!r} is not a private IPv4 CIDR like 10.0.0.0/20")
+        else:
+            ranges[path] = net
+    if cluster.private_nodes.enabled:
+        master = parse_cidr(cluster.private_nodes.master_cidr)
+        if master is None or master.prefixlen != 28:
+            problems.add("cluster.privateNodes.masterCidr", f"{cluster.private_nodes.master_cidr!r} must be a /28 CIDR like 172.16.0.0/28")
+        else:
+            ranges["cluster.privateNodes.masterCidr"] = master
+    for (path_a, a), (path_b, b) in _pairs(list(ranges.items())):
+        if a.overlaps(b):
+            problems.add(path_b, f"{b} overlaps {path_a} ({a})")
+    for i, network in enumerate(cluster.master_authorized_networks):
+        try:
+            ipaddress.IPv4Network(network.cidr, strict=True)
+        except ValueError:
+            problems.add(f"cluster.masterAuthorizedNetworks[{i}].cidr", f"{network.cidr!r} is not an IPv4 CIDR")
+
+    window = cluster.maintenance_window
+    hh, _, mm = window.start_time.partition(":")
+    if not (hh.isdigit() and mm.isdigit() and len(hh) == 2 and len(mm) == 2 and int(hh) < 24 and int(mm) < 60):
+        problems.add("cluster.maintenanceWindow.startTime", f"{window.start_time!r} is not a UTC time like 03:00")
+    if not window.days:
+        problems.add("cluster.maintenanceWindow.days", "needs at least one day")
+    else:
+        # GKE requires at least 48 h of maintenance availability in any 32-day window.
+        hours = len(set(window.days)) * window.duration_hours * 32 / 7
+        if hours < 48:
+            problems.add(
+                "cluster.maintenanceWindow",
+                f"gives about {hours:.0f} h per 32 days; GKE needs at least 48 h (add days or lengthen durationHours)",
+            )
+    for key, value in cluster.labels.items():
+        if not GCP_LABEL_KEY.match(key) or not GCP_LABEL_VALUE.match(value):
+            problems.add(f"cluster.labels.{key}", "GCP labels need lowercase keys and values of [a-z0-9_-], at most 63 characters")
+
+
+
+def environment_warnings(environment: str, cluster: ClusterConfig, node_provider: NodeProviderConfig) -> list[str]:
+    """Allowed, but worth a reviewer's eye: the program logs these and the plan prints them."""
+    warnings = []
+    if environment == "prod" and not cluster.deletion_protection:
+        warnings.append(
+            "cluster.deletionProtection is false in prod: the next `pulumi up` lifts GKE deletion protection and "
+            "Pulumi's protect flag, so a following `pulumi destroy` deletes the cluster. Only for decommissioning."
+        )
+    if node_provider.legacy_infrastructure:
+        warnings.append(
+            "nodeProvider.legacyInfrastructure is true: the platform's identity gets the official broad role "
+            "(resourcemanager.projects.setIamPolicy, iam.roles.create, service-account creation) and creates tenant "
+            "networks outside Pulumi's state. Whoever controls the platform pod can make itself project owner."
+        )
+    return warnings
+
+
+def check_platform(platform: PlatformConfig, problems: Problems) -> None:
+    try:
+        versions.parse_version(platform.chart_version)
+        if versions.parse_version(platform.chart_version) < versions.parse_version(versions.MIN_PLATFORM_FOR_PASSWORD_SECRET_REF):
+            problems.add(
+                "platform.chartVersion",
+                f"{platform.chart_version} predates admin.passwordSecretRef; "
+                f"at least {versions.MIN_PLATFORM_FOR_PASSWORD_SECRET_REF} is needed to keep the admin password out of Helm values",
+            )
+        elif not versions.platform_supports_vcluster(platform.chart_version, platform.vcluster_version):
+            known = ", ".join(f"{k}.x→{v}" for k, v in versions.VCLUSTER_MIN_PLATFORM.items())
+            problems.add(
+                "platform.vclusterVersion",
+                f"{platform.vcluster_version} is not managed by platform {platform.chart_version}; minimum platform per vCluster: {known}",
+            )
+    except ValueError as e:
+        problems.add("platform.chartVersion", str(e))
+    if platform.license_token_key is not None and not platform.license_token_key.isidentifier():
+        problems.add("platform.licenseTokenKey", f"{platform.license_token_key!r} must be a config key name like vclusterLicenseToken")
+    if not re.match(r"^[a-zA-Z0-9_.]{3,40}$", platform.role_id_prefix or ""):
+        problems.add("platform.roleIdPrefix", f"{platform.role_id_prefix!r} must be 3–40 characters of [a-zA-Z0-9_.]")
+    if not re.match(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$", platform.service_account_id or ""):
+        problems.add("platform.serviceAccountId", f"{platform.service_account_id!r} must be 6–30 characters of [a-z0-9-]")
+
+
+def check_node_provider(region: str, np: NodeProviderConfig, catalog: Catalog, problems: Problems) -> None:
+    if not DNS_LABEL.match(np.name):
+        problems.add("nodeProvider.name", f"{np.name!r} must be a lowercase DNS label")
+    for i, zone in enumerate(np.zones):
+        if zone_region(zone) != region or not zone.startswith(region + "-") or len(zone) != len(region) + 2:
+            problems.add(f"nodeProvider.zones[{i}]", f"{zone!r} is not in region {region}")
+    if len(set(np.zones)) != len(np.zones):
+        problems.add("nodeProvider.zones", "lists a zone twice")
+    known = ", ".join(catalog.gpus)
+    for i, gpu in enumerate(np.gpu_types):
+        if gpu not in catalog.gpus:
+            problems.add(f"nodeProvider.gpuTypes[{i}]", f"{gpu!r} is not offered; known: {known}")
+        elif gpu not in np.gpu_quota:
+            problems.add(
+                f"nodeProvider.gpuQuota.{gpu}",
+                f"missing; set it to the project's {gpu} quota in {region} (Compute Engine quota page), e.g. gpuQuota: {{{gpu}: 8}}",
+            )
+    for gpu, quota in np.gpu_quota.items():
+        if gpu not in np.gpu_types:
+            problems.add(f"nodeProvider.gpuQuota.{gpu}", f"{gpu!r} is not in gpuTypes ({', '.join(np.gpu_types)})")
+        elif quota < 1:
+            problems.add(f"nodeProvider.gpuQuota.{gpu}", f"{quota} must be at least 1")
+        elif gpu in catalog.gpus and quota < min(catalog.gpu_counts(gpu)):
+            problems.add(
+                f"nodeProvider.gpuQuota.{gpu}",
+                f"{quota} is below the smallest {gpu} shape ({min(catalog.gpu_counts(gpu))} GPUs): no node type could start",
+            )
+    cpu_machines = catalog.cpu_machines()
+    for i, machine in enumerate(np.cpu_machine_types):
+        if machine not in cpu_machines:
+            problems.add(f"nodeProvider.cpuMachineTypes[{i}]", f"{machine!r} is not a CPU machine type of the catalog; known: {', '.join(cpu_machines)}")
+    for machine, price in np.prices.items():
+        if machine not in catalog.machines:
+            problems.add(f"nodeProvider.prices.{machine}", f"{machine!r} is not in the catalog; known: {', '.join(catalog.machines)}")
+        elif price <= 0:
+            problems.add(f"nodeProvider.prices.{machine}", f"{price} must be a positive USD/h price")
+    all_disk_types = sorted({t for s in catalog.series.values() for t in s["diskTypes"]} | {"hyperdisk-balanced"})
+    for key, disk in (("gpuDisk", np.gpu_disk), ("cpuDisk", np.cpu_disk)):
+        if disk.type not in all_disk_types:
+            problems.add(f"nodeProvider.{key}.type", f"{disk.type!r} is not allowed; allowed: {', '.join(all_disk_types)}")
+    template = np.kubernetes_template
+    if bool(template.commit) == bool(template.tag):
+        problems.add("nodeProvider.kubernetesTemplate", "pin exactly one of commit or tag (a branch alone is never accepted)")
+    elif template.commit and not (len(template.commit) == 40 and all(c in "0123456789abcdef" for c in template.commit)):
+        problems.add("nodeProvider.kubernetesTemplate.commit", f"{template.commit!r} is not a full 40-character commit hash")
+    if np.gpu_image_family is not None and not DNS_LABEL.match(np.gpu_image_family):
+        problems.add("nodeProvider.gpuImageFamily", f"{np.gpu_image_family!r} is not an image family name")
+
+
+def check_region(region: str, problems: Problems) -> None:
+    if not REGION.match(region):
+        problems.add("gcp:region", f"{region!r} is not a GCP region like europe-west4")
+
+
+def _pairs(items):
+    for i, a in enumerate(items):
+        for b in items[i + 1 :]:
+            yield a, b

@@ -1,0 +1,98 @@
+"""What a tenant needs to know about its environment, in one serialisable object.
+
+An environment stack builds it from its own config and exports it (`environmentFacts`); a tenant
+stack builds it statically from the environment's stack file in this repo, validates against it
+before registering anything, and checks it again against the deployed environment's export.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .node_types import NodeType
+
+# The tenant cluster's own networks (vcluster chart defaults): node subnets must stay clear of them.
+TENANT_CLUSTER_CIDRS = (("vCluster pod network", "10.244.0.0/16"), ("vCluster service network", "10.96.0.0/12"))
+PROJECT_NAMESPACE = "p-default"
+PLATFORM_NAMESPACE = "vcluster-platform"
+
+
+@dataclass(frozen=True)
+class TenantClaim:
+    """A tenant already known to the environment (inline, or another team's stack file)."""
+
+    name: str
+    cidr: str
+    source: str  # where it is declared, for error messages
+
+
+@dataclass(frozen=True)
+class EnvironmentFacts:
+    environment: str
+    project: str
+    region: str
+    zones: tuple[str, ...]
+    node_provider_name: str
+    gpu_types: tuple[str, ...]
+    spot: bool
+    gpu_quota: dict[str, int]
+    node_types: tuple[NodeType, ...]
+    reserved_cidrs: tuple[tuple[str, str], ...]  # (what, CIDR) tenant subnets must not overlap
+    tenants: tuple[TenantClaim, ...]
+    vcluster_version: str
+    platform_service_account: str  # e-mail; deterministic from project and account id
+    tenant_disk_role: str  # projects/<project>/roles/<id>, created by the environment
+    tenant_load_balancer_role: str
+    legacy_infrastructure: bool
+    price_date: str
+
+    def node_types_for(self, gpu: str | None, spot: bool, gpu_count: int | None = None) -> tuple[NodeType, ...]:
+        return tuple(
+            nt
+            for nt in self.node_types
+            if nt.gpu == gpu and nt.spot == spot and (gpu_count is None or nt.gpu_count == gpu_count)
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "environment": self.environment,
+            "project": self.project,
+            "region": self.region,
+            "zones": list(self.zones),
+            "nodeProviderName": self.node_provider_name,
+            "gpuTypes": list(self.gpu_types),
+            "spot": self.spot,
+            "gpuQuota": dict(self.gpu_quota),
+            "nodeTypes": [nt.to_dict() for nt in self.node_types],
+            "reservedCidrs": [{"what": w, "cidr": c} for w, c in self.reserved_cidrs],
+            "tenants": [{"name": t.name, "cidr": t.cidr, "source": t.source} for t in self.tenants],
+            "vclusterVersion": self.vcluster_version,
+            "platformServiceAccount": self.platform_service_account,
+            "tenantDiskRole": self.tenant_disk_role,
+            "tenantLoadBalancerRole": self.tenant_load_balancer_role,
+            "legacyInfrastructure": self.legacy_infrastructure,
+            "priceDate": self.price_date,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> EnvironmentFacts:
+        return cls(
+            environment=data["environment"],
+            project=data["project"],
+            region=data["region"],
+            zones=tuple(data["zones"]),
+            node_provider_name=data["nodeProviderName"],
+            gpu_types=tuple(data["gpuTypes"]),
+            spot=bool(data["spot"]),
+            gpu_quota={k: int(v) for k, v in data["gpuQuota"].items()},
+            node_types=tuple(NodeType.from_dict(nt) for nt in data["nodeTypes"]),
+            reserved_cidrs=tuple((r["what"], r["cidr"]) for r in data["reservedCidrs"]),
+            tenants=tuple(TenantClaim(t["name"], t["cidr"], t.get("source", "environment")) for t in data["tenants"]),
+            vcluster_version=data["vclusterVersion"],
+            platform_service_account=data["platformServiceAccount"],
+            tenant_disk_role=data["tenantDiskRole"],
+            tenant_load_balancer_role=data["tenantLoadBalancerRole"],
+            legacy_infrastructure=bool(data.get("legacyInfrastructure", False)),
+            price_date=data["priceDate"],
+        )

@@ -1,0 +1,68 @@
+"""The property keys shared by the NodeProvider's node types, the tenants' auto-nodes entries and
+the OpenTofu templates in templates/.
+
+Defined once: GcpNodeProvider writes these keys, tenants select on them, and the templates read them
+(tests/test_node_template.py proves that the templates read exactly these). Keys use the prefix
+``gpu-platform/`` so they can never collide with the platform's built-in properties
+(``vcluster.com/...``, ``karpenter.sh/...``, ``node.kubernetes.io/...``). Values must be valid
+Kubernetes label values (≤ 63 characters of ``[A-Za-z0-9._-]``), which is why the node service
+account travels as its account id, not its e-mail.
+"""
+
+from __future__ import annotations
+
+import re
+
+PREFIX = "gpu-platform/"
+
+# Written on every node type by GcpNodeProvider, read by templates/node/main.tf.
+INSTANCE_TYPE = PREFIX + "instance-type"  # Compute Engine machine type, e.g. g2-standard-8
+ACCELERATOR = PREFIX + "accelerator"  # GPU type (nvidia-l4, …) or "none"
+ACCELERATOR_COUNT = PREFIX + "accelerator-count"  # GPUs per VM, "0" for CPU types
+CAPACITY_TYPE = PREFIX + "capacity-type"  # "on-demand" | "spot"
+ZONE = PREFIX + "zone"  # the one zone this node type creates VMs in
+DISK_SIZE_GB = PREFIX + "disk-size-gb"
+DISK_TYPE = PREFIX + "disk-type"
+IMAGE_FAMILY = PREFIX + "image-family"
+IMAGE_PROJECT = PREFIX + "image-project"
+
+NODE_TYPE_KEYS = (
+    INSTANCE_TYPE,
+    ACCELERATOR,
+    ACCELERATOR_COUNT,
+    CAPACITY_TYPE,
+    ZONE,
+    DISK_SIZE_GB,
+    DISK_TYPE,
+    IMAGE_FAMILY,
+    IMAGE_PROJECT,
+)
+
+# Written on each tenant's auto-nodes entry (vcluster.yaml), read by templates/environment/main.tf,
+# which hands them on as the environment outputs the node template and the official kubernetes
+# template read. Pulumi created every object they name.
+NETWORK = PREFIX + "network"
+SUBNETWORK = PREFIX + "subnetwork"
+NODE_SERVICE_ACCOUNT = PREFIX + "node-service-account"  # account id; e-mail = id@project.iam…
+TENANT = PREFIX + "tenant"
+
+TENANT_KEYS = (NETWORK, SUBNETWORK, NODE_SERVICE_ACCOUNT, TENANT)
+
+# Keys of the official templates' contract (vcluster-platform.md §E.2), written concretely: the
+# official templates reject empty or wildcard project/region.
+PROJECT = "project"
+REGION = "region"
+CCM_ENABLED = "vcluster.com/ccm-enabled"
+CCM_LB_ENABLED = "vcluster.com/ccm-lb-enabled"
+CSI_ENABLED = "vcluster.com/csi-enabled"
+
+NO_ACCELERATOR = "none"
+ON_DEMAND = "on-demand"
+SPOT = "spot"
+
+_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
+
+
+def is_label_value(value: str) -> bool:
+    """Kubernetes label-value syntax, which node-type property values must follow."""
+    return bool(_LABEL_VALUE.match(value))

@@ -1,0 +1,209 @@
+"""Node types of the GPU NodeProvider, generated from the catalog and the environment's config.
+
+One node type per (machine shape, zone, capacity type) for every offered GPU type, plus CPU types
+for tenants' system pods. Everything a node type claims comes from the catalog: its resources are
+the real shape minus the reserve in `catalog.allocatable`, its cost is the list price, its capacity
+comes from the GPU quota. A pairing the catalog does not hold (E2 with a GPU, 8 × T4, L4 on N1)
+cannot be produced because only catalog shapes are iterated.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import node_properties as props
+from .catalog import BUILTIN, GUEST, NONE, Catalog, Shape, allocatable
+
+GPU_RESOURCE = "nvidia.com/gpu"
+
+
+@dataclass(frozen=True)
+class NodeType:
+    name: str
+    machine_type: str
+    gpu: str | None
+    gpu_count: int
+    attach: str  # GUEST | BUILTIN | NONE
+    zone: str
+    spot: bool
+    cpu_millis: int
+    memory_mi: int
+    usd_per_hour: float
+    max_capacity: int | None  # None: no limit from us (CPU types)
+    properties: dict[str, str] = field(hash=False)
+
+    @property
+    def resources(self) -> dict[str, str]:
+        resources = {"cpu": f"{self.cpu_millis}m", "memory": f"{self.memory_mi}Mi"}
+        if self.gpu_count:
+            resources[GPU_RESOURCE] = str(self.gpu_count)
+        return resources
+
+    @property
+    def cost(self) -> int:
+        """The NodeProvider's integer cost: list price in thousandths of a USD per hour, so the
+        platform picks the cheapest type that fits."""
+        return round(self.usd_per_hour * 1000)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "machineType": self.machine_type,
+            "gpu": self.gpu,
+            "gpuCount": self.gpu_count,
+            "attach": self.attach,
+            "zone": self.zone,
+            "spot": self.spot,
+            "cpuMillis": self.cpu_millis,
+            "memoryMi": self.memory_mi,
+            "usdPerHour": self.usd_per_hour,
+            "maxCapacity": self.max_capacity,
+            "properties": dict(self.properties),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> NodeType:
+        return cls(
+            name=data["name"],
+            machine_type=data["machineType"],
+            gpu=data.get("gpu"),
+            gpu_count=int(data["gpuCount"]),
+            attach=data["attach"],
+            zone=data["zone"],
+            spot=bool(data["spot"]),
+            cpu_millis=int(data["cpuMillis"]),
+            memory_mi=int(data["memoryMi"]),
+            usd_per_hour=float(data["usdPerHour"]),
+            max_capacity=None if data.get("maxCapacity") is None else int(data["maxCapacity"]),
+            properties=dict(data["properties"]),
+        )
+
+
+@dataclass(frozen=True)
+class QuotaUse:
+    """How a GPU type's regional quota relates to what its node types could claim together."""
+
+    gpu: str
+    quota: int
+    claimable: int  # sum over node types of maxCapacity × GPUs per node
+    excluded: tuple[str, ...]  # shapes larger than the quota, not offered
+
+    @property
+    def oversubscription(self) -> float:
+        return self.claimable / self.quota if self.quota else math.inf
+
+
+@dataclass(frozen=True)
+class NodeTypeOffer:
+    node_types: tuple[NodeType, ...]
+    quota: tuple[QuotaUse, ...]
+
+
+def generate_node_types(
+    *,
+    catalog: Catalog,
+    zones: tuple[str, ...],
+    gpu_types: tuple[str, ...],
+    spot: bool,
+    gpu_quota: dict[str, int],
+    cpu_machine_types: tuple[str, ...],
+    gpu_disk: tuple[int, str],
+    cpu_disk: tuple[int, str],
+    gpu_image_family: str | None = None,
+    prices: dict[str, float] | None = None,
+) -> NodeTypeOffer:
+    capacity_types = (False, True) if spot else (False,)
+    node_types: list[NodeType] = []
+    quota_use: list[QuotaUse] = []
+
+    for gpu in gpu_types:
+        quota = gpu_quota[gpu]
+        excluded, claimable = [], 0
+        for shape in catalog.shapes_for(gpu):
+            max_capacity = quota // shape.gpu_count
+            if max_capacity == 0:
+                excluded.append(f"{shape.machine.name} ({shape.gpu_count} GPUs)")
+                continue
+            for zone in zones:
+                for is_spot in capacity_types:
+                    node_types.append(
+                        _node_type(catalog, shape, zone, is_spot, max_capacity, gpu_disk, gpu_image_family, prices)
+                    )
+                    claimable += max_capacity * shape.gpu_count
+        quota_use.append(QuotaUse(gpu, quota, claimable, tuple(excluded)))
+
+    for machine_name in cpu_machine_types:
+        machine = catalog.machines[machine_name]
+        for zone in zones:
+            cpu_millis, memory_mi = allocatable(machine.vcpus, machine.memory_gb)
+            price = (prices or {}).get(machine.name, machine.usd_per_hour)
+            node_types.append(
+                NodeType(
+                    name=f"{machine.name}-{zone}",
+                    machine_type=machine.name,
+                    gpu=None,
+                    gpu_count=0,
+                    attach=NONE,
+                    zone=zone,
+                    spot=False,
+                    cpu_millis=cpu_millis,
+                    memory_mi=memory_mi,
+                    usd_per_hour=round(price, 4),
+                    max_capacity=None,
+                    properties=_properties(
+                        machine.name, props.NO_ACCELERATOR, 0, False, zone,
+                        _disk(cpu_disk, machine.disk_types), catalog.cpu_image.family, catalog.cpu_image.project,
+                    ),
+                )
+            )
+    return NodeTypeOffer(tuple(node_types), tuple(quota_use))
+
+
+def _node_type(catalog, shape: Shape, zone, is_spot, max_capacity, gpu_disk, image_family, prices) -> NodeType:
+    machine = shape.machine
+    gpu = catalog.gpus[shape.gpu]
+    base = machine.name if shape.attach == BUILTIN else f"{machine.name}-{gpu.short}x{shape.gpu_count}"
+    cpu_millis, memory_mi = allocatable(machine.vcpus, machine.memory_gb)
+    return NodeType(
+        name=f"{base}-{zone}" + ("-spot" if is_spot else ""),
+        machine_type=machine.name,
+        gpu=shape.gpu,
+        gpu_count=shape.gpu_count,
+        attach=shape.attach,
+        zone=zone,
+        spot=is_spot,
+        cpu_millis=cpu_millis,
+        memory_mi=memory_mi,
+        usd_per_hour=round(shape.usd_per_hour(catalog, is_spot, prices), 4),
+        max_capacity=max_capacity,
+        properties=_properties(
+            machine.name, shape.gpu, shape.gpu_count, is_spot, zone,
+            _disk(gpu_disk, machine.disk_types), image_family or catalog.gpu_image.family, catalog.gpu_image.project,
+        ),
+    )
+
+
+def _disk(requested: tuple[int, str], allowed: tuple[str, ...]) -> tuple[int, str]:
+    """The configured disk, or the machine's first supported type where it cannot take that one
+    (A3 Ultra boots only from Hyperdisk)."""
+    size, disk_type = requested
+    return size, disk_type if disk_type in allowed else allowed[0]
+
+
+def _properties(machine, accelerator, count, spot, zone, disk, image_family, image_project) -> dict[str, str]:
+    return {
+        props.INSTANCE_TYPE: machine,
+        props.ACCELERATOR: accelerator,
+        props.ACCELERATOR_COUNT: str(count),
+        props.CAPACITY_TYPE: props.SPOT if spot else props.ON_DEMAND,
+        props.ZONE: zone,
+        props.DISK_SIZE_GB: str(disk[0]),
+        props.DISK_TYPE: disk[1],
+        props.IMAGE_FAMILY: image_family,
+        props.IMAGE_PROJECT: image_project,
+    }
+
+
+__all__ = ["GPU_RESOURCE", "GUEST", "BUILTIN", "NONE", "NodeType", "NodeTypeOffer", "QuotaUse", "generate_node_types"]

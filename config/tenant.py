@@ -1,0 +1,267 @@
+"""A tenant (one ML team's virtual cluster): its config model, its checks against the environment,
+and the pools derived from it.
+
+The same model serves `gpu-platform:tenants[i]` in an environment stack and `gpu-platform:tenant`
+in a team's own stack; the checks produce the same messages in both.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+from dataclasses import dataclass
+
+from pydantic import Field
+
+from . import node_properties as props
+from .base import DNS_LABEL, DURATION, ConfigModel, duration_seconds, parse_cidr
+from .errors import Problems
+from .facts import TENANT_CLUSTER_CIDRS, EnvironmentFacts, TenantClaim
+from .node_types import GPU_RESOURCE, NodeType
+from .versions import GPU_OPERATOR_VERSION
+
+# Derived GCP names must fit: the node service account id "<env>-<name>-nodes" has at most 30
+# characters and environments have at most 7 ("staging").
+MAX_TENANT_NAME = 16
+# Where `suggest_cidr` looks for free tenant subnets.
+TENANT_CIDR_POOL = ipaddress.IPv4Network("10.160.0.0/12")
+
+
+class GpuPool(ConfigModel):
+    gpu: str
+    max_gpus: int = Field(ge=1)
+    gpus_per_node: int | None = Field(None, ge=1)  # default: the smallest shape offered
+    spot: bool = False
+    idle_after: str = "60s"
+    termination_grace_period: str = "30m"  # how long a GPU job gets to stop when its node goes
+
+
+class CpuPool(ConfigModel):
+    max_cpus: int = Field(8, ge=1)
+
+
+class Access(ConfigModel):
+    users: tuple[str, ...] = ()
+    teams: tuple[str, ...] = ()
+
+
+class GpuOperator(ConfigModel):
+    version: str = GPU_OPERATOR_VERSION
+    service_monitor: bool = False  # needs the Prometheus Operator CRDs inside the tenant
+
+
+class TenantNetwork(ConfigModel):
+    cidr: str
+    iap_ssh: bool = False  # firewall rule for SSH through Identity-Aware Proxy
+
+
+class Tenant(ConfigModel):
+    name: str
+    network: TenantNetwork
+    gpu_pools: tuple[GpuPool, ...] = Field(min_length=1)
+    cpu_pool: CpuPool = CpuPool()
+    access: Access = Access()
+    gpu_operator: GpuOperator = GpuOperator()
+    smoke_test: bool = False
+    # Persistent volumes through the PD CSI driver on the tenant's nodes. Its node identity then
+    # holds project-wide disk rights (see README "Security"); turn off if the team needs none.
+    persistent_disks: bool = True
+    # Let the tenant's cloud controller manager create Google load balancers for its Services
+    # (grants its node identity load-balancer and firewall rights). Off: Services stay internal.
+    load_balancer_services: bool = False
+
+
+@dataclass(frozen=True)
+class PoolPlan:
+    """One dynamic auto-nodes pool, with everything needed to render it and to price it."""
+
+    name: str
+    gpu: str | None
+    gpus_per_node: int
+    spot: bool
+    max_nodes: int
+    node_types: tuple[NodeType, ...]
+    limits: dict[str, str]
+    idle_after: str
+    termination_grace_period: str
+    consolidation_policy: str
+
+    @property
+    def max_gpus(self) -> int:
+        return self.max_nodes * self.gpus_per_node
+
+    @property
+    def usd_per_hour_ceiling(self) -> float:
+        """Every node of the pool running, each of the most expensive eligible type."""
+        return self.max_nodes * max(nt.usd_per_hour for nt in self.node_types)
+
+    @property
+    def cheapest_usd_per_hour(self) -> float:
+        return min(nt.usd_per_hour for nt in self.node_types)
+
+    @property
+    def selector(self) -> list[dict]:
+        accelerator = self.gpu or props.NO_ACCELERATOR
+        requirements = [{"property": props.ACCELERATOR, "operator": "In", "values": [accelerator]}]
+        if self.gpu:
+            requirements.append({"property": props.ACCELERATOR_COUNT, "operator": "In", "values": [str(self.gpus_per_node)]})
+        requirements.append(
+            {"property": props.CAPACITY_TYPE, "operator": "In", "values": [props.SPOT if self.spot else props.ON_DEMAND]}
+        )
+        return requirements
+
+
+@dataclass(frozen=True)
+class TenantPlan:
+    tenant: Tenant
+    gpu_pools: tuple[PoolPlan, ...]
+    cpu_pool: PoolPlan
+
+    @property
+    def gpu_usd_per_hour_ceiling(self) -> float:
+        return sum(p.usd_per_hour_ceiling for p in self.gpu_pools)
+
+    @property
+    def usd_per_hour_ceiling(self) -> float:
+        return self.gpu_usd_per_hour_ceiling + self.cpu_pool.usd_per_hour_ceiling
+
+    @property
+    def always_on_usd_per_hour(self) -> float:
+        """The tenant's system pods keep one CPU node (the cheapest that fits) up at all times."""
+        return self.cpu_pool.cheapest_usd_per_hour
+
+
+def check_tenant(path: str, tenant: Tenant, facts: EnvironmentFacts, others: list[TenantClaim], problems: Problems) -> None:
+    """Check one tenant against its environment and the tenants already claimed there."""
+    if not DNS_LABEL.match(tenant.name) or len(tenant.name) > MAX_TENANT_NAME:
+        problems.add(f"{path}.name", f"{tenant.name!r} must be a DNS-1123 label of at most {MAX_TENANT_NAME} characters")
+    for other in others:
+        if other.name == tenant.name:
+            problems.add(f"{path}.name", f"{tenant.name!r} is already used by {other.source}")
+
+    net = parse_cidr(tenant.network.cidr)
+    if net is None or not net.is_private:
+        problems.add(f"{path}.network.cidr", f"{tenant.network.cidr!r} is not a private IPv4 CIDR; try {suggest_cidr(facts, others)}")
+    elif not 16 <= net.prefixlen <= 26:
+        problems.add(f"{path}.network.cidr", f"{net} must be between /16 and /26 (a /22 fits 1000 nodes)")
+    else:
+        taken = [(what, c) for what, c in facts.reserved_cidrs] + list(TENANT_CLUSTER_CIDRS)
+        taken += [(f"tenant {o.name} ({o.source})", o.cidr) for o in others]
+        for what, cidr in taken:
+            if net.overlaps(ipaddress.IPv4Network(cidr)):
+                problems.add(f"{path}.network.cidr", f"{net} overlaps {what} {cidr}; try {suggest_cidr(facts, others)}")
+
+    seen: dict[tuple, int] = {}
+    for i, pool in enumerate(tenant.gpu_pools):
+        pool_path = f"{path}.gpuPools[{i}]"
+        if pool.gpu not in facts.gpu_types:
+            problems.add(f"{pool_path}.gpu", f"{pool.gpu!r} is not offered by environment {facts.environment}; offered: {', '.join(facts.gpu_types)}")
+            continue
+        if pool.spot and not facts.spot:
+            problems.add(f"{pool_path}.spot", f"environment {facts.environment} offers no Spot node types (nodeProvider.spot is false)")
+            continue
+        counts = sorted({nt.gpu_count for nt in facts.node_types_for(pool.gpu, pool.spot)})
+        per_node = pool.gpus_per_node or (counts[0] if counts else None)
+        if per_node not in counts:
+            problems.add(
+                f"{pool_path}.gpusPerNode",
+                f"{pool.gpus_per_node} is not a shape of {pool.gpu} in environment {facts.environment}; shapes: {', '.join(map(str, counts))}",
+            )
+            continue
+        if pool.max_gpus % per_node:
+            problems.add(f"{pool_path}.maxGpus", f"{pool.max_gpus} is not a multiple of gpusPerNode {per_node}")
+        quota = facts.gpu_quota.get(pool.gpu, 0)
+        if pool.max_gpus > quota:
+            problems.add(f"{pool_path}.maxGpus", f"{pool.max_gpus} exceeds the environment's quota of {quota} {pool.gpu} GPUs in {facts.region}")
+        key = (pool.gpu, per_node, pool.spot)
+        if key in seen:
+            problems.add(pool_path, f"duplicates gpuPools[{seen[key]}] ({pool.gpu}, {per_node} per node, spot={pool.spot})")
+        seen[key] = i
+        for field, value in (("idleAfter", pool.idle_after), ("terminationGracePeriod", pool.termination_grace_period)):
+            if not DURATION.match(value):
+                problems.add(f"{pool_path}.{field}", f"{value!r} is not a duration like 60s, 10m or 1h30m")
+        if DURATION.match(pool.termination_grace_period) and duration_seconds(pool.termination_grace_period) < 60:
+            problems.add(f"{pool_path}.terminationGracePeriod", f"{pool.termination_grace_period} is too short for a GPU job to checkpoint; at least 1m")
+
+    cpu_types = facts.node_types_for(None, False)
+    smallest = min((nt.cpu_millis for nt in cpu_types), default=None)
+    if smallest is None:
+        problems.add(f"{path}.cpuPool", f"environment {facts.environment} offers no CPU node types")
+    elif tenant.cpu_pool.max_cpus * 1000 < smallest:
+        problems.add(
+            f"{path}.cpuPool.maxCpus",
+            f"{tenant.cpu_pool.max_cpus} is below the smallest CPU node type ({smallest / 1000:g} CPU): no node could start",
+        )
+    for kind, names in (("users", tenant.access.users), ("teams", tenant.access.teams)):
+        for i, name in enumerate(names):
+            if not name or name != name.strip():
+                problems.add(f"{path}.access.{kind}[{i}]", f"{name!r} is not a platform {kind[:-1]} name")
+    version = tenant.gpu_operator.version
+    if not (version.startswith("v") and len(version.split(".")) == 3 and all(p.isdigit() for p in version[1:].split("."))):
+        problems.add(f"{path}.gpuOperator.version", f"{version!r} is not a pinned release like {GPU_OPERATOR_VERSION}")
+
+
+def plan_tenant(tenant: Tenant, facts: EnvironmentFacts) -> TenantPlan:
+    """The pools of a tenant that passed `check_tenant`."""
+    gpu_pools = []
+    for pool in tenant.gpu_pools:
+        counts = sorted({nt.gpu_count for nt in facts.node_types_for(pool.gpu, pool.spot)})
+        per_node = pool.gpus_per_node or counts[0]
+        eligible = facts.node_types_for(pool.gpu, pool.spot, per_node)
+        max_nodes = pool.max_gpus // per_node
+        gpu_pools.append(
+            PoolPlan(
+                name=_pool_name(pool.gpu, per_node, pool.spot),
+                gpu=pool.gpu,
+                gpus_per_node=per_node,
+                spot=pool.spot,
+                max_nodes=max_nodes,
+                node_types=eligible,
+                limits=_limits(eligible, max_nodes, pool.max_gpus),
+                idle_after=pool.idle_after,
+                termination_grace_period=pool.termination_grace_period,
+                # Never evict a running job to repack nodes: a GPU node goes only when empty.
+                consolidation_policy="WhenEmpty",
+            )
+        )
+    cpu_types = facts.node_types_for(None, False)
+    max_cpu_nodes = max(1, tenant.cpu_pool.max_cpus * 1000 // min(nt.cpu_millis for nt in cpu_types))
+    cpu_pool = PoolPlan(
+        name="system",
+        gpu=None,
+        gpus_per_node=0,
+        spot=False,
+        max_nodes=max_cpu_nodes,
+        node_types=cpu_types,
+        limits={"cpu": str(tenant.cpu_pool.max_cpus), "memory": f"{math.ceil(max_cpu_nodes * max(nt.memory_mi for nt in cpu_types) / 1024)}Gi"},
+        idle_after="5m",
+        termination_grace_period="5m",
+        consolidation_policy="WhenEmptyOrUnderutilized",
+    )
+    return TenantPlan(tenant, tuple(gpu_pools), cpu_pool)
+
+
+def _pool_name(gpu: str, per_node: int, spot: bool) -> str:
+    short = gpu.removeprefix("nvidia-").removeprefix("tesla-")
+    return f"{short}-{per_node}x" + ("-spot" if spot else "")
+
+
+def _limits(node_types: tuple[NodeType, ...], max_nodes: int, max_gpus: int) -> dict[str, str]:
+    """Pool limits as strings (the schema demands strings). CPU and memory are sized for
+    `max_nodes` of the largest eligible type, so they never stop a node that the GPU limit allows."""
+    cpu = math.ceil(max_nodes * max(nt.cpu_millis for nt in node_types) / 1000)
+    memory_gi = math.ceil(max_nodes * max(nt.memory_mi for nt in node_types) / 1024)
+    return {GPU_RESOURCE: str(max_gpus), "cpu": str(cpu), "memory": f"{memory_gi}Gi"}
+
+
+def suggest_cidr(facts: EnvironmentFacts, others: list[TenantClaim]) -> str:
+    taken = [ipaddress.IPv4Network(c) for _, c in facts.reserved_cidrs]
+    taken += [ipaddress.IPv4Network(c) for _, c in TENANT_CLUSTER_CIDRS]
+    for other in others:
+        net = parse_cidr(other.cidr)
+        if net is not None:
+            taken.append(net)
+    for candidate in TENANT_CIDR_POOL.subnets(new_prefix=22):
+        if not any(candidate.overlaps(t) for t in taken):
+            return str(candidate)
+    return "a free private /22"

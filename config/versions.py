@@ -1,0 +1,56 @@
+"""Pinned versions of everything the platform deploys.
+
+One place, so a version bump is one reviewed diff. Sources: ../shared/reference/vcluster-platform.md
+(§A.2 platform tags and the vCluster → platform minimum table, §E.2 template tags) and
+gke-gpu-anchors.md §4 (GPU Operator releases).
+"""
+
+from __future__ import annotations
+
+PLATFORM_CHART = "vcluster-platform"
+PLATFORM_CHART_REPO = "https://charts.loft.sh"
+PLATFORM_CHART_VERSION = "4.11.2"
+
+VCLUSTER_CHART = "vcluster"
+VCLUSTER_CHART_REPO = "https://charts.loft.sh"
+VCLUSTER_CHART_VERSION = "0.36.1"
+
+GPU_OPERATOR_CHART = "gpu-operator"
+GPU_OPERATOR_CHART_REPO = "https://helm.ngc.nvidia.com/nvidia"
+GPU_OPERATOR_VERSION = "v25.10.1"
+
+# Official GCP auto-nodes templates; we use only environment/kubernetes (CCM + PD CSI inside the
+# tenant), and environment/infrastructure only in the opt-in legacy mode. Pinned by commit: a tag
+# can be moved upstream, a commit cannot.
+AUTO_NODES_GCP_REPOSITORY = "https://github.com/loft-sh/vcluster-auto-nodes-gcp.git"
+AUTO_NODES_GCP_COMMIT = "3244616f0b4a59f75e28aec8fa3248ead06738eb"  # tag v0.1.1
+
+# vCluster minor → lowest platform version that manages it (vcluster pkg/platform/version.go).
+VCLUSTER_MIN_PLATFORM: dict[str, str] = {
+    "0.30": "4.5.0",
+    "0.31": "4.6.0",
+    "0.32": "4.7.0",
+    "0.33": "4.8.0",
+    "0.34": "4.9.0",
+    "0.35": "4.10.0",
+    "0.36": "4.11.0",
+}
+
+# admin.passwordSecretRef first appeared in chart 4.9.1; we never put the password in values.
+MIN_PLATFORM_FOR_PASSWORD_SECRET_REF = "4.9.1"
+
+
+def parse_version(text: str) -> tuple[int, ...]:
+    """'v4.11.2' or '4.11.2' → (4, 11, 2). Raises ValueError for anything else."""
+    parts = text.lstrip("v").split(".")
+    if len(parts) != 3 or not all(p.isdigit() for p in parts):
+        raise ValueError(f"{text!r} is not a release version like 4.11.2")
+    return tuple(int(p) for p in parts)
+
+
+def platform_supports_vcluster(platform_version: str, vcluster_version: str) -> bool:
+    """True when the platform is at least the minimum the vCluster minor needs, and the vCluster
+    minor is one we know (newer minors need a newer platform than we can vouch for)."""
+    minor = ".".join(vcluster_version.lstrip("v").split(".")[:2])
+    minimum = VCLUSTER_MIN_PLATFORM.get(minor)
+    return minimum is not None and parse_version(platform_version) >= parse_version(minimum)

@@ -1,0 +1,94 @@
+# "infrastructure" environment template of the gpu-platform NodeProvider. It creates nothing.
+#
+# The vCluster Platform runs it with OpenTofu once per vCluster, before the vCluster's first node
+# (embedded inline by GcpNodeProvider: one file, no modules). Pulumi has already created the
+# tenant's network, subnet (with Cloud NAT) and node service account, and written their names on
+# the tenant's auto-nodes entry as gpu-platform/network, gpu-platform/subnetwork and
+# gpu-platform/node-service-account (an account id: property values must be label values, an
+# e-mail is not). This template hands them on under the output names that the node template
+# (templates/node/main.tf) and the official kubernetes template read, plus the region's zones.
+#
+# Its only input is `var.vcluster`, which the platform declares itself; do not declare it here
+# (templates/vcluster_variable.tf holds a copy for local checks only). The variable is
+# sensitive, so values are unwrapped with nonsensitive(): they are resource names, not secrets.
+#
+# The platform's identity holds compute.zones.list and nothing else that applies here
+# (config/permissions.yaml `autoNodes`), so the only cloud call is the zone list.
+
+terraform {
+  required_version = ">= 1.6"
+
+  required_providers {
+    google = {
+      source  = "hashicorp/google"
+      version = "6.50.0"
+    }
+  }
+}
+
+provider "google" {
+  project = local.project
+  region  = local.region
+}
+
+locals {
+  # project and region may be comma lists; the first element is used, wildcards are refused.
+  project = trimspace(split(",", try(nonsensitive(var.vcluster.properties["project"]), ""))[0])
+  region  = trimspace(split(",", try(nonsensitive(var.vcluster.properties["region"]), ""))[0])
+
+  network              = trimspace(try(nonsensitive(var.vcluster.properties["gpu-platform/network"]), ""))
+  subnetwork           = trimspace(try(nonsensitive(var.vcluster.properties["gpu-platform/subnetwork"]), ""))
+  node_service_account = trimspace(try(nonsensitive(var.vcluster.properties["gpu-platform/node-service-account"]), ""))
+
+  wildcard = "[*?\\[\\]{}]"
+  # Compute Engine resource names; a missing, wildcard or comma-list value does not match.
+  gce_name = "^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$"
+}
+
+# The official kubernetes template reads `availability_zones` (CSI topology). Every check on the
+# inputs hangs off this data source, so a bad property fails before anything is read.
+data "google_compute_zones" "available" {
+  project = local.project
+  region  = local.region
+  status  = "UP"
+
+  lifecycle {
+    precondition {
+      condition     = local.project != "" && !can(regex(local.wildcard, local.project))
+      error_message = "Property project must be a concrete GCP project id, not empty or a wildcard (got \"${local.project}\"). Pulumi sets it on the NodeProvider and on each tenant's auto-nodes entry."
+    }
+    precondition {
+      condition     = local.region != "" && !can(regex(local.wildcard, local.region))
+      error_message = "Property region must be a concrete GCP region, not empty or a wildcard (got \"${local.region}\"). Pulumi sets it on the NodeProvider and on each tenant's auto-nodes entry."
+    }
+    precondition {
+      condition     = can(regex(local.gce_name, local.network))
+      error_message = "Property gpu-platform/network is missing or not a network name (got \"${local.network}\"). Pulumi sets it on the tenant's auto-nodes entry to the network it created for the tenant."
+    }
+    precondition {
+      condition     = can(regex(local.gce_name, local.subnetwork))
+      error_message = "Property gpu-platform/subnetwork is missing or not a subnetwork name (got \"${local.subnetwork}\"). Pulumi sets it on the tenant's auto-nodes entry to the subnet it created for the tenant."
+    }
+    precondition {
+      condition     = can(regex("^[a-z]([-a-z0-9]{4,28}[a-z0-9])$", local.node_service_account))
+      error_message = "Property gpu-platform/node-service-account is missing or not a service account id (6-30 characters, no @domain; got \"${local.node_service_account}\"). Pulumi sets it on the tenant's auto-nodes entry to the node service account it created."
+    }
+  }
+}
+
+# Output names are the contract with the node template and the official kubernetes template.
+output "network_name" {
+  value = local.network
+}
+
+output "subnet_name" {
+  value = local.subnetwork
+}
+
+output "service_account_email" {
+  value = "${local.node_service_account}@${local.project}.iam.gserviceaccount.com"
+}
+
+output "availability_zones" {
+  value = data.google_compute_zones.available.names
+}

@@ -1,0 +1,294 @@
+# Node template of the gpu-platform NodeProvider: one Compute Engine VM per node claim.
+#
+# The vCluster Platform runs this file with OpenTofu once per NodeClaim (embedded inline by
+# GcpNodeProvider, so it must stay a single file without modules). Its only input is
+# `var.vcluster`, which the platform declares itself; do not declare it here
+# (templates/vcluster_variable.tf holds a copy for local checks only).
+#
+# Inputs read:
+#   var.vcluster.properties                  project, region, zone (fallback), gpu-platform/tenant
+#   var.vcluster.nodeType.spec.properties    gpu-platform/* keys of config/node_properties.py
+#   var.vcluster.nodeEnvironment.outputs     subnet_name, service_account_email (environment template)
+#   var.vcluster.userData                    cloud-init that joins the node to its vCluster
+#   var.vcluster.instance / nodeClaim        names for the VM, its labels and network tag
+#
+# The platform's identity may only create/get/delete instances and disks, use subnetworks and
+# poll zone operations (config/permissions.yaml `autoNodes`), so this template reads no data
+# sources: the image is addressed by family path and needs no lookup.
+#
+# `var.vcluster` is sensitive. Every value used in logic or resource arguments is unwrapped with
+# nonsensitive(); only the user data (it carries a join token) stays sensitive.
+
+terraform {
+  required_version = ">= 1.6"
+
+  required_providers {
+    google = {
+      source  = "hashicorp/google"
+      version = "6.50.0"
+    }
+  }
+}
+
+provider "google" {
+  project = local.project
+  region  = local.region
+}
+
+locals {
+  # Values of vCluster properties may be comma lists or wildcards; the first element is used and
+  # the preconditions below refuse wildcards.
+  project       = trimspace(split(",", try(nonsensitive(var.vcluster.properties["project"]), ""))[0])
+  region        = trimspace(split(",", try(nonsensitive(var.vcluster.properties["region"]), ""))[0])
+  fallback_zone = trimspace(split(",", try(nonsensitive(var.vcluster.properties["zone"]), ""))[0])
+  tenant        = try(nonsensitive(var.vcluster.properties["gpu-platform/tenant"]), "")
+
+  # Node-type properties, keyed exactly as GcpNodeProvider writes them. A missing key reads as ""
+  # so that a precondition can name it instead of OpenTofu failing with "Invalid index".
+  node_type = {
+    "gpu-platform/instance-type"     = try(nonsensitive(var.vcluster.nodeType.spec.properties["gpu-platform/instance-type"]), "")
+    "gpu-platform/accelerator"       = try(nonsensitive(var.vcluster.nodeType.spec.properties["gpu-platform/accelerator"]), "")
+    "gpu-platform/accelerator-count" = try(nonsensitive(var.vcluster.nodeType.spec.properties["gpu-platform/accelerator-count"]), "")
+    "gpu-platform/capacity-type"     = try(nonsensitive(var.vcluster.nodeType.spec.properties["gpu-platform/capacity-type"]), "")
+    "gpu-platform/zone"              = try(nonsensitive(var.vcluster.nodeType.spec.properties["gpu-platform/zone"]), "")
+    "gpu-platform/disk-size-gb"      = try(nonsensitive(var.vcluster.nodeType.spec.properties["gpu-platform/disk-size-gb"]), "")
+    "gpu-platform/disk-type"         = try(nonsensitive(var.vcluster.nodeType.spec.properties["gpu-platform/disk-type"]), "")
+    "gpu-platform/image-family"      = try(nonsensitive(var.vcluster.nodeType.spec.properties["gpu-platform/image-family"]), "")
+    "gpu-platform/image-project"     = try(nonsensitive(var.vcluster.nodeType.spec.properties["gpu-platform/image-project"]), "")
+  }
+  node_type_name = try(nonsensitive(var.vcluster.nodeType.metadata.name), "(unnamed)")
+  # The zone alone may be absent: it then comes from the vCluster's `zone` property.
+  missing_node_type_properties = sort([for key, value in local.node_type : key if trimspace(value) == "" && key != "gpu-platform/zone"])
+
+  instance_type     = local.node_type["gpu-platform/instance-type"]
+  machine_series    = split("-", local.instance_type)[0]
+  accelerator       = local.node_type["gpu-platform/accelerator"]
+  accelerator_count = try(tonumber(local.node_type["gpu-platform/accelerator-count"]), -1)
+  capacity_type     = local.node_type["gpu-platform/capacity-type"]
+  zone              = local.node_type["gpu-platform/zone"] != "" ? local.node_type["gpu-platform/zone"] : local.fallback_zone
+  disk_size_gb      = try(tonumber(local.node_type["gpu-platform/disk-size-gb"]), 0)
+  disk_type         = local.node_type["gpu-platform/disk-type"]
+  # A family path is resolved by Compute Engine at create time: no images.get permission needed.
+  image = "projects/${local.node_type["gpu-platform/image-project"]}/global/images/family/${local.node_type["gpu-platform/image-family"]}"
+
+  # GPU type -> machine series that carry it. Same data as config/catalog.yaml
+  # (tests/test_node_template.py fails when they differ).
+  gpu_series = {
+    nvidia-tesla-t4   = ["n1"]
+    nvidia-tesla-v100 = ["n1"]
+    nvidia-tesla-p4   = ["n1"]
+    nvidia-tesla-p100 = ["n1"]
+    nvidia-l4         = ["g2"]
+    nvidia-tesla-a100 = ["a2"]
+    nvidia-a100-80gb  = ["a2"]
+    nvidia-h100-80gb  = ["a3"]
+    nvidia-h200-141gb = ["a3"]
+  }
+  # Series whose GPUs are attached as guest accelerators (N1). Accelerator-optimized series come
+  # with their GPUs in the machine type and reject a guest_accelerator block.
+  guest_series   = ["n1"]
+  builtin_series = ["a2", "a3", "g2", "g4"]
+
+  gpu          = local.accelerator != "none"
+  spot         = local.capacity_type == "spot"
+  guest_attach = local.gpu && contains(local.guest_series, local.machine_series)
+  gpu_known    = !local.gpu || contains(keys(local.gpu_series), local.accelerator)
+  gpu_fits     = !local.gpu || contains(lookup(local.gpu_series, local.accelerator, []), local.machine_series)
+
+  # Written by the environment template (templates/environment/main.tf) from the tenant's
+  # properties; the subnet is in the tenant's network, which has Cloud NAT.
+  subnet_name           = nonsensitive(var.vcluster.nodeEnvironment.outputs.infrastructure["subnet_name"])
+  service_account_email = nonsensitive(var.vcluster.nodeEnvironment.outputs.infrastructure["service_account_email"])
+
+  # Names. The VM name is derived from the claim (unique per claim), made a valid instance name
+  # ([a-z]([-a-z0-9]*[a-z0-9])?, at most 63 characters) and suffixed with a hash of namespace and
+  # claim, because claims in different platform projects may share a name. No custom `hostname`:
+  # Compute Engine requires an FQDN there, and the default hostname (= VM name) is what the cloud
+  # controller manager maps node names to.
+  vcluster_name      = try(nonsensitive(var.vcluster.instance.metadata.name), "")
+  vcluster_namespace = try(nonsensitive(var.vcluster.instance.metadata.namespace), "")
+  claim_name         = try(nonsensitive(var.vcluster.nodeClaim.metadata.name), "")
+  claim_slug         = replace(lower(local.claim_name), "/[^a-z0-9-]/", "-")
+  instance_name = format(
+    "%s-%s",
+    substr(can(regex("^[a-z]", local.claim_slug)) ? local.claim_slug : "n-${local.claim_slug}", 0, 56),
+    substr(md5("${local.vcluster_namespace}/${local.claim_name}"), 0, 6),
+  )
+
+  # GCP label values: lowercase letters, digits, "_" and "-", at most 63 characters.
+  labels = {
+    for key, value in {
+      vcluster      = local.vcluster_name
+      namespace     = local.vcluster_namespace
+      cluster-name  = local.vcluster_name # the GCP cloud controller manager runs with --cluster-name=<vCluster>
+      gpu           = local.gpu ? "true" : "false"
+      accelerator   = local.accelerator
+      capacity-type = local.capacity_type
+      tenant        = local.tenant
+    } : key => substr(replace(lower(value), "/[^a-z0-9_-]/", "-"), 0, 63) if value != ""
+  }
+
+  has_user_data = try(nonsensitive(length(var.vcluster.userData) > 0), false)
+  metadata = merge(
+    {
+      block-project-ssh-keys = "TRUE" # no project-wide SSH keys on tenant nodes
+      enable-oslogin         = "TRUE" # SSH (through IAP, if the tenant allows it) only with IAM
+    },
+    # The Deep Learning VM image already has the NVIDIA driver; don't let it offer an install.
+    local.gpu ? { install-nvidia-driver = "False" } : {},
+    # No user-data key at all when the platform passes none (as upstream does since v0.1.1).
+    local.has_user_data ? { user-data = var.vcluster.userData } : {},
+  )
+
+  # Concrete values only: not empty, no glob characters (the platform allows "*" in properties).
+  wildcard         = "[*?\\[\\]{}]"
+  project_concrete = local.project != "" && !can(regex(local.wildcard, local.project))
+  region_concrete  = local.region != "" && !can(regex(local.wildcard, local.region))
+  zone_concrete    = local.zone != "" && !can(regex(local.wildcard, local.zone))
+}
+
+resource "google_compute_instance" "node" {
+  project      = local.project
+  zone         = local.zone
+  name         = local.instance_name
+  machine_type = local.instance_type
+  description  = "Node ${local.claim_name} of vCluster ${local.vcluster_namespace}/${local.vcluster_name} (node type ${local.node_type_name})"
+
+  # The tenant's cloud controller manager runs with node-tags = <vCluster name> (firewall rules
+  # for LoadBalancer services target it).
+  tags   = [local.vcluster_name]
+  labels = local.labels
+
+  boot_disk {
+    auto_delete = true
+    initialize_params {
+      image  = local.image
+      size   = local.disk_size_gb
+      type   = local.disk_type
+      labels = local.labels
+    }
+  }
+
+  # Only N1 takes guest accelerators; on A2/A3/G2/G4 the GPUs come with the machine type.
+  dynamic "guest_accelerator" {
+    for_each = local.guest_attach ? [local.accelerator] : []
+    content {
+      type  = guest_accelerator.value
+      count = local.accelerator_count
+    }
+  }
+
+  scheduling {
+    # GPU VMs cannot live-migrate, and Spot VMs must terminate: both stop on host maintenance.
+    on_host_maintenance = local.gpu || local.spot ? "TERMINATE" : "MIGRATE"
+    automatic_restart   = !local.spot
+    provisioning_model  = local.spot ? "SPOT" : "STANDARD"
+    preemptible         = local.spot
+    # A preempted Spot VM is deleted rather than left stopped (and billed for its disk); the
+    # platform replaces the node.
+    instance_termination_action = local.spot ? "DELETE" : null
+  }
+
+  network_interface {
+    subnetwork         = local.subnet_name
+    subnetwork_project = local.project
+    # A3 machine types only support gVNIC.
+    nic_type = local.machine_series == "a3" ? "GVNIC" : null
+    # No access_config: no external IP. The tenant network has Cloud NAT for egress.
+  }
+
+  service_account {
+    email  = local.service_account_email
+    scopes = ["cloud-platform"]
+  }
+
+  shielded_instance_config {
+    # Secure Boot only on CPU nodes (Ubuntu): the NVIDIA kernel modules in the Deep Learning VM
+    # image are not signed for Secure Boot and would not load.
+    enable_secure_boot          = !local.gpu
+    enable_vtpm                 = true
+    enable_integrity_monitoring = true
+  }
+
+  metadata = local.metadata
+
+  lifecycle {
+    precondition {
+      condition     = local.project_concrete
+      error_message = "Property project must be a concrete GCP project id, not empty or a wildcard (got \"${local.project}\"). GcpNodeProvider sets it in the NodeProvider's properties."
+    }
+    precondition {
+      condition     = local.region_concrete
+      error_message = "Property region must be a concrete GCP region, not empty or a wildcard (got \"${local.region}\"). GcpNodeProvider sets it in the NodeProvider's properties."
+    }
+    precondition {
+      condition     = local.zone_concrete
+      error_message = "No concrete zone for node type ${local.node_type_name}: property gpu-platform/zone is empty and the vCluster property zone is empty or a wildcard (got \"${local.zone}\")."
+    }
+    precondition {
+      condition     = !(local.zone_concrete && local.region_concrete) || startswith(local.zone, "${local.region}-")
+      error_message = "Zone ${local.zone} of node type ${local.node_type_name} is not in region ${local.region}."
+    }
+    precondition {
+      condition     = length(local.missing_node_type_properties) == 0
+      error_message = "Node type ${local.node_type_name} lacks the properties ${join(", ", local.missing_node_type_properties)}; GcpNodeProvider writes them on every node type."
+    }
+    precondition {
+      condition     = contains(["on-demand", "spot"], local.capacity_type)
+      error_message = "Property gpu-platform/capacity-type of node type ${local.node_type_name} must be on-demand or spot (got \"${local.capacity_type}\")."
+    }
+    precondition {
+      condition     = local.accelerator_count >= 0 && floor(local.accelerator_count) == local.accelerator_count
+      error_message = "Property gpu-platform/accelerator-count of node type ${local.node_type_name} must be a whole number (got \"${local.node_type["gpu-platform/accelerator-count"]}\")."
+    }
+    precondition {
+      condition     = !(local.gpu && local.accelerator_count == 0)
+      error_message = "Node type ${local.node_type_name} has accelerator ${local.accelerator} but accelerator-count \"${local.node_type["gpu-platform/accelerator-count"]}\": a GPU type needs a count of at least 1."
+    }
+    precondition {
+      condition     = !(local.accelerator == "none" && local.accelerator_count > 0)
+      error_message = "Node type ${local.node_type_name} has accelerator-count ${local.node_type["gpu-platform/accelerator-count"]} but accelerator none: set the GPU type or a count of 0."
+    }
+    precondition {
+      condition     = local.gpu_known
+      error_message = "GPU type ${local.accelerator} is not in this template's GPU table (gpu_series); add it there and to config/catalog.yaml."
+    }
+    precondition {
+      condition     = !local.gpu_known || local.gpu_fits
+      error_message = "GPU type ${local.accelerator} does not fit machine series ${local.machine_series} (${local.instance_type}); it needs series ${join(" or ", lookup(local.gpu_series, local.accelerator, []))}."
+    }
+    precondition {
+      condition     = local.gpu || !contains(local.builtin_series, local.machine_series)
+      error_message = "Machine type ${local.instance_type} (series ${local.machine_series}) comes with built-in GPUs, but node type ${local.node_type_name} has accelerator none; set gpu-platform/accelerator to its GPU type."
+    }
+    precondition {
+      condition     = local.disk_size_gb > 0 && floor(local.disk_size_gb) == local.disk_size_gb
+      error_message = "Property gpu-platform/disk-size-gb of node type ${local.node_type_name} must be a positive whole number (got \"${local.node_type["gpu-platform/disk-size-gb"]}\")."
+    }
+    precondition {
+      condition     = can(regex("^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$", local.vcluster_name))
+      error_message = "vCluster name \"${local.vcluster_name}\" is not a valid GCP network tag ([a-z]([-a-z0-9]*[a-z0-9])?, at most 63 characters); the cloud controller manager uses it as the node tag."
+    }
+    precondition {
+      condition     = local.claim_name != ""
+      error_message = "The platform passed no node claim name (nodeClaim.metadata.name); the VM name is derived from it."
+    }
+  }
+}
+
+# For debugging a claim: `tofu output` in its workspace, or the platform's NodeClaim status.
+output "instance_name" {
+  value = google_compute_instance.node.name
+}
+
+output "instance_self_link" {
+  value = google_compute_instance.node.self_link
+}
+
+output "zone" {
+  value = google_compute_instance.node.zone
+}
+
+output "internal_ip" {
+  value = google_compute_instance.node.network_interface[0].network_ip
+}

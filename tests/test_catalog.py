@@ -1,0 +1,178 @@
+"""The machine catalog and the node types generated from it: only real GPU/machine pairings, and
+resources that fit inside the real shape."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from config import node_properties as props
+from config.base import DNS_LABEL
+from config.catalog import BUILTIN, CATALOG_PATH, GUEST, CatalogError, allocatable, load_catalog
+from config.node_types import GPU_RESOURCE, generate_node_types
+
+CATALOG = load_catalog()
+ZONES = ("europe-west4-a", "europe-west4-b", "europe-west4-c")
+
+
+@st.composite
+def offers(draw):
+    gpus = draw(st.lists(st.sampled_from(sorted(CATALOG.gpus)), min_size=1, max_size=4, unique=True))
+    quota = {g: draw(st.integers(min_value=1, max_value=64)) for g in gpus}
+    zones = tuple(draw(st.lists(st.sampled_from(ZONES), min_size=1, max_size=3, unique=True)))
+    cpu = tuple(draw(st.lists(st.sampled_from(CATALOG.cpu_machines()), min_size=1, max_size=3, unique=True)))
+    spot = draw(st.booleans())
+    offer = generate_node_types(
+        catalog=CATALOG,
+        zones=zones,
+        gpu_types=tuple(gpus),
+        spot=spot,
+        gpu_quota=quota,
+        cpu_machine_types=cpu,
+        gpu_disk=(200, "pd-balanced"),
+        cpu_disk=(50, "pd-standard"),
+    )
+    return offer, quota, spot
+
+
+@settings(max_examples=150, deadline=None)
+@given(offers())
+def test_every_node_type_is_a_real_pairing_that_fits_its_shape(generated):
+    offer, quota, spot = generated
+    names = [nt.name for nt in offer.node_types]
+    assert len(names) == len(set(names))
+    for nt in offer.node_types:
+        machine = CATALOG.machines[nt.machine_type]
+        assert DNS_LABEL.match(nt.name) and len(nt.name) <= 63
+        # Resources never exceed the real shape, and leave a reserve.
+        assert 0 < nt.cpu_millis < machine.vcpus * 1000
+        assert 0 < nt.memory_mi < machine.memory_gb * 1024
+        assert set(nt.properties) == set(props.NODE_TYPE_KEYS)
+        assert all(props.is_label_value(v) for v in nt.properties.values())
+        assert nt.properties[props.DISK_TYPE] in machine.disk_types
+        if nt.gpu is None:
+            assert CATALOG.series[machine.series]["gpuAttach"] == "none"
+            assert GPU_RESOURCE not in nt.resources and not nt.spot
+            continue
+        gpu = CATALOG.gpus[nt.gpu]
+        assert machine.series in gpu.series
+        assert nt.resources[GPU_RESOURCE] == str(nt.gpu_count)
+        if gpu.attach == GUEST:
+            limits = {count: (v, gb) for count, v, gb in gpu.guest_limits}
+            assert nt.gpu_count in limits, f"{nt.gpu_count} × {nt.gpu} is not an allowed count"
+            max_vcpus, max_gb = limits[nt.gpu_count]
+            assert machine.vcpus <= max_vcpus and machine.memory_gb <= max_gb
+        else:
+            assert machine.gpu == nt.gpu and machine.gpu_count == nt.gpu_count
+        # Capacity: no node type alone can exceed the regional quota.
+        assert 1 <= nt.max_capacity and nt.max_capacity * nt.gpu_count <= quota[nt.gpu]
+        assert nt.spot is False or spot
+
+
+@settings(max_examples=50, deadline=None)
+@given(offers())
+def test_quota_report_adds_up(generated):
+    offer, quota, _ = generated
+    for use in offer.quota:
+        types = [nt for nt in offer.node_types if nt.gpu == use.gpu]
+        assert use.quota == quota[use.gpu]
+        assert use.claimable == sum(nt.max_capacity * nt.gpu_count for nt in types)
+        # Shapes larger than the quota are excluded and reported, never offered.
+        for shape in CATALOG.shapes_for(use.gpu):
+            offered = any(nt.machine_type == shape.machine.name for nt in types)
+            assert offered == (shape.gpu_count <= use.quota)
+            assert (f"{shape.machine.name} ({shape.gpu_count} GPUs)" in use.excluded) == (not offered)
+
+
+def test_spot_twins_are_cheaper_than_their_on_demand_types():
+    offer = generate_node_types(
+        catalog=CATALOG, zones=ZONES[:1], gpu_types=tuple(CATALOG.gpus), spot=True,
+        gpu_quota={g: 16 for g in CATALOG.gpus}, cpu_machine_types=(), gpu_disk=(200, "pd-balanced"), cpu_disk=(50, "pd-balanced"),
+    )
+    by_name = {nt.name: nt for nt in offer.node_types}
+    spot_types = [nt for nt in offer.node_types if nt.spot]
+    assert spot_types
+    for nt in spot_types:
+        twin = by_name[nt.name.removesuffix("-spot")]
+        assert nt.cost < twin.cost
+        assert nt.properties[props.CAPACITY_TYPE] == props.SPOT and twin.properties[props.CAPACITY_TYPE] == props.ON_DEMAND
+
+
+def test_n1_with_t4_is_priced_host_plus_gpus():
+    offer = generate_node_types(
+        catalog=CATALOG, zones=ZONES[:1], gpu_types=("nvidia-tesla-t4",), spot=False, gpu_quota={"nvidia-tesla-t4": 4},
+        cpu_machine_types=(), gpu_disk=(200, "pd-balanced"), cpu_disk=(50, "pd-balanced"),
+    )
+    nt = next(nt for nt in offer.node_types if nt.name == "n1-standard-4-t4x1-europe-west4-a")
+    assert nt.usd_per_hour == pytest.approx(0.19 + 0.35)
+    assert nt.cost == 540
+    # The recipe's defect (1 CPU / 3.75Gi for an n1-standard-4) cannot happen: 4 vCPU / 15 GB minus reserve.
+    assert nt.resources == {"cpu": "3920m", "memory": "12700Mi", GPU_RESOURCE: "1"}
+
+
+def test_price_override_applies_to_host_and_keeps_spot_discount():
+    offer = generate_node_types(
+        catalog=CATALOG, zones=ZONES[:1], gpu_types=("nvidia-l4",), spot=True, gpu_quota={"nvidia-l4": 1},
+        cpu_machine_types=(), gpu_disk=(200, "pd-balanced"), cpu_disk=(50, "pd-balanced"), prices={"g2-standard-4": 1.00},
+    )
+    by_name = {nt.name: nt for nt in offer.node_types}
+    assert by_name["g2-standard-4-europe-west4-a"].usd_per_hour == 1.00
+    assert by_name["g2-standard-4-europe-west4-a-spot"].usd_per_hour == pytest.approx(1.00 * 0.28 / 0.71, abs=1e-4)
+
+
+def test_allocatable_follows_the_documented_reserve():
+    # 2 vCPU: 6 % of the first core + 1 % of the second = 70m; 8 GiB: 25 % of 4 + 20 % of 4 = 1.8 GiB + 100 Mi.
+    assert allocatable(2, 8) == (2000 - 70, 8192 - 1844 - 100)
+
+
+def test_a3_ultra_boots_from_hyperdisk():
+    offer = generate_node_types(
+        catalog=CATALOG, zones=ZONES[:1], gpu_types=("nvidia-h200-141gb",), spot=False, gpu_quota={"nvidia-h200-141gb": 8},
+        cpu_machine_types=(), gpu_disk=(200, "pd-balanced"), cpu_disk=(50, "pd-balanced"),
+    )
+    [nt] = offer.node_types
+    assert nt.properties[props.DISK_TYPE] == "hyperdisk-balanced"
+
+
+def _load_variant(tmp_path: Path, change) -> None:
+    raw = yaml.safe_load(CATALOG_PATH.read_text())
+    change(raw)
+    path = tmp_path / "catalog.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    load_catalog.__wrapped__(path)
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda raw: raw["machines"]["e2-standard-4"].update(gpu="nvidia-l4", gpuCount=1), "machines.e2-standard-4: series e2 cannot carry built-in GPUs"),
+        (lambda raw: raw["guestShapes"]["nvidia-tesla-t4"].append(["n1-standard-32", 8]), "guestShapes.nvidia-tesla-t4: 8 GPUs is not an allowed count [1, 2, 4]"),
+        (lambda raw: raw["guestShapes"].update({"nvidia-l4": [["n1-standard-8", 1]]}), "guestShapes.nvidia-l4: not an attachable GPU type"),
+        (lambda raw: raw["guestShapes"]["nvidia-tesla-v100"].append(["n1-standard-16", 1]), "exceeds 12 vCPU / 78 GB allowed with 1 GPUs"),
+        (lambda raw: raw["guestShapes"]["nvidia-tesla-t4"].append(["e2-standard-8", 1]), "guestShapes.nvidia-tesla-t4: e2-standard-8 cannot take guest GPUs"),
+    ],
+)
+def test_impossible_pairings_cannot_enter_the_catalog(tmp_path, change, message):
+    with pytest.raises(CatalogError) as caught:
+        _load_variant(tmp_path, change)
+    assert message in str(caught.value)
+
+
+def test_catalog_loads_once_per_process():
+    before = load_catalog.cache_info()
+    for _ in range(5):
+        load_catalog()
+    after = load_catalog.cache_info()
+    assert after.misses == before.misses and after.hits == before.hits + 5
+
+
+def test_builtin_gpus_are_never_attached_as_guests():
+    for gpu in CATALOG.gpus.values():
+        for shape in CATALOG.shapes_for(gpu.name):
+            assert shape.attach == gpu.attach
+            assert (shape.attach == BUILTIN) == (shape.machine.series != "n1")
+    assert CATALOG.gpus["nvidia-l4"].series == ("g2",)

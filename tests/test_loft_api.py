@@ -1,0 +1,126 @@
+"""The NodeProvider and VirtualClusterInstance objects the program builds use only field names of the
+management.loft.sh/v1 API (JSON names from the loft-sh/api v4 Go types, listed in
+../shared/reference/vcluster-platform.md §I). A misspelled field fails here, not in `pulumi up`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+NODE_PROVIDER = "kubernetes:management.loft.sh/v1:NodeProvider"
+VCI = "kubernetes:management.loft.sh/v1:VirtualClusterInstance"
+
+GIT = {"repository", "branch", "commit", "tag", "subPath", "credentials", "fetchInterval", "extraEnv"}
+TEMPLATE = {"inline": str, "git": GIT, "timeout": str}
+ACCESS_RULE = {"users", "teams", "clusterRole"}
+
+# field → allowed sub-fields (a set: leaf fields; a dict: nested objects; a list: items of the list).
+NODE_PROVIDER_SPEC = {
+    "properties": dict,
+    "terraform": {
+        "nodeTemplate": TEMPLATE,
+        "nodeEnvironmentTemplate": {**TEMPLATE, "infrastructure": TEMPLATE, "kubernetes": TEMPLATE},
+        "nodeTypes": [
+            {
+                "name": str,
+                "metadata": {"labels", "annotations"},
+                "providerRef": str,
+                "properties": dict,
+                "resources": dict,
+                "overhead": {"kubeReserved"},
+                "cost": int,
+                "displayName": str,
+                "nodeTemplate": TEMPLATE,
+                "maxCapacity": int,
+            }
+        ],
+    },
+    "bcm": dict,
+    "kubeVirt": dict,
+    "clusterAPI": dict,
+    "metal3": dict,
+    "displayName": str,
+}
+VCI_SPEC = {
+    "displayName": str,
+    "description": str,
+    "owner": {"user", "team"},
+    "templateRef": {"name", "version", "syncOnce"},
+    "template": {
+        "metadata": dict,
+        "instanceTemplate": dict,
+        "apps": list,
+        "charts": [
+            {
+                "name", "version", "repoURL", "username", "usernameRef", "password", "passwordRef",
+                "insecureSkipTlsVerify", "releaseName", "releaseNamespace", "values", "wait", "timeout",
+            }
+        ],
+        "objects": str,
+        "access": {"defaultClusterRole": str, "rules": [ACCESS_RULE]},
+        "pro": {"enabled"},
+        "helmRelease": {
+            "chart": {"name", "repo", "username", "password", "version", "insecureSkipTlsVerify"},
+            "values": str,
+        },
+        "accessPoint": dict,
+        "forwardToken": bool,
+        "forwardTokenMode": str,
+        "spaceTemplate": dict,
+    },
+    "clusterRef": {"cluster", "namespace", "virtualCluster"},
+    "parameters": str,
+    "extraAccessRules": [ACCESS_RULE],
+    "access": list,
+    "networkPeer": dict,
+    "external": bool,
+    "standalone": bool,
+}
+
+
+def unknown_fields(value: Any, schema: Any, path: str = "spec") -> list[str]:
+    if isinstance(schema, list):
+        assert isinstance(value, list), f"{path} should be a list"
+        return [p for i, item in enumerate(value) for p in unknown_fields(item, schema[0], f"{path}[{i}]")]
+    if isinstance(schema, (set, frozenset)):
+        assert isinstance(value, dict), f"{path} should be an object"
+        return [f"{path}.{k}" for k in value if k not in schema]
+    if isinstance(schema, dict):
+        assert isinstance(value, dict), f"{path} should be an object"
+        found = []
+        for key, sub in value.items():
+            if key not in schema:
+                found.append(f"{path}.{key}")
+            else:
+                found += unknown_fields(sub, schema[key], f"{path}.{key}")
+        return found
+    return []  # a leaf type: anything goes below it (maps of properties, free-form objects)
+
+
+@pytest.mark.parametrize("run_name", ["dev_run", "prod_run"])
+def test_node_provider_uses_only_api_fields(request, run_name):
+    run = request.getfixturevalue(run_name)
+    spec = run.one(NODE_PROVIDER).input("spec")
+    assert unknown_fields(spec, NODE_PROVIDER_SPEC) == []
+    assert spec["terraform"]["nodeTypes"], "no node types"
+
+
+def test_virtual_cluster_instances_use_only_api_fields(dev_run, tenant_run):
+    instances = dev_run.of_type(VCI) + tenant_run.of_type(VCI)
+    assert len(instances) == 3
+    for vci in instances:
+        assert unknown_fields(vci.input("spec"), VCI_SPEC) == []
+
+
+def test_the_walker_catches_a_misspelled_field():
+    spec = {"terraform": {"nodeTemplate": {"inline": "x", "gti": {}}}, "displayname": "x"}
+    assert unknown_fields(spec, NODE_PROVIDER_SPEC) == ["spec.terraform.nodeTemplate.gti", "spec.displayname"]
+
+
+def test_node_types_carry_integers_where_the_api_wants_int64(dev_run):
+    for node_type in dev_run.one(NODE_PROVIDER).input("spec", "terraform", "nodeTypes"):
+        assert float(node_type["cost"]).is_integer()
+        assert node_type.get("maxCapacity") is None or float(node_type["maxCapacity"]).is_integer()
+        assert all(isinstance(v, str) for v in node_type["resources"].values())
+        assert all(isinstance(v, str) for v in node_type["properties"].values())

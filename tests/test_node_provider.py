@@ -1,0 +1,115 @@
+"""GcpNodeProvider: node types from the catalog, our templates inline, the official kubernetes
+template pinned, and the opt-in legacy mode."""
+
+from __future__ import annotations
+
+import pytest
+
+import components.templates as templates
+from components.node_provider import GcpNodeProviderArgs, node_provider_spec
+from config import versions
+from config.environment import GitTemplate
+from config.stack import load_stack
+from config.stack_files import PROJECT_DIR
+from tools.mock_engine import run_program
+
+NODE_PROVIDER = "kubernetes:management.loft.sh/v1:NodeProvider"
+
+
+def test_node_provider_is_cluster_scoped_and_named(dev_run):
+    provider = dev_run.one(NODE_PROVIDER)
+    assert provider.input("apiVersion") == "management.loft.sh/v1" and provider.input("kind") == "NodeProvider"
+    assert provider.input("metadata", "name") == "gcp-gpu"
+    assert provider.input("metadata", "namespace") is None
+
+
+def test_templates_are_ours_and_inline(dev_run):
+    terraform = dev_run.one(NODE_PROVIDER).input("spec", "terraform")
+    assert terraform["nodeTemplate"]["inline"] == templates.NODE_TEMPLATE.read_text()
+    environment = terraform["nodeEnvironmentTemplate"]
+    assert environment["infrastructure"]["inline"] == templates.ENVIRONMENT_TEMPLATE.read_text()
+    assert "git" not in terraform["nodeTemplate"] and "git" not in environment["infrastructure"]
+
+
+def test_official_kubernetes_template_is_pinned_to_a_commit(dev_run):
+    git = dev_run.one(NODE_PROVIDER).input("spec", "terraform", "nodeEnvironmentTemplate", "kubernetes", "git")
+    assert git == {
+        "repository": "https://github.com/loft-sh/vcluster-auto-nodes-gcp.git",
+        "commit": versions.AUTO_NODES_GCP_COMMIT,
+        "subPath": "environment/kubernetes",
+    }
+    assert len(git["commit"]) == 40
+
+
+def test_project_and_region_are_concrete(dev_run):
+    assert dev_run.one(NODE_PROVIDER).input("spec", "properties") == {"project": "acme-ml-dev", "region": "europe-west4"}
+
+
+def test_node_types_are_the_generated_offer(dev_run, stack_values):
+    env = load_stack(stack_values("dev"), stack="dev", project_dir=PROJECT_DIR)
+    rendered = {nt["name"]: nt for nt in dev_run.one(NODE_PROVIDER).input("spec", "terraform", "nodeTypes")}
+    assert set(rendered) == {nt.name for nt in env.offer.node_types}
+    for nt in env.offer.node_types:
+        spec = rendered[nt.name]
+        assert spec["resources"] == nt.resources
+        assert spec["properties"] == nt.properties
+        assert spec["cost"] == nt.cost
+        assert spec.get("maxCapacity") == nt.max_capacity
+    # g2-standard-8: 8 vCPU / 32 GiB minus 90m and 3.56 GiB + 100 Mi of reserve.
+    l4 = rendered["g2-standard-8-europe-west4-b-spot"]
+    assert l4["resources"] == {"cpu": "7910m", "memory": "29022Mi", "nvidia.com/gpu": "1"}
+    assert l4["maxCapacity"] == 8
+    assert l4["properties"]["gpu-platform/capacity-type"] == "spot"
+
+
+def test_a_template_change_changes_the_node_provider(tmp_path, monkeypatch):
+    args = GcpNodeProviderArgs(
+        name="gcp-gpu", project="p", region="europe-west4", node_types=(),
+        kubernetes_template=GitTemplate(repository="https://example.com/t.git", commit="a" * 40, sub_path="k"),
+    )
+    before = node_provider_spec(args).to_dict()
+    changed = tmp_path / "main.tf"
+    changed.write_text(templates.NODE_TEMPLATE.read_text() + "\n# a reviewed change\n")
+    monkeypatch.setattr(templates, "NODE_TEMPLATE", changed)
+    after = node_provider_spec(args).to_dict()
+    assert after["terraform"]["nodeTemplate"]["inline"].endswith("# a reviewed change\n")
+    assert after != before
+
+
+def test_templates_are_read_once_per_program(stack_values):
+    values = stack_values("dev")
+    values["gpu-platform:tenants"] = values["gpu-platform:tenants"] * 1  # two tenants
+    templates.read_template.cache_clear()
+    run_program(values, stack="dev")
+    assert templates.read_template.cache_info().misses == 2  # node and environment template
+
+
+@pytest.fixture(scope="module")
+def legacy_run():
+    from config.stack_files import read_stack_values
+
+    values = read_stack_values(PROJECT_DIR, "dev")
+    values["gpu-platform:nodeProvider"]["legacyInfrastructure"] = True
+    return run_program(values, stack="dev")
+
+
+def test_legacy_mode_uses_the_official_infrastructure_template_and_broad_role(legacy_run):
+    infrastructure = legacy_run.one(NODE_PROVIDER).input("spec", "terraform", "nodeEnvironmentTemplate", "infrastructure")
+    assert infrastructure["git"] == {
+        "repository": "https://github.com/loft-sh/vcluster-auto-nodes-gcp.git",
+        "commit": versions.AUTO_NODES_GCP_COMMIT,
+        "subPath": "environment/infrastructure",
+    }
+    [role] = [r for r in legacy_run.of_type("gcp:projects/iAMCustomRole:IAMCustomRole") if r.input("roleId").endswith("_autoNodes")]
+    assert "resourcemanager.projects.setIamPolicy" in role.input("permissions")
+    assert len(role.input("permissions")) == 59
+    # Pulumi builds no tenant networks then; the template does, from the tenant's CIDR.
+    assert not legacy_run.of_type("gpu-platform:tenants:Network")
+    assert not legacy_run.of_type("gcp:compute/network:Network")[1:]  # only the GKE network
+    vci = legacy_run.one("kubernetes:management.loft.sh/v1:VirtualClusterInstance", "nlp")
+    assert "vcluster.com/vpc-cidr: 10.160.0.0/22" in vci.input("spec", "template", "helmRelease", "values")
+
+
+def test_legacy_mode_is_warned_about(legacy_run):
+    [warning] = legacy_run.warnings
+    assert warning.startswith("nodeProvider.legacyInfrastructure is true: the platform's identity gets the official broad role")

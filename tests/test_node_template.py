@@ -1,0 +1,747 @@
+"""templates/node/main.tf: the OpenTofu template the vCluster Platform runs once per node claim.
+
+Two kinds of tests, neither needs a cloud:
+- structural ones on the template parsed with python-hcl2 (always run). python-hcl2 returns
+  expressions as strings: "${expr}" for an expression, '"text"' for a quoted template;
+- semantic ones that evaluate the template's locals, resource arguments and preconditions with
+  OpenTofu (or Terraform) for concrete `var.vcluster` values, when one of them is on PATH. They
+  need no provider: the locals and the expressions are copied into a scratch module together with
+  templates/vcluster_variable.tf and applied without any resource.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import hcl2
+import pytest
+
+from config import node_properties as props
+from config.catalog import BUILTIN, GUEST, load_catalog
+from config.stack import load_stack
+from config.stack_files import read_stack_values
+
+ROOT = Path(__file__).resolve().parents[1]
+TEMPLATES = ROOT / "templates"
+NODE_TF = TEMPLATES / "node" / "main.tf"
+VARIABLE_TF = TEMPLATES / "vcluster_variable.tf"
+
+NODE_TYPE_PROPERTY = re.compile(r'var\.vcluster\.nodeType\.spec\.properties\["([^"]+)"\]')
+GCE_NAME = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+GCP_LABEL_VALUE = re.compile(r"^[a-z0-9_-]{0,63}$")
+
+
+# --- helpers (python-hcl2 output → HCL text, OpenTofu evaluation) -----------------------------
+
+
+def _parse(path: Path) -> dict:
+    return hcl2.loads(path.read_text())
+
+
+def _label(key: str) -> str:
+    """python-hcl2 keeps the quotes of block labels: '"google"' → google."""
+    return key.strip('"')
+
+
+def _blocks(doc: dict, kind: str) -> dict[str, dict]:
+    """Two-label blocks (resource, data) as {"type.name": body}; one-label blocks (variable,
+    output, provider, module) as {"name": body}."""
+    found: dict[str, dict] = {}
+    for entry in doc.get(kind, []):
+        for first, body in entry.items():
+            if isinstance(body, dict) and not body.get("__is_block__"):
+                for second, inner in body.items():
+                    found[f"{_label(first)}.{_label(second)}"] = inner
+            else:
+                found[_label(first)] = body
+    return found
+
+
+def _locals(doc: dict) -> dict:
+    merged: dict = {}
+    for block in doc.get("locals", []):
+        merged.update({k: v for k, v in block.items() if not k.startswith("__")})
+    return merged
+
+
+def _expr(value) -> str:
+    """The HCL text of a parsed value: "${x}" → x; quoted strings, lists and objects rebuilt."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        if value.startswith("${") and value.endswith("}"):
+            return value[2:-1]
+        return value
+    if isinstance(value, list):
+        return "[" + ", ".join(_expr(v) for v in value) + "]"
+    if isinstance(value, dict):
+        items = (f"{k} = {_expr(v)}" for k, v in value.items() if not k.startswith("__"))
+        return "{" + ", ".join(items) + "}"
+    raise TypeError(f"unexpected value {value!r}")
+
+
+def _unquote(value: str) -> str:
+    assert value.startswith('"') and value.endswith('"'), value
+    return value[1:-1]
+
+
+def _keys_anywhere(value) -> set[str]:
+    """Every attribute and block name in a parsed document, comments excluded."""
+    keys: set[str] = set()
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if k.startswith("__"):
+                continue
+            keys.add(_label(k))
+            keys |= _keys_anywhere(v)
+    elif isinstance(value, list):
+        for v in value:
+            keys |= _keys_anywhere(v)
+    return keys
+
+
+def _is_block_list(value) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(v, dict) and v.get("__is_block__") for v in value)
+
+
+def _argument_expressions(body: dict, prefix: str = "") -> dict[str, str]:
+    """Resource arguments as {"block.argument": HCL expression}. A dynamic block becomes the list
+    of its content objects (iterator replaced), so it can be evaluated without the provider."""
+    found: dict[str, str] = {}
+    for key, value in body.items():
+        if key.startswith("__") or key == "lifecycle":
+            continue
+        if key == "dynamic":
+            for entry in value:
+                for raw_label, spec in entry.items():
+                    name = _label(raw_label)
+                    for_each = _expr(spec["for_each"])
+                    content = _expr(spec["content"][0])
+                    content = content.replace(f"{name}.value", "dyn_item").replace(f"{name}.key", "dyn_key")
+                    found[f"{prefix}dynamic.{name}.for_each"] = for_each
+                    found[f"{prefix}{name}"] = f"[for dyn_key, dyn_item in {for_each} : {content}]"
+            continue
+        if _is_block_list(value):
+            for index, block in enumerate(value):
+                inner = f"{prefix}{key}." if len(value) == 1 else f"{prefix}{key}.{index}."
+                found.update(_argument_expressions(block, inner))
+            continue
+        found[prefix + key] = _expr(value)
+    return found
+
+
+def _locals_source(path: Path) -> str:
+    """The template's locals blocks, verbatim (fmt-formatted files close blocks in column 0)."""
+    blocks = re.findall(r"^locals \{\n.*?^\}\n", path.read_text(), flags=re.M | re.S)
+    assert blocks, f"no locals block in {path}"
+    return "\n".join(blocks)
+
+
+def _hcl_string(text: str) -> str:
+    return json.dumps(text).replace("${", "$${").replace("%{", "%%{")
+
+
+def _tofu() -> str | None:
+    return shutil.which("tofu") or shutil.which("terraform")
+
+
+def _run(binary: str, args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "CHECKPOINT_DISABLE": "1", "TF_IN_AUTOMATION": "1", "TF_CLI_CONFIG_FILE": os.devnull}
+    return subprocess.run([binary, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+
+
+def _evaluate(binary: str, workdir: Path, template: Path, probe: dict[str, str], scenarios: dict[str, dict]) -> dict[str, dict]:
+    """Evaluate `probe` (name → HCL expression over the template's locals and var.vcluster) for
+    every scenario (name → var.vcluster value), in one OpenTofu run: one module call each."""
+    module = workdir / "template"
+    module.mkdir(parents=True)
+    shutil.copy(VARIABLE_TF, module / "vcluster_variable.tf")
+    (module / "locals.tf").write_text(_locals_source(template))
+    fields = "\n".join(f"    {_hcl_string(name)} = {expression}" for name, expression in probe.items())
+    (module / "probe.tf").write_text(f'output "probe" {{\n  sensitive = true\n  value = {{\n{fields}\n  }}\n}}\n')
+    root = []
+    names = {}
+    for index, (name, vcluster) in enumerate(scenarios.items()):
+        ident = f"s{index}"
+        names[ident] = name
+        (workdir / f"{ident}.json").write_text(json.dumps(vcluster))
+        root.append(
+            f'module "{ident}" {{\n  source   = "./template"\n  vcluster = jsondecode(file("${{path.module}}/{ident}.json"))\n}}\n'
+            f'output "{ident}" {{\n  value     = module.{ident}.probe\n  sensitive = true\n}}\n'
+        )
+    (workdir / "main.tf").write_text("\n".join(root))
+    for args in (["init", "-input=false", "-no-color"], ["apply", "-auto-approve", "-input=false", "-no-color"]):
+        result = _run(binary, args, workdir)
+        assert result.returncode == 0, f"{binary} {args[0]} failed:\n{result.stdout}\n{result.stderr}"
+    result = _run(binary, ["output", "-json"], workdir)
+    assert result.returncode == 0, result.stderr
+    outputs = json.loads(result.stdout)
+    return {names[ident]: out["value"] for ident, out in outputs.items()}
+
+
+# --- fixtures ----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def doc() -> dict:
+    return _parse(NODE_TF)
+
+
+@pytest.fixture(scope="module")
+def instance(doc) -> dict:
+    resources = _blocks(doc, "resource")
+    return resources["google_compute_instance.node"]
+
+
+@pytest.fixture(scope="module")
+def local_values(doc) -> dict:
+    return _locals(doc)
+
+
+@pytest.fixture(scope="module")
+def preconditions(instance) -> list[dict]:
+    return [p for block in instance.get("lifecycle", []) for p in block.get("precondition", [])]
+
+
+def _precondition(preconditions: list[dict], pattern: str) -> dict:
+    matching = [p for p in preconditions if re.search(pattern, _unquote(p["error_message"]))]
+    assert len(matching) == 1, f"expected one precondition whose message matches {pattern!r}, found {len(matching)}"
+    return matching[0]
+
+
+@pytest.fixture(scope="module")
+def offer():
+    """Node types of a real environment: prod offers T4 (N1), L4 (G2), A100 (A2), H100 (A3),
+    Spot variants and E2 CPU types."""
+    stack = load_stack(read_stack_values(ROOT, "prod"), stack="prod", project_dir=ROOT)
+    return stack
+
+
+def _pick(stack, *, series: str, gpu: str | None, spot: bool):
+    for nt in stack.offer.node_types:
+        if nt.machine_type.startswith(series + "-") and nt.gpu == gpu and nt.spot == spot:
+            return nt
+    raise AssertionError(f"the prod offer has no {series} node type with {gpu} (spot={spot})")
+
+
+@pytest.fixture(scope="module")
+def samples(offer) -> dict:
+    return {
+        "t4-n1": _pick(offer, series="n1", gpu="nvidia-tesla-t4", spot=False),
+        "l4-g2": _pick(offer, series="g2", gpu="nvidia-l4", spot=False),
+        "a100-a2": _pick(offer, series="a2", gpu="nvidia-tesla-a100", spot=False),
+        "h100-a3": _pick(offer, series="a3", gpu="nvidia-h100-80gb", spot=False),
+        "t4-n1-spot": _pick(offer, series="n1", gpu="nvidia-tesla-t4", spot=True),
+        "l4-g2-spot": _pick(offer, series="g2", gpu="nvidia-l4", spot=True),
+        "cpu-e2": _pick(offer, series="e2", gpu=None, spot=False),
+    }
+
+
+# --- the variable and the providers -------------------------------------------------------------
+
+
+def test_template_does_not_declare_the_platform_variable(doc):
+    assert "vcluster" not in _blocks(doc, "variable"), "the platform declares var.vcluster itself"
+    assert not re.search(r'^\s*variable\s+"vcluster"', NODE_TF.read_text(), flags=re.M)
+
+
+def test_variable_file_declares_it_for_local_checks_only():
+    variable = _blocks(_parse(VARIABLE_TF), "variable")["vcluster"]
+    assert variable["type"] == "any"
+    assert variable["sensitive"] is True
+    text = VARIABLE_TF.read_text()
+    assert "never embeds" in text and "platform" in text.lower()
+
+
+def test_providers_are_pinned_exactly(doc):
+    (terraform,) = doc["terraform"]
+    assert _unquote(terraform["required_version"]) == ">= 1.6"
+    providers = {k: v for block in terraform["required_providers"] for k, v in block.items() if not k.startswith("__")}
+    assert _unquote(providers["google"]["source"]) == "hashicorp/google"
+    assert _unquote(providers["google"]["version"]) == "6.50.0"
+    for name, spec in providers.items():
+        assert re.fullmatch(r"\d+\.\d+\.\d+", _unquote(spec["version"])), f"{name} is not pinned exactly"
+    assert set(providers) <= {"google", "random"}
+    if "random" in providers:
+        assert _unquote(providers["random"]["source"]) == "hashicorp/random"
+
+
+def test_single_file_without_modules_or_data_sources(doc):
+    assert "module" not in doc, "inline templates cannot use modules"
+    # The platform's role has no read permission a data source would need (images, projects).
+    assert "data" not in doc
+
+
+# --- the instance --------------------------------------------------------------------------------
+
+
+def test_exactly_one_instance(doc):
+    resources = _blocks(doc, "resource")
+    assert list(resources) == ["google_compute_instance.node"]
+
+
+def test_guest_accelerator_only_for_guest_attach_series(instance, local_values):
+    assert "guest_accelerator" not in instance, "a static guest_accelerator block would also hit A2/A3/G2"
+    dynamics = {_label(k): v for entry in instance["dynamic"] for k, v in entry.items()}
+    block = dynamics["guest_accelerator"]
+    assert _expr(block["for_each"]) == "local.guest_attach ? [local.accelerator] : []"
+    content = block["content"][0]
+    assert _expr(content["type"]) == "guest_accelerator.value"
+    assert _expr(content["count"]) == "local.accelerator_count"
+    assert _expr(local_values["guest_attach"]) == "local.gpu && contains(local.guest_series, local.machine_series)"
+    assert _expr(local_values["machine_series"]) == 'split("-", local.instance_type)[0]'
+
+
+def test_machine_and_placement_come_from_the_node_type(instance, local_values):
+    assert _expr(instance["machine_type"]) == "local.instance_type"
+    assert _expr(instance["zone"]) == "local.zone"
+    assert _expr(instance["project"]) == "local.project"
+    assert _expr(local_values["instance_type"]) == 'local.node_type["gpu-platform/instance-type"]'
+    assert _expr(local_values["zone"]) == (
+        'local.node_type["gpu-platform/zone"] != "" ? local.node_type["gpu-platform/zone"] : local.fallback_zone'
+    )
+    assert 'var.vcluster.properties["zone"]' in _expr(local_values["fallback_zone"])
+
+
+def test_gpu_vms_terminate_on_host_maintenance(instance, local_values):
+    (scheduling,) = instance["scheduling"]
+    assert _expr(scheduling["on_host_maintenance"]) == 'local.gpu || local.spot ? "TERMINATE" : "MIGRATE"'
+    assert _expr(scheduling["automatic_restart"]) == "!local.spot"
+    assert _expr(local_values["gpu"]) == 'local.accelerator != "none"'
+
+
+def test_spot_scheduling(instance, local_values):
+    (scheduling,) = instance["scheduling"]
+    assert _expr(local_values["spot"]) == 'local.capacity_type == "spot"'
+    assert _expr(scheduling["provisioning_model"]) == 'local.spot ? "SPOT" : "STANDARD"'
+    assert _expr(scheduling["preemptible"]) == "local.spot"
+    assert _expr(scheduling["automatic_restart"]) == "!local.spot"
+    assert _expr(scheduling["instance_termination_action"]) == 'local.spot ? "DELETE" : null'
+
+
+def test_no_external_ip_anywhere(doc, instance):
+    assert "access_config" not in _keys_anywhere(doc)
+    (nic,) = instance["network_interface"]
+    assert _expr(nic["subnetwork"]) == "local.subnet_name"
+    assert "network_ip" not in nic
+
+
+def test_network_and_identity_come_from_the_environment(local_values, instance):
+    outputs = 'var.vcluster.nodeEnvironment.outputs.infrastructure["{}"]'
+    assert _expr(local_values["subnet_name"]) == f"nonsensitive({outputs.format('subnet_name')})"
+    assert _expr(local_values["service_account_email"]) == f"nonsensitive({outputs.format('service_account_email')})"
+    (account,) = instance["service_account"]
+    assert _expr(account["email"]) == "local.service_account_email"
+    assert [_unquote(s) for s in account["scopes"]] == ["cloud-platform"]
+
+
+def test_user_data_passed_only_when_not_empty(instance, local_values):
+    assert _expr(instance["metadata"]) == "local.metadata"
+    metadata = _expr(local_values["metadata"])
+    assert "local.has_user_data ? {user-data = var.vcluster.userData} : {}" in metadata
+    assert _expr(local_values["has_user_data"]) == "try(nonsensitive(length(var.vcluster.userData) > 0), false)"
+    # user-data appears nowhere else, in particular not unconditionally.
+    assert metadata.count("user-data") == 1
+
+
+def test_metadata_for_driver_ssh_and_os_login(local_values):
+    metadata = _expr(local_values["metadata"])
+    assert 'local.gpu ? {install-nvidia-driver = "False"} : {}' in metadata
+    assert metadata.count("install-nvidia-driver") == 1
+    assert 'block-project-ssh-keys = "TRUE"' in metadata
+    assert 'enable-oslogin = "TRUE"' in metadata
+
+
+def test_boot_disk_from_image_properties(instance, local_values):
+    (disk,) = instance["boot_disk"]
+    assert disk["auto_delete"] is True
+    (params,) = disk["initialize_params"]
+    assert _expr(params["image"]) == "local.image"
+    assert _expr(params["size"]) == "local.disk_size_gb"
+    assert _expr(params["type"]) == "local.disk_type"
+    image = _expr(local_values["image"])
+    assert image == (
+        '"projects/${local.node_type["gpu-platform/image-project"]}/global/images/family/'
+        '${local.node_type["gpu-platform/image-family"]}"'
+    )
+
+
+def test_shielded_vm(instance):
+    (shielded,) = instance["shielded_instance_config"]
+    assert shielded["enable_vtpm"] is True
+    assert shielded["enable_integrity_monitoring"] is True
+    assert _expr(shielded["enable_secure_boot"]) == "!local.gpu"
+    assert "not signed for Secure Boot" in NODE_TF.read_text()
+
+
+def test_labels_and_network_tag(instance, local_values):
+    assert _expr(instance["tags"]) == "[local.vcluster_name]"
+    assert _expr(instance["labels"]) == "local.labels"
+    labels = _expr(local_values["labels"])
+    for key in ("vcluster", "namespace", "cluster-name", "gpu", "accelerator", "capacity-type", "tenant"):
+        assert re.search(rf"[{{,] ?{re.escape(key)} = ", labels), f"label {key} missing"
+    assert 'substr(replace(lower(value), "/[^a-z0-9_-]/", "-"), 0, 63)' in labels
+    assert "cluster-name = local.vcluster_name" in labels
+    assert 'var.vcluster.properties["gpu-platform/tenant"]' in _expr(local_values["tenant"])
+    assert _expr(local_values["vcluster_name"]) == 'try(nonsensitive(var.vcluster.instance.metadata.name), "")'
+
+
+def test_name_derived_from_claim(instance, local_values):
+    assert _expr(instance["name"]) == "local.instance_name"
+    # Compute Engine takes only an FQDN as custom hostname; the VM name is the hostname.
+    assert "hostname" not in instance
+    assert "var.vcluster.nodeClaim.metadata.name" in _expr(local_values["claim_name"])
+    name = _expr(local_values["instance_name"])
+    assert "local.claim_slug" in name and ", 0, 56)" in name and "md5(" in name
+
+
+def test_every_read_of_the_variable_is_unwrapped():
+    """Upstream wraps every read in nonsensitive(); only the user data stays sensitive."""
+    text = NODE_TF.read_text()
+    code = "\n".join(line.split("#", 1)[0] for line in text.splitlines())
+    reads = [m for m in re.finditer(r"var\.vcluster\.", code)]
+    assert reads
+    for match in reads:
+        if code.startswith("var.vcluster.userData", match.start()):
+            continue
+        before = code[: match.start()]
+        assert before.endswith("nonsensitive("), f"unwrapped read at: {code[match.start():match.start() + 60]!r}"
+
+
+# --- preconditions -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "pattern, condition",
+    [
+        (r"^Property project must be a concrete GCP project id, not empty or a wildcard", "local.project_concrete"),
+        (r"^Property region must be a concrete GCP region, not empty or a wildcard", "local.region_concrete"),
+        (r"^No concrete zone", "local.zone_concrete"),
+        (r"is not in region", '!(local.zone_concrete && local.region_concrete) || startswith(local.zone, "${local.region}-")'),
+        (r"lacks the properties", "length(local.missing_node_type_properties) == 0"),
+        (r"capacity-type .* must be on-demand or spot", 'contains(["on-demand", "spot"], local.capacity_type)'),
+        (r"accelerator-count .* must be a whole number", "local.accelerator_count >= 0 && floor(local.accelerator_count) == local.accelerator_count"),
+        (r"has accelerator .* but accelerator-count .*needs a count of at least 1", "!(local.gpu && local.accelerator_count == 0)"),
+        (r"but accelerator none: set the GPU type or a count of 0", '!(local.accelerator == "none" && local.accelerator_count > 0)'),
+        (r"is not in this template's GPU table", "local.gpu_known"),
+        (r"does not fit machine series .*; it needs series", "!local.gpu_known || local.gpu_fits"),
+        (r"comes with built-in GPUs, but .* has accelerator none", "local.gpu || !contains(local.builtin_series, local.machine_series)"),
+        (r"disk-size-gb .* must be a positive whole number", "local.disk_size_gb > 0 && floor(local.disk_size_gb) == local.disk_size_gb"),
+        (r"is not a valid GCP network tag", 'can(regex("^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$", local.vcluster_name))'),
+        (r"no node claim name", 'local.claim_name != ""'),
+    ],
+)
+def test_precondition(preconditions, pattern, condition):
+    assert _expr(_precondition(preconditions, pattern)["condition"]) == condition
+
+
+def test_wildcard_checks_refuse_every_glob_character(local_values):
+    assert _unquote(local_values["wildcard"]) == r"[*?\\[\\]{}]"
+    for name in ("project", "region", "zone"):
+        assert _expr(local_values[f"{name}_concrete"]) == f'local.{name} != "" && !can(regex(local.wildcard, local.{name}))'
+    for name in ("project", "region"):
+        assert _expr(local_values[name]) == f'trimspace(split(",", try(nonsensitive(var.vcluster.properties["{name}"]), ""))[0])'
+
+
+def test_series_message_names_type_series_and_needed_series(preconditions):
+    message = _unquote(_precondition(preconditions, r"does not fit machine series")["error_message"])
+    assert "${local.accelerator}" in message
+    assert "${local.machine_series}" in message
+    assert '${join(" or ", lookup(local.gpu_series, local.accelerator, []))}' in message
+
+
+# --- agreement with config/ -----------------------------------------------------------------------
+
+
+def _keys_read() -> set[str]:
+    return set(NODE_TYPE_PROPERTY.findall(NODE_TF.read_text()))
+
+
+def test_template_reads_exactly_the_node_type_keys(local_values):
+    assert _keys_read() == set(props.NODE_TYPE_KEYS)
+    node_type = {_unquote(k): v for k, v in local_values["node_type"].items()}
+    assert set(node_type) == set(props.NODE_TYPE_KEYS)
+    for key, value in node_type.items():
+        assert _expr(value) == f'try(nonsensitive(var.vcluster.nodeType.spec.properties["{key}"]), "")'
+
+
+@pytest.mark.parametrize("sample", ["t4-n1", "l4-g2", "a100-a2", "h100-a3", "t4-n1-spot", "l4-g2-spot", "cpu-e2"])
+def test_generated_node_types_carry_exactly_the_keys_read(samples, sample):
+    node_type = samples[sample]
+    assert set(node_type.properties) == _keys_read()
+    for key, value in node_type.properties.items():
+        assert props.is_label_value(value), f"{node_type.name}: {key}={value!r} is not a label value"
+
+
+def _template_gpu_series(local_values) -> dict[str, list[str]]:
+    return {gpu: [_unquote(s) for s in series] for gpu, series in local_values["gpu_series"].items()}
+
+
+def test_gpu_series_table_equals_the_catalog(local_values):
+    catalog = load_catalog()
+    table = _template_gpu_series(local_values)
+    assert set(table) == set(catalog.gpus)
+    for gpu, spec in catalog.gpus.items():
+        assert table[gpu] == list(spec.series), gpu
+
+
+def test_guest_series_equal_the_catalog(local_values):
+    catalog = load_catalog()
+    guest = {s for s, spec in catalog.series.items() if spec["gpuAttach"] == GUEST}
+    assert {_unquote(s) for s in local_values["guest_series"]} == guest
+    builtin = {s for s, spec in catalog.series.items() if spec["gpuAttach"] == BUILTIN}
+    template_builtin = {_unquote(s) for s in local_values["builtin_series"]}
+    assert builtin <= template_builtin
+    assert not template_builtin & guest
+
+
+# --- formatting -----------------------------------------------------------------------------------
+
+
+def test_fmt_check():
+    binary = _tofu()
+    if binary is None:
+        pytest.skip("neither tofu nor terraform on PATH")
+    for path in (NODE_TF, VARIABLE_TF):
+        result = _run(binary, ["fmt", "-check", "-diff", str(path)], ROOT)
+        assert result.returncode == 0, f"{path} is not formatted:\n{result.stdout}{result.stderr}"
+
+
+# --- semantics, evaluated by OpenTofu -----------------------------------------------------------
+
+PROJECT, REGION = "acme-ml-prod", "us-central1"
+INFRASTRUCTURE = {
+    "network_name": "gpu-platform-nlp",
+    "subnet_name": "gpu-platform-nlp-nodes",
+    "service_account_email": "gpu-platform-nlp-nodes@acme-ml-prod.iam.gserviceaccount.com",
+    "availability_zones": ["us-central1-a", "us-central1-b"],
+}
+USER_DATA = "#cloud-config\nruncmd: [join]\n"
+
+
+def _vcluster(properties: dict[str, str], *, user_data: str = USER_DATA, claim: str = "nlp-gpu-7xk2p", name: str = "nlp",
+              namespace: str = "p-default", extra: dict[str, str] | None = None, drop: tuple[str, ...] = ()) -> dict:
+    vcluster_properties = {props.PROJECT: PROJECT, props.REGION: REGION, props.TENANT: "nlp", **(extra or {})}
+    return {
+        "name": name,
+        "userData": user_data,
+        "properties": {k: v for k, v in vcluster_properties.items() if k not in drop},
+        "nodeType": {"metadata": {"name": "test-type"}, "spec": {"properties": {k: v for k, v in properties.items() if k not in drop}}},
+        "nodeClaim": {"metadata": {"name": claim}},
+        "instance": {"metadata": {"name": name, "namespace": namespace}},
+        "nodeEnvironment": {"outputs": {"infrastructure": INFRASTRUCTURE}},
+    }
+
+
+def _with(base: dict[str, str], **changes: str) -> dict[str, str]:
+    return {**base, **{props.PREFIX + k.replace("_", "-"): v for k, v in changes.items()}}
+
+
+@pytest.fixture(scope="module")
+def evaluated(samples, instance, preconditions, local_values, tmp_path_factory):
+    binary = _tofu()
+    if binary is None:
+        pytest.skip("neither tofu nor terraform on PATH")
+    t4 = dict(samples["t4-n1"].properties)
+    l4 = dict(samples["l4-g2"].properties)
+    cpu = dict(samples["cpu-e2"].properties)
+    scenarios = {name: _vcluster(dict(nt.properties)) for name, nt in samples.items()}
+    scenarios.update(
+        {
+            "empty-user-data": _vcluster(t4, user_data=""),
+            "no-user-data": {k: v for k, v in _vcluster(t4).items() if k != "userData"},
+            "null-user-data": {**_vcluster(t4), "userData": None},
+            "comma-lists": _vcluster(t4, extra={props.PROJECT: f"{PROJECT},other", props.REGION: f"{REGION},europe-west4"}),
+            "zone-fallback": _vcluster(_with(t4, zone=""), extra={"zone": "us-central1-c,us-central1-f"}),
+            "odd-claim": _vcluster(t4, claim="9_GPU.Node/" + "x" * 90, extra={props.TENANT: "NLP.Team"}),
+            "same-claim-other-project": _vcluster(t4, namespace="p-other"),
+            "no-tenant": _vcluster(t4, drop=(props.TENANT,)),
+            # Each of these must fail exactly the named precondition(s).
+            "bad-project-wildcard": _vcluster(t4, extra={props.PROJECT: "*"}),
+            "bad-project-missing": _vcluster(t4, drop=(props.PROJECT,)),
+            "bad-region-glob": _vcluster(t4, extra={props.REGION: "us-*"}),
+            "bad-zone-wildcard": _vcluster(_with(t4, zone=""), extra={"zone": "*"}),
+            "bad-zone-glob": _vcluster(_with(t4, zone="us-central1-[ab]")),
+            "bad-zone-region": _vcluster(_with(t4, zone="europe-west4-a")),
+            "bad-missing-property": _vcluster(t4, drop=(props.DISK_TYPE,)),
+            "bad-capacity": _vcluster(_with(t4, capacity_type="preemptible")),
+            "bad-count-text": _vcluster(_with(t4, accelerator_count="two")),
+            "bad-count-zero": _vcluster(_with(t4, accelerator_count="0")),
+            "bad-count-without-gpu": _vcluster(_with(cpu, accelerator_count="2")),
+            "bad-unknown-gpu": _vcluster(_with(l4, accelerator="nvidia-rtx-pro-6000", instance_type="g4-standard-48")),
+            "bad-l4-on-n1": _vcluster(_with(l4, instance_type="n1-standard-8")),
+            "bad-t4-on-e2": _vcluster(_with(t4, instance_type="e2-standard-4")),
+            "bad-t4-on-g2": _vcluster(_with(t4, instance_type="g2-standard-8")),
+            "bad-g2-without-gpu": _vcluster(_with(cpu, instance_type="g2-standard-8")),
+            "bad-a2-without-gpu": _vcluster(_with(cpu, instance_type="a2-highgpu-1g")),
+            "bad-disk-size": _vcluster(_with(t4, disk_size_gb="0")),
+            "bad-vcluster-name": _vcluster(t4, name="9lives"),
+            "bad-no-claim": _vcluster(t4, claim=""),
+        }
+    )
+    probe = {f"local.{name}": f"local.{name}" for name in local_values}
+    probe.update({f"arg.{path}": expression for path, expression in _argument_expressions(instance).items()})
+    probe["preconditions"] = "[" + ", ".join(
+        f"{{ok = {_expr(p['condition'])}, message = {_expr(p['error_message'])}}}" for p in preconditions
+    ) + "]"
+    return _evaluate(binary, tmp_path_factory.mktemp("node-template"), NODE_TF, probe, scenarios)
+
+
+def _failures(result: dict) -> list[str]:
+    return [p["message"] for p in result["preconditions"] if not p["ok"]]
+
+
+@pytest.mark.parametrize("sample", ["t4-n1", "l4-g2", "a100-a2", "h100-a3", "t4-n1-spot", "l4-g2-spot", "cpu-e2"])
+def test_generated_node_types_pass_every_precondition(evaluated, samples, sample):
+    assert _failures(evaluated[sample]) == []
+    arg = evaluated[sample]
+    nt = samples[sample]
+    assert arg["arg.machine_type"] == nt.machine_type
+    assert arg["arg.zone"] == nt.zone
+    assert arg["arg.project"] == PROJECT
+    assert arg["arg.boot_disk.initialize_params.image"] == (
+        f"projects/{nt.properties[props.IMAGE_PROJECT]}/global/images/family/{nt.properties[props.IMAGE_FAMILY]}"
+    )
+    assert arg["arg.boot_disk.initialize_params.size"] == int(nt.properties[props.DISK_SIZE_GB])
+    assert arg["arg.boot_disk.initialize_params.type"] == nt.properties[props.DISK_TYPE]
+    assert arg["arg.network_interface.subnetwork"] == INFRASTRUCTURE["subnet_name"]
+    assert arg["arg.service_account.email"] == INFRASTRUCTURE["service_account_email"]
+    assert arg["arg.tags"] == ["nlp"]
+
+
+@pytest.mark.parametrize(
+    "sample, guest",
+    [("t4-n1", [{"type": "nvidia-tesla-t4", "count": 1}]), ("t4-n1-spot", [{"type": "nvidia-tesla-t4", "count": 1}]),
+     ("l4-g2", []), ("a100-a2", []), ("h100-a3", []), ("cpu-e2", [])],
+)
+def test_guest_accelerator_evaluated(evaluated, samples, sample, guest):
+    assert evaluated[sample]["arg.guest_accelerator"] == guest
+    if guest:
+        assert samples[sample].attach == GUEST
+
+
+@pytest.mark.parametrize(
+    "sample, maintenance, restart, model, preemptible, action",
+    [
+        ("t4-n1", "TERMINATE", True, "STANDARD", False, None),
+        ("l4-g2", "TERMINATE", True, "STANDARD", False, None),
+        ("a100-a2", "TERMINATE", True, "STANDARD", False, None),
+        ("t4-n1-spot", "TERMINATE", False, "SPOT", True, "DELETE"),
+        ("l4-g2-spot", "TERMINATE", False, "SPOT", True, "DELETE"),
+        ("cpu-e2", "MIGRATE", True, "STANDARD", False, None),
+    ],
+)
+def test_scheduling_evaluated(evaluated, sample, maintenance, restart, model, preemptible, action):
+    result = evaluated[sample]
+    assert result["arg.scheduling.on_host_maintenance"] == maintenance
+    assert result["arg.scheduling.automatic_restart"] is restart
+    assert result["arg.scheduling.provisioning_model"] == model
+    assert result["arg.scheduling.preemptible"] is preemptible
+    assert result["arg.scheduling.instance_termination_action"] == action
+
+
+def test_gpu_and_cpu_vms_differ_in_secure_boot_and_driver_metadata(evaluated):
+    gpu, cpu = evaluated["l4-g2"], evaluated["cpu-e2"]
+    assert gpu["arg.shielded_instance_config.enable_secure_boot"] is False
+    assert cpu["arg.shielded_instance_config.enable_secure_boot"] is True
+    for result in (gpu, cpu):
+        assert result["arg.shielded_instance_config.enable_vtpm"] is True
+        assert result["arg.shielded_instance_config.enable_integrity_monitoring"] is True
+    assert gpu["arg.metadata"]["install-nvidia-driver"] == "False"
+    assert "install-nvidia-driver" not in cpu["arg.metadata"]
+    for result in (gpu, cpu):
+        assert result["arg.metadata"]["block-project-ssh-keys"] == "TRUE"
+        assert result["arg.metadata"]["enable-oslogin"] == "TRUE"
+
+
+def test_a3_uses_gvnic(evaluated):
+    assert evaluated["h100-a3"]["arg.network_interface.nic_type"] == "GVNIC"
+    assert evaluated["l4-g2"]["arg.network_interface.nic_type"] is None
+
+
+def test_user_data_evaluated(evaluated):
+    assert evaluated["t4-n1"]["arg.metadata"]["user-data"] == USER_DATA
+    for scenario in ("empty-user-data", "no-user-data", "null-user-data"):
+        assert "user-data" not in evaluated[scenario]["arg.metadata"], scenario
+        assert _failures(evaluated[scenario]) == []
+
+
+def test_labels_evaluated(evaluated):
+    assert evaluated["l4-g2-spot"]["arg.labels"] == {
+        "vcluster": "nlp",
+        "namespace": "p-default",
+        "cluster-name": "nlp",
+        "gpu": "true",
+        "accelerator": "nvidia-l4",
+        "capacity-type": "spot",
+        "tenant": "nlp",
+    }
+    assert evaluated["cpu-e2"]["arg.labels"]["gpu"] == "false"
+    assert evaluated["cpu-e2"]["arg.labels"]["accelerator"] == "none"
+    assert evaluated["odd-claim"]["arg.labels"]["tenant"] == "nlp-team"
+    assert "tenant" not in evaluated["no-tenant"]["arg.labels"]
+    assert _failures(evaluated["no-tenant"]) == []
+    for scenario in ("t4-n1", "odd-claim", "cpu-e2"):
+        labels = evaluated[scenario]["arg.boot_disk.initialize_params.labels"]
+        assert labels == evaluated[scenario]["arg.labels"]
+        assert all(GCP_LABEL_VALUE.match(v) for v in labels.values()), labels
+
+
+def test_instance_names_evaluated(evaluated):
+    names = {s: evaluated[s]["arg.name"] for s in ("t4-n1", "odd-claim", "same-claim-other-project", "l4-g2")}
+    for name in names.values():
+        assert GCE_NAME.match(name) and len(name) <= 63, name
+    assert names["t4-n1"].startswith("nlp-gpu-7xk2p-")
+    assert names["odd-claim"].startswith("n-9-gpu-node-xxx")
+    assert len(names["odd-claim"]) == 63
+    # Same claim name in another platform project: another VM name.
+    assert names["t4-n1"] != names["same-claim-other-project"]
+    # Deterministic: the same claim always gives the same name (re-applies do not replace the VM).
+    assert evaluated["empty-user-data"]["arg.name"] == names["t4-n1"]
+
+
+def test_comma_lists_and_zone_fallback(evaluated):
+    result = evaluated["comma-lists"]
+    assert (result["arg.project"], result["local.region"]) == (PROJECT, REGION)
+    assert _failures(result) == []
+    assert evaluated["zone-fallback"]["arg.zone"] == "us-central1-c"
+    assert _failures(evaluated["zone-fallback"]) == []
+
+
+@pytest.mark.parametrize(
+    "scenario, expected",
+    [
+        ("bad-project-wildcard", [r"^Property project must be .*got \"\*\""]),
+        ("bad-project-missing", [r"^Property project must be .*got \"\""]),
+        ("bad-region-glob", [r"^Property region must be .*got \"us-\*\""]),
+        ("bad-zone-wildcard", [r"^No concrete zone"]),
+        ("bad-zone-glob", [r"^No concrete zone"]),
+        ("bad-zone-region", [r"^Zone europe-west4-a of node type test-type is not in region us-central1"]),
+        ("bad-missing-property", [r"lacks the properties gpu-platform/disk-type;"]),
+        ("bad-capacity", [r"capacity-type of node type test-type must be on-demand or spot \(got \"preemptible\"\)"]),
+        ("bad-count-text", [r"accelerator-count of node type test-type must be a whole number \(got \"two\"\)"]),
+        ("bad-count-zero", [r"has accelerator nvidia-tesla-t4 but accelerator-count \"0\""]),
+        ("bad-count-without-gpu", [r"has accelerator-count 2 but accelerator none"]),
+        ("bad-unknown-gpu", [r"GPU type nvidia-rtx-pro-6000 is not in this template's GPU table"]),
+        ("bad-l4-on-n1", [r"GPU type nvidia-l4 does not fit machine series n1 \(n1-standard-8\); it needs series g2\."]),
+        ("bad-t4-on-e2", [r"GPU type nvidia-tesla-t4 does not fit machine series e2 \(e2-standard-4\); it needs series n1\."]),
+        ("bad-t4-on-g2", [r"GPU type nvidia-tesla-t4 does not fit machine series g2 \(g2-standard-8\); it needs series n1\."]),
+        ("bad-g2-without-gpu", [r"Machine type g2-standard-8 \(series g2\) comes with built-in GPUs"]),
+        ("bad-a2-without-gpu", [r"Machine type a2-highgpu-1g \(series a2\) comes with built-in GPUs"]),
+        ("bad-disk-size", [r"disk-size-gb of node type test-type must be a positive whole number"]),
+        ("bad-vcluster-name", [r"vCluster name \"9lives\" is not a valid GCP network tag"]),
+        ("bad-no-claim", [r"no node claim name"]),
+    ],
+)
+def test_bad_input_fails_exactly_its_precondition(evaluated, scenario, expected):
+    failures = _failures(evaluated[scenario])
+    assert len(failures) == len(expected), failures
+    for pattern, message in zip(expected, failures):
+        assert re.search(pattern, message), (pattern, message)

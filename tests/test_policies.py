@@ -1,0 +1,812 @@
+"""The CrossGuard pack (policy/): every policy passes the resources the real program registers and
+fails a violation built by hand or by breaking one field of a real resource; the whole pack passes
+every committed stack; and the pack really starts and answers the engine's gRPC calls.
+
+Validators get their props through the SDK's own unknown-checking proxy, as under the CLI: a
+read-only Mapping (not a dict) that raises UnknownValueError on values unknown during preview.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import inspect
+import json
+import select
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from pulumi_policy import (
+    EnforcementLevel,
+    PolicyCustomTimeouts,
+    PolicyProviderResource,
+    PolicyResourceOptions,
+    ResourceValidationArgs,
+    ResourceValidationPolicy,
+)
+from pulumi_policy.proxy import UNKNOWN_STRING_VALUE, UnknownValueError, unknown_checking_proxy
+
+from config.permissions import load_roles
+from config.stack_files import PROJECT_DIR, list_stacks, read_stack_values
+from policy import policies as P
+from tools.mock_engine import ProgramRun, Registration, run_program
+
+POLICY_DIR = PROJECT_DIR / "policy"
+ENVIRONMENT_STACK_REF = "acme/gpu-platform/dev"  # Pulumi.team-vision-dev.yaml's environmentStack
+
+
+# --- Running validators the way the analyzer does -----------------------------------------------
+
+
+def make_args(
+    resource_type: str,
+    props: dict[str, Any],
+    *,
+    name: str = "test",
+    protect: bool = False,
+    provider: PolicyProviderResource | None = None,
+    config: dict[str, Any] | None = None,
+) -> ResourceValidationArgs:
+    return ResourceValidationArgs(
+        resource_type=resource_type,
+        props=unknown_checking_proxy(copy.deepcopy(props)),
+        urn=f"urn:pulumi:test::gpu-platform::{resource_type}::{name}",
+        name=name,
+        opts=PolicyResourceOptions(
+            protect=protect,
+            ignore_changes=[],
+            delete_before_replace=None,
+            aliases=[],
+            custom_timeouts=PolicyCustomTimeouts(0, 0, 0),
+            additional_secret_outputs=[],
+        ),
+        provider=provider,
+        config=config,
+    )
+
+
+def args_of(run: ProgramRun, reg: Registration, *, props: dict | None = None, config: dict | None = None, **overrides) -> ResourceValidationArgs:
+    """A registered resource as a policy sees it: its inputs, protect option and provider."""
+    provider = None
+    if reg.provider:
+        provider_urn = reg.provider.rsplit("::", 1)[0]
+        found = run.by_urn().get(provider_urn)
+        if found is not None:
+            provider = PolicyProviderResource(found.type, unknown_checking_proxy(found.plain_inputs), found.urn, found.name)
+    options = {"name": reg.name, "protect": reg.protect, "provider": provider, "config": config, **overrides}
+    return make_args(reg.type, reg.plain_inputs if props is None else props, **options)
+
+
+def violations(policy: ResourceValidationPolicy, args: ResourceValidationArgs) -> list[str]:
+    """Messages the policy reports; runs an awaitable validator to completion like the analyzer."""
+    found: list[str] = []
+    result = policy.validate(args, lambda message, urn=None: found.append(message))
+    if inspect.isawaitable(result):
+        loop = asyncio.new_event_loop()
+        try:
+            loop.run_until_complete(result)
+        finally:
+            loop.close()
+    return found
+
+
+def analyze(run: ProgramRun, levels: dict[str, EnforcementLevel] | None = None) -> list[tuple[EnforcementLevel, str, str, str]]:
+    """(level, policy, resource, message) for every policy over every custom resource of a run."""
+    out = []
+    for reg in run.registrations:
+        if not reg.custom:
+            continue
+        for policy in P.POLICIES:
+            level = (levels or {}).get(policy.name, policy.enforcement_level)
+            if level == EnforcementLevel.DISABLED:
+                continue
+            for message in violations(policy, args_of(run, reg)):
+                out.append((level, policy.name, reg.name, message))
+    return out
+
+
+def mandatory(found: list[tuple[EnforcementLevel, str, str, str]]) -> list[tuple[str, str, str]]:
+    return [(policy, name, message) for level, policy, name, message in found if level == EnforcementLevel.MANDATORY]
+
+
+@pytest.fixture(scope="module")
+def runs() -> dict[str, ProgramRun]:
+    dev = run_program(read_stack_values(PROJECT_DIR, "dev"), stack="dev")
+    prod = run_program(read_stack_values(PROJECT_DIR, "prod"), stack="prod")
+    tenant = run_program(
+        read_stack_values(PROJECT_DIR, "team-vision-dev"),
+        stack="team-vision-dev",
+        stack_outputs={ENVIRONMENT_STACK_REF: dev.outputs},
+    )
+    return {"dev": dev, "prod": prod, "team-vision-dev": tenant}
+
+
+@pytest.fixture(scope="module")
+def legacy_dev_run() -> ProgramRun:
+    values = copy.deepcopy(read_stack_values(PROJECT_DIR, "dev"))
+    values["gpu-platform:nodeProvider"]["legacyInfrastructure"] = True
+    return run_program(values, stack="dev")
+
+
+def real(runs: dict[str, ProgramRun], typ: str, stacks=("dev", "prod", "team-vision-dev")) -> list[tuple[ProgramRun, Registration]]:
+    found = [(runs[s], r) for s in stacks for r in runs[s].of_type(typ)]
+    assert found, f"the program registers no {typ} in {stacks}: this test would pass vacuously"
+    return found
+
+
+def one(runs: dict[str, ProgramRun], stack: str, typ: str, name_contains: str = "") -> tuple[ProgramRun, Registration]:
+    run = runs[stack]
+    return run, run.one(typ, name_contains)
+
+
+def edit_values(props: dict, edit) -> dict:
+    """A copy of a VirtualClusterInstance's props whose vcluster.yaml went through `edit(document)`."""
+    props = copy.deepcopy(props)
+    release = props["spec"]["template"]["helmRelease"]
+    document = yaml.safe_load(release["values"])
+    edit(document)
+    release["values"] = yaml.safe_dump(document, sort_keys=False)
+    return props
+
+
+def pools_of(document: dict) -> dict[str, dict]:
+    return {p["name"]: p for entry in document["privateNodes"]["autoNodes"] for p in entry["dynamic"]}
+
+
+# --- The whole pack ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod", "team-vision-dev"])
+def test_pack_passes_every_committed_stack(runs, stack):
+    assert analyze(runs[stack]) == []
+
+
+def test_every_committed_stack_file_is_checked(runs):
+    assert sorted(runs) == list_stacks(PROJECT_DIR)
+
+
+def test_committed_stacks_contain_what_the_pack_checks(runs):
+    """Guards the test above against passing because a resource type disappeared or was renamed."""
+    types = {r.type for run in runs.values() for r in run.registrations}
+    expected = {
+        P.GKE_CLUSTER,
+        P.GKE_NODE_POOL,
+        "gcp:projects/iAMMember:IAMMember",
+        "gcp:serviceaccount/iAMMember:IAMMember",
+        P.CUSTOM_ROLES[0],
+        P.HELM_RELEASES[0],
+        P.NODE_PROVIDER,
+        P.VIRTUAL_CLUSTER_INSTANCE,
+    }
+    assert expected <= types
+
+
+def test_every_policy_object_is_in_the_pack():
+    defined = [v for v in vars(P).values() if isinstance(v, ResourceValidationPolicy)]
+    assert {id(p) for p in defined} == {id(p) for p in P.POLICIES}
+    names = [p.name for p in P.POLICIES]
+    assert len(names) == len(set(names))
+
+
+def test_enforcement_levels():
+    levels = {p.name: p.enforcement_level for p in P.POLICIES}
+    assert levels.pop(P.GPU_CEILING_NON_PROD) == EnforcementLevel.ADVISORY
+    assert set(levels.values()) == {EnforcementLevel.MANDATORY}
+
+
+def test_pack_runtime_pins_match_the_program():
+    def pins(path: Path) -> dict[str, str]:
+        out = {}
+        for line in path.read_text().splitlines():
+            line = line.split("#", 1)[0].strip()
+            if line:
+                name, _, version = line.partition("==")
+                assert version, f"{path.name}: {line!r} is not pinned with =="
+                out[name.lower().replace("_", "-")] = version
+        return out
+
+    pack, program = pins(POLICY_DIR / "requirements.txt"), pins(PROJECT_DIR / "requirements.txt")
+    assert set(pack) == {"pulumi-policy", "pulumi", "pyyaml"}
+    assert {name: program.get(name) for name in pack} == pack
+
+
+def test_policy_pack_project_file():
+    project = yaml.safe_load((POLICY_DIR / "PulumiPolicy.yaml").read_text())
+    assert project["runtime"]["name"] == "python"
+    assert project["runtime"]["options"]["virtualenv"]
+    assert project["version"] and project["description"]
+
+
+# --- a. GKE --------------------------------------------------------------------------------------
+
+
+def test_gke_hardening_passes_real_clusters_and_node_pools(runs):
+    for typ in (P.GKE_CLUSTER, P.GKE_NODE_POOL):
+        for run, reg in real(runs, typ, ("dev", "prod")):
+            assert violations(P.gke_hardening, args_of(run, reg)) == [], reg.name
+
+
+def _drop(props: dict, *path: str) -> None:
+    for key in path[:-1]:
+        props = props[key]
+    del props[path[-1]]
+
+
+def _set(props: dict, value: Any, *path: str) -> None:
+    for key in path[:-1]:
+        props = props.setdefault(key, {})
+    props[path[-1]] = value
+
+
+@pytest.mark.parametrize(
+    "break_it, message",
+    [
+        (
+            lambda p: _drop(p, "workloadIdentityConfig"),
+            "workloadIdentityConfig.workloadPool: not set; allowed: 'acme-ml-dev.svc.id.goog' (Workload Identity on)",
+        ),
+        (
+            lambda p: _set(p, "other-project.svc.id.goog", "workloadIdentityConfig", "workloadPool"),
+            "workloadIdentityConfig.workloadPool: 'other-project.svc.id.goog' is not allowed; allowed: 'acme-ml-dev.svc.id.goog'",
+        ),
+        (lambda p: _set(p, False, "enableShieldedNodes"), "enableShieldedNodes: false is not allowed; allowed: true"),
+        (lambda p: _drop(p, "enableShieldedNodes"), "enableShieldedNodes: not set; allowed: true, set explicitly"),
+        (lambda p: _set(p, True, "enableLegacyAbac"), "enableLegacyAbac: true is not allowed; allowed: false or unset"),
+        (
+            lambda p: _set(p, True, "masterAuth", "clientCertificateConfig", "issueClientCertificate"),
+            "masterAuth.clientCertificateConfig.issueClientCertificate: true is not allowed; allowed: false or unset",
+        ),
+        (
+            lambda p: _set(p, "GCE_METADATA", "nodeConfig", "workloadMetadataConfig", "mode"),
+            "nodeConfig.workloadMetadataConfig.mode: 'GCE_METADATA' is not allowed; allowed: 'GKE_METADATA'",
+        ),
+        (
+            lambda p: _set(p, [{"name": "extra", "nodeConfig": {}}], "nodePools"),
+            "nodePools[0].nodeConfig.workloadMetadataConfig.mode: not set; allowed: 'GKE_METADATA'",
+        ),
+    ],
+)
+def test_gke_hardening_rejects_a_broken_cluster(runs, break_it, message):
+    run, cluster = one(runs, "dev", P.GKE_CLUSTER)
+    props = copy.deepcopy(cluster.plain_inputs)
+    break_it(props)
+    found = violations(P.gke_hardening, args_of(run, cluster, props=props))
+    assert len(found) == 1, found
+    assert found[0].startswith(message), found[0]
+
+
+def test_gke_hardening_rejects_a_node_pool_without_gke_metadata(runs):
+    run, pool = one(runs, "prod", P.GKE_NODE_POOL)
+    props = copy.deepcopy(pool.plain_inputs)
+    props["nodeConfig"]["workloadMetadataConfig"] = {"mode": "MODE_UNSPECIFIED"}
+    assert violations(P.gke_hardening, args_of(run, pool, props=props)) == [
+        "nodeConfig.workloadMetadataConfig.mode: 'MODE_UNSPECIFIED' is not allowed; allowed: 'GKE_METADATA' "
+        "(pods reach Google APIs through Workload Identity, never as the node's service account)"
+    ]
+    del props["nodeConfig"]
+    assert len(violations(P.gke_hardening, args_of(run, pool, props=props))) == 1
+
+
+def test_prod_deletion_protection_passes_real_clusters(runs):
+    for run, reg in real(runs, P.GKE_CLUSTER, ("dev", "prod")):
+        assert violations(P.gke_prod_deletion_protection, args_of(run, reg)) == [], reg.name
+    _, prod_cluster = one(runs, "prod", P.GKE_CLUSTER)
+    assert prod_cluster.plain_inputs["resourceLabels"][P.CLUSTER_ENVIRONMENT_LABEL] == "prod"  # not vacuous
+
+
+def test_prod_cluster_without_deletion_protection(runs):
+    run, cluster = one(runs, "prod", P.GKE_CLUSTER)
+    props = {**cluster.plain_inputs, "deletionProtection": False}
+    assert violations(P.gke_prod_deletion_protection, args_of(run, cluster, props=props)) == [
+        "deletionProtection: false is not allowed; allowed: true for a prod cluster "
+        "(resourceLabels['gpu-platform-environment'] is 'prod')"
+    ]
+    assert violations(P.gke_prod_deletion_protection, args_of(run, cluster, protect=False)) == [
+        "resource option protect: false is not allowed; allowed: true for a prod cluster "
+        "(resourceLabels['gpu-platform-environment'] is 'prod')"
+    ]
+
+
+def test_prod_label_from_the_provider_default_labels(runs):
+    run, cluster = one(runs, "prod", P.GKE_CLUSTER)
+    props = copy.deepcopy(cluster.plain_inputs)
+    del props["resourceLabels"][P.CLUSTER_ENVIRONMENT_LABEL]
+    props["deletionProtection"] = False
+    found = violations(P.gke_prod_deletion_protection, args_of(run, cluster, props=props))
+    assert found == [
+        "deletionProtection: false is not allowed; allowed: true for a prod cluster "
+        "(the GCP provider's defaultLabels['gpu-platform-environment'] is 'prod')"
+    ]
+
+
+def test_dev_cluster_may_go_without_deletion_protection(runs):
+    run, cluster = one(runs, "dev", P.GKE_CLUSTER)
+    assert cluster.plain_inputs["deletionProtection"] is False and not cluster.protect
+    assert violations(P.gke_prod_deletion_protection, args_of(run, cluster)) == []
+
+
+# --- b. IAM --------------------------------------------------------------------------------------
+
+IAM_TYPES = (
+    "gcp:projects/iAMMember:IAMMember",
+    "gcp:serviceaccount/iAMMember:IAMMember",
+)
+
+
+def test_no_service_account_keys(runs):
+    for run in runs.values():
+        assert run.of_type(P.SERVICE_ACCOUNT_KEY) == []
+        for reg in run.registrations:
+            assert violations(P.no_service_account_keys, args_of(run, reg)) == []
+    key = make_args(P.SERVICE_ACCOUNT_KEY, {"serviceAccountId": "projects/p/serviceAccounts/sa@p.iam.gserviceaccount.com"})
+    found = violations(P.no_service_account_keys, key)
+    assert found == [
+        "gcp:serviceaccount/key:Key: a service account key is not allowed; allowed: Workload Identity "
+        "(pods) and Workload Identity Federation (CI), which need no long-lived key"
+    ]
+
+
+def test_real_iam_grants_pass(runs):
+    for typ in IAM_TYPES:
+        for run, reg in real(runs, typ):
+            for policy in (P.no_basic_roles, P.workload_identity_members):
+                assert violations(policy, args_of(run, reg)) == [], (policy.name, reg.name)
+
+
+@pytest.mark.parametrize(
+    "typ, props, message",
+    [
+        (
+            "gcp:projects/iAMMember:IAMMember",
+            {"project": "acme-ml-dev", "role": "roles/editor", "member": "serviceAccount:x@acme-ml-dev.iam.gserviceaccount.com"},
+            "role: 'roles/editor' is a basic role and not allowed",
+        ),
+        (
+            "gcp:projects/iAMBinding:IAMBinding",
+            {"project": "acme-ml-dev", "role": "roles/owner", "members": ["user:a@example.com"]},
+            "role: 'roles/owner' is a basic role and not allowed",
+        ),
+        (
+            "gcp:serviceaccount/iAMBinding:IAMBinding",
+            {"serviceAccountId": "projects/p/serviceAccounts/x", "role": "roles/viewer", "members": ["group:g@example.com"]},
+            "role: 'roles/viewer' is a basic role and not allowed",
+        ),
+        (
+            "gcp:projects/iAMPolicy:IAMPolicy",
+            {
+                "project": "acme-ml-dev",
+                "policyData": json.dumps(
+                    {"bindings": [{"role": "roles/compute.viewer", "members": ["user:a@example.com"]}, {"role": "roles/viewer", "members": ["user:b@example.com"]}]}
+                ),
+            },
+            "policyData.bindings[1].role: 'roles/viewer' is a basic role and not allowed",
+        ),
+        (
+            "gcp:storage/bucketIAMMember:BucketIAMMember",
+            {"bucket": "b", "role": "roles/owner", "member": "user:a@example.com"},
+            "role: 'roles/owner' is a basic role and not allowed",
+        ),
+    ],
+)
+def test_basic_roles_are_rejected(typ, props, message):
+    found = violations(P.no_basic_roles, make_args(typ, props))
+    assert len(found) == 1 and found[0].startswith(message), found
+
+
+def test_predefined_role_that_merely_ends_like_a_basic_one_passes():
+    props = {"project": "p", "role": "roles/compute.viewer", "member": "user:a@example.com"}
+    assert violations(P.no_basic_roles, make_args("gcp:projects/iAMMember:IAMMember", props)) == []
+
+
+def test_real_workload_identity_member_is_exact(runs):
+    for stack in ("dev", "prod"):
+        run, reg = one(runs, stack, "gcp:serviceaccount/iAMMember:IAMMember", "workload-identity")
+        assert reg.plain_inputs["role"] == P.WORKLOAD_IDENTITY_USER
+        assert violations(P.workload_identity_members, args_of(run, reg)) == []
+
+
+@pytest.mark.parametrize(
+    "member",
+    [
+        "serviceAccount:acme-ml-dev.svc.id.goog[vcluster-platform/*]",
+        "serviceAccount:acme-ml-dev.svc.id.goog[*/loft]",
+        "serviceAccount:acme-ml-dev.svc.id.goog",
+        "principalSet://iam.googleapis.com/projects/123/locations/global/workloadIdentityPools/acme-ml-dev.svc.id.goog/namespace/vcluster-platform",
+        "serviceAccount:vcluster-platform-dev@acme-ml-dev.iam.gserviceaccount.com",
+        "allAuthenticatedUsers",
+    ],
+)
+def test_workload_identity_user_rejects_anything_but_one_ksa(runs, member):
+    run, reg = one(runs, "dev", "gcp:serviceaccount/iAMMember:IAMMember", "workload-identity")
+    props = {**reg.plain_inputs, "member": member}
+    found = violations(P.workload_identity_members, args_of(run, reg, props=props))
+    assert found == [
+        f"member: {member!r} is not allowed; allowed: for roles/iam.workloadIdentityUser, exactly one Kubernetes "
+        "service account, serviceAccount:<project>.svc.id.goog[<namespace>/<ksa>] (no wildcard, no principalSet://)"
+    ]
+
+
+def test_workload_identity_user_in_bindings_and_policies():
+    good = "serviceAccount:acme-ml-dev.svc.id.goog[vcluster-platform/loft]"
+    binding = {"serviceAccountId": "x", "role": P.WORKLOAD_IDENTITY_USER, "members": [good, "serviceAccount:acme-ml-dev.svc.id.goog[team-a/*]"]}
+    found = violations(P.workload_identity_members, make_args("gcp:serviceaccount/iAMBinding:IAMBinding", binding))
+    assert len(found) == 1 and found[0].startswith("members[1]: 'serviceAccount:acme-ml-dev.svc.id.goog[team-a/*]' is not allowed")
+    policy = {"serviceAccountId": "x", "policyData": json.dumps({"bindings": [{"role": P.WORKLOAD_IDENTITY_USER, "members": ["allUsers"]}]})}
+    found = violations(P.workload_identity_members, make_args("gcp:serviceaccount/iAMPolicy:IAMPolicy", policy))
+    assert len(found) == 1 and found[0].startswith("policyData.bindings[0].members[0]: 'allUsers' is not allowed")
+    binding["members"] = [good]
+    assert violations(P.workload_identity_members, make_args("gcp:serviceaccount/iAMBinding:IAMBinding", binding)) == []
+
+
+# --- f. IAM custom roles (issue #7) ----------------------------------------------------------------
+
+
+def test_real_custom_roles_hold_no_forbidden_permission(runs):
+    for run, reg in real(runs, P.CUSTOM_ROLES[0], ("dev", "prod")):
+        assert violations(P.custom_role_permissions, args_of(run, reg)) == [], reg.name
+
+
+def test_legacy_mode_role_violates_on_purpose(legacy_dev_run):
+    run = legacy_dev_run
+    role = run.one(P.CUSTOM_ROLES[0], "auto-nodes-role")
+    forbidden = load_roles().forbidden_in_any_role
+    held = [p for p in role.plain_inputs["permissions"] if p in forbidden]
+    assert "resourcemanager.projects.setIamPolicy" in held and "iam.roles.create" in held
+    found = violations(P.custom_role_permissions, args_of(run, role))
+    assert len(found) == 1
+    assert found[0].startswith(f"permissions: {', '.join(held)} are not allowed in any custom role")
+    # It is the only mandatory violation of the legacy stack, and lowering the level through
+    # policy config (as the policy's description says) clears the way.
+    assert [(p, n) for p, n, _ in mandatory(analyze(run))] == [(P.custom_role_permissions.name, "auto-nodes-role")]
+    assert mandatory(analyze(run, {P.custom_role_permissions.name: EnforcementLevel.ADVISORY})) == []
+    assert "legacyInfrastructure" in P.custom_role_permissions.description
+
+
+def test_organization_custom_role_is_checked_too():
+    props = {"orgId": "123", "roleId": "x", "title": "x", "permissions": ["compute.instances.get", "iam.serviceAccountKeys.create"]}
+    found = violations(P.custom_role_permissions, make_args(P.CUSTOM_ROLES[1], props))
+    assert len(found) == 1 and found[0].startswith("permissions: iam.serviceAccountKeys.create is not allowed in any custom role")
+
+
+# --- c. Supply chain ------------------------------------------------------------------------------
+
+
+def test_real_helm_release_is_pinned(runs):
+    for run, reg in real(runs, P.HELM_RELEASES[0], ("dev", "prod")):
+        assert violations(P.helm_release_version, args_of(run, reg)) == []
+
+
+@pytest.mark.parametrize("version", [None, "", "*", "latest", "^1", "~1.2", ">=4.0.0", "1.x", "4.11", "4.11.*", "4.11.2 || 4.12.0"])
+def test_helm_release_without_an_exact_version(runs, version):
+    run, reg = one(runs, "dev", P.HELM_RELEASES[0])
+    props = copy.deepcopy(reg.plain_inputs)
+    props.pop("version")
+    if version is not None:
+        props["version"] = version
+    found = violations(P.helm_release_version, args_of(run, reg, props=props))
+    assert len(found) == 1 and found[0].startswith("version (chart 'vcluster-platform'): "), found
+    assert "allowed: an exact release such as 4.11.2" in found[0]
+
+
+@pytest.mark.parametrize("version", ["4.11.2", "v25.10.1", "1.0.0-rc.1", "0.36.1+build.5"])
+def test_exact_chart_versions_pass(version):
+    props = {"chart": "c", "version": version}
+    assert violations(P.helm_release_version, make_args(P.HELM_RELEASES[0], props)) == []
+
+
+def test_real_instances_pin_their_charts(runs):
+    for run, reg in real(runs, P.VIRTUAL_CLUSTER_INSTANCE, ("dev", "team-vision-dev")):
+        assert violations(P.instance_chart_versions, args_of(run, reg)) == [], reg.name
+
+
+def test_instance_with_unpinned_charts(runs):
+    run, reg = one(runs, "dev", P.VIRTUAL_CLUSTER_INSTANCE, "nlp")
+    props = copy.deepcopy(reg.plain_inputs)
+    del props["spec"]["template"]["helmRelease"]["chart"]["version"]
+    props["spec"]["template"]["charts"][0]["version"] = "latest"
+    found = violations(P.instance_chart_versions, args_of(run, reg, props=props))
+    assert [m.split(": ", 1)[0] for m in found] == [
+        "spec.template.helmRelease.chart.version (chart 'vcluster')",
+        "spec.template.charts[0].version (chart 'gpu-operator')",
+    ]
+    assert "is not set, so the newest chart would be installed" in found[0]
+    assert "'latest' is not an exact version" in found[1]
+
+
+def test_real_node_provider_templates_are_pinned(runs):
+    for run, reg in real(runs, P.NODE_PROVIDER, ("dev", "prod")):
+        assert violations(P.node_provider_templates, args_of(run, reg)) == []
+
+
+def _kubernetes_git(props: dict) -> dict:
+    return props["spec"]["terraform"]["nodeEnvironmentTemplate"]["kubernetes"]["git"]
+
+
+@pytest.mark.parametrize(
+    "pin, message",
+    [
+        ({"branch": "main"}, "is pinned by only branch 'main'"),
+        ({}, "is pinned by nothing (the default branch)"),
+        ({"commit": "3244616", "branch": "main"}, ".commit: '3244616' (") ,
+        ({"tag": "v0.*"}, ".tag: 'v0.*' ("),
+    ],
+)
+def test_node_provider_git_source_not_pinned(runs, pin, message):
+    run, reg = one(runs, "dev", P.NODE_PROVIDER)
+    props = copy.deepcopy(reg.plain_inputs)
+    git = _kubernetes_git(props)
+    for key in ("commit", "tag", "branch"):
+        git.pop(key, None)
+    git.update(pin)
+    found = violations(P.node_provider_templates, args_of(run, reg, props=props))
+    assert len(found) == 1, found
+    assert found[0].startswith("spec.terraform.nodeEnvironmentTemplate.kubernetes.git")
+    assert message in found[0] and "allowed: a tag, or a full 40-hex-digit commit" in found[0]
+
+
+def test_node_provider_git_source_pinned_by_tag_passes(runs):
+    run, reg = one(runs, "dev", P.NODE_PROVIDER)
+    props = copy.deepcopy(reg.plain_inputs)
+    git = _kubernetes_git(props)
+    del git["commit"]
+    git["tag"] = "v0.1.1"
+    assert violations(P.node_provider_templates, args_of(run, reg, props=props)) == []
+
+
+def test_node_provider_git_source_in_a_node_type_is_found(runs):
+    run, reg = one(runs, "dev", P.NODE_PROVIDER)
+    props = copy.deepcopy(reg.plain_inputs)
+    props["spec"]["terraform"]["nodeTypes"][1]["nodeTemplate"] = {"git": {"repository": "https://example.com/t.git", "branch": "dev"}}
+    found = violations(P.node_provider_templates, args_of(run, reg, props=props))
+    assert len(found) == 1 and found[0].startswith("spec.terraform.nodeTypes[1].nodeTemplate.git: 'https://example.com/t.git'")
+
+
+# --- d. Tenancy ----------------------------------------------------------------------------------
+
+
+def test_real_instances_are_isolated(runs):
+    for run, reg in real(runs, P.VIRTUAL_CLUSTER_INSTANCE, ("dev", "team-vision-dev")):
+        assert violations(P.tenant_isolation, args_of(run, reg)) == [], reg.name
+
+
+def _untaint(document: dict) -> None:
+    del pools_of(document)["l4-2x"]["taints"]
+
+
+def _no_consolidation(document: dict) -> None:
+    del pools_of(document)["t4-1x-spot"]["disruption"]["consolidateAfter"]
+
+
+def _unbounded_system_pool(document: dict) -> None:
+    del pools_of(document)["system"]["limits"]
+
+
+def _open_accelerator(document: dict) -> None:
+    system = pools_of(document)["system"]
+    system["nodeTypeSelector"] = [s for s in system["nodeTypeSelector"] if s["property"] != "gpu-platform/accelerator"]
+
+
+FIELD = "spec.template.helmRelease.values privateNodes.autoNodes[provider='gcp-gpu']"
+
+
+@pytest.mark.parametrize(
+    "edit, messages",
+    [
+        (
+            lambda d: d["privateNodes"].update(enabled=False),
+            ["spec.template.helmRelease.values privateNodes.enabled: false is not allowed; allowed: true"],
+        ),
+        (_untaint, [f"{FIELD}.dynamic[name='l4-2x'].taints: none lacks the GPU taint; allowed: a taint {{key: nvidia.com/gpu, effect: NoSchedule}}"]),
+        (_no_consolidation, [f"{FIELD}.dynamic[name='t4-1x-spot'].disruption.consolidateAfter: not set; allowed: a duration"]),
+        (_unbounded_system_pool, [f"{FIELD}.dynamic[name='system'].limits: not set; allowed: limits such as"]),
+        # A pool that leaves the accelerator open admits GPU node types, so it must be tainted too.
+        (_open_accelerator, [f"{FIELD}.dynamic[name='system'].taints: none lacks the GPU taint"]),
+    ],
+)
+def test_instance_isolation_violations(runs, edit, messages):
+    run, reg = one(runs, "team-vision-dev", P.VIRTUAL_CLUSTER_INSTANCE)
+    found = violations(P.tenant_isolation, args_of(run, reg, props=edit_values(reg.plain_inputs, edit)))
+    assert len(found) == len(messages), found
+    for got, expected in zip(found, messages):
+        assert got.startswith(expected), got
+
+
+@pytest.mark.parametrize(
+    "values, message",
+    [
+        (None, "spec.template.helmRelease.values: is not set; the instance must carry its vcluster.yaml inline"),
+        ("privateNodes: [unclosed", "spec.template.helmRelease.values: is not a vcluster.yaml mapping"),
+        ("- a list", "spec.template.helmRelease.values: is not a vcluster.yaml mapping"),
+        ("privateNodes: true", "spec.template.helmRelease.values: not shaped like vcluster.yaml"),
+    ],
+)
+def test_instance_without_readable_values(runs, values, message):
+    run, reg = one(runs, "dev", P.VIRTUAL_CLUSTER_INSTANCE, "speech")
+    props = copy.deepcopy(reg.plain_inputs)
+    release = props["spec"]["template"]["helmRelease"]
+    if values is None:
+        del release["values"]
+    else:
+        release["values"] = values
+    found = violations(P.tenant_isolation, args_of(run, reg, props=props))
+    assert len(found) == 1 and found[0].startswith(message), found
+
+
+def test_unknown_values_defer_to_the_update_instead_of_failing(runs):
+    """During preview a tenant's values are unknown until its network exists: the validators must
+    raise the SDK's UnknownValueError (an advisory "can't run during preview" note), not report a
+    violation or pass silently."""
+    run, reg = one(runs, "dev", P.VIRTUAL_CLUSTER_INSTANCE, "nlp")
+    props = copy.deepcopy(reg.plain_inputs)
+    props["spec"]["template"]["helmRelease"]["values"] = UNKNOWN_STRING_VALUE
+    for policy in (P.tenant_isolation, P.concrete_scope, P.gpu_ceiling_nonprod):
+        with pytest.raises(UnknownValueError):
+            violations(policy, args_of(run, reg, props=props))
+    assert violations(P.instance_chart_versions, args_of(run, reg, props=props)) == []
+
+
+def test_real_scopes_are_concrete(runs):
+    for typ in (P.NODE_PROVIDER, P.VIRTUAL_CLUSTER_INSTANCE):
+        for run, reg in real(runs, typ):
+            assert violations(P.concrete_scope, args_of(run, reg)) == [], reg.name
+
+
+@pytest.mark.parametrize(
+    "key, value, problem",
+    [
+        ("project", "*", "'*' is a wildcard"),
+        ("project", "", "is empty"),
+        ("region", "europe-west4,us-central1", "'europe-west4,us-central1' is a list"),
+        ("region", "europe-*", "'europe-*' is a wildcard"),
+    ],
+)
+def test_node_provider_scope_wildcards(runs, key, value, problem):
+    run, reg = one(runs, "dev", P.NODE_PROVIDER)
+    props = copy.deepcopy(reg.plain_inputs)
+    props["spec"]["properties"][key] = value
+    assert violations(P.concrete_scope, args_of(run, reg, props=props)) == [
+        f"spec.properties.{key}: {problem}; allowed: one concrete name (not empty, no '*', no comma-separated list)"
+    ]
+
+
+def test_node_type_scope_wildcard(runs):
+    run, reg = one(runs, "dev", P.NODE_PROVIDER)
+    props = copy.deepcopy(reg.plain_inputs)
+    props["spec"]["terraform"]["nodeTypes"][0]["properties"]["region"] = "*"
+    found = violations(P.concrete_scope, args_of(run, reg, props=props))
+    assert len(found) == 1 and found[0].startswith("spec.terraform.nodeTypes[0].properties.region: '*' is a wildcard")
+
+
+def test_auto_nodes_scope_wildcard(runs):
+    run, reg = one(runs, "team-vision-dev", P.VIRTUAL_CLUSTER_INSTANCE)
+
+    def widen(document):
+        document["privateNodes"]["autoNodes"][0]["properties"].update(project="*", region=" ")
+
+    found = violations(P.concrete_scope, args_of(run, reg, props=edit_values(reg.plain_inputs, widen)))
+    prefix = "spec.template.helmRelease.values privateNodes.autoNodes[0].properties"
+    assert [m.split(";")[0] for m in found] == [f"{prefix}.project: '*' is a wildcard", f"{prefix}.region: is empty"]
+
+
+# --- e. Cost -------------------------------------------------------------------------------------
+
+
+def _relabel(props: dict, environment: str | None) -> dict:
+    props = copy.deepcopy(props)
+    labels = props["metadata"]["labels"]
+    labels.pop(P.INSTANCE_ENVIRONMENT_LABEL)
+    if environment is not None:
+        labels[P.INSTANCE_ENVIRONMENT_LABEL] = environment
+    return props
+
+
+def test_real_tenants_are_within_the_default_ceiling(runs):
+    for run, reg in real(runs, P.VIRTUAL_CLUSTER_INSTANCE, ("dev", "team-vision-dev")):
+        for policy in (P.gpu_ceiling_nonprod, P.gpu_ceiling_prod):
+            assert violations(policy, args_of(run, reg)) == [], (policy.name, reg.name)
+            assert violations(policy, args_of(run, reg, props=_relabel(reg.plain_inputs, "prod"))) == []
+
+
+def test_ceiling_config_and_environment_class(runs):
+    run, reg = one(runs, "team-vision-dev", P.VIRTUAL_CLUSTER_INSTANCE)  # l4-2x: 4 GPUs, t4-1x-spot: 2
+    config = {P.MAX_GPUS_CONFIG: 5}
+    dev = args_of(run, reg, config=config)
+    found = violations(P.gpu_ceiling_nonprod, dev)
+    assert found == [
+        "spec.template.helmRelease.values privateNodes.autoNodes[].dynamic[].limits['nvidia.com/gpu']: the tenant's GPU "
+        "limit is 6 (l4-2x=4, t4-1x-spot=2) for environment 'dev'; allowed: at most 5 "
+        "(policy config tenant-gpu-ceiling-nonprod.maxGpusPerTenant), with an nvidia.com/gpu limit on every GPU pool"
+    ]
+    assert violations(P.gpu_ceiling_prod, dev) == []  # a dev instance is only the advisory policy's business
+    assert violations(P.gpu_ceiling_nonprod, args_of(run, reg, config={P.MAX_GPUS_CONFIG: 6})) == []
+
+    for environment in ("prod", None, "qa"):  # missing or unexpected labels count as prod (fail closed)
+        props = _relabel(reg.plain_inputs, environment)
+        assert violations(P.gpu_ceiling_nonprod, args_of(run, reg, props=props, config=config)) == []
+        found = violations(P.gpu_ceiling_prod, args_of(run, reg, props=props, config=config))
+        assert len(found) == 1 and "the tenant's GPU limit is 6" in found[0], environment
+
+
+def test_default_ceiling_is_16(runs):
+    run, reg = one(runs, "team-vision-dev", P.VIRTUAL_CLUSTER_INSTANCE)
+
+    def grow(document, gpus):
+        pools_of(document)["l4-2x"]["limits"]["nvidia.com/gpu"] = str(gpus)
+
+    at_ceiling = edit_values(reg.plain_inputs, lambda d: grow(d, 14))  # 14 + 2 = 16
+    above = edit_values(reg.plain_inputs, lambda d: grow(d, 15))
+    assert violations(P.gpu_ceiling_nonprod, args_of(run, reg, props=at_ceiling)) == []
+    found = violations(P.gpu_ceiling_nonprod, args_of(run, reg, props=above))
+    assert len(found) == 1 and "GPU limit is 17" in found[0] and "at most 16" in found[0]
+    # The CLI hands numbers over as JSON doubles.
+    assert violations(P.gpu_ceiling_nonprod, args_of(run, reg, props=above, config={P.MAX_GPUS_CONFIG: 17.0})) == []
+
+
+def test_gpu_pool_without_a_gpu_limit_is_unbounded(runs):
+    run, reg = one(runs, "team-vision-dev", P.VIRTUAL_CLUSTER_INSTANCE)
+    props = edit_values(reg.plain_inputs, lambda d: pools_of(d)["t4-1x-spot"]["limits"].pop("nvidia.com/gpu"))
+    found = violations(P.gpu_ceiling_prod, args_of(run, reg, props=_relabel(props, "prod")))
+    assert len(found) == 1 and "GPU limit is unbounded (l4-2x=4, t4-1x-spot=unbounded)" in found[0]
+
+
+def test_ceiling_schema():
+    for policy in (P.gpu_ceiling_nonprod, P.gpu_ceiling_prod):
+        schema = policy.config_schema.properties[P.MAX_GPUS_CONFIG]
+        assert schema["type"] == "integer" and schema["default"] == 16
+
+
+# --- The pack as the CLI runs it -----------------------------------------------------------------
+
+
+def test_pack_serves_the_policies_over_grpc(runs):
+    """Starts policy/ the way the CLI's Python analyzer does (`python -m pulumi.policy <engine> <dir>`,
+    from the pack's directory) and talks to it: proves the imports resolve from policy/, the pack
+    lists every policy with its level, and the SDK's own servicer applies config and levels."""
+    import grpc
+    from google.protobuf import empty_pb2, struct_pb2
+    from pulumi.runtime.proto import analyzer_pb2, analyzer_pb2_grpc
+
+    process = subprocess.Popen(
+        [sys.executable, "-u", "-m", "pulumi.policy", "127.0.0.1:1", "."],
+        cwd=POLICY_DIR,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        ready, _, _ = select.select([process.stdout], [], [], 60)
+        line = process.stdout.readline().strip() if ready else ""
+        assert line.isdigit(), f"the pack did not start: {line!r} {process.stderr.read() if process.poll() is not None else ''}"
+        channel = grpc.insecure_channel(f"127.0.0.1:{line}")
+        analyzer = analyzer_pb2_grpc.AnalyzerStub(channel)
+
+        info = analyzer.GetAnalyzerInfo(empty_pb2.Empty(), timeout=30)
+        served = {p.name: p.enforcementLevel for p in info.policies}
+        assert served == {
+            p.name: analyzer_pb2.ADVISORY if p.enforcement_level == EnforcementLevel.ADVISORY else analyzer_pb2.MANDATORY
+            for p in P.POLICIES
+        }
+
+        def analyze_remote(reg: Registration) -> list:
+            properties = struct_pb2.Struct()
+            properties.update(reg.plain_inputs)
+            request = analyzer_pb2.AnalyzeRequest(type=reg.type, properties=properties, urn=reg.urn, name=reg.name)
+            return list(analyzer.Analyze(request, timeout=30).diagnostics)
+
+        run, instance = one(runs, "team-vision-dev", P.VIRTUAL_CLUSTER_INSTANCE)
+        assert analyze_remote(instance) == []
+        config = analyzer_pb2.PolicyConfig(enforcementLevel=analyzer_pb2.ADVISORY)
+        config.properties.update({P.MAX_GPUS_CONFIG: 5})
+        analyzer.Configure(analyzer_pb2.ConfigureAnalyzerRequest(policyConfig={P.GPU_CEILING_NON_PROD: config}), timeout=30)
+        [diagnostic] = analyze_remote(instance)
+        assert diagnostic.policyName == P.GPU_CEILING_NON_PROD
+        assert diagnostic.enforcementLevel == analyzer_pb2.ADVISORY
+        assert "the tenant's GPU limit is 6" in diagnostic.message and "at most 5" in diagnostic.message
+        channel.close()
+    finally:
+        process.kill()
+        process.wait(timeout=30)

@@ -1,0 +1,36 @@
+"""The README is the user's contract: every config key documented, the security table equal to
+the role the program creates."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from config.environment import ClusterConfig, NodeProviderConfig, PlatformConfig
+from config.permissions import AUTO_NODES, load_roles
+from config.stack_files import PROJECT_DIR
+from config.tenant import Tenant
+
+README = (PROJECT_DIR / "README.md").read_text()
+
+
+def section(title: str) -> str:
+    start = README.index(f"## {title}")
+    end = README.find("\n## ", start + 1)
+    return README[start : end if end != -1 else None]
+
+
+@pytest.mark.parametrize("model", [ClusterConfig, PlatformConfig, NodeProviderConfig, Tenant])
+def test_every_config_key_is_documented(model):
+    reference = section("Configuration reference")
+    missing = [f.alias for f in model.model_fields.values() if f"`{f.alias}`" not in reference]
+    assert missing == []
+
+
+def test_security_table_lists_exactly_the_platform_role():
+    rows = re.findall(r"^\| `([a-z]+\.[A-Za-z.]+)` \| (.+) \|$", section("Security"), flags=re.MULTILINE)
+    role = load_roles().roles[AUTO_NODES]
+    assert [p for p, _ in rows] == list(role.permissions)
+    for permission, why in rows:
+        assert why.split(" (")[0] in role.reasons[permission]

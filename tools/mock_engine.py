@@ -1,0 +1,401 @@
+"""Run the real program (__main__.py) under Pulumi's mock engine and record what it registers.
+
+Used by the offline plan, the benchmarks and the tests. The SDK, the providers' Python SDKs and the
+program all run for real; only the engine and the cloud are replaced. Values the cloud would
+compute (endpoints, IDs, generated passwords, another stack's outputs) come back as placeholders
+that contain the word "placeholder", so nobody mistakes them for real values.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import runpy
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import pulumi
+from pulumi.runtime import mocks as pulumi_mocks
+from pulumi.runtime import rpc, settings
+from pulumi.runtime.stack import run_pulumi_func
+from pulumi.runtime.sync_await import _sync_await
+
+from config import stack_files
+from config.stack_files import PROJECT_DIR, SecureValue
+
+PLACEHOLDER = "placeholder"
+MAIN = PROJECT_DIR / "__main__.py"
+
+
+@dataclass
+class Registration:
+    """One resource as the program registered it."""
+
+    urn: str
+    type: str
+    name: str
+    parent: str
+    custom: bool
+    provider: str
+    dependencies: list[str]
+    property_dependencies: dict[str, list[str]]
+    inputs: dict[str, Any]  # secrets still wrapped; see `plain` and `is_secret`
+    protect: bool
+    deleted_with: str
+
+    @property
+    def plain_inputs(self) -> dict[str, Any]:
+        return plain(self.inputs)
+
+    def input(self, *path: str) -> Any:
+        value: Any = self.plain_inputs
+        for key in path:
+            value = value.get(key) if isinstance(value, dict) else None
+        return value
+
+    def is_secret(self, key: str) -> bool:
+        return contains_secret(self.inputs.get(key))
+
+
+def plain(value: Any) -> Any:
+    """Unwrap Pulumi's secret markers, recursively."""
+    if rpc.is_rpc_secret(value):
+        return plain(rpc.unwrap_rpc_secret(value))
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    return value
+
+
+def contains_secret(value: Any) -> bool:
+    if rpc.is_rpc_secret(value):
+        return True
+    if isinstance(value, dict):
+        return any(contains_secret(v) for v in value.values())
+    if isinstance(value, list):
+        return any(contains_secret(v) for v in value)
+    return False
+
+
+class RecordingMonitor(pulumi_mocks.MockMonitor):
+    """The SDK's mock monitor, also keeping parent, provider and dependency edges."""
+
+    def __init__(self, mocks: pulumi_mocks.Mocks):
+        super().__init__(mocks)
+        self.registrations: list[Registration] = []
+
+    def RegisterResource(self, request):
+        response = super().RegisterResource(request)
+        if request.type != "pulumi:pulumi:Stack":
+            self.registrations.append(
+                Registration(
+                    urn=response.urn,
+                    type=request.type,
+                    name=request.name,
+                    parent=request.parent,
+                    custom=bool(request.custom),
+                    provider=request.provider,
+                    dependencies=list(request.dependencies),
+                    property_dependencies={k: list(v.urns) for k, v in request.propertyDependencies.items()},
+                    inputs=rpc.deserialize_properties(request.object),
+                    protect=bool(request.protect),
+                    deleted_with=request.deletedWith,
+                )
+            )
+        return response
+
+
+class PlatformMocks(pulumi_mocks.Mocks):
+    """Outputs for the resource types this program reads back, everything else echoes its inputs."""
+
+    def __init__(self, stack_outputs: dict[str, dict[str, Any]] | None = None):
+        # StackReference name → its outputs (a tenant stack's environment).
+        self.stack_outputs = stack_outputs or {}
+
+    def new_resource(self, args: pulumi_mocks.MockResourceArgs):
+        state = dict(args.inputs)
+        typ, inputs = args.typ, args.inputs
+        resource_id = f"{args.name}-{PLACEHOLDER}-id"
+        project = inputs.get("project", f"{PLACEHOLDER}-project")
+        if typ == "pulumi:pulumi:StackReference":
+            name = inputs.get("name", args.name)
+            if name not in self.stack_outputs:
+                raise KeyError(f"no outputs for stack reference {name!r}")
+            state["outputs"] = self.stack_outputs[name]
+            state["secretOutputNames"] = [k for k in ("kubeconfig", "platformAdminPassword") if k in self.stack_outputs[name]]
+        elif typ == "gcp:container/cluster:Cluster":
+            location = inputs.get("location", "")
+            state["endpoint"] = "203.0.113.10"  # TEST-NET-3: a documentation address, never real
+            state["masterAuth"] = {**(inputs.get("masterAuth") or {}), "clusterCaCertificate": f"{PLACEHOLDER}-ca-certificate"}
+            state["controlPlaneEndpointsConfig"] = {
+                "dnsEndpointConfig": {
+                    "allowExternalTraffic": True,
+                    "endpoint": f"gke-{PLACEHOLDER}-dns-endpoint.{location}.gke.goog",
+                }
+            }
+        elif typ == "gcp:serviceaccount/account:Account":
+            email = f"{inputs['accountId']}@{project}.iam.gserviceaccount.com"
+            state.update(email=email, name=f"projects/{project}/serviceAccounts/{email}", uniqueId=f"{PLACEHOLDER}-unique-id")
+        elif typ == "gcp:projects/iAMCustomRole:IAMCustomRole":
+            state["name"] = f"projects/{project}/roles/{inputs['roleId']}"
+        elif typ in ("gcp:compute/network:Network", "gcp:compute/subnetwork:Subnetwork", "gcp:compute/router:Router"):
+            kind = typ.split(":")[-1].lower() + "s"
+            scope = "global" if kind == "networks" else f"regions/{inputs.get('region', '')}"
+            resource_id = f"projects/{project}/{scope}/{kind}/{inputs.get('name', args.name)}"
+            state["selfLink"] = f"https://www.googleapis.com/compute/v1/{resource_id}"
+        elif typ == "random:index/randomPassword:RandomPassword":
+            state["result"] = rpc.wrap_rpc_secret(f"{PLACEHOLDER}-generated-password")
+        elif typ == "kubernetes:helm.sh/v3:Release":
+            state["status"] = {"status": "deployed", "version": inputs.get("version"), "namespace": inputs.get("namespace")}
+        return resource_id, state
+
+    def call(self, args: pulumi_mocks.MockCallArgs):
+        return {}
+
+
+@dataclass
+class ProgramRun:
+    stack: str
+    registrations: list[Registration]
+    outputs: dict[str, Any]
+    secret_outputs: set[str] = field(default_factory=set)
+    warnings: list[str] = field(default_factory=list)
+
+    def of_type(self, typ: str) -> list[Registration]:
+        return [r for r in self.registrations if r.type == typ]
+
+    def one(self, typ: str, name_contains: str = "") -> Registration:
+        found = [r for r in self.of_type(typ) if name_contains in r.name]
+        if len(found) != 1:
+            raise LookupError(f"expected one {typ} named *{name_contains}*, found {[r.name for r in found]}")
+        return found[0]
+
+    def by_urn(self) -> dict[str, Registration]:
+        return {r.urn: r for r in self.registrations}
+
+    def children(self, parent_urn: str) -> list[Registration]:
+        return [r for r in self.registrations if r.parent == parent_urn]
+
+    def depends_on(self, urn: str) -> set[str]:
+        """Every resource `urn` waits for: its dependencies, their dependencies, and so on.
+        A component counts as its whole subtree, as in the engine."""
+        index = self.by_urn()
+        seen: set[str] = set()
+        todo = list(_direct_edges(index[urn]))
+        while todo:
+            current = todo.pop()
+            if current in seen or current not in index:
+                continue
+            seen.add(current)
+            todo.extend(_direct_edges(index[current]))
+            todo.extend(r.urn for r in self.children(current))
+        return seen
+
+    def custom_descendants(self, urn: str) -> set[str]:
+        """The custom resources inside a component (its whole subtree); a custom resource is itself."""
+        index, children = self.by_urn(), self._children_index()
+        return _custom_closure(urn, index, children)
+
+    def longest_chain(self) -> list[Registration]:
+        """The longest chain of resources a deployment creates one after another, first to last.
+
+        Each resource in it waits for the one before it: a dependency, a property dependency or its
+        provider, where waiting for a component means waiting for every resource inside it (as in
+        the engine). Components do no work of their own and are not counted. Its length is a lower
+        bound on the number of sequential cloud operations of a `pulumi up`.
+        """
+        index, children = self.by_urn(), self._children_index()
+        closure: dict[str, set[str]] = {}
+        prerequisites: dict[str, set[str]] = {}
+        for r in self.registrations:
+            if not r.custom:
+                continue
+            waits: set[str] = set()
+            for edge in _direct_edges(r):
+                if edge not in closure:
+                    closure[edge] = _custom_closure(edge, index, children)
+                waits |= closure[edge]
+            waits.discard(r.urn)
+            prerequisites[r.urn] = waits
+        depth: dict[str, int] = {}
+        before: dict[str, str | None] = {}
+        for start in prerequisites:
+            # Iterative depth-first search: no recursion limit however long the chain.
+            stack: list[tuple[str, bool]] = [(start, False)]
+            on_path: set[str] = set()
+            while stack:
+                urn, done = stack.pop()
+                if urn in depth:
+                    continue
+                if done:
+                    on_path.discard(urn)
+                    best = max(prerequisites[urn], key=lambda u: (depth.get(u, 0), u), default=None)
+                    depth[urn] = 1 + (depth[best] if best is not None else 0)
+                    before[urn] = best
+                    continue
+                if urn in on_path:
+                    raise ValueError(f"dependency cycle through {urn}")
+                on_path.add(urn)
+                stack.append((urn, True))
+                stack.extend((u, False) for u in prerequisites[urn] if u not in depth)
+        if not depth:
+            return []
+        last: str | None = max(depth, key=lambda u: (depth[u], u))
+        chain = []
+        while last is not None:
+            chain.append(index[last])
+            last = before[last]
+        return chain[::-1]
+
+    def _children_index(self) -> dict[str, list[str]]:
+        children: dict[str, list[str]] = {}
+        for r in self.registrations:
+            children.setdefault(r.parent, []).append(r.urn)
+        return children
+
+
+def _custom_closure(urn: str, index: dict[str, Registration], children: dict[str, list[str]]) -> set[str]:
+    found: set[str] = set()
+    todo = [urn]
+    while todo:
+        current = todo.pop()
+        r = index.get(current)
+        if r is None:
+            continue
+        if r.custom:
+            found.add(current)
+        else:
+            todo.extend(children.get(current, ()))
+    return found
+
+
+def _direct_edges(r: Registration) -> set[str]:
+    edges = set(r.dependencies)
+    for urns in r.property_dependencies.values():
+        edges.update(urns)
+    if r.provider:  # "<provider urn>::<provider id>"
+        edges.add(r.provider.rsplit("::", 1)[0])
+    return edges
+
+
+class _WarningCollector:
+    def __init__(self) -> None:
+        self.messages: list[str] = []
+
+    def debug(self, msg: str) -> None:
+        pass
+
+    info = debug
+
+    def warning(self, msg: str) -> None:
+        self.messages.append(msg)
+
+    def error(self, msg: str) -> None:
+        self.messages.append(msg)
+
+
+def _ignore_unretrieved_program_errors(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """When the program fails (e.g. a RunError from a check inside an apply), every output that
+    depended on the failing one holds the same error and is garbage-collected unread. The error
+    was already raised to the caller; don't print it once per output."""
+    if isinstance(context.get("exception"), pulumi.RunError) and "never retrieved" in context.get("message", ""):
+        return
+    loop.default_exception_handler(context)
+
+
+def config_strings(values: dict[str, Any]) -> tuple[dict[str, str], list[str]]:
+    """Stack values as the engine hands them to a program: strings, structured values as JSON,
+    and the list of secret keys. Encrypted values get a placeholder plaintext."""
+    strings, secret_keys = {}, []
+    for key, value in values.items():
+        if isinstance(value, SecureValue):
+            strings[key] = f"{PLACEHOLDER}-decrypted-secret"
+            secret_keys.append(key)
+        elif isinstance(value, (dict, list)):
+            strings[key] = json.dumps(value, default=str)
+        elif isinstance(value, bool):
+            strings[key] = "true" if value else "false"
+        else:
+            strings[key] = str(value)
+    return strings, secret_keys
+
+
+def run_program(
+    values: dict[str, Any],
+    *,
+    stack: str,
+    stack_outputs: dict[str, dict[str, Any]] | None = None,
+    main: Path = MAIN,
+    program: Callable[[], Any] | None = None,
+    project: str = "gpu-platform",
+    preview: bool = False,
+    project_dir: Path | None = None,
+) -> ProgramRun:
+    """Evaluate the program for one stack's configuration. Raises what the program raises
+    (e.g. pulumi.RunError with the configuration problems).
+
+    `project_dir`: where the program finds Pulumi.yaml and the other stack files (tenant-stack
+    checks read them), for a project copied elsewhere; default this repository. The program's
+    code, catalog and templates are always this repository's."""
+    previous_loop = None
+    try:
+        previous_loop = asyncio.get_event_loop_policy().get_event_loop()
+    except RuntimeError:
+        pass
+    loop = asyncio.new_event_loop()
+    loop.set_exception_handler(_ignore_unretrieved_program_errors)
+    asyncio.set_event_loop(loop)
+    collector = _WarningCollector()
+    mocks = PlatformMocks(stack_outputs)
+    monitor = RecordingMonitor(mocks)
+    try:
+        settings.ROOT.set(None)
+        pulumi.runtime.set_mocks(mocks, project=project, stack=stack, preview=preview, monitor=monitor, logger=collector)  # type: ignore[arg-type]
+        strings, secret_keys = config_strings(values)
+        pulumi.runtime.set_all_config(strings, secret_keys)
+        settings.SETTINGS.rpc_manager.clear()
+        settings.SETTINGS.outputs.clear()
+        run = program or (lambda: runpy.run_path(str(main), run_name="__main__"))
+        try:
+            with _program_project_dir(project_dir):
+                _sync_await(run_pulumi_func(run))
+        except BaseException as e:
+            # What got registered before the failure, for "nothing was created" assertions.
+            e.registrations = monitor.registrations  # type: ignore[attr-defined]
+            raise
+        root = settings.get_root_resource()
+        outputs, secret = {}, set()
+        for name, value in (root.outputs if root is not None else {}).items():  # type: ignore[attr-defined]
+            out = pulumi.Output.from_input(value)
+            outputs[name] = _sync_await(out.future())
+            if _sync_await(out.is_secret()):
+                secret.add(name)
+        return ProgramRun(stack, monitor.registrations, outputs, secret, collector.messages)
+    finally:
+        settings.ROOT.set(None)
+        # A failed program leaves registrations waiting on outputs that will never resolve.
+        pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+        for task in pending:
+            task.cancel()
+        if pending:
+            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        loop.close()
+        asyncio.set_event_loop(previous_loop if previous_loop is not None and not previous_loop.is_closed() else None)
+
+
+@contextlib.contextmanager
+def _program_project_dir(project_dir: Path | None):
+    """__main__.py takes its project directory from `config.stack_files.PROJECT_DIR` when it runs;
+    point that at `project_dir` for the duration of one evaluation."""
+    if project_dir is None or Path(project_dir).resolve() == stack_files.PROJECT_DIR:
+        yield
+        return
+    previous = stack_files.PROJECT_DIR
+    stack_files.PROJECT_DIR = Path(project_dir).resolve()
+    try:
+        yield
+    finally:
+        stack_files.PROJECT_DIR = previous
