@@ -3,7 +3,7 @@ run `gke-gcloud-auth-plugin` to get a short-lived token from whoever runs Pulumi
 
 from __future__ import annotations
 
-import yaml
+from config import yaml_io
 
 
 def gke_kubeconfig(name: str, endpoint: str, ca_certificate: str | None = None) -> str:
@@ -33,4 +33,4 @@ def gke_kubeconfig(name: str, endpoint: str, ca_certificate: str | None = None) 
         "contexts": [{"name": name, "context": {"cluster": name, "user": name}}],
         "current-context": name,
     }
-    return yaml.safe_dump(document, sort_keys=False)
+    return yaml_io.dump(document)

@@ -3,11 +3,10 @@ in-tenant objects (namespaces, the optional GPU smoke Job). Pure data, also writ
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
-import yaml
-
-from config.tenant import TenantPlan
+from config import yaml_io
 
 from .vcluster_values import GPU_RESOURCE
 
@@ -33,7 +32,7 @@ def gpu_operator_values(service_monitor: bool) -> dict[str, Any]:
     }
 
 
-def tenant_objects(plan: TenantPlan) -> list[dict[str, Any]]:
+def tenant_objects(smoke_test: bool) -> list[dict[str, Any]]:
     objects: list[dict[str, Any]] = [
         {
             "apiVersion": "v1",
@@ -45,7 +44,7 @@ def tenant_objects(plan: TenantPlan) -> list[dict[str, Any]]:
             },
         }
     ]
-    if plan.tenant.smoke_test:
+    if smoke_test:
         objects += [
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SMOKE_TEST_NAMESPACE}},
             {
@@ -77,10 +76,13 @@ def tenant_objects(plan: TenantPlan) -> list[dict[str, Any]]:
     return objects
 
 
-def dump_objects(objects: list[dict[str, Any]]) -> str:
-    return yaml.safe_dump_all(objects, sort_keys=False)
+# The same few documents for every tenant: rendered once per process, not once per tenant.
+@functools.lru_cache(maxsize=None)
+def gpu_operator_values_yaml(service_monitor: bool) -> str:
+    return yaml_io.dump(gpu_operator_values(service_monitor))
 
 
-def dump_values(values: dict[str, Any]) -> str:
-    return yaml.safe_dump(values, sort_keys=False)
+@functools.lru_cache(maxsize=None)
+def tenant_objects_yaml(smoke_test: bool) -> str:
+    return yaml_io.dump_all(tenant_objects(smoke_test))
 

@@ -26,7 +26,7 @@ from .loft_api import (
     VirtualClusterInstanceSpec,
     VirtualClusterTemplate,
 )
-from .tenant_documents import GPU_OPERATOR_NAMESPACE, dump_objects, dump_values, gpu_operator_values, tenant_objects
+from .tenant_documents import GPU_OPERATOR_NAMESPACE, gpu_operator_values_yaml, tenant_objects_yaml
 from .tenant_network import TenantNetwork, TenantNetworkArgs
 from .vcluster_values import render_values
 
@@ -150,10 +150,10 @@ class TenantVCluster(pulumi.ComponentResource):
                         version=tenant.gpu_operator.version,
                         release_name="gpu-operator",
                         release_namespace=GPU_OPERATOR_NAMESPACE,
-                        values=dump_values(gpu_operator_values(tenant.gpu_operator.service_monitor)),
+                        values=gpu_operator_values_yaml(tenant.gpu_operator.service_monitor),
                     )
                 ],
-                objects=dump_objects(tenant_objects(args.plan)),
+                objects=tenant_objects_yaml(tenant.smoke_test),
                 access=access,
             ),
         )

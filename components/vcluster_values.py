@@ -11,9 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-import yaml
-
 from config import node_properties as props
+from config import yaml_io
 
 GPU_RESOURCE = "nvidia.com/gpu"
 # Keeps CPU-only pods (and whatever they would keep alive) off the GPU VMs. The GPU Operator's
@@ -39,7 +38,7 @@ def render_values(pools: list, provider: str, properties: dict[str, str]) -> str
             ],
         },
     }
-    return yaml.safe_dump(document, sort_keys=False)
+    return yaml_io.dump(document)
 
 
 def _pool(plan) -> dict[str, Any]:
@@ -116,7 +115,7 @@ class VClusterValues:
 
     @classmethod
     def parse(cls, text: str) -> VClusterValues:
-        document = yaml.safe_load(text) if text else {}
+        document = yaml_io.load(text) if text else {}
         if not isinstance(document, dict):
             raise ValueError("vcluster.yaml must be a mapping")
         return cls(document)

@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
+from . import yaml_io
 
 CATALOG_PATH = Path(__file__).with_name("catalog.yaml")
 
@@ -143,7 +143,7 @@ def _tiered(amount: float, tiers: tuple[tuple[float, float], ...]) -> float:
 
 @functools.lru_cache(maxsize=None)
 def load_catalog(path: Path = CATALOG_PATH) -> Catalog:
-    raw = yaml.safe_load(path.read_text())
+    raw = yaml_io.load(path.read_text())
     problems: list[str] = []
     series = raw["series"]
 

@@ -25,16 +25,17 @@ class Problem:
 class ConfigError(Exception):
     """One or more problems in a stack's configuration."""
 
-    def __init__(self, problems: list[Problem], stack: str | None = None):
+    def __init__(self, problems: list[Problem], stack: str | None = None, notes: list[str] | None = None):
         self.problems = list(problems)
         self.stack = stack
+        self.notes = list(notes or [])
         super().__init__(self.render())
 
     def render(self) -> str:
         where = f"stack {self.stack!r}" if self.stack else "this stack"
         count = len(self.problems)
         head = f"{count} configuration problem{'s' if count != 1 else ''} in {where}; nothing was created:"
-        return "\n".join([head, *(f"  - {p}" for p in self.problems)])
+        return "\n".join([head, *(f"  - {p}" for p in self.problems), *(f"  Note: {n}" for n in self.notes)])
 
 
 @dataclass
@@ -42,9 +43,14 @@ class Problems:
     """An accumulator that validation code appends to."""
 
     items: list[Problem] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     def add(self, path: str, message: str) -> None:
         self.items.append(Problem(path, message))
+
+    def note(self, text: str) -> None:
+        """Context for the problems (what was not checked, and why); never a problem by itself."""
+        self.notes.append(text)
 
     def extend(self, other: list[Problem]) -> None:
         self.items.extend(other)
@@ -54,7 +60,7 @@ class Problems:
 
     def raise_if_any(self, stack: str | None = None) -> None:
         if self.items:
-            raise ConfigError(self.items, stack)
+            raise ConfigError(self.items, stack, self.notes)
 
 
 def join_path(prefix: str, loc: tuple[Any, ...]) -> str:

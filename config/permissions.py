@@ -6,7 +6,7 @@ import functools
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
+from . import yaml_io
 
 PERMISSIONS_PATH = Path(__file__).with_name("permissions.yaml")
 
@@ -34,7 +34,7 @@ class RoleCatalog:
 
 @functools.lru_cache(maxsize=None)
 def load_roles(path: Path = PERMISSIONS_PATH) -> RoleCatalog:
-    raw = yaml.safe_load(path.read_text())
+    raw = yaml_io.load(path.read_text())
     roles = {}
     for key in (AUTO_NODES, LEGACY_AUTO_NODES, TENANT_DISKS, TENANT_LOAD_BALANCERS):
         entries = raw[key]["permissions"]

@@ -133,38 +133,19 @@ def _load_environment_stack(values, stack, project_dir, catalog, problems) -> En
             )
     if node_provider is not None and region:
         check_node_provider(region, node_provider, catalog, problems)
-    if len(problems.items) > before or None in (cluster, platform, node_provider) or not project or not region or not known_env:
-        return None  # tenants are checked against node types, which need a sound environment
+    environment_sound = len(problems.items) == before and None not in (cluster, platform, node_provider) and project and region and known_env
 
-    offer = _offer(node_provider, catalog)
-    facts = EnvironmentFacts(
-        environment=environment,
-        project=project,
-        region=region,
-        zones=node_provider.zones,
-        node_provider_name=node_provider.name,
-        gpu_types=node_provider.gpu_types,
-        spot=node_provider.spot,
-        gpu_quota=dict(node_provider.gpu_quota),
-        node_types=offer.node_types,
-        reserved_cidrs=_cluster_ranges(cluster),
-        tenants=tuple(TenantClaim(t.name, t.network.cidr, "the environment's tenants") for t in tenants if t is not None),
-        vcluster_version=platform.vcluster_version,
-        platform_service_account=f"{platform.service_account_id}@{project}.iam.gserviceaccount.com",
-        tenant_disk_role=f"projects/{project}/roles/{role_id(platform.role_id_prefix, TENANT_DISKS)}",
-        tenant_load_balancer_role=f"projects/{project}/roles/{role_id(platform.role_id_prefix, TENANT_LOAD_BALANCERS)}",
-        legacy_infrastructure=node_provider.legacy_infrastructure,
-        price_date=catalog.price_date,
-    )
-    team_claims = _tenant_stack_claims(project_dir, environment_stack_name=stack, exclude=stack)
-    plans = []
-    for i, tenant in enumerate(tenants):
-        if tenant is None:
-            continue
-        # Earlier entries only: a collision is reported once, at the entry that causes it.
-        others = [TenantClaim(t.name, t.network.cidr, f"tenants[{j}]") for j, t in enumerate(tenants[:i]) if t is not None]
-        check_tenant(f"tenants[{i}]", tenant, facts, others + team_claims, problems)
-        plans.append(tenant)
+    facts = None
+    if environment_sound:
+        offer = _offer(node_provider, catalog)
+        facts = _facts(environment, project, region, cluster, platform, node_provider, offer, tenants, catalog)
+        for i, tenant in enumerate(tenants):
+            if tenant is not None:
+                # Earlier entries only: a collision is reported once, at the entry that causes it.
+                others = [TenantClaim(t.name, t.network.cidr, f"tenants[{j}]") for j, t in enumerate(tenants[:i]) if t is not None]
+                check_tenant(f"tenants[{i}]", tenant, facts, others, problems)
+    elif any(t is not None for t in tenants):
+        problems.note("tenants were checked for structure only; they are checked against the environment once its own problems are fixed")
     if problems:
         return None
     return EnvironmentStack(
@@ -177,7 +158,7 @@ def _load_environment_stack(values, stack, project_dir, catalog, problems) -> En
         node_provider=node_provider,
         offer=offer,
         facts=facts,
-        tenants=tuple(plan_tenant(t, facts) for t in plans),
+        tenants=tuple(plan_tenant(t, facts) for t in tenants if t is not None),
         warnings=tuple(environment_warnings(environment, cluster, node_provider)),
     )
 
@@ -239,6 +220,28 @@ def _tenant_stack_claims(project_dir: Path, *, environment_stack_name: str, excl
             if tenant.get("name") and cidr:
                 claims.append(TenantClaim(tenant["name"], cidr, f"stack {other} (Pulumi.{other}.yaml)"))
     return claims
+
+
+def _facts(environment, project, region, cluster, platform, node_provider, offer, tenants, catalog) -> EnvironmentFacts:
+    return EnvironmentFacts(
+        environment=environment,
+        project=project,
+        region=region,
+        zones=node_provider.zones,
+        node_provider_name=node_provider.name,
+        gpu_types=node_provider.gpu_types,
+        spot=node_provider.spot,
+        gpu_quota=dict(node_provider.gpu_quota),
+        node_types=offer.node_types,
+        reserved_cidrs=_cluster_ranges(cluster),
+        tenants=tuple(TenantClaim(t.name, t.network.cidr, "the environment's tenants") for t in tenants if t is not None),
+        vcluster_version=platform.vcluster_version,
+        platform_service_account=f"{platform.service_account_id}@{project}.iam.gserviceaccount.com",
+        tenant_disk_role=f"projects/{project}/roles/{role_id(platform.role_id_prefix, TENANT_DISKS)}",
+        tenant_load_balancer_role=f"projects/{project}/roles/{role_id(platform.role_id_prefix, TENANT_LOAD_BALANCERS)}",
+        legacy_infrastructure=node_provider.legacy_infrastructure,
+        price_date=catalog.price_date,
+    )
 
 
 def _offer(np: NodeProviderConfig, catalog: Catalog) -> NodeTypeOffer:

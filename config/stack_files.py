@@ -7,6 +7,7 @@ keys the stack file lacks; `secure:` values stay opaque (`SecureValue`).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,27 +31,59 @@ class StackFileError(ValueError):
     pass
 
 
+class _StrictLoader(yaml.SafeLoader):
+    """Refuses a key given twice in one mapping, as the Pulumi CLI does, instead of silently
+    keeping the last one."""
+
+
+def _strict_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict:
+    seen = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+        seen.add(key)
+    return loader.construct_mapping(node, deep=True)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _strict_mapping)
+
+
+def _load_file(path: Path) -> Any:
+    return _load_cached(path, path.stat().st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=64)
+def _load_cached(path: Path, mtime_ns: int) -> Any:  # mtime_ns: a changed file is read again
+    return yaml.load(path.read_text(), Loader=_StrictLoader)  # noqa: S506 - a safe loader
+
+
+def _project(project_dir: Path) -> dict[str, Any]:
+    return _load_file(project_dir / "Pulumi.yaml")
+
+
 def project_name(project_dir: Path = PROJECT_DIR) -> str:
-    return yaml.safe_load((project_dir / "Pulumi.yaml").read_text())["name"]
+    return _project(project_dir)["name"]
 
 
 def project_defaults(project_dir: Path = PROJECT_DIR) -> dict[str, Any]:
     """Full key → default value of every project config key that declares one."""
-    project = yaml.safe_load((project_dir / "Pulumi.yaml").read_text())
+    project = _project(project_dir)
     name = project["name"]
     defaults = {}
     for key, spec in (project.get("config") or {}).items():
         full = key if ":" in key else f"{name}:{key}"
+        # _decode copies: the parsed file is cached and must not be changed through a default.
         if isinstance(spec, dict) and ("default" in spec or "value" in spec):
-            defaults[full] = spec.get("default", spec.get("value"))
+            defaults[full] = _decode(spec.get("default", spec.get("value")))
         elif not isinstance(spec, dict):
-            defaults[full] = spec
+            defaults[full] = _decode(spec)
     return defaults
 
 
 def required_project_keys(project_dir: Path = PROJECT_DIR) -> list[str]:
     """Project keys without a default: the CLI refuses a stack that lacks one."""
-    project = yaml.safe_load((project_dir / "Pulumi.yaml").read_text())
+    project = _project(project_dir)
     name = project["name"]
     return [
         f"{name}:{key}"
@@ -73,7 +106,7 @@ def read_stack_values(project_dir: Path, stack: str) -> dict[str, Any]:
     if not path.exists():
         raise StackFileError(f"{path.name}: no such stack file in {project_dir}")
     try:
-        document = yaml.safe_load(path.read_text()) or {}
+        document = _load_file(path) or {}
     except yaml.YAMLError as e:
         raise StackFileError(f"{path.name}: not valid YAML: {e}") from None
     if not isinstance(document, dict):

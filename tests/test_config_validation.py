@@ -261,3 +261,29 @@ def test_bad_config_registers_nothing(stack_values):
     assert "nodeProvider.zones[0]: 'europe-west1-b' is not in region europe-west4" in message
     assert "tenants[0].gpuPools[0].maxGpus: 0 is out of range; must be at least 1" in message
     assert caught.value.registrations == []
+
+
+def test_tenants_wait_for_a_sound_environment_and_say_so(stack_values):
+    values = stack_values("dev")
+    values[f"{NS}:nodeProvider"]["zones"] = ["us-east1-b"]
+    values[f"{NS}:tenants"][0]["gpuPools"][0]["maxGpus"] = 40  # above quota, only checkable later
+    with pytest.raises(ConfigError) as caught:
+        load_stack(values, stack="dev", project_dir=PROJECT_DIR)
+    assert [str(p) for p in caught.value.problems] == ["nodeProvider.zones[0]: 'us-east1-b' is not in region europe-west4"]
+    assert caught.value.notes == [
+        "tenants were checked for structure only; they are checked against the environment once its own problems are fixed"
+    ]
+    assert str(caught.value).endswith("  Note: " + caught.value.notes[0])
+
+
+def test_a_key_given_twice_in_a_stack_file_is_refused(tmp_path):
+    from config.stack_files import StackFileError, read_stack_values
+
+    (tmp_path / "Pulumi.yaml").write_text((PROJECT_DIR / "Pulumi.yaml").read_text())
+    (tmp_path / "Pulumi.x.yaml").write_text(
+        "config:\n  gpu-platform:environment: dev\n  gpu-platform:tenants: []\n  gpu-platform:environment: prod\n"
+    )
+    with pytest.raises(StackFileError) as caught:
+        read_stack_values(tmp_path, "x")
+    assert "Pulumi.x.yaml: not valid YAML" in str(caught.value)
+    assert "duplicate key 'gpu-platform:environment'" in str(caught.value)

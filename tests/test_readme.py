@@ -34,3 +34,15 @@ def test_security_table_lists_exactly_the_platform_role():
     assert [p for p, _ in rows] == list(role.permissions)
     for permission, why in rows:
         assert why.split(" (")[0] in role.reasons[permission]
+
+
+def test_every_policy_is_documented():
+    from policy.policies import POLICIES
+
+    guardrails = section("Guardrails")
+    assert [p.name for p in POLICIES if f"`{p.name}`" not in guardrails] == []
+
+
+def test_the_first_command_is_the_offline_plan():
+    first = re.search(r"```sh\n(.+?)\n", README).group(1)
+    assert first.startswith("make plan")

@@ -9,9 +9,11 @@ that contain the word "placeholder", so nobody mistakes them for real values.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import json
 import runpy
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -83,13 +85,16 @@ def contains_secret(value: Any) -> bool:
 class RecordingMonitor(pulumi_mocks.MockMonitor):
     """The SDK's mock monitor, also keeping parent, provider and dependency edges."""
 
-    def __init__(self, mocks: pulumi_mocks.Mocks):
+    def __init__(self, mocks: PlatformMocks):
         super().__init__(mocks)
         self.registrations: list[Registration] = []
 
     def RegisterResource(self, request):
         response = super().RegisterResource(request)
         if request.type != "pulumi:pulumi:Stack":
+            # The inputs the SDK's monitor just decoded for the mocks, on this thread (the SDK
+            # registers from a thread pool); decoding them again would double the cost of large specs.
+            inputs = self.mocks.decoded.inputs
             self.registrations.append(
                 Registration(
                     urn=response.urn,
@@ -100,7 +105,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
                     provider=request.provider,
                     dependencies=list(request.dependencies),
                     property_dependencies={k: list(v.urns) for k, v in request.propertyDependencies.items()},
-                    inputs=rpc.deserialize_properties(request.object),
+                    inputs=inputs,
                     protect=bool(request.protect),
                     deleted_with=request.deletedWith,
                 )
@@ -114,9 +119,13 @@ class PlatformMocks(pulumi_mocks.Mocks):
     def __init__(self, stack_outputs: dict[str, dict[str, Any]] | None = None):
         # StackReference name → its outputs (a tenant stack's environment).
         self.stack_outputs = stack_outputs or {}
+        self.decoded = threading.local()
 
     def new_resource(self, args: pulumi_mocks.MockResourceArgs):
-        state = dict(args.inputs)
+        self.decoded.inputs = args.inputs
+        # Echo scalar inputs as outputs, as a provider would; the program never reads nested input
+        # objects back (NodeProvider and instance specs), and copying them would only cost time.
+        state = {k: v for k, v in args.inputs.items() if not isinstance(v, (dict, list)) or rpc.is_rpc_secret(v)}
         typ, inputs = args.typ, args.inputs
         resource_id = f"{args.name}-{PLACEHOLDER}-id"
         project = inputs.get("project", f"{PLACEHOLDER}-project")
@@ -297,6 +306,27 @@ class _WarningCollector:
         self.messages.append(msg)
 
 
+async def _resolve(value: Any) -> tuple[Any, bool]:
+    """A stack output's value and whether it is secret. Walks plain lists and dicts and awaits only
+    the Outputs inside (Output.from_input would wrap every leaf of a large export)."""
+    if isinstance(value, pulumi.Output):
+        inner, secret = await _resolve(await value.future())
+        return inner, secret or await value.is_secret()
+    if isinstance(value, dict):
+        items = [(k, await _resolve(v)) for k, v in value.items()]
+        return {k: v for k, (v, _) in items}, any(s for _, (_, s) in items)
+    if isinstance(value, (list, tuple)):
+        items = [await _resolve(v) for v in value]
+        return [v for v, _ in items], any(s for _, s in items)
+    return value, False
+
+
+def _give_thread_a_loop(loops: list[asyncio.AbstractEventLoop]) -> None:
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    loops.append(loop)
+
+
 def _ignore_unretrieved_program_errors(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
     """When the program fails (e.g. a RunError from a check inside an apply), every output that
     depended on the failing one holds the same error and is garbage-collected unread. The error
@@ -340,13 +370,13 @@ def run_program(
     `project_dir`: where the program finds Pulumi.yaml and the other stack files (tenant-stack
     checks read them), for a project copied elsewhere; default this repository. The program's
     code, catalog and templates are always this repository's."""
-    previous_loop = None
-    try:
-        previous_loop = asyncio.get_event_loop_policy().get_event_loop()
-    except RuntimeError:
-        pass
     loop = asyncio.new_event_loop()
     loop.set_exception_handler(_ignore_unretrieved_program_errors)
+    # The SDK calls the mock monitor from executor threads, and the monitor gives each thread an
+    # event loop of its own; create those here so they can be closed when the run ends.
+    thread_loops: list[asyncio.AbstractEventLoop] = []
+    executor = concurrent.futures.ThreadPoolExecutor(initializer=_give_thread_a_loop, initargs=(thread_loops,))
+    loop.set_default_executor(executor)
     asyncio.set_event_loop(loop)
     collector = _WarningCollector()
     mocks = PlatformMocks(stack_outputs)
@@ -369,9 +399,8 @@ def run_program(
         root = settings.get_root_resource()
         outputs, secret = {}, set()
         for name, value in (root.outputs if root is not None else {}).items():  # type: ignore[attr-defined]
-            out = pulumi.Output.from_input(value)
-            outputs[name] = _sync_await(out.future())
-            if _sync_await(out.is_secret()):
+            outputs[name], is_secret = _sync_await(_resolve(value))
+            if is_secret:
                 secret.add(name)
         return ProgramRun(stack, monitor.registrations, outputs, secret, collector.messages)
     finally:
@@ -383,7 +412,10 @@ def run_program(
         if pending:
             loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
         loop.close()
-        asyncio.set_event_loop(previous_loop if previous_loop is not None and not previous_loop.is_closed() else None)
+        executor.shutdown(wait=True)
+        for thread_loop in thread_loops:
+            thread_loop.close()
+        asyncio.set_event_loop(None)
 
 
 @contextlib.contextmanager

@@ -285,16 +285,8 @@ def _plan_environment(plan: StackPlan, env: EnvironmentStack) -> None:
 
     if env.node_provider.legacy_infrastructure and not any("legacyInfrastructure" in m for _, m in plan.warnings):
         plan.warnings.append(("plan", _legacy_warning("nodeProvider.legacyInfrastructure: true")))
-    for use in env.offer.quota:
-        if use.claimable > use.quota:
-            plan.warnings.append(
-                (
-                    "plan",
-                    f"GPU quota: the node types of {use.gpu} could claim {use.claimable} GPUs together (maxCapacity counts per "
-                    f"node type) against a regional quota of {use.quota} in {env.region}; beyond {use.quota} GPUs VM creation "
-                    "fails with a quota error (tenants' pool limits are the real bound)",
-                )
-            )
+    # What the node types could claim together is in the quota table; it always exceeds the quota
+    # (maxCapacity counts per node type), so only the tenants' own limits are worth a warning.
     asked: dict[str, int] = {}
     for tenant in env.tenants:
         for pool in tenant.gpu_pools:
