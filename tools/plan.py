@@ -32,7 +32,6 @@ from typing import Any, Iterable
 import pulumi
 import yaml
 
-from components.node_provider import GcpNodeProviderArgs, node_provider_spec
 from components.tenant_documents import GPU_OPERATOR_NAMESPACE
 from components.vcluster_values import GPU_RESOURCE, VClusterValues
 from config import node_properties as props
@@ -263,25 +262,18 @@ def _read_outputs_file(path: Path, reference: str) -> dict[str, Any]:
 
 def _plan_environment(plan: StackPlan, env: EnvironmentStack) -> None:
     run = plan.run
-    args = GcpNodeProviderArgs(
-        name=env.node_provider.name,
-        project=env.project,
-        region=env.region,
-        node_types=env.offer.node_types,
-        kubernetes_template=env.node_provider.kubernetes_template,
-        legacy_infrastructure=env.node_provider.legacy_infrastructure,
-    )
-    rendered = node_provider_spec(args).to_dict()
-    registered = [r for r in run.of_type(NODE_PROVIDER_TYPE)]
-    metadata: dict[str, Any] = {"name": env.node_provider.name}
+    registered = run.of_type(NODE_PROVIDER_TYPE)
     if len(registered) != 1:
         plan.warnings.append(("plan", f"expected one NodeProvider to be registered, found {len(registered)}"))
     else:
+        # Exactly what the program registered.
         inputs = registered[0].plain_inputs
-        metadata = _ordered_metadata(inputs.get("metadata") or metadata)
-        if _normalise(inputs.get("spec")) != _normalise(rendered):
-            plan.warnings.append(("plan", "the NodeProvider the program registered differs from node_provider_spec(); nodeprovider.yaml shows the latter"))
-    plan.node_provider = {"apiVersion": "management.loft.sh/v1", "kind": "NodeProvider", "metadata": metadata, "spec": rendered}
+        plan.node_provider = {
+            "apiVersion": inputs.get("apiVersion"),
+            "kind": inputs.get("kind"),
+            "metadata": _ordered_metadata(inputs.get("metadata") or {}),
+            "spec": _normalise(inputs.get("spec")),
+        }
 
     if env.node_provider.legacy_infrastructure and not any("legacyInfrastructure" in m for _, m in plan.warnings):
         plan.warnings.append(("plan", _legacy_warning("nodeProvider.legacyInfrastructure: true")))
