@@ -11,118 +11,22 @@ Terraform) for concrete `var.vcluster` values when one is on PATH; they need no 
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
-import hcl2
 import pytest
 
 from config import node_properties as props
+from hcl_support import blocks, evaluate, expr, failures, parse, precondition, run, tofu, unquote
 
 ROOT = Path(__file__).resolve().parents[1]
 TEMPLATES = ROOT / "templates"
 ENVIRONMENT_TF = TEMPLATES / "environment" / "main.tf"
 NODE_TF = TEMPLATES / "node" / "main.tf"
-VARIABLE_TF = TEMPLATES / "vcluster_variable.tf"
 
 OUTPUTS = {"network_name", "subnet_name", "service_account_email", "availability_zones"}
 VCLUSTER_PROPERTY = re.compile(r'var\.vcluster\.properties\["([^"]+)"\]')
 ENVIRONMENT_OUTPUT_READ = re.compile(r'var\.vcluster\.nodeEnvironment\.outputs\.infrastructure\["([^"]+)"\]')
-
-
-# --- helpers (kept in this file on purpose: the test files are independent) -----------------------
-
-
-def _parse(path: Path) -> dict:
-    return hcl2.loads(path.read_text())
-
-
-def _label(key: str) -> str:
-    return key.strip('"')
-
-
-def _blocks(doc: dict, kind: str) -> dict[str, dict]:
-    found: dict[str, dict] = {}
-    for entry in doc.get(kind, []):
-        for first, body in entry.items():
-            if isinstance(body, dict) and not body.get("__is_block__"):
-                for second, inner in body.items():
-                    found[f"{_label(first)}.{_label(second)}"] = inner
-            else:
-                found[_label(first)] = body
-    return found
-
-
-def _expr(value) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    if isinstance(value, str):
-        if value.startswith("${") and value.endswith("}"):
-            return value[2:-1]
-        return value
-    if isinstance(value, list):
-        return "[" + ", ".join(_expr(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{k} = {_expr(v)}" for k, v in value.items() if not k.startswith("__")) + "}"
-    raise TypeError(f"unexpected value {value!r}")
-
-
-def _unquote(value: str) -> str:
-    assert value.startswith('"') and value.endswith('"'), value
-    return value[1:-1]
-
-
-def _locals_source(path: Path) -> str:
-    blocks = re.findall(r"^locals \{\n.*?^\}\n", path.read_text(), flags=re.M | re.S)
-    assert blocks, f"no locals block in {path}"
-    return "\n".join(blocks)
-
-
-def _hcl_string(text: str) -> str:
-    return json.dumps(text).replace("${", "$${").replace("%{", "%%{")
-
-
-def _tofu() -> str | None:
-    return shutil.which("tofu") or shutil.which("terraform")
-
-
-def _run(binary: str, args: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "CHECKPOINT_DISABLE": "1", "TF_IN_AUTOMATION": "1", "TF_CLI_CONFIG_FILE": os.devnull}
-    return subprocess.run([binary, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
-
-
-def _evaluate(binary: str, workdir: Path, template: Path, probe: dict[str, str], scenarios: dict[str, dict]) -> dict[str, dict]:
-    """Evaluate `probe` (name → HCL expression over the template's locals) for every scenario
-    (name → var.vcluster value) in one run: the locals plus templates/vcluster_variable.tf form a
-    scratch module, called once per scenario."""
-    module = workdir / "template"
-    module.mkdir(parents=True)
-    shutil.copy(VARIABLE_TF, module / "vcluster_variable.tf")
-    (module / "locals.tf").write_text(_locals_source(template))
-    fields = "\n".join(f"    {_hcl_string(name)} = {expression}" for name, expression in probe.items())
-    (module / "probe.tf").write_text(f'output "probe" {{\n  sensitive = true\n  value = {{\n{fields}\n  }}\n}}\n')
-    root, names = [], {}
-    for index, (name, vcluster) in enumerate(scenarios.items()):
-        ident = f"s{index}"
-        names[ident] = name
-        (workdir / f"{ident}.json").write_text(json.dumps(vcluster))
-        root.append(
-            f'module "{ident}" {{\n  source   = "./template"\n  vcluster = jsondecode(file("${{path.module}}/{ident}.json"))\n}}\n'
-            f'output "{ident}" {{\n  value     = module.{ident}.probe\n  sensitive = true\n}}\n'
-        )
-    (workdir / "main.tf").write_text("\n".join(root))
-    for args in (["init", "-input=false", "-no-color"], ["apply", "-auto-approve", "-input=false", "-no-color"]):
-        result = _run(binary, args, workdir)
-        assert result.returncode == 0, f"{binary} {args[0]} failed:\n{result.stdout}\n{result.stderr}"
-    result = _run(binary, ["output", "-json"], workdir)
-    assert result.returncode == 0, result.stderr
-    return {names[ident]: out["value"] for ident, out in json.loads(result.stdout).items()}
 
 
 # --- fixtures ------------------------------------------------------------------------------------
@@ -130,65 +34,59 @@ def _evaluate(binary: str, workdir: Path, template: Path, probe: dict[str, str],
 
 @pytest.fixture(scope="module")
 def doc() -> dict:
-    return _parse(ENVIRONMENT_TF)
+    return parse(ENVIRONMENT_TF)
 
 
 @pytest.fixture(scope="module")
 def zones(doc) -> dict:
-    return _blocks(doc, "data")["google_compute_zones.available"]
+    return blocks(doc, "data")["google_compute_zones.available"]
 
 
 @pytest.fixture(scope="module")
 def outputs(doc) -> dict[str, dict]:
-    return _blocks(doc, "output")
+    return blocks(doc, "output")
 
 
 @pytest.fixture(scope="module")
 def preconditions(doc) -> list[dict]:
     found = []
     for kind in ("data", "resource"):
-        for body in _blocks(doc, kind).values():
+        for body in blocks(doc, kind).values():
             for block in body.get("lifecycle", []):
                 found.extend(block.get("precondition", []))
     return found
-
-
-def _precondition(preconditions: list[dict], pattern: str) -> dict:
-    matching = [p for p in preconditions if re.search(pattern, _unquote(p["error_message"]))]
-    assert len(matching) == 1, f"expected one precondition whose message matches {pattern!r}, found {len(matching)}"
-    return matching[0]
 
 
 # --- structure -----------------------------------------------------------------------------------
 
 
 def test_template_does_not_declare_the_platform_variable(doc):
-    assert "vcluster" not in _blocks(doc, "variable")
+    assert "vcluster" not in blocks(doc, "variable")
     assert not re.search(r'^\s*variable\s+"vcluster"', ENVIRONMENT_TF.read_text(), flags=re.M)
 
 
 def test_providers_are_pinned_exactly(doc):
     (terraform,) = doc["terraform"]
-    assert _unquote(terraform["required_version"]) == ">= 1.6"
+    assert unquote(terraform["required_version"]) == ">= 1.6"
     providers = {k: v for block in terraform["required_providers"] for k, v in block.items() if not k.startswith("__")}
     assert set(providers) == {"google"}
-    assert _unquote(providers["google"]["source"]) == "hashicorp/google"
-    assert _unquote(providers["google"]["version"]) == "6.50.0"
+    assert unquote(providers["google"]["source"]) == "hashicorp/google"
+    assert unquote(providers["google"]["version"]) == "6.50.0"
 
 
 def test_creates_nothing(doc):
     """Pulumi owns the network, subnet and service account; the template may only hold checks."""
-    resources = _blocks(doc, "resource")
+    resources = blocks(doc, "resource")
     assert set(resources) <= {name for name in resources if name.startswith("terraform_data.")}
     assert "module" not in doc
 
 
 def test_only_data_source_is_the_zone_list(doc, zones):
     # compute.zones.list is the only read permission the platform's role grants.
-    assert list(_blocks(doc, "data")) == ["google_compute_zones.available"]
-    assert _unquote(zones["status"]) == "UP"
-    assert _expr(zones["project"]) == "local.project"
-    assert _expr(zones["region"]) == "local.region"
+    assert list(blocks(doc, "data")) == ["google_compute_zones.available"]
+    assert unquote(zones["status"]) == "UP"
+    assert expr(zones["project"]) == "local.project"
+    assert expr(zones["region"]) == "local.region"
 
 
 def test_reads_exactly_the_tenant_keys_and_project_region():
@@ -218,10 +116,10 @@ def test_outputs_are_what_the_node_template_reads(outputs):
 
 
 def test_output_values(outputs):
-    assert _expr(outputs["network_name"]["value"]) == "local.network"
-    assert _expr(outputs["subnet_name"]["value"]) == "local.subnetwork"
-    assert _expr(outputs["service_account_email"]["value"]) == '"${local.node_service_account}@${local.project}.iam.gserviceaccount.com"'
-    assert _expr(outputs["availability_zones"]["value"]) == "data.google_compute_zones.available.names"
+    assert expr(outputs["network_name"]["value"]) == "local.network"
+    assert expr(outputs["subnet_name"]["value"]) == "local.subnetwork"
+    assert expr(outputs["service_account_email"]["value"]) == '"${local.node_service_account}@${local.project}.iam.gserviceaccount.com"'
+    assert expr(outputs["availability_zones"]["value"]) == "data.google_compute_zones.available.names"
 
 
 @pytest.mark.parametrize(
@@ -235,21 +133,21 @@ def test_output_values(outputs):
     ],
 )
 def test_precondition_for_each_input(preconditions, pattern, reads):
-    condition = _expr(_precondition(preconditions, pattern)["condition"])
+    condition = expr(precondition(preconditions, pattern)["condition"])
     assert reads in condition
 
 
 def test_project_and_region_refuse_wildcards(preconditions):
     for name in ("project", "region"):
-        condition = _expr(_precondition(preconditions, rf"^Property {name} must be")["condition"])
+        condition = expr(precondition(preconditions, rf"^Property {name} must be")["condition"])
         assert condition == f'local.{name} != "" && !can(regex(local.wildcard, local.{name}))'
 
 
 def test_fmt_check():
-    binary = _tofu()
+    binary = tofu()
     if binary is None:
         pytest.skip("neither tofu nor terraform on PATH")
-    result = _run(binary, ["fmt", "-check", "-diff", str(ENVIRONMENT_TF)], ROOT)
+    result = run(binary, ["fmt", "-check", "-diff", str(ENVIRONMENT_TF)], ROOT)
     assert result.returncode == 0, f"not formatted:\n{result.stdout}{result.stderr}"
 
 
@@ -294,29 +192,25 @@ SCENARIOS = {
 
 @pytest.fixture(scope="module")
 def evaluated(doc, outputs, preconditions, tmp_path_factory):
-    binary = _tofu()
+    binary = tofu()
     if binary is None:
         pytest.skip("neither tofu nor terraform on PATH")
     probe = {
-        f"output.{name}": _expr(body["value"])
+        f"output.{name}": expr(body["value"])
         for name, body in outputs.items()
-        if "data." not in _expr(body["value"])  # the zone list needs the provider
+        if "data." not in expr(body["value"])  # the zone list needs the provider
     }
     probe["preconditions"] = "[" + ", ".join(
-        f"{{ok = {_expr(p['condition'])}, message = {_expr(p['error_message'])}}}" for p in preconditions
+        f"{{ok = {expr(p['condition'])}, message = {expr(p['error_message'])}}}" for p in preconditions
     ) + "]"
     probe["zones.project"] = "local.project"
     probe["zones.region"] = "local.region"
-    return _evaluate(binary, tmp_path_factory.mktemp("environment-template"), ENVIRONMENT_TF, probe, SCENARIOS)
-
-
-def _failures(result: dict) -> list[str]:
-    return [p["message"] for p in result["preconditions"] if not p["ok"]]
+    return evaluate(binary, tmp_path_factory.mktemp("environment-template"), ENVIRONMENT_TF, probe, SCENARIOS)
 
 
 def test_good_properties_give_the_outputs(evaluated):
     result = evaluated["good"]
-    assert _failures(result) == []
+    assert failures(result) == []
     assert result["output.network_name"] == "dev-nlp-nodes"
     assert result["output.subnet_name"] == "dev-nlp-nodes"
     assert result["output.service_account_email"] == "dev-nlp-nodes@acme-ml-dev.iam.gserviceaccount.com"
@@ -325,7 +219,7 @@ def test_good_properties_give_the_outputs(evaluated):
 
 def test_comma_lists_use_the_first_element(evaluated):
     result = evaluated["comma-lists"]
-    assert _failures(result) == []
+    assert failures(result) == []
     assert (result["zones.project"], result["zones.region"]) == ("acme-ml-dev", "europe-west4")
     assert result["output.service_account_email"].endswith("@acme-ml-dev.iam.gserviceaccount.com")
 
@@ -344,6 +238,6 @@ def test_comma_lists_use_the_first_element(evaluated):
     ],
 )
 def test_bad_input_fails_exactly_its_precondition(evaluated, scenario, pattern):
-    failures = _failures(evaluated[scenario])
-    assert len(failures) == 1, failures
-    assert re.search(pattern, failures[0]), failures[0]
+    failed = failures(evaluated[scenario])
+    assert len(failed) == 1, failed
+    assert re.search(pattern, failed[0]), failed[0]

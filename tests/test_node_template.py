@@ -11,55 +11,27 @@ Two kinds of tests, neither needs a cloud:
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
-import hcl2
 import pytest
 
 from config import node_properties as props
 from config.catalog import BUILTIN, GUEST, load_catalog
 from config.stack import load_stack
 from config.stack_files import read_stack_values
+from hcl_support import VARIABLE_TF, blocks, evaluate, expr, failures, label, parse, precondition, run, tofu, unquote
 
 ROOT = Path(__file__).resolve().parents[1]
 TEMPLATES = ROOT / "templates"
 NODE_TF = TEMPLATES / "node" / "main.tf"
-VARIABLE_TF = TEMPLATES / "vcluster_variable.tf"
 
 NODE_TYPE_PROPERTY = re.compile(r'var\.vcluster\.nodeType\.spec\.properties\["([^"]+)"\]')
 GCE_NAME = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 GCP_LABEL_VALUE = re.compile(r"^[a-z0-9_-]{0,63}$")
 
 
-# --- helpers (python-hcl2 output → HCL text, OpenTofu evaluation) -----------------------------
-
-
-def _parse(path: Path) -> dict:
-    return hcl2.loads(path.read_text())
-
-
-def _label(key: str) -> str:
-    """python-hcl2 keeps the quotes of block labels: '"google"' → google."""
-    return key.strip('"')
-
-
-def _blocks(doc: dict, kind: str) -> dict[str, dict]:
-    """Two-label blocks (resource, data) as {"type.name": body}; one-label blocks (variable,
-    output, provider, module) as {"name": body}."""
-    found: dict[str, dict] = {}
-    for entry in doc.get(kind, []):
-        for first, body in entry.items():
-            if isinstance(body, dict) and not body.get("__is_block__"):
-                for second, inner in body.items():
-                    found[f"{_label(first)}.{_label(second)}"] = inner
-            else:
-                found[_label(first)] = body
-    return found
+# --- helpers (python-hcl2 output → HCL text; the shared ones are in hcl_support.py) ------------
 
 
 def _locals(doc: dict) -> dict:
@@ -69,29 +41,6 @@ def _locals(doc: dict) -> dict:
     return merged
 
 
-def _expr(value) -> str:
-    """The HCL text of a parsed value: "${x}" → x; quoted strings, lists and objects rebuilt."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    if isinstance(value, str):
-        if value.startswith("${") and value.endswith("}"):
-            return value[2:-1]
-        return value
-    if isinstance(value, list):
-        return "[" + ", ".join(_expr(v) for v in value) + "]"
-    if isinstance(value, dict):
-        items = (f"{k} = {_expr(v)}" for k, v in value.items() if not k.startswith("__"))
-        return "{" + ", ".join(items) + "}"
-    raise TypeError(f"unexpected value {value!r}")
-
-
-def _unquote(value: str) -> str:
-    assert value.startswith('"') and value.endswith('"'), value
-    return value[1:-1]
-
-
 def _keys_anywhere(value) -> set[str]:
     """Every attribute and block name in a parsed document, comments excluded."""
     keys: set[str] = set()
@@ -99,7 +48,7 @@ def _keys_anywhere(value) -> set[str]:
         for k, v in value.items():
             if k.startswith("__"):
                 continue
-            keys.add(_label(k))
+            keys.add(label(k))
             keys |= _keys_anywhere(v)
     elif isinstance(value, list):
         for v in value:
@@ -121,9 +70,9 @@ def _argument_expressions(body: dict, prefix: str = "") -> dict[str, str]:
         if key == "dynamic":
             for entry in value:
                 for raw_label, spec in entry.items():
-                    name = _label(raw_label)
-                    for_each = _expr(spec["for_each"])
-                    content = _expr(spec["content"][0])
+                    name = label(raw_label)
+                    for_each = expr(spec["for_each"])
+                    content = expr(spec["content"][0])
                     content = content.replace(f"{name}.value", "dyn_item").replace(f"{name}.key", "dyn_key")
                     found[f"{prefix}dynamic.{name}.for_each"] = for_each
                     found[f"{prefix}{name}"] = f"[for dyn_key, dyn_item in {for_each} : {content}]"
@@ -133,57 +82,8 @@ def _argument_expressions(body: dict, prefix: str = "") -> dict[str, str]:
                 inner = f"{prefix}{key}." if len(value) == 1 else f"{prefix}{key}.{index}."
                 found.update(_argument_expressions(block, inner))
             continue
-        found[prefix + key] = _expr(value)
+        found[prefix + key] = expr(value)
     return found
-
-
-def _locals_source(path: Path) -> str:
-    """The template's locals blocks, verbatim (fmt-formatted files close blocks in column 0)."""
-    blocks = re.findall(r"^locals \{\n.*?^\}\n", path.read_text(), flags=re.M | re.S)
-    assert blocks, f"no locals block in {path}"
-    return "\n".join(blocks)
-
-
-def _hcl_string(text: str) -> str:
-    return json.dumps(text).replace("${", "$${").replace("%{", "%%{")
-
-
-def _tofu() -> str | None:
-    return shutil.which("tofu") or shutil.which("terraform")
-
-
-def _run(binary: str, args: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "CHECKPOINT_DISABLE": "1", "TF_IN_AUTOMATION": "1", "TF_CLI_CONFIG_FILE": os.devnull}
-    return subprocess.run([binary, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
-
-
-def _evaluate(binary: str, workdir: Path, template: Path, probe: dict[str, str], scenarios: dict[str, dict]) -> dict[str, dict]:
-    """Evaluate `probe` (name → HCL expression over the template's locals and var.vcluster) for
-    every scenario (name → var.vcluster value), in one OpenTofu run: one module call each."""
-    module = workdir / "template"
-    module.mkdir(parents=True)
-    shutil.copy(VARIABLE_TF, module / "vcluster_variable.tf")
-    (module / "locals.tf").write_text(_locals_source(template))
-    fields = "\n".join(f"    {_hcl_string(name)} = {expression}" for name, expression in probe.items())
-    (module / "probe.tf").write_text(f'output "probe" {{\n  sensitive = true\n  value = {{\n{fields}\n  }}\n}}\n')
-    root = []
-    names = {}
-    for index, (name, vcluster) in enumerate(scenarios.items()):
-        ident = f"s{index}"
-        names[ident] = name
-        (workdir / f"{ident}.json").write_text(json.dumps(vcluster))
-        root.append(
-            f'module "{ident}" {{\n  source   = "./template"\n  vcluster = jsondecode(file("${{path.module}}/{ident}.json"))\n}}\n'
-            f'output "{ident}" {{\n  value     = module.{ident}.probe\n  sensitive = true\n}}\n'
-        )
-    (workdir / "main.tf").write_text("\n".join(root))
-    for args in (["init", "-input=false", "-no-color"], ["apply", "-auto-approve", "-input=false", "-no-color"]):
-        result = _run(binary, args, workdir)
-        assert result.returncode == 0, f"{binary} {args[0]} failed:\n{result.stdout}\n{result.stderr}"
-    result = _run(binary, ["output", "-json"], workdir)
-    assert result.returncode == 0, result.stderr
-    outputs = json.loads(result.stdout)
-    return {names[ident]: out["value"] for ident, out in outputs.items()}
 
 
 # --- fixtures ----------------------------------------------------------------------------------
@@ -191,12 +91,12 @@ def _evaluate(binary: str, workdir: Path, template: Path, probe: dict[str, str],
 
 @pytest.fixture(scope="module")
 def doc() -> dict:
-    return _parse(NODE_TF)
+    return parse(NODE_TF)
 
 
 @pytest.fixture(scope="module")
 def instance(doc) -> dict:
-    resources = _blocks(doc, "resource")
+    resources = blocks(doc, "resource")
     return resources["google_compute_instance.node"]
 
 
@@ -208,12 +108,6 @@ def local_values(doc) -> dict:
 @pytest.fixture(scope="module")
 def preconditions(instance) -> list[dict]:
     return [p for block in instance.get("lifecycle", []) for p in block.get("precondition", [])]
-
-
-def _precondition(preconditions: list[dict], pattern: str) -> dict:
-    matching = [p for p in preconditions if re.search(pattern, _unquote(p["error_message"]))]
-    assert len(matching) == 1, f"expected one precondition whose message matches {pattern!r}, found {len(matching)}"
-    return matching[0]
 
 
 @pytest.fixture(scope="module")
@@ -248,12 +142,12 @@ def samples(offer) -> dict:
 
 
 def test_template_does_not_declare_the_platform_variable(doc):
-    assert "vcluster" not in _blocks(doc, "variable"), "the platform declares var.vcluster itself"
+    assert "vcluster" not in blocks(doc, "variable"), "the platform declares var.vcluster itself"
     assert not re.search(r'^\s*variable\s+"vcluster"', NODE_TF.read_text(), flags=re.M)
 
 
 def test_variable_file_declares_it_for_local_checks_only():
-    variable = _blocks(_parse(VARIABLE_TF), "variable")["vcluster"]
+    variable = blocks(parse(VARIABLE_TF), "variable")["vcluster"]
     assert variable["type"] == "any"
     assert variable["sensitive"] is True
     text = VARIABLE_TF.read_text()
@@ -262,15 +156,15 @@ def test_variable_file_declares_it_for_local_checks_only():
 
 def test_providers_are_pinned_exactly(doc):
     (terraform,) = doc["terraform"]
-    assert _unquote(terraform["required_version"]) == ">= 1.6"
+    assert unquote(terraform["required_version"]) == ">= 1.6"
     providers = {k: v for block in terraform["required_providers"] for k, v in block.items() if not k.startswith("__")}
-    assert _unquote(providers["google"]["source"]) == "hashicorp/google"
-    assert _unquote(providers["google"]["version"]) == "6.50.0"
+    assert unquote(providers["google"]["source"]) == "hashicorp/google"
+    assert unquote(providers["google"]["version"]) == "6.50.0"
     for name, spec in providers.items():
-        assert re.fullmatch(r"\d+\.\d+\.\d+", _unquote(spec["version"])), f"{name} is not pinned exactly"
+        assert re.fullmatch(r"\d+\.\d+\.\d+", unquote(spec["version"])), f"{name} is not pinned exactly"
     assert set(providers) <= {"google", "random"}
     if "random" in providers:
-        assert _unquote(providers["random"]["source"]) == "hashicorp/random"
+        assert unquote(providers["random"]["source"]) == "hashicorp/random"
 
 
 def test_single_file_without_modules_or_data_sources(doc):
@@ -283,76 +177,76 @@ def test_single_file_without_modules_or_data_sources(doc):
 
 
 def test_exactly_one_instance(doc):
-    resources = _blocks(doc, "resource")
+    resources = blocks(doc, "resource")
     assert list(resources) == ["google_compute_instance.node"]
 
 
 def test_guest_accelerator_only_for_guest_attach_series(instance, local_values):
     assert "guest_accelerator" not in instance, "a static guest_accelerator block would also hit A2/A3/G2"
-    dynamics = {_label(k): v for entry in instance["dynamic"] for k, v in entry.items()}
+    dynamics = {label(k): v for entry in instance["dynamic"] for k, v in entry.items()}
     block = dynamics["guest_accelerator"]
-    assert _expr(block["for_each"]) == "local.guest_attach ? [local.accelerator] : []"
+    assert expr(block["for_each"]) == "local.guest_attach ? [local.accelerator] : []"
     content = block["content"][0]
-    assert _expr(content["type"]) == "guest_accelerator.value"
-    assert _expr(content["count"]) == "local.accelerator_count"
-    assert _expr(local_values["guest_attach"]) == "local.gpu && contains(local.guest_series, local.machine_series)"
-    assert _expr(local_values["machine_series"]) == 'split("-", local.instance_type)[0]'
+    assert expr(content["type"]) == "guest_accelerator.value"
+    assert expr(content["count"]) == "local.accelerator_count"
+    assert expr(local_values["guest_attach"]) == "local.gpu && contains(local.guest_series, local.machine_series)"
+    assert expr(local_values["machine_series"]) == 'split("-", local.instance_type)[0]'
 
 
 def test_machine_and_placement_come_from_the_node_type(instance, local_values):
-    assert _expr(instance["machine_type"]) == "local.instance_type"
-    assert _expr(instance["zone"]) == "local.zone"
-    assert _expr(instance["project"]) == "local.project"
-    assert _expr(local_values["instance_type"]) == 'local.node_type["gpu-platform/instance-type"]'
-    assert _expr(local_values["zone"]) == (
+    assert expr(instance["machine_type"]) == "local.instance_type"
+    assert expr(instance["zone"]) == "local.zone"
+    assert expr(instance["project"]) == "local.project"
+    assert expr(local_values["instance_type"]) == 'local.node_type["gpu-platform/instance-type"]'
+    assert expr(local_values["zone"]) == (
         'local.node_type["gpu-platform/zone"] != "" ? local.node_type["gpu-platform/zone"] : local.fallback_zone'
     )
-    assert 'var.vcluster.properties["zone"]' in _expr(local_values["fallback_zone"])
+    assert 'var.vcluster.properties["zone"]' in expr(local_values["fallback_zone"])
 
 
 def test_gpu_vms_terminate_on_host_maintenance(instance, local_values):
     (scheduling,) = instance["scheduling"]
-    assert _expr(scheduling["on_host_maintenance"]) == 'local.gpu || local.spot ? "TERMINATE" : "MIGRATE"'
-    assert _expr(scheduling["automatic_restart"]) == "!local.spot"
-    assert _expr(local_values["gpu"]) == 'local.accelerator != "none"'
+    assert expr(scheduling["on_host_maintenance"]) == 'local.gpu || local.spot ? "TERMINATE" : "MIGRATE"'
+    assert expr(scheduling["automatic_restart"]) == "!local.spot"
+    assert expr(local_values["gpu"]) == 'local.accelerator != "none"'
 
 
 def test_spot_scheduling(instance, local_values):
     (scheduling,) = instance["scheduling"]
-    assert _expr(local_values["spot"]) == 'local.capacity_type == "spot"'
-    assert _expr(scheduling["provisioning_model"]) == 'local.spot ? "SPOT" : "STANDARD"'
-    assert _expr(scheduling["preemptible"]) == "local.spot"
-    assert _expr(scheduling["automatic_restart"]) == "!local.spot"
-    assert _expr(scheduling["instance_termination_action"]) == 'local.spot ? "DELETE" : null'
+    assert expr(local_values["spot"]) == 'local.capacity_type == "spot"'
+    assert expr(scheduling["provisioning_model"]) == 'local.spot ? "SPOT" : "STANDARD"'
+    assert expr(scheduling["preemptible"]) == "local.spot"
+    assert expr(scheduling["automatic_restart"]) == "!local.spot"
+    assert expr(scheduling["instance_termination_action"]) == 'local.spot ? "DELETE" : null'
 
 
 def test_no_external_ip_anywhere(doc, instance):
     assert "access_config" not in _keys_anywhere(doc)
     (nic,) = instance["network_interface"]
-    assert _expr(nic["subnetwork"]) == "local.subnet_name"
+    assert expr(nic["subnetwork"]) == "local.subnet_name"
     assert "network_ip" not in nic
 
 
 def test_network_and_identity_come_from_the_environment(local_values, instance):
     outputs = 'var.vcluster.nodeEnvironment.outputs.infrastructure["{}"]'
-    assert _expr(local_values["subnet_name"]) == f"nonsensitive({outputs.format('subnet_name')})"
-    assert _expr(local_values["service_account_email"]) == f"nonsensitive({outputs.format('service_account_email')})"
+    assert expr(local_values["subnet_name"]) == f"nonsensitive({outputs.format('subnet_name')})"
+    assert expr(local_values["service_account_email"]) == f"nonsensitive({outputs.format('service_account_email')})"
     (account,) = instance["service_account"]
-    assert _expr(account["email"]) == "local.service_account_email"
-    assert [_unquote(s) for s in account["scopes"]] == ["cloud-platform"]
+    assert expr(account["email"]) == "local.service_account_email"
+    assert [unquote(s) for s in account["scopes"]] == ["cloud-platform"]
 
 
 def test_user_data_passed_only_when_not_empty(instance, local_values):
-    assert _expr(instance["metadata"]) == "local.metadata"
-    metadata = _expr(local_values["metadata"])
+    assert expr(instance["metadata"]) == "local.metadata"
+    metadata = expr(local_values["metadata"])
     assert "local.has_user_data ? {user-data = var.vcluster.userData} : {}" in metadata
-    assert _expr(local_values["has_user_data"]) == "try(nonsensitive(length(var.vcluster.userData) > 0), false)"
+    assert expr(local_values["has_user_data"]) == "try(nonsensitive(length(var.vcluster.userData) > 0), false)"
     # user-data appears nowhere else, in particular not unconditionally.
     assert metadata.count("user-data") == 1
 
 
 def test_metadata_for_driver_ssh_and_os_login(local_values):
-    metadata = _expr(local_values["metadata"])
+    metadata = expr(local_values["metadata"])
     assert 'local.gpu ? {install-nvidia-driver = "False"} : {}' in metadata
     assert metadata.count("install-nvidia-driver") == 1
     assert 'block-project-ssh-keys = "TRUE"' in metadata
@@ -363,10 +257,10 @@ def test_boot_disk_from_image_properties(instance, local_values):
     (disk,) = instance["boot_disk"]
     assert disk["auto_delete"] is True
     (params,) = disk["initialize_params"]
-    assert _expr(params["image"]) == "local.image"
-    assert _expr(params["size"]) == "local.disk_size_gb"
-    assert _expr(params["type"]) == "local.disk_type"
-    image = _expr(local_values["image"])
+    assert expr(params["image"]) == "local.image"
+    assert expr(params["size"]) == "local.disk_size_gb"
+    assert expr(params["type"]) == "local.disk_type"
+    image = expr(local_values["image"])
     assert image == (
         '"projects/${local.node_type["gpu-platform/image-project"]}/global/images/family/'
         '${local.node_type["gpu-platform/image-family"]}"'
@@ -377,28 +271,28 @@ def test_shielded_vm(instance):
     (shielded,) = instance["shielded_instance_config"]
     assert shielded["enable_vtpm"] is True
     assert shielded["enable_integrity_monitoring"] is True
-    assert _expr(shielded["enable_secure_boot"]) == "!local.gpu"
+    assert expr(shielded["enable_secure_boot"]) == "!local.gpu"
     assert "not signed for Secure Boot" in NODE_TF.read_text()
 
 
 def test_labels_and_network_tag(instance, local_values):
-    assert _expr(instance["tags"]) == "[local.vcluster_name]"
-    assert _expr(instance["labels"]) == "local.labels"
-    labels = _expr(local_values["labels"])
+    assert expr(instance["tags"]) == "[local.vcluster_name]"
+    assert expr(instance["labels"]) == "local.labels"
+    labels = expr(local_values["labels"])
     for key in ("vcluster", "namespace", "cluster-name", "gpu", "accelerator", "capacity-type", "tenant"):
         assert re.search(rf"[{{,] ?{re.escape(key)} = ", labels), f"label {key} missing"
     assert 'substr(replace(lower(value), "/[^a-z0-9_-]/", "-"), 0, 63)' in labels
     assert "cluster-name = local.vcluster_name" in labels
-    assert 'var.vcluster.properties["gpu-platform/tenant"]' in _expr(local_values["tenant"])
-    assert _expr(local_values["vcluster_name"]) == 'try(nonsensitive(var.vcluster.instance.metadata.name), "")'
+    assert 'var.vcluster.properties["gpu-platform/tenant"]' in expr(local_values["tenant"])
+    assert expr(local_values["vcluster_name"]) == 'try(nonsensitive(var.vcluster.instance.metadata.name), "")'
 
 
 def test_name_derived_from_claim(instance, local_values):
-    assert _expr(instance["name"]) == "local.instance_name"
+    assert expr(instance["name"]) == "local.instance_name"
     # Compute Engine takes only an FQDN as custom hostname; the VM name is the hostname.
     assert "hostname" not in instance
-    assert "var.vcluster.nodeClaim.metadata.name" in _expr(local_values["claim_name"])
-    name = _expr(local_values["instance_name"])
+    assert "var.vcluster.nodeClaim.metadata.name" in expr(local_values["claim_name"])
+    name = expr(local_values["instance_name"])
     assert "local.claim_slug" in name and ", 0, 56)" in name and "md5(" in name
 
 
@@ -439,19 +333,19 @@ def test_every_read_of_the_variable_is_unwrapped():
     ],
 )
 def test_precondition(preconditions, pattern, condition):
-    assert _expr(_precondition(preconditions, pattern)["condition"]) == condition
+    assert expr(precondition(preconditions, pattern)["condition"]) == condition
 
 
 def test_wildcard_checks_refuse_every_glob_character(local_values):
-    assert _unquote(local_values["wildcard"]) == r"[*?\\[\\]{}]"
+    assert unquote(local_values["wildcard"]) == r"[*?\\[\\]{}]"
     for name in ("project", "region", "zone"):
-        assert _expr(local_values[f"{name}_concrete"]) == f'local.{name} != "" && !can(regex(local.wildcard, local.{name}))'
+        assert expr(local_values[f"{name}_concrete"]) == f'local.{name} != "" && !can(regex(local.wildcard, local.{name}))'
     for name in ("project", "region"):
-        assert _expr(local_values[name]) == f'trimspace(split(",", try(nonsensitive(var.vcluster.properties["{name}"]), ""))[0])'
+        assert expr(local_values[name]) == f'trimspace(split(",", try(nonsensitive(var.vcluster.properties["{name}"]), ""))[0])'
 
 
 def test_series_message_names_type_series_and_needed_series(preconditions):
-    message = _unquote(_precondition(preconditions, r"does not fit machine series")["error_message"])
+    message = unquote(precondition(preconditions, r"does not fit machine series")["error_message"])
     assert "${local.accelerator}" in message
     assert "${local.machine_series}" in message
     assert '${join(" or ", lookup(local.gpu_series, local.accelerator, []))}' in message
@@ -466,10 +360,10 @@ def _keys_read() -> set[str]:
 
 def test_template_reads_exactly_the_node_type_keys(local_values):
     assert _keys_read() == set(props.NODE_TYPE_KEYS)
-    node_type = {_unquote(k): v for k, v in local_values["node_type"].items()}
+    node_type = {unquote(k): v for k, v in local_values["node_type"].items()}
     assert set(node_type) == set(props.NODE_TYPE_KEYS)
     for key, value in node_type.items():
-        assert _expr(value) == f'try(nonsensitive(var.vcluster.nodeType.spec.properties["{key}"]), "")'
+        assert expr(value) == f'try(nonsensitive(var.vcluster.nodeType.spec.properties["{key}"]), "")'
 
 
 @pytest.mark.parametrize("sample", ["t4-n1", "l4-g2", "a100-a2", "h100-a3", "t4-n1-spot", "l4-g2-spot", "cpu-e2"])
@@ -481,7 +375,7 @@ def test_generated_node_types_carry_exactly_the_keys_read(samples, sample):
 
 
 def _template_gpu_series(local_values) -> dict[str, list[str]]:
-    return {gpu: [_unquote(s) for s in series] for gpu, series in local_values["gpu_series"].items()}
+    return {gpu: [unquote(s) for s in series] for gpu, series in local_values["gpu_series"].items()}
 
 
 def test_gpu_series_table_equals_the_catalog(local_values):
@@ -495,9 +389,9 @@ def test_gpu_series_table_equals_the_catalog(local_values):
 def test_guest_series_equal_the_catalog(local_values):
     catalog = load_catalog()
     guest = {s for s, spec in catalog.series.items() if spec["gpuAttach"] == GUEST}
-    assert {_unquote(s) for s in local_values["guest_series"]} == guest
+    assert {unquote(s) for s in local_values["guest_series"]} == guest
     builtin = {s for s, spec in catalog.series.items() if spec["gpuAttach"] == BUILTIN}
-    template_builtin = {_unquote(s) for s in local_values["builtin_series"]}
+    template_builtin = {unquote(s) for s in local_values["builtin_series"]}
     assert builtin <= template_builtin
     assert not template_builtin & guest
 
@@ -506,11 +400,11 @@ def test_guest_series_equal_the_catalog(local_values):
 
 
 def test_fmt_check():
-    binary = _tofu()
+    binary = tofu()
     if binary is None:
         pytest.skip("neither tofu nor terraform on PATH")
     for path in (NODE_TF, VARIABLE_TF):
-        result = _run(binary, ["fmt", "-check", "-diff", str(path)], ROOT)
+        result = run(binary, ["fmt", "-check", "-diff", str(path)], ROOT)
         assert result.returncode == 0, f"{path} is not formatted:\n{result.stdout}{result.stderr}"
 
 
@@ -546,7 +440,7 @@ def _with(base: dict[str, str], **changes: str) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def evaluated(samples, instance, preconditions, local_values, tmp_path_factory):
-    binary = _tofu()
+    binary = tofu()
     if binary is None:
         pytest.skip("neither tofu nor terraform on PATH")
     t4 = dict(samples["t4-n1"].properties)
@@ -589,18 +483,14 @@ def evaluated(samples, instance, preconditions, local_values, tmp_path_factory):
     probe = {f"local.{name}": f"local.{name}" for name in local_values}
     probe.update({f"arg.{path}": expression for path, expression in _argument_expressions(instance).items()})
     probe["preconditions"] = "[" + ", ".join(
-        f"{{ok = {_expr(p['condition'])}, message = {_expr(p['error_message'])}}}" for p in preconditions
+        f"{{ok = {expr(p['condition'])}, message = {expr(p['error_message'])}}}" for p in preconditions
     ) + "]"
-    return _evaluate(binary, tmp_path_factory.mktemp("node-template"), NODE_TF, probe, scenarios)
-
-
-def _failures(result: dict) -> list[str]:
-    return [p["message"] for p in result["preconditions"] if not p["ok"]]
+    return evaluate(binary, tmp_path_factory.mktemp("node-template"), NODE_TF, probe, scenarios)
 
 
 @pytest.mark.parametrize("sample", ["t4-n1", "l4-g2", "a100-a2", "h100-a3", "t4-n1-spot", "l4-g2-spot", "cpu-e2"])
 def test_generated_node_types_pass_every_precondition(evaluated, samples, sample):
-    assert _failures(evaluated[sample]) == []
+    assert failures(evaluated[sample]) == []
     arg = evaluated[sample]
     nt = samples[sample]
     assert arg["arg.machine_type"] == nt.machine_type
@@ -670,7 +560,7 @@ def test_user_data_evaluated(evaluated):
     assert evaluated["t4-n1"]["arg.metadata"]["user-data"] == USER_DATA
     for scenario in ("empty-user-data", "no-user-data", "null-user-data"):
         assert "user-data" not in evaluated[scenario]["arg.metadata"], scenario
-        assert _failures(evaluated[scenario]) == []
+        assert failures(evaluated[scenario]) == []
 
 
 def test_labels_evaluated(evaluated):
@@ -687,7 +577,7 @@ def test_labels_evaluated(evaluated):
     assert evaluated["cpu-e2"]["arg.labels"]["accelerator"] == "none"
     assert evaluated["odd-claim"]["arg.labels"]["tenant"] == "nlp-team"
     assert "tenant" not in evaluated["no-tenant"]["arg.labels"]
-    assert _failures(evaluated["no-tenant"]) == []
+    assert failures(evaluated["no-tenant"]) == []
     for scenario in ("t4-n1", "odd-claim", "cpu-e2"):
         labels = evaluated[scenario]["arg.boot_disk.initialize_params.labels"]
         assert labels == evaluated[scenario]["arg.labels"]
@@ -710,9 +600,9 @@ def test_instance_names_evaluated(evaluated):
 def test_comma_lists_and_zone_fallback(evaluated):
     result = evaluated["comma-lists"]
     assert (result["arg.project"], result["local.region"]) == (PROJECT, REGION)
-    assert _failures(result) == []
+    assert failures(result) == []
     assert evaluated["zone-fallback"]["arg.zone"] == "us-central1-c"
-    assert _failures(evaluated["zone-fallback"]) == []
+    assert failures(evaluated["zone-fallback"]) == []
 
 
 @pytest.mark.parametrize(
@@ -741,7 +631,7 @@ def test_comma_lists_and_zone_fallback(evaluated):
     ],
 )
 def test_bad_input_fails_exactly_its_precondition(evaluated, scenario, expected):
-    failures = _failures(evaluated[scenario])
-    assert len(failures) == len(expected), failures
-    for pattern, message in zip(expected, failures):
+    failed = failures(evaluated[scenario])
+    assert len(failed) == len(expected), failed
+    for pattern, message in zip(expected, failed):
         assert re.search(pattern, message), (pattern, message)
