@@ -46,7 +46,7 @@ def deploy_environment(env: EnvironmentStack) -> None:
             legacy=env.node_provider.legacy_infrastructure,
             cluster=gke.cluster,
         ),
-        opts=on_gcp,
+        opts=pulumi.ResourceOptions(providers=[gcp_provider], depends_on=gke.apis),
     )
 
     config = pulumi.Config(NS)
@@ -66,6 +66,7 @@ def deploy_environment(env: EnvironmentStack) -> None:
             service_account_email=identity.email,
             kubeconfig=gke.kubeconfig,
             public_host=env.platform.public_host,
+            ingress_class=env.platform.ingress_class,
             license_token=config.require_secret(license_key) if license_key else None,
         ),
         opts=pulumi.ResourceOptions(providers=[gke.provider], depends_on=[gke.system_pool, identity]),
@@ -74,6 +75,7 @@ def deploy_environment(env: EnvironmentStack) -> None:
         "gpu-nodes",
         GcpNodeProviderArgs(
             name=env.node_provider.name,
+            environment=env.environment,
             project=env.project,
             region=env.region,
             node_types=env.offer.node_types,
@@ -87,7 +89,7 @@ def deploy_environment(env: EnvironmentStack) -> None:
     tenants = [
         TenantVCluster(
             f"tenant-{plan.tenant.name}",
-            TenantVClusterArgs(plan, env.facts, roles=(identity.tenant_disk_role, identity.tenant_load_balancer_role)),
+            TenantVClusterArgs(plan, env.facts, after=(*gke.apis, identity)),
             opts=pulumi.ResourceOptions(providers=[gke.provider, gcp_provider], depends_on=[node_provider, platform]),
         )
         for plan in env.tenants

@@ -8,7 +8,9 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
-from config.permissions import AUTO_NODES, LEGACY_AUTO_NODES, TENANT_DISKS, TENANT_LOAD_BALANCERS, load_roles, role_id
+from config.permissions import AUTO_NODES, LEGACY_AUTO_NODES, TENANT_DISKS, TENANT_LOAD_BALANCERS, TENANT_SUBNET_USE, load_roles, role_id
+
+from .options import depends_on_of
 
 # The platform pod's Kubernetes service account (chart defaults: namespace vcluster-platform, SA loft).
 PLATFORM_NAMESPACE = "vcluster-platform"
@@ -31,6 +33,7 @@ class AutoNodesIdentityArgs:
 class AutoNodesIdentity(pulumi.ComponentResource):
     service_account: gcp.serviceaccount.Account
     role: gcp.projects.IAMCustomRole
+    tenant_subnet_role: gcp.projects.IAMCustomRole
     tenant_disk_role: gcp.projects.IAMCustomRole
     tenant_load_balancer_role: gcp.projects.IAMCustomRole
     email: pulumi.Output[str]
@@ -38,7 +41,8 @@ class AutoNodesIdentity(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: AutoNodesIdentityArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-platform:iam:AutoNodesIdentity", name, None, opts)
-        child = pulumi.ResourceOptions(parent=self)
+        # The caller's depends_on (the project's APIs) holds for every child.
+        child = pulumi.ResourceOptions(parent=self, depends_on=depends_on_of(opts))
         roles = load_roles()
 
         def custom_role(suffix: str, key: str) -> gcp.projects.IAMCustomRole:
@@ -56,6 +60,7 @@ class AutoNodesIdentity(pulumi.ComponentResource):
             )
 
         self.role = custom_role("role", LEGACY_AUTO_NODES if args.legacy else AUTO_NODES)
+        self.tenant_subnet_role = custom_role("tenant-subnet-use", TENANT_SUBNET_USE)
         self.tenant_disk_role = custom_role("tenant-disks", TENANT_DISKS)
         self.tenant_load_balancer_role = custom_role("tenant-load-balancers", TENANT_LOAD_BALANCERS)
 
@@ -77,7 +82,7 @@ class AutoNodesIdentity(pulumi.ComponentResource):
             service_account_id=self.service_account.name,
             role="roles/iam.workloadIdentityUser",
             member=self.workload_identity_member,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[args.cluster] if args.cluster else None),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*depends_on_of(opts), *([args.cluster] if args.cluster else [])]),
         )
         # The role's full name is known before it exists, so previews (and the policy pack) see it.
         self.role_binding = gcp.projects.IAMMember(
@@ -85,7 +90,7 @@ class AutoNodesIdentity(pulumi.ComponentResource):
             project=args.project,
             role=f"projects/{args.project}/roles/{role_id(args.role_id_prefix, AUTO_NODES)}",
             member=member,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.role]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*depends_on_of(opts), self.role]),
         )
         self.register_outputs(
             {

@@ -42,6 +42,7 @@ class GkeCluster(pulumi.ComponentResource):
     node_service_account: gcp.serviceaccount.Account
     network: gcp.compute.Network
     subnetwork: gcp.compute.Subnetwork
+    apis: list[gcp.projects.Service]
     kubeconfig: pulumi.Output[str]
     provider: k8s.Provider
     workload_pool: str
@@ -53,7 +54,7 @@ class GkeCluster(pulumi.ComponentResource):
         labels = {"gpu-platform-environment": args.environment, **cfg.labels}
         self.workload_pool = f"{args.project}.svc.id.goog"
 
-        apis = [
+        self.apis = apis = [
             gcp.projects.Service(
                 f"{name}-{api.split('.')[0]}",
                 project=args.project,
@@ -192,7 +193,14 @@ class GkeCluster(pulumi.ComponentResource):
             ),
             resource_labels=labels,
             deletion_protection=cfg.deletion_protection,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[*apis, node_role, *egress], protect=cfg.deletion_protection),
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                depends_on=[*apis, node_role, *egress],
+                protect=cfg.deletion_protection,
+                # node_config describes the default pool, which is removed right after creation:
+                # once it is gone, a refresh reads no node_config and would plan a replacement.
+                ignore_changes=["nodeConfig"],
+            ),
         )
 
         self.system_pool = gcp.container.NodePool(

@@ -134,11 +134,18 @@ class InstanceAccess(ApiObject):
 
 
 @dataclass
+class ProSettings(ApiObject):
+    enabled: bool
+
+
+@dataclass
 class VirtualClusterTemplate(ApiObject):
     helm_release: HelmRelease
     charts: list[TemplateChart] | None = None
     objects: str | None = None  # in-tenant objects, one multi-document YAML string
     access: InstanceAccess | None = None
+    pro: ProSettings | None = None
+    forward_token: bool | None = None
 
 
 @dataclass

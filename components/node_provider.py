@@ -32,6 +32,7 @@ TEMPLATE_TIMEOUT = "30m"
 @dataclass(frozen=True)
 class GcpNodeProviderArgs:
     name: str
+    environment: str
     project: str
     region: str
     node_types: tuple[NodeType, ...]
@@ -51,7 +52,7 @@ def node_provider_spec(args: GcpNodeProviderArgs) -> NodeProviderSpec:
             timeout=TEMPLATE_TIMEOUT,
         )
     else:
-        infrastructure = TerraformTemplate(inline=environment_template(), timeout=TEMPLATE_TIMEOUT)
+        infrastructure = TerraformTemplate(inline=environment_template(args.environment), timeout=TEMPLATE_TIMEOUT)
     kubernetes = TerraformTemplate(
         git=GitSource(
             repository=args.kubernetes_template.repository,

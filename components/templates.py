@@ -20,5 +20,12 @@ def node_template() -> str:
     return read_template(NODE_TEMPLATE)
 
 
-def environment_template() -> str:
-    return read_template(ENVIRONMENT_TEMPLATE)
+ENVIRONMENT_PLACEHOLDER = "__GPU_PLATFORM_ENVIRONMENT__"
+
+
+def environment_template(environment: str) -> str:
+    """The environment template for one environment: it derives each tenant's network and identity
+    names from the environment and the vCluster's name, so it need not trust the properties."""
+    if not environment.isidentifier():
+        raise ValueError(f"{environment!r} is not an environment name")
+    return read_template(ENVIRONMENT_TEMPLATE).replace(ENVIRONMENT_PLACEHOLDER, environment)

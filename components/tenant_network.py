@@ -37,14 +37,15 @@ class TenantNetworkArgs:
     region: str
     cidr: str
     platform_service_account: str  # e-mail of the AutoNodesIdentity
+    tenant_subnet_role: str  # projects/<p>/roles/<id>: subnetworks.use, granted on this subnet
     tenant_disk_role: str  # projects/<p>/roles/<id>: instances.attachDisk/detachDisk
     tenant_load_balancer_role: str  # projects/<p>/roles/<id>: firewall rules of Service LBs
     iap_ssh: bool = False
     persistent_disks: bool = True
     load_balancer_services: bool = False
-    # The environment's tenant roles when they are created in the same stack (inline tenants):
-    # a binding must wait for its role to exist.
-    roles: tuple[pulumi.Resource, ...] = ()
+    # What must exist first when the environment is created in the same stack (inline tenants):
+    # the project's APIs, the platform's identity and the roles bound below.
+    after: tuple[pulumi.Resource, ...] = ()
 
 
 def tenant_resource_name(environment: str, tenant: str, what: str) -> str:
@@ -58,12 +59,13 @@ class TenantNetwork(pulumi.ComponentResource):
     nat: gcp.compute.RouterNat
     firewalls: list[gcp.compute.Firewall]
     node_service_account: gcp.serviceaccount.Account
+    platform_uses_subnet: gcp.compute.SubnetworkIAMMember
     platform_acts_as_nodes: gcp.serviceaccount.IAMMember
     role_bindings: list[pulumi.CustomResource]
 
     def __init__(self, name: str, args: TenantNetworkArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-platform:tenants:Network", name, None, opts)
-        child = pulumi.ResourceOptions(parent=self)
+        child = pulumi.ResourceOptions(parent=self, depends_on=list(args.after))
 
         def gcp_name(what: str) -> str:
             return tenant_resource_name(args.environment, args.tenant, what)
@@ -156,8 +158,19 @@ class TenantNetwork(pulumi.ComponentResource):
         )
         node_member = self.node_service_account.email.apply(lambda e: f"serviceAccount:{e}")
 
-        # The platform may run VMs as this account, and as no other: a binding on the account
-        # itself, not on the project.
+        # The platform may start VMs in this subnet (and in no other network): a binding on the
+        # subnet, not on the project.
+        self.platform_uses_subnet = gcp.compute.SubnetworkIAMMember(
+            f"{name}-platform-uses-subnet",
+            project=args.project,
+            region=args.region,
+            subnetwork=self.subnetwork.name,
+            role=args.tenant_subnet_role,
+            member=f"serviceAccount:{args.platform_service_account}",
+            opts=child,
+        )
+        # ... running as this account (and as no other tenant's: a binding on the account itself,
+        # not on the project).
         self.platform_acts_as_nodes = gcp.serviceaccount.IAMMember(
             f"{name}-platform-acts-as-nodes",
             service_account_id=self.node_service_account.name,
@@ -180,7 +193,7 @@ class TenantNetwork(pulumi.ComponentResource):
                 project=args.project,
                 role=role,
                 member=node_member,
-                opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.roles) if role in custom_roles else None),
+                opts=child,
             )
             for role in [*project_roles, *custom_roles]
         ]

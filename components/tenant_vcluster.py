@@ -22,6 +22,7 @@ from .loft_api import (
     ClusterRef,
     HelmRelease,
     InstanceAccess,
+    ProSettings,
     TemplateChart,
     VirtualClusterInstanceSpec,
     VirtualClusterTemplate,
@@ -39,8 +40,9 @@ class TenantVClusterArgs:
     plan: TenantPlan
     facts: EnvironmentFacts
     project_namespace: str = PROJECT_NAMESPACE
-    # The environment's tenant roles, when created in the same stack (inline tenants).
-    roles: tuple[pulumi.Resource, ...] = ()
+    # What the tenant's GCP objects must wait for when the environment is created in the same stack
+    # (inline tenants): the project's APIs and the platform's identity with its roles.
+    after: tuple[pulumi.Resource, ...] = ()
 
 
 def host_namespace(tenant: str) -> str:
@@ -94,12 +96,13 @@ class TenantVCluster(pulumi.ComponentResource):
                     region=facts.region,
                     cidr=tenant.network.cidr,
                     platform_service_account=facts.platform_service_account,
+                    tenant_subnet_role=facts.tenant_subnet_role,
                     tenant_disk_role=facts.tenant_disk_role,
                     tenant_load_balancer_role=facts.tenant_load_balancer_role,
                     iap_ssh=tenant.network.iap_ssh,
                     persistent_disks=tenant.persistent_disks,
                     load_balancer_services=tenant.load_balancer_services,
-                    roles=args.roles,
+                    after=args.after,
                 ),
                 opts=pulumi.ResourceOptions(parent=self),
             )
@@ -155,6 +158,10 @@ class TenantVCluster(pulumi.ComponentResource):
                 ],
                 objects=tenant_objects_yaml(tenant.smoke_test),
                 access=access,
+                # As `vcluster create --driver platform` sends them: private and auto nodes are
+                # platform features, and the tenant talks to the platform with a forwarded token.
+                pro=ProSettings(enabled=True),
+                forward_token=True,
             ),
         )
         self.instance = k8s.apiextensions.CustomResource(

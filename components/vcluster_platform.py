@@ -36,6 +36,7 @@ class VClusterPlatformArgs:
     service_account_email: pulumi.Input[str]  # the AutoNodesIdentity's Google service account
     kubeconfig: pulumi.Input[str]  # secret; used only by the wait command
     public_host: str | None = None
+    ingress_class: str | None = None
     license_token: pulumi.Input[str] | None = None  # secret
 
 
@@ -77,6 +78,8 @@ class VClusterPlatform(pulumi.ComponentResource):
         }
         if args.public_host:
             values["config"] = {"loftHost": args.public_host}
+        if args.public_host and args.ingress_class:
+            values["ingress"] = {"enabled": True, "host": args.public_host, "ingressClass": args.ingress_class}
         if args.license_token is not None:
             secrets.append(
                 k8s.core.v1.Secret(

@@ -3,7 +3,8 @@ the tests through the same accessors, so the three can never disagree on its sha
 
 Only keys of the vcluster chart's schema (pinned version, config/versions.py) are written; the
 schema rejects unknown keys (`additionalProperties: false`) and wants pool limits as strings.
-tests/test_vcluster_values.py checks the rendered document against our record of that schema.
+tests/test_tenants.py checks the rendered document against our record of that schema
+(tests/data/vcluster-0.36.1-values.schema.yaml).
 """
 
 from __future__ import annotations

@@ -68,7 +68,8 @@ class ClusterConfig(ConfigModel):
 class PlatformConfig(ConfigModel):
     chart_version: str = versions.PLATFORM_CHART_VERSION
     vcluster_version: str = versions.VCLUSTER_CHART_VERSION  # tenants' vcluster chart
-    public_host: str | None = None
+    public_host: str | None = None  # sets config.loftHost; route it yourself, or set ingressClass
+    ingress_class: str | None = None  # with publicHost: the chart's Ingress, of this class
     license_token_key: str | None = None  # name of a secret config key holding the license token
     # Custom role ids are <prefix>_autoNodes, <prefix>_tenantDisks, <prefix>_tenantLoadBalancers.
     role_id_prefix: str | None = None  # default gpuPlatform_<environment>
@@ -225,6 +226,8 @@ def check_platform(platform: PlatformConfig, problems: Problems) -> None:
             )
     except ValueError as e:
         problems.add("platform.chartVersion", str(e))
+    if platform.ingress_class and not platform.public_host:
+        problems.add("platform.ingressClass", "needs platform.publicHost (the host the Ingress serves)")
     if platform.license_token_key is not None and not platform.license_token_key.isidentifier():
         problems.add("platform.licenseTokenKey", f"{platform.license_token_key!r} must be a config key name like vclusterLicenseToken")
     if not re.match(r"^[a-zA-Z0-9_.]{3,40}$", platform.role_id_prefix or ""):

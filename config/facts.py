@@ -42,7 +42,8 @@ class EnvironmentFacts:
     tenants: tuple[TenantClaim, ...]
     vcluster_version: str
     platform_service_account: str  # e-mail; deterministic from project and account id
-    tenant_disk_role: str  # projects/<project>/roles/<id>, created by the environment
+    tenant_subnet_role: str  # projects/<project>/roles/<id>, created by the environment
+    tenant_disk_role: str
     tenant_load_balancer_role: str
     legacy_infrastructure: bool
     price_date: str
@@ -69,6 +70,7 @@ class EnvironmentFacts:
             "tenants": [{"name": t.name, "cidr": t.cidr, "source": t.source} for t in self.tenants],
             "vclusterVersion": self.vcluster_version,
             "platformServiceAccount": self.platform_service_account,
+            "tenantSubnetRole": self.tenant_subnet_role,
             "tenantDiskRole": self.tenant_disk_role,
             "tenantLoadBalancerRole": self.tenant_load_balancer_role,
             "legacyInfrastructure": self.legacy_infrastructure,
@@ -91,6 +93,7 @@ class EnvironmentFacts:
             tenants=tuple(TenantClaim(t["name"], t["cidr"], t.get("source", "environment")) for t in data["tenants"]),
             vcluster_version=data["vclusterVersion"],
             platform_service_account=data["platformServiceAccount"],
+            tenant_subnet_role=data["tenantSubnetRole"],
             tenant_disk_role=data["tenantDiskRole"],
             tenant_load_balancer_role=data["tenantLoadBalancerRole"],
             legacy_infrastructure=bool(data.get("legacyInfrastructure", False)),

@@ -12,6 +12,7 @@ PERMISSIONS_PATH = Path(__file__).with_name("permissions.yaml")
 
 AUTO_NODES = "autoNodes"
 LEGACY_AUTO_NODES = "legacyAutoNodes"
+TENANT_SUBNET_USE = "tenantSubnetUse"
 TENANT_DISKS = "tenantDisks"
 TENANT_LOAD_BALANCERS = "tenantLoadBalancers"
 
@@ -36,7 +37,7 @@ class RoleCatalog:
 def load_roles(path: Path = PERMISSIONS_PATH) -> RoleCatalog:
     raw = yaml_io.load(path.read_text())
     roles = {}
-    for key in (AUTO_NODES, LEGACY_AUTO_NODES, TENANT_DISKS, TENANT_LOAD_BALANCERS):
+    for key in (AUTO_NODES, LEGACY_AUTO_NODES, TENANT_SUBNET_USE, TENANT_DISKS, TENANT_LOAD_BALANCERS):
         entries = raw[key]["permissions"]
         permissions = tuple(e["permission"] if isinstance(e, dict) else e for e in entries)
         reasons = {e["permission"]: e["reason"] for e in entries if isinstance(e, dict)}

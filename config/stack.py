@@ -31,7 +31,7 @@ from .environment import (
 from .errors import ConfigError, Problem, Problems, problems_from_validation
 from .facts import EnvironmentFacts, TenantClaim
 from .node_types import NodeTypeOffer, generate_node_types
-from .permissions import TENANT_DISKS, TENANT_LOAD_BALANCERS, role_id
+from .permissions import TENANT_DISKS, TENANT_LOAD_BALANCERS, TENANT_SUBNET_USE, role_id
 from .stack_files import StackFileError, list_stacks, read_stack_values
 from .tenant import Tenant, TenantPlan, check_tenant, plan_tenant
 
@@ -237,6 +237,7 @@ def _facts(environment, project, region, cluster, platform, node_provider, offer
         tenants=tuple(TenantClaim(t.name, t.network.cidr, "the environment's tenants") for t in tenants if t is not None),
         vcluster_version=platform.vcluster_version,
         platform_service_account=f"{platform.service_account_id}@{project}.iam.gserviceaccount.com",
+        tenant_subnet_role=f"projects/{project}/roles/{role_id(platform.role_id_prefix, TENANT_SUBNET_USE)}",
         tenant_disk_role=f"projects/{project}/roles/{role_id(platform.role_id_prefix, TENANT_DISKS)}",
         tenant_load_balancer_role=f"projects/{project}/roles/{role_id(platform.role_id_prefix, TENANT_LOAD_BALANCERS)}",
         legacy_infrastructure=node_provider.legacy_infrastructure,
@@ -291,6 +292,22 @@ def _json(value: Any) -> Any:
     return value
 
 
+# Facts a tenant stack takes from the environment's stack file and builds GCP objects and IAM
+# bindings with: they must match the deployed environment exactly.
+IDENTITY_FACTS = (
+    "environment",
+    "project",
+    "region",
+    "nodeProviderName",
+    "platformServiceAccount",
+    "tenantSubnetRole",
+    "tenantDiskRole",
+    "tenantLoadBalancerRole",
+    "vclusterVersion",
+    "legacyInfrastructure",
+)
+
+
 def check_against_deployed(tenant_stack: TenantStack, deployed: dict[str, Any]) -> list[str]:
     """Check a tenant stack against what its environment stack actually exported.
 
@@ -308,12 +325,22 @@ def check_against_deployed(tenant_stack: TenantStack, deployed: dict[str, Any]) 
         ) from None
     problems = Problems()
     tenant = tenant_stack.tenant.tenant
+    deployed_values, file_values = facts.to_dict(), tenant_stack.facts.to_dict()
+    # The tenant is built from the stack file: where it names the project, the platform's identity
+    # or the roles, it must be what is deployed, or the tenant would be built for another place.
+    for key in IDENTITY_FACTS:
+        if deployed_values[key] != file_values[key]:
+            problems.add(
+                "environmentStack",
+                f"{tenant_stack.environment_stack} is deployed with {key} {deployed_values[key]!r}, but its stack file in this "
+                f"repo says {file_values[key]!r}; deploy the environment stack (or update this checkout) first",
+            )
     # The deployed environment lists its inline tenants; other teams' stacks were checked statically.
     check_tenant("tenant", tenant, facts, list(facts.tenants), problems)
     problems.raise_if_any(tenant_stack.stack)
     warnings = []
-    if facts.to_dict() != tenant_stack.facts.to_dict():
-        differing = sorted(k for k, v in facts.to_dict().items() if tenant_stack.facts.to_dict().get(k) != v)
+    if deployed_values != file_values:
+        differing = sorted(k for k, v in deployed_values.items() if file_values.get(k) != v)
         warnings.append(
             f"environment {tenant_stack.environment_stack} is deployed with a different configuration than its stack file "
             f"in this repo ({', '.join(differing)} differ); the tenant was checked against both. "

@@ -43,6 +43,8 @@ def test_dev_is_zonal_and_destroyable_prod_is_regional_and_protected(dev_run, pr
     dev, prod = dev_run.one(CLUSTER), prod_run.one(CLUSTER)
     assert dev.input("location") == "europe-west4-a" and dev.input("deletionProtection") is False and not dev.protect
     assert prod.input("location") == "us-central1" and prod.input("deletionProtection") is True and prod.protect
+    # The default pool's node_config is gone after creation; a refresh must not plan a replacement.
+    assert dev.ignore_changes == prod.ignore_changes == ["nodeConfig"]
     assert prod.input("releaseChannel", "channel") == "STABLE"
     assert prod.input("masterAuthorizedNetworksConfig", "cidrBlocks") == [{"cidrBlock": "203.0.113.0/24", "displayName": "office"}]
     window = prod.input("maintenancePolicy", "recurringWindow")

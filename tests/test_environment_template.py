@@ -2,7 +2,8 @@
 
 It creates nothing: it hands on the names of what Pulumi created for the tenant (network, subnet,
 node service account, written as properties on the tenant's auto-nodes entry) under the output
-names the node template and the official kubernetes template read, plus the region's zones.
+names the node template and the official kubernetes template read, plus the region's zones. It
+refuses properties that name anything but the vCluster's own objects.
 
 Structural tests parse the template with python-hcl2 ("${expr}" = expression, '"text"' = quoted
 template). Semantic tests evaluate its locals, outputs and preconditions with OpenTofu (or
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from components.templates import ENVIRONMENT_PLACEHOLDER, environment_template
 from config import node_properties as props
 from hcl_support import blocks, evaluate, expr, failures, parse, precondition, run, tofu, unquote
 
@@ -93,7 +95,8 @@ def test_reads_exactly_the_tenant_keys_and_project_region():
     text = ENVIRONMENT_TF.read_text()
     expected = (set(props.TENANT_KEYS) - {props.TENANT}) | {props.PROJECT, props.REGION}
     assert set(VCLUSTER_PROPERTY.findall(text)) == expected
-    # Nothing else of the variable: no node type, no environment outputs of its own.
+    # Nothing else of the variable but the vCluster's name: no node type, no environment outputs.
+    assert re.findall(r"var\.vcluster\.instance[.\w]*", text) == ["var.vcluster.instance.metadata.name"]
     assert "var.vcluster.nodeType" not in text
     assert "var.vcluster.nodeEnvironment" not in text
 
@@ -101,7 +104,7 @@ def test_reads_exactly_the_tenant_keys_and_project_region():
 def test_every_read_of_the_variable_is_unwrapped():
     code = "\n".join(line.split("#", 1)[0] for line in ENVIRONMENT_TF.read_text().splitlines())
     reads = list(re.finditer(r"var\.vcluster\.", code))
-    assert len(reads) == 5
+    assert len(reads) == 6
     for match in reads:
         assert code[: match.start()].endswith("nonsensitive("), code[match.start() : match.start() + 60]
 
@@ -127,9 +130,9 @@ def test_output_values(outputs):
     [
         (r"^Property project must be a concrete GCP project id, not empty or a wildcard.*Pulumi sets it", "local.project"),
         (r"^Property region must be a concrete GCP region, not empty or a wildcard.*Pulumi sets it", "local.region"),
-        (r"^Property gpu-platform/network is missing.*Pulumi sets it", "local.network"),
-        (r"^Property gpu-platform/subnetwork is missing.*Pulumi sets it", "local.subnetwork"),
-        (r"^Property gpu-platform/node-service-account is missing.*Pulumi sets it", "local.node_service_account"),
+        (r"^Property gpu-platform/network must be .*the network Pulumi created", "local.network == local.tenant_name"),
+        (r"^Property gpu-platform/subnetwork must be .*the subnet Pulumi created", "local.subnetwork == local.tenant_name"),
+        (r"^Property gpu-platform/node-service-account must be .*the node service account Pulumi created", "local.node_service_account == local.tenant_name"),
     ],
 )
 def test_precondition_for_each_input(preconditions, pattern, reads):
@@ -187,7 +190,18 @@ SCENARIOS = {
     "bad-subnetwork-missing": _vcluster(subnetwork=None),
     "bad-account-missing": _vcluster(account=None),
     "bad-account-email": _vcluster(account="dev-nlp-nodes@acme-ml-dev.iam.gserviceaccount.com"),
+    "bad-network-of-another-tenant": _vcluster(network="dev-speech-nodes"),
+    "bad-account-of-another-tenant": _vcluster(account="dev-speech-nodes"),
+    "bad-subnetwork-of-another-environment": _vcluster(subnetwork="prod-nlp-nodes"),
 }
+
+
+def test_the_environment_is_written_in_when_the_node_provider_renders_it():
+    assert ENVIRONMENT_TF.read_text().count(f'"{ENVIRONMENT_PLACEHOLDER}"') == 1
+    rendered = environment_template("dev")
+    assert ENVIRONMENT_PLACEHOLDER not in rendered and 'environment   = "dev"' in rendered
+    with pytest.raises(ValueError):
+        environment_template('dev" } resource "x" "y" {')
 
 
 @pytest.fixture(scope="module")
@@ -205,7 +219,10 @@ def evaluated(doc, outputs, preconditions, tmp_path_factory):
     ) + "]"
     probe["zones.project"] = "local.project"
     probe["zones.region"] = "local.region"
-    return evaluate(binary, tmp_path_factory.mktemp("environment-template"), ENVIRONMENT_TF, probe, SCENARIOS)
+    # The template as the dev NodeProvider embeds it.
+    rendered = tmp_path_factory.mktemp("rendered") / "main.tf"
+    rendered.write_text(environment_template("dev"))
+    return evaluate(binary, tmp_path_factory.mktemp("environment-template"), rendered, probe, SCENARIOS)
 
 
 def test_good_properties_give_the_outputs(evaluated):
@@ -230,11 +247,14 @@ def test_comma_lists_use_the_first_element(evaluated):
         ("bad-project-wildcard", r'^Property project must be .*\(got "\*"\)'),
         ("bad-project-missing", r'^Property project must be .*\(got ""\)'),
         ("bad-region-glob", r'^Property region must be .*\(got "europe-\*"\)'),
-        ("bad-network-missing", r"^Property gpu-platform/network is missing"),
-        ("bad-network-wildcard", r'^Property gpu-platform/network is missing or not a network name \(got "\*"\)'),
-        ("bad-subnetwork-missing", r"^Property gpu-platform/subnetwork is missing"),
-        ("bad-account-missing", r"^Property gpu-platform/node-service-account is missing"),
-        ("bad-account-email", r"^Property gpu-platform/node-service-account is missing or not a service account id"),
+        ("bad-network-missing", r'^Property gpu-platform/network must be "dev-nlp-nodes", .* \(got ""\)'),
+        ("bad-network-wildcard", r'^Property gpu-platform/network must be "dev-nlp-nodes", .* \(got "\*"\)'),
+        ("bad-subnetwork-missing", r'^Property gpu-platform/subnetwork must be "dev-nlp-nodes"'),
+        ("bad-account-missing", r'^Property gpu-platform/node-service-account must be "dev-nlp-nodes"'),
+        ("bad-account-email", r'^Property gpu-platform/node-service-account must be .*\(got "dev-nlp-nodes@acme-ml-dev'),
+        ("bad-network-of-another-tenant", r'^Property gpu-platform/network must be "dev-nlp-nodes", the network Pulumi created for vCluster nlp in environment dev \(got "dev-speech-nodes"\)'),
+        ("bad-account-of-another-tenant", r"^Property gpu-platform/node-service-account must be .*run as its own identity only"),
+        ("bad-subnetwork-of-another-environment", r'^Property gpu-platform/subnetwork must be .*\(got "prod-nlp-nodes"\)'),
     ],
 )
 def test_bad_input_fails_exactly_its_precondition(evaluated, scenario, pattern):

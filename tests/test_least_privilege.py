@@ -9,7 +9,7 @@ import pytest
 
 from components.tenant_network import HEALTH_CHECK_RANGES, IAP_RANGE
 from config import node_properties as props
-from config.permissions import AUTO_NODES, TENANT_DISKS, TENANT_LOAD_BALANCERS, load_roles
+from config.permissions import AUTO_NODES, TENANT_DISKS, TENANT_LOAD_BALANCERS, TENANT_SUBNET_USE, load_roles
 from components.vcluster_values import VClusterValues
 from tools.mock_engine import run_program
 
@@ -38,7 +38,7 @@ def test_platform_role_has_no_dangerous_permission(dev_run):
 
 
 def test_every_permission_has_a_reason():
-    for key in (AUTO_NODES, TENANT_DISKS, TENANT_LOAD_BALANCERS):
+    for key in (AUTO_NODES, TENANT_SUBNET_USE, TENANT_DISKS, TENANT_LOAD_BALANCERS):
         spec = ROLES.roles[key]
         assert set(spec.reasons) == set(spec.permissions)
         assert all(len(reason) > 10 for reason in spec.reasons.values())
@@ -155,6 +155,7 @@ def test_role_ids_are_stable_and_overridable(stack_values):
         "gpuPlatform_dev2_autoNodes",
         "gpuPlatform_dev2_tenantDisks",
         "gpuPlatform_dev2_tenantLoadBalancers",
+        "gpuPlatform_dev2_tenantSubnetUse",
     ]
     tenant_roles = {m.input("role") for m in run.of_type(PROJECT_MEMBER)}
     assert "projects/acme-ml-dev/roles/gpuPlatform_dev2_tenantDisks" in tenant_roles
@@ -167,3 +168,25 @@ def test_inline_tenants_bind_environment_roles_only_once_they_exist(dev_run):
         if m.input("role") == "projects/acme-ml-dev/roles/gpuPlatform_dev_tenantDisks" and "dev-nlp-nodes" in m.input("member")
     ]
     assert roles["gpuPlatform_dev_tenantDisks"] in dev_run.depends_on(binding.urn)
+
+
+def test_platform_may_use_tenant_subnets_only(dev_run):
+    assert "compute.subnetworks.use" not in role(dev_run, AUTO_NODES)
+    assert role(dev_run, TENANT_SUBNET_USE) == ["compute.subnetworks.use"]
+    grants = dev_run.of_type("gcp:compute/subnetworkIAMMember:SubnetworkIAMMember")
+    assert sorted((g.input("subnetwork"), g.input("member"), g.input("role")) for g in grants) == [
+        (f"dev-{t}-nodes", PLATFORM_SA, "projects/acme-ml-dev/roles/gpuPlatform_dev_tenantSubnetUse") for t in ("nlp", "speech")
+    ]
+    # Not on the GKE host's subnet, nor on the project.
+    assert all(m.input("role") != "projects/acme-ml-dev/roles/gpuPlatform_dev_tenantSubnetUse" for m in dev_run.of_type(PROJECT_MEMBER))
+
+
+def test_gcp_resources_wait_for_the_project_apis_and_tenants_for_the_platform_identity(dev_run):
+    apis = {s.urn for s in dev_run.of_type("gcp:projects/service:Service")}
+    assert len(apis) == 5
+    for r in dev_run.registrations:
+        if r.custom and r.type.startswith("gcp:") and r.type != "gcp:projects/service:Service":
+            assert apis <= dev_run.depends_on(r.urn), f"{r.type} {r.name} may be created before the APIs are enabled"
+    [platform_sa] = [a for a in dev_run.of_type("gcp:serviceaccount/account:Account") if a.name == "auto-nodes-sa"]
+    for grant in [m for m in dev_run.of_type(SA_MEMBER) if m.input("member") == PLATFORM_SA]:
+        assert platform_sa.urn in dev_run.depends_on(grant.urn)

@@ -27,7 +27,7 @@ def test_templates_are_ours_and_inline(dev_run):
     terraform = dev_run.one(NODE_PROVIDER).input("spec", "terraform")
     assert terraform["nodeTemplate"]["inline"] == templates.NODE_TEMPLATE.read_text()
     environment = terraform["nodeEnvironmentTemplate"]
-    assert environment["infrastructure"]["inline"] == templates.ENVIRONMENT_TEMPLATE.read_text()
+    assert environment["infrastructure"]["inline"] == templates.ENVIRONMENT_TEMPLATE.read_text().replace(templates.ENVIRONMENT_PLACEHOLDER, "dev")
     assert "git" not in terraform["nodeTemplate"] and "git" not in environment["infrastructure"]
 
 
@@ -64,7 +64,7 @@ def test_node_types_are_the_generated_offer(dev_run, stack_values):
 
 def test_a_template_change_changes_the_node_provider(tmp_path, monkeypatch):
     args = GcpNodeProviderArgs(
-        name="gcp-gpu", project="p", region="europe-west4", node_types=(),
+        name="gcp-gpu", environment="dev", project="p", region="europe-west4", node_types=(),
         kubernetes_template=GitTemplate(repository="https://example.com/t.git", commit="a" * 40, sub_path="k"),
     )
     before = node_provider_spec(args).to_dict()

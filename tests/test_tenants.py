@@ -204,3 +204,15 @@ def test_tenant_stack_warns_when_the_environment_drifted_from_its_stack_file(dev
     run = run_program(read_stack_values(PROJECT_DIR, "team-vision-dev"), stack="team-vision-dev", stack_outputs={env_stack_ref: deployed})
     [warning] = [w for w in run.warnings if "is deployed with a different configuration" in w]
     assert "gpuQuota" in warning
+
+
+def test_tenant_stack_refuses_an_environment_deployed_elsewhere_than_its_stack_file_says(dev_run, env_stack_ref):
+    deployed = copy.deepcopy(dev_run.outputs)
+    deployed["environmentFacts"]["project"] = "acme-ml-other"
+    with pytest.raises(pulumi.RunError) as caught:
+        run_program(read_stack_values(PROJECT_DIR, "team-vision-dev"), stack="team-vision-dev", stack_outputs={env_stack_ref: deployed})
+    assert (
+        f"environmentStack: {env_stack_ref} is deployed with project 'acme-ml-other', but its stack file in this repo says 'acme-ml-dev'"
+        in str(caught.value)
+    )
+    assert [r for r in caught.value.registrations if r.custom] == []

@@ -122,6 +122,14 @@ def test_tests_run_before_anything_is_previewed_or_deployed(workflow):
         assert "test" in needs or any("test" in (workflow["jobs"][n].get("needs") or []) for n in needs), name
 
 
+def test_template_tests_run_with_a_pinned_opentofu(workflow):
+    """Without tofu or terraform on PATH the template evaluation tests skip; CI must not."""
+    test_steps = steps(workflow["jobs"]["test"])
+    position = next(i for i, s in enumerate(test_steps) if action(s) == "opentofu/setup-opentofu")
+    assert re.fullmatch(r"\d+\.\d+\.\d+", str(test_steps[position]["with"]["tofu_version"]))
+    assert position < next(i for i, s in enumerate(test_steps) if "make test" in str(s.get("run", "")))
+
+
 # --- Google authentication -----------------------------------------------------------------------
 
 

@@ -46,6 +46,7 @@ class Registration:
     inputs: dict[str, Any]  # secrets still wrapped; see `plain` and `is_secret`
     protect: bool
     deleted_with: str
+    ignore_changes: list[str]
 
     @property
     def plain_inputs(self) -> dict[str, Any]:
@@ -108,6 +109,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
                     inputs=inputs,
                     protect=bool(request.protect),
                     deleted_with=request.deletedWith,
+                    ignore_changes=list(request.ignoreChanges),
                 )
             )
         return response

@@ -8,6 +8,11 @@
 # e-mail is not). This template hands them on under the output names that the node template
 # (templates/node/main.tf) and the official kubernetes template read, plus the region's zones.
 #
+# It trusts none of those properties: anyone who can edit a virtual cluster's values could point
+# them at another tenant's network or identity. The names are derived instead from the vCluster's
+# name (the tenant) and the environment, which GcpNodeProvider writes into this file, and a
+# property that names anything else is refused.
+#
 # Its only input is `var.vcluster`, which the platform declares itself; do not declare it here
 # (templates/vcluster_variable.tf holds a copy for local checks only). The variable is
 # sensitive, so values are unwrapped with nonsensitive(): they are resource names, not secrets.
@@ -32,6 +37,12 @@ provider "google" {
 }
 
 locals {
+  # Rendered by GcpNodeProvider (components/templates.py): this file serves one environment.
+  environment   = "__GPU_PLATFORM_ENVIRONMENT__"
+  vcluster_name = try(nonsensitive(var.vcluster.instance.metadata.name), "")
+  # components/tenant_network.py names all three "<environment>-<tenant>-nodes".
+  tenant_name = "${local.environment}-${local.vcluster_name}-nodes"
+
   # project and region may be comma lists; the first element is used, wildcards are refused.
   project = trimspace(split(",", try(nonsensitive(var.vcluster.properties["project"]), ""))[0])
   region  = trimspace(split(",", try(nonsensitive(var.vcluster.properties["region"]), ""))[0])
@@ -41,8 +52,6 @@ locals {
   node_service_account = trimspace(try(nonsensitive(var.vcluster.properties["gpu-platform/node-service-account"]), ""))
 
   wildcard = "[*?\\[\\]{}]"
-  # Compute Engine resource names; a missing, wildcard or comma-list value does not match.
-  gce_name = "^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$"
 }
 
 # The official kubernetes template reads `availability_zones` (CSI topology). Every check on the
@@ -62,16 +71,20 @@ data "google_compute_zones" "available" {
       error_message = "Property region must be a concrete GCP region, not empty or a wildcard (got \"${local.region}\"). Pulumi sets it on the NodeProvider and on each tenant's auto-nodes entry."
     }
     precondition {
-      condition     = can(regex(local.gce_name, local.network))
-      error_message = "Property gpu-platform/network is missing or not a network name (got \"${local.network}\"). Pulumi sets it on the tenant's auto-nodes entry to the network it created for the tenant."
+      condition     = local.vcluster_name != ""
+      error_message = "The platform passed no vCluster name (instance.metadata.name); the tenant's network and identity are named after it."
     }
     precondition {
-      condition     = can(regex(local.gce_name, local.subnetwork))
-      error_message = "Property gpu-platform/subnetwork is missing or not a subnetwork name (got \"${local.subnetwork}\"). Pulumi sets it on the tenant's auto-nodes entry to the subnet it created for the tenant."
+      condition     = local.network == local.tenant_name
+      error_message = "Property gpu-platform/network must be \"${local.tenant_name}\", the network Pulumi created for vCluster ${local.vcluster_name} in environment ${local.environment} (got \"${local.network}\"): a vCluster's VMs start in its own network only."
     }
     precondition {
-      condition     = can(regex("^[a-z]([-a-z0-9]{4,28}[a-z0-9])$", local.node_service_account))
-      error_message = "Property gpu-platform/node-service-account is missing or not a service account id (6-30 characters, no @domain; got \"${local.node_service_account}\"). Pulumi sets it on the tenant's auto-nodes entry to the node service account it created."
+      condition     = local.subnetwork == local.tenant_name
+      error_message = "Property gpu-platform/subnetwork must be \"${local.tenant_name}\", the subnet Pulumi created for vCluster ${local.vcluster_name} in environment ${local.environment} (got \"${local.subnetwork}\"): a vCluster's VMs start in its own subnet only."
+    }
+    precondition {
+      condition     = local.node_service_account == local.tenant_name
+      error_message = "Property gpu-platform/node-service-account must be \"${local.tenant_name}\", the node service account Pulumi created for vCluster ${local.vcluster_name} in environment ${local.environment} (got \"${local.node_service_account}\"): a vCluster's VMs run as its own identity only."
     }
   }
 }
