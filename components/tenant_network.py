@@ -44,8 +44,9 @@ class TenantNetworkArgs:
     persistent_disks: bool = True
     load_balancer_services: bool = False
     # What must exist first when the environment is created in the same stack (inline tenants):
-    # the project's APIs, the platform's identity and the roles bound below.
-    after: tuple[pulumi.Resource, ...] = ()
+    # the project's APIs before anything, the platform's identity and roles before the bindings.
+    apis: tuple[pulumi.Resource, ...] = ()
+    identity: tuple[pulumi.Resource, ...] = ()
 
 
 def tenant_resource_name(environment: str, tenant: str, what: str) -> str:
@@ -65,7 +66,8 @@ class TenantNetwork(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: TenantNetworkArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-platform:tenants:Network", name, None, opts)
-        child = pulumi.ResourceOptions(parent=self, depends_on=list(args.after))
+        child = pulumi.ResourceOptions(parent=self, depends_on=list(args.apis))
+        binding = pulumi.ResourceOptions(parent=self, depends_on=[*args.apis, *args.identity])
 
         def gcp_name(what: str) -> str:
             return tenant_resource_name(args.environment, args.tenant, what)
@@ -167,7 +169,7 @@ class TenantNetwork(pulumi.ComponentResource):
             subnetwork=self.subnetwork.name,
             role=args.tenant_subnet_role,
             member=f"serviceAccount:{args.platform_service_account}",
-            opts=child,
+            opts=binding,
         )
         # ... running as this account (and as no other tenant's: a binding on the account itself,
         # not on the project).
@@ -176,7 +178,7 @@ class TenantNetwork(pulumi.ComponentResource):
             service_account_id=self.node_service_account.name,
             role="roles/iam.serviceAccountUser",
             member=f"serviceAccount:{args.platform_service_account}",
-            opts=child,
+            opts=binding,
         )
 
         project_roles = dict(NODE_ROLES)
@@ -193,7 +195,7 @@ class TenantNetwork(pulumi.ComponentResource):
                 project=args.project,
                 role=role,
                 member=node_member,
-                opts=child,
+                opts=binding,
             )
             for role in [*project_roles, *custom_roles]
         ]
@@ -205,7 +207,7 @@ class TenantNetwork(pulumi.ComponentResource):
                     service_account_id=self.node_service_account.name,
                     role="roles/iam.serviceAccountUser",
                     member=node_member,
-                    opts=child,
+                    opts=binding,
                 )
             )
 

@@ -41,8 +41,9 @@ class TenantVClusterArgs:
     facts: EnvironmentFacts
     project_namespace: str = PROJECT_NAMESPACE
     # What the tenant's GCP objects must wait for when the environment is created in the same stack
-    # (inline tenants): the project's APIs and the platform's identity with its roles.
-    after: tuple[pulumi.Resource, ...] = ()
+    # (inline tenants): the project's APIs, and for IAM bindings the platform's identity and roles.
+    apis: tuple[pulumi.Resource, ...] = ()
+    identity: tuple[pulumi.Resource, ...] = ()
 
 
 def host_namespace(tenant: str) -> str:
@@ -102,7 +103,8 @@ class TenantVCluster(pulumi.ComponentResource):
                     iap_ssh=tenant.network.iap_ssh,
                     persistent_disks=tenant.persistent_disks,
                     load_balancer_services=tenant.load_balancer_services,
-                    after=args.after,
+                    apis=args.apis,
+                    identity=args.identity,
                 ),
                 opts=pulumi.ResourceOptions(parent=self),
             )
