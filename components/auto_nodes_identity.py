@@ -36,6 +36,7 @@ class AutoNodesIdentity(pulumi.ComponentResource):
     tenant_subnet_role: gcp.projects.IAMCustomRole
     tenant_disk_role: gcp.projects.IAMCustomRole
     tenant_load_balancer_role: gcp.projects.IAMCustomRole
+    tenant_prerequisites: tuple[pulumi.Resource, ...]
     email: pulumi.Output[str]
     workload_identity_member: str
 
@@ -92,6 +93,8 @@ class AutoNodesIdentity(pulumi.ComponentResource):
             member=member,
             opts=pulumi.ResourceOptions(parent=self, depends_on=[*depends_on_of(opts), self.role]),
         )
+        # What a tenant's IAM bindings name: this account and the roles made for tenants.
+        self.tenant_prerequisites = (self.service_account, self.tenant_subnet_role, self.tenant_disk_role, self.tenant_load_balancer_role)
         self.register_outputs(
             {
                 "email": self.email,

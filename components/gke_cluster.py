@@ -43,6 +43,7 @@ class GkeCluster(pulumi.ComponentResource):
     network: gcp.compute.Network
     subnetwork: gcp.compute.Subnetwork
     apis: list[gcp.projects.Service]
+    tenant_apis: tuple[gcp.projects.Service, ...]  # what tenants' networks and identities use
     kubeconfig: pulumi.Output[str]
     provider: k8s.Provider
     workload_pool: str
@@ -65,6 +66,7 @@ class GkeCluster(pulumi.ComponentResource):
             for api in REQUIRED_APIS
         ]
         after_apis = pulumi.ResourceOptions(parent=self, depends_on=apis)
+        self.tenant_apis = tuple(s for s, api in zip(apis, REQUIRED_APIS) if api in ("compute.googleapis.com", "iam.googleapis.com"))
 
         self.network = gcp.compute.Network(
             f"{name}-network",

@@ -12,8 +12,8 @@ import asyncio
 import concurrent.futures
 import contextlib
 import json
+import functools
 import runpy
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -43,10 +43,16 @@ class Registration:
     provider: str
     dependencies: list[str]
     property_dependencies: dict[str, list[str]]
-    inputs: dict[str, Any]  # secrets still wrapped; see `plain` and `is_secret`
+    encoded_inputs: Any  # the protobuf Struct as registered, decoded on first use (see `inputs`)
     protect: bool
     deleted_with: str
     ignore_changes: list[str]
+
+    @functools.cached_property
+    def inputs(self) -> dict[str, Any]:
+        """The inputs, secrets still wrapped (see `plain` and `is_secret`). Kept encoded until
+        asked for: thousands of decoded specs would only give the garbage collector more to scan."""
+        return rpc.deserialize_properties(self.encoded_inputs)
 
     @property
     def plain_inputs(self) -> dict[str, Any]:
@@ -86,16 +92,13 @@ def contains_secret(value: Any) -> bool:
 class RecordingMonitor(pulumi_mocks.MockMonitor):
     """The SDK's mock monitor, also keeping parent, provider and dependency edges."""
 
-    def __init__(self, mocks: PlatformMocks):
+    def __init__(self, mocks: pulumi_mocks.Mocks):
         super().__init__(mocks)
         self.registrations: list[Registration] = []
 
     def RegisterResource(self, request):
         response = super().RegisterResource(request)
         if request.type != "pulumi:pulumi:Stack":
-            # The inputs the SDK's monitor just decoded for the mocks, on this thread (the SDK
-            # registers from a thread pool); decoding them again would double the cost of large specs.
-            inputs = self.mocks.decoded.inputs
             self.registrations.append(
                 Registration(
                     urn=response.urn,
@@ -106,7 +109,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
                     provider=request.provider,
                     dependencies=list(request.dependencies),
                     property_dependencies={k: list(v.urns) for k, v in request.propertyDependencies.items()},
-                    inputs=inputs,
+                    encoded_inputs=request.object,
                     protect=bool(request.protect),
                     deleted_with=request.deletedWith,
                     ignore_changes=list(request.ignoreChanges),
@@ -121,10 +124,8 @@ class PlatformMocks(pulumi_mocks.Mocks):
     def __init__(self, stack_outputs: dict[str, dict[str, Any]] | None = None):
         # StackReference name → its outputs (a tenant stack's environment).
         self.stack_outputs = stack_outputs or {}
-        self.decoded = threading.local()
 
     def new_resource(self, args: pulumi_mocks.MockResourceArgs):
-        self.decoded.inputs = args.inputs
         # Echo scalar inputs as outputs, as a provider would; the program never reads nested input
         # objects back (NodeProvider and instance specs), and copying them would only cost time.
         state = {k: v for k, v in args.inputs.items() if not isinstance(v, (dict, list)) or rpc.is_rpc_secret(v)}
