@@ -71,7 +71,7 @@ class PlatformConfig(ConfigModel):
     public_host: str | None = None  # sets config.loftHost; route it yourself, or set ingressClass
     ingress_class: str | None = None  # with publicHost: the chart's Ingress, of this class
     license_token_key: str | None = None  # name of a secret config key holding the license token
-    # Custom role ids are <prefix>_autoNodes, <prefix>_tenantDisks, <prefix>_tenantLoadBalancers.
+    # Custom role ids: <prefix>_autoNodes, _tenantSubnetUse, _tenantDisks, _tenantLoadBalancers.
     role_id_prefix: str | None = None  # default gpuPlatform_<environment>
     service_account_id: str | None = None  # default vcluster-platform-<environment>
 

@@ -135,7 +135,6 @@ def _load_environment_stack(values, stack, project_dir, catalog, problems) -> En
         check_node_provider(region, node_provider, catalog, problems)
     environment_sound = len(problems.items) == before and None not in (cluster, platform, node_provider) and project and region and known_env
 
-    facts = None
     if environment_sound:
         offer = _offer(node_provider, catalog)
         facts = _facts(environment, project, region, cluster, platform, node_provider, offer, tenants, catalog)

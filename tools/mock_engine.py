@@ -11,8 +11,8 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import json
 import functools
+import json
 import runpy
 from dataclasses import dataclass, field
 from pathlib import Path
