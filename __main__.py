@@ -17,7 +17,7 @@ from components.node_provider import GcpNodeProvider, GcpNodeProviderArgs
 from components.tenant_vcluster import TenantVCluster, TenantVClusterArgs
 from components.vcluster_platform import VClusterPlatform, VClusterPlatformArgs
 from config.errors import ConfigError
-from config.facts import PLATFORM_NAMESPACE, PROJECT_NAMESPACE
+from config.facts import PLATFORM_NAMESPACE
 from config.runtime import is_set, runtime_values
 from config.stack import NS, EnvironmentStack, TenantStack, check_against_deployed, load_stack
 from config.stack_files import PROJECT_DIR
@@ -102,7 +102,6 @@ def deploy_environment(env: EnvironmentStack) -> None:
     pulumi.export("clusterName", gke.cluster.name)
     pulumi.export("kubeconfig", gke.kubeconfig)
     pulumi.export("platformNamespace", PLATFORM_NAMESPACE)
-    pulumi.export("projectNamespace", PROJECT_NAMESPACE)
     pulumi.export("platformServiceAccount", identity.email)
     pulumi.export("nodeProviderName", node_provider.name)
     pulumi.export("nodeTypes", [{"name": nt.name, "properties": nt.properties} for nt in env.offer.node_types])
@@ -113,6 +112,8 @@ def deploy_environment(env: EnvironmentStack) -> None:
 
 
 def deploy_tenant(stack: TenantStack) -> None:
+    for warning in stack.warnings:
+        pulumi.log.warn(warning)
     environment = pulumi.StackReference(stack.environment_stack)
 
     def check(deployed: dict) -> bool:
@@ -130,7 +131,8 @@ def deploy_tenant(stack: TenantStack) -> None:
     facts = stack.facts
     gcp_provider = gcp.Provider(
         "gcp",
-        project=checked.apply(lambda _: facts.project),
+        # The project the tenant's objects live in: its own, or the environment's when shared.
+        project=checked.apply(lambda _: stack.placement.project),
         region=facts.region,
         default_labels={"gpu-platform-environment": facts.environment, "managed-by": "pulumi"},
     )
@@ -151,8 +153,12 @@ def deploy_tenant(stack: TenantStack) -> None:
 def tenant_outputs(tenant: TenantVCluster) -> dict:
     return {
         "tenant": tenant.tenant_name,
+        "gcpProject": tenant.placement.project,
+        "isolation": tenant.placement.isolation,
+        "projectNamespace": tenant.project_namespace,
         "hostNamespace": tenant.host_namespace,
         "connectCommand": tenant.connect_command,
+        "natAddresses": tenant.nat_addresses,
         "gpuBudgetUsdPerHour": tenant.gpu_budget_usd_per_hour,
     }
 

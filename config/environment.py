@@ -17,6 +17,7 @@ from . import versions
 from .base import DNS_LABEL, GCP_LABEL_KEY, GCP_LABEL_VALUE, REGION, ConfigModel, parse_cidr, zone_region
 from .catalog import Catalog, series_of
 from .errors import Problems
+from .isolation import TenantProjects
 
 Environment = Literal["dev", "staging", "prod"]
 ENVIRONMENTS = ("dev", "staging", "prod")
@@ -74,6 +75,11 @@ class PlatformConfig(ConfigModel):
     # Custom role ids: <prefix>_autoNodes, _tenantSubnetUse, _tenantDisks, _tenantLoadBalancers.
     role_id_prefix: str | None = None  # default gpuPlatform_<environment>
     service_account_id: str | None = None  # default vcluster-platform-<environment>
+    # Where Pulumi creates the GCP projects of tenants that name none: <prefix>-<environment>-<team>.
+    tenant_projects: TenantProjects | None = None
+    # Tenants with isolation: shared (in the environment's project). Default: allowed in dev and
+    # staging, refused in prod.
+    allow_shared_isolation: bool | None = None
 
 
 class Disk(ConfigModel):
@@ -127,6 +133,7 @@ def resolve_platform_defaults(environment: str, platform: PlatformConfig) -> Pla
         update={
             "role_id_prefix": platform.role_id_prefix or f"gpuPlatform_{environment}",
             "service_account_id": platform.service_account_id or f"vcluster-platform-{environment}",
+            "allow_shared_isolation": environment != "prod" if platform.allow_shared_isolation is None else platform.allow_shared_isolation,
         }
     )
 

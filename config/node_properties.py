@@ -48,6 +48,10 @@ TENANT = PREFIX + "tenant"
 
 TENANT_KEYS = (NETWORK, SUBNETWORK, NODE_SERVICE_ACCOUNT, TENANT)
 
+# Written on each tenant's auto-nodes entry, read by templates/node/main.tf: "concealed" (or
+# absent) makes the node drop pod traffic to the metadata server, "exposed" leaves it reachable.
+NODE_METADATA = PREFIX + "node-metadata"
+
 # Keys of the official templates' contract (vcluster-platform.md §E.2), written concretely: the
 # official templates reject empty or wildcard project/region.
 PROJECT = "project"

@@ -7,6 +7,7 @@ team's tenant stack, otherwise an environment stack.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,10 +31,10 @@ from .environment import (
 )
 from .errors import ConfigError, Problem, Problems, problems_from_validation
 from .facts import EnvironmentFacts, TenantClaim
+from .isolation import Placement, check_tenant_projects, claimed_project, placement, shared_warning, tenant_roles
 from .node_types import NodeTypeOffer, generate_node_types
-from .permissions import TENANT_DISKS, TENANT_LOAD_BALANCERS, TENANT_SUBNET_USE, role_id
 from .stack_files import StackFileError, list_stacks, read_stack_values
-from .tenant import Tenant, TenantPlan, check_tenant, plan_tenant
+from .tenant import MAX_TENANT_NAME, Tenant, TenantPlan, check_tenant, plan_tenant
 
 NS = "gpu-platform"
 ENVIRONMENT_KEYS = ("cluster", "platform", "nodeProvider", "tenants")
@@ -64,6 +65,14 @@ class TenantStack:
     environment_stack: str  # <org>/<project>/<stack>
     facts: EnvironmentFacts  # from the environment's stack file
     tenant: TenantPlan
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def placement(self) -> Placement:
+        t = self.tenant.tenant
+        where = placement(t, environment=self.facts.environment, host_project=self.facts.project, tenant_projects=self.facts.tenant_projects)
+        assert where is not None, "check_placement refuses a tenant without a project"
+        return where
 
 
 def load_stack(values: dict[str, Any], *, stack: str, project_dir: Path, catalog: Catalog | None = None) -> EnvironmentStack | TenantStack:
@@ -125,6 +134,8 @@ def _load_environment_stack(values, stack, project_dir, catalog, problems) -> En
     if platform is not None and known_env:
         platform = resolve_platform_defaults(environment, platform)
         check_platform(platform, problems)
+        if platform.tenant_projects is not None:
+            check_tenant_projects(environment, platform.tenant_projects, MAX_TENANT_NAME, problems)
         if platform.license_token_key and f"{NS}:{platform.license_token_key}" not in values:
             problems.add(
                 "platform.licenseTokenKey",
@@ -141,7 +152,7 @@ def _load_environment_stack(values, stack, project_dir, catalog, problems) -> En
         for i, tenant in enumerate(tenants):
             if tenant is not None:
                 # Earlier entries only: a collision is reported once, at the entry that causes it.
-                others = [TenantClaim(t.name, t.network.cidr, f"tenants[{j}]") for j, t in enumerate(tenants[:i]) if t is not None]
+                others = [_claim(t, f"tenants[{j}]", facts) for j, t in enumerate(tenants[:i]) if t is not None]
                 check_tenant(f"tenants[{i}]", tenant, facts, others, problems)
     elif any(t is not None for t in tenants):
         problems.note("tenants were checked for structure only; they are checked against the environment once its own problems are fixed")
@@ -158,7 +169,10 @@ def _load_environment_stack(values, stack, project_dir, catalog, problems) -> En
         offer=offer,
         facts=facts,
         tenants=tuple(plan_tenant(t, facts) for t in tenants if t is not None),
-        warnings=tuple(environment_warnings(environment, cluster, node_provider)),
+        warnings=(
+            *environment_warnings(environment, cluster, node_provider),
+            *(shared_warning(f"tenants[{i}]", t.name, project) for i, t in enumerate(tenants) if t is not None and t.isolation == "shared"),
+        ),
     )
 
 
@@ -195,14 +209,20 @@ def _load_tenant_stack(values, stack, project_dir, catalog, problems) -> TenantS
         problems.add("environment", f"{environment!r} differs from the environment stack's {env.environment!r}")
     if tenant is None:
         return None
-    others = list(env.facts.tenants) + _tenant_stack_claims(project_dir, environment_stack_name=env_stack, exclude=stack)
+    others = list(env.facts.tenants) + _tenant_stack_claims(project_dir, env.facts, environment_stack_name=env_stack, exclude=stack)
     check_tenant("tenant", tenant, env.facts, others, problems)
     if problems:
         return None
-    return TenantStack(stack, env.environment, reference, env.facts, plan_tenant(tenant, env.facts))
+    warnings = (shared_warning("tenant", tenant.name, env.project),) if tenant.isolation == "shared" else ()
+    return TenantStack(stack, env.environment, reference, env.facts, plan_tenant(tenant, env.facts), warnings)
 
 
-def _tenant_stack_claims(project_dir: Path, *, environment_stack_name: str, exclude: str) -> list[TenantClaim]:
+def _claim(tenant: Tenant, source: str, facts: EnvironmentFacts) -> TenantClaim:
+    where = placement(tenant, environment=facts.environment, host_project=facts.project, tenant_projects=facts.tenant_projects)
+    return TenantClaim(tenant.name, tenant.network.cidr, source, None if where is None or where.shared else where.project)
+
+
+def _tenant_stack_claims(project_dir: Path, facts: EnvironmentFacts, *, environment_stack_name: str, exclude: str) -> list[TenantClaim]:
     """Tenants of other team stacks in this repo that use the same environment."""
     claims = []
     for other in list_stacks(project_dir):
@@ -217,12 +237,14 @@ def _tenant_stack_claims(project_dir: Path, *, environment_stack_name: str, excl
         if reference.split("/")[-1] == environment_stack_name and isinstance(tenant, dict):
             cidr = (tenant.get("network") or {}).get("cidr")
             if tenant.get("name") and cidr:
-                claims.append(TenantClaim(tenant["name"], cidr, f"stack {other} (Pulumi.{other}.yaml)"))
+                project = claimed_project(tenant, environment=facts.environment, tenant_projects=facts.tenant_projects)
+                claims.append(TenantClaim(tenant["name"], cidr, f"stack {other} (Pulumi.{other}.yaml)", project))
     return claims
 
 
 def _facts(environment, project, region, cluster, platform, node_provider, offer, tenants, catalog) -> EnvironmentFacts:
-    return EnvironmentFacts(
+    roles = tenant_roles(project, platform.role_id_prefix)
+    facts = EnvironmentFacts(
         environment=environment,
         project=project,
         region=region,
@@ -233,15 +255,22 @@ def _facts(environment, project, region, cluster, platform, node_provider, offer
         gpu_quota=dict(node_provider.gpu_quota),
         node_types=offer.node_types,
         reserved_cidrs=_cluster_ranges(cluster),
-        tenants=tuple(TenantClaim(t.name, t.network.cidr, "the environment's tenants") for t in tenants if t is not None),
+        tenants=(),
         vcluster_version=platform.vcluster_version,
         platform_service_account=f"{platform.service_account_id}@{project}.iam.gserviceaccount.com",
-        tenant_subnet_role=f"projects/{project}/roles/{role_id(platform.role_id_prefix, TENANT_SUBNET_USE)}",
-        tenant_disk_role=f"projects/{project}/roles/{role_id(platform.role_id_prefix, TENANT_DISKS)}",
-        tenant_load_balancer_role=f"projects/{project}/roles/{role_id(platform.role_id_prefix, TENANT_LOAD_BALANCERS)}",
+        tenant_subnet_role=roles.subnet_use,
+        tenant_disk_role=roles.disks,
+        tenant_load_balancer_role=roles.load_balancers,
         legacy_infrastructure=node_provider.legacy_infrastructure,
         price_date=catalog.price_date,
+        role_id_prefix=platform.role_id_prefix,
+        platform_role=roles.vm,
+        tenant_projects=platform.tenant_projects,
+        allow_shared_isolation=platform.allow_shared_isolation,
     )
+    # Claims name each tenant's project, which follows from the facts above.
+    claims = tuple(_claim(t, "the environment's tenants", facts) for t in tenants if t is not None)
+    return dataclasses.replace(facts, tenants=claims)
 
 
 def _offer(np: NodeProviderConfig, catalog: Catalog) -> NodeTypeOffer:
@@ -304,6 +333,9 @@ IDENTITY_FACTS = (
     "tenantLoadBalancerRole",
     "vclusterVersion",
     "legacyInfrastructure",
+    "roleIdPrefix",
+    "platformRole",
+    "tenantProjects",
 )
 
 

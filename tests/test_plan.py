@@ -157,7 +157,12 @@ def test_dev_plan_reports_quota_use(dev_plan, dev_stack):
     for use in dev_stack.offer.quota:
         assert re.search(rf"{use.gpu} +{use.quota} +{use.claimable} ", quota)
     # Node types together always could claim more than the quota; that is reported, not warned.
-    assert section(out, "Warnings") == "Warnings: none"
+    # dev's inline tenants share the environment's project, which is warned about, and nothing else.
+    warnings = section(out, "Warnings").splitlines()[1:]
+    assert [w.split(" uses isolation: shared")[0] for w in warnings] == [
+        "  WARNING (program): tenants[0] (nlp)",
+        "  WARNING (program): tenants[1] (speech)",
+    ]
 
 
 def test_tenants_asking_for_more_than_the_quota_are_warned_about(tmp_path):
@@ -433,3 +438,53 @@ def test_command_line_entry_point(tmp_path):
     assert re.search(r"^FAIL +broken: ", result.stdout, re.M)
     assert "environment: 'qa' is not allowed" in result.stderr
     assert "Traceback" not in result.stdout + result.stderr
+
+
+# --- tenant isolation in the plan (tools/isolation_plan.py) -----------------------------------------
+
+
+def test_plan_shows_each_tenants_project_and_isolation(dev_plan, dev_json):
+    _, out, _, _ = dev_plan
+    tenants = section(out, "Tenants")
+    for name in ("nlp", "speech"):
+        assert re.search(rf"^  {name}: .*\n    isolation shared: GCP project acme-ml-dev \(shared with the environment", tenants, flags=re.M)
+    [nlp] = [t for t in dev_json["tenants"] if t["name"] == "nlp"]
+    assert (nlp["gcpProject"], nlp["isolation"], nlp["natAddresses"], nlp["nodeMetadata"]) == ("acme-ml-dev", "shared", 1, "concealed")
+
+
+def test_plan_of_a_team_stack_shows_its_own_project():
+    code, out, _ = plan("--stack", "team-vision-dev")
+    assert code == 0
+    assert "    isolation project: GCP project acme-ml-dev-vision (existing, the team's own)" in section(out, "Tenants")
+
+
+def test_compare_names_what_moving_a_tenant_to_its_own_project_replaces(dev_run, stack_values):
+    from tools import isolation_plan
+
+    values = stack_values("dev")
+    values["gpu-platform:tenants"][0].update(isolation="project", gcpProject="acme-ml-dev-nlp")
+    moved = run_program(values, stack="dev")
+    changes = isolation_plan.compare(isolation_plan.resources_of(dev_run), isolation_plan.resources_of(moved), ref="main", stack="dev")
+    assert [(m.tenant, m.before, m.after) for m in changes.moves] == [("nlp", "acme-ml-dev", "acme-ml-dev-nlp")]
+    replaced = {(c.type.split(":")[1], c.name) for c in changes.changes if c.action == "replace"}
+    for kind in ("compute/network", "compute/subnetwork", "compute/router", "compute/routerNat", "compute/address", "serviceaccount/account"):
+        assert any(k == kind and n.startswith("tenant-nlp-") for k, n in replaced), kind
+    assert ("management.loft.sh/v1", "tenant-nlp-instance") in replaced  # the VirtualClusterInstance
+    assert not any(n.startswith("tenant-speech-") for _, n in replaced)
+    created = {c.name for c in changes.changes if c.action == "create"}
+    assert {"tenant-nlp-project-compute", "tenant-nlp-project-role-vm"} <= created
+    text = isolation_plan.render_changes(changes, "acme-ml-dev")
+    assert "TENANT nlp MOVES from GCP project acme-ml-dev (shared) to acme-ml-dev-nlp (its own)" in text
+    assert "± replace gcp:compute/network:Network  tenant-nlp-gcp-vpc  (project: acme-ml-dev → acme-ml-dev-nlp)" in text
+    assert "VIRTUAL CLUSTER RE-CREATED: tenant-nlp-instance" in text
+    assert isolation_plan.compare(isolation_plan.resources_of(dev_run), isolation_plan.resources_of(dev_run), ref="HEAD", stack="dev").changes == []
+
+
+def test_compare_to_a_git_ref_from_the_command_line():
+    if subprocess.run(["git", "-C", str(PROJECT_DIR), "rev-parse", "HEAD"], capture_output=True).returncode != 0:
+        pytest.skip("not a git checkout")
+    code, out, err = plan("--stack", "team-vision-dev", "--compare-to", "HEAD", "--quiet")
+    assert code == 0, err
+    assert re.search(r"^Changes against HEAD \(stack team-vision-dev\): \d+ to create, \d+ to delete, \d+ to replace, \d+ to update$", out, flags=re.M)
+    code, out, err = plan("--stack", "team-vision-dev", "--compare-to", "no-such-ref-xyz", "--quiet")
+    assert code == 1 and "git cannot read 'no-such-ref-xyz'" in err

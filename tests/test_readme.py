@@ -46,3 +46,12 @@ def test_every_policy_is_documented():
 def test_the_first_command_is_the_offline_plan():
     first = re.search(r"```sh\n(.+?)\n", README).group(1)
     assert first.startswith("make plan")
+
+
+@pytest.mark.parametrize("key, model", [("platform", PlatformConfig), ("tenants", Tenant)])
+def test_pulumi_yaml_describes_every_key_of_the_object(key, model):
+    """`pulumi config` shows these descriptions; they list the object's keys."""
+    import yaml
+
+    description = yaml.safe_load((PROJECT_DIR / "Pulumi.yaml").read_text())["config"][key]["description"]
+    assert [f.alias for f in model.model_fields.values() if not re.search(rf"\b{f.alias}\b", description)] == []
