@@ -169,14 +169,12 @@ class TenantVCluster(pulumi.ComponentResource):
             )
         )
 
+        labels = {"gpu-platform/tenant": tenant.name, "gpu-platform/environment": facts.environment}
         self.platform_project = k8s.apiextensions.CustomResource(
             f"{name}-platform-project",
             api_version=API_VERSION,
             kind="Project",
-            metadata=k8s.meta.v1.ObjectMetaArgs(
-                name=platform_project(tenant),
-                labels={"gpu-platform/tenant": tenant.name, "gpu-platform/environment": facts.environment},
-            ),
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=platform_project(tenant), labels=labels),
             spec=platform_project_spec(tenant, facts.environment, facts.node_provider_name).to_dict(),
             # The management API exists once the platform is up (the caller's depends_on).
             opts=pulumi.ResourceOptions(parent=self, depends_on=depends_on_of(opts)),
@@ -219,7 +217,7 @@ class TenantVCluster(pulumi.ComponentResource):
                 # The platform creates the project's namespace; pulumi-kubernetes retries a create
                 # whose namespace does not exist yet (pulumi/pulumi-kubernetes#262).
                 namespace=self.project_namespace,
-                labels={"gpu-platform/tenant": tenant.name, "gpu-platform/environment": facts.environment},
+                labels=labels,
                 annotations={
                     "pulumi.com/waitFor": "jsonpath={.status.phase}=Ready",
                     "pulumi.com/timeoutSeconds": str(READY_TIMEOUT_SECONDS),

@@ -481,10 +481,12 @@ def test_compare_names_what_moving_a_tenant_to_its_own_project_replaces(dev_run,
 
 
 def test_compare_to_a_git_ref_from_the_command_line():
+    from tools import isolation_plan
+
     if subprocess.run(["git", "-C", str(PROJECT_DIR), "rev-parse", "HEAD"], capture_output=True).returncode != 0:
         pytest.skip("not a git checkout")
-    code, out, err = plan("--stack", "team-vision-dev", "--compare-to", "HEAD", "--quiet")
+    code, out, err = plan("--stack", "dev", "--compare-to", "HEAD", "--quiet")
     assert code == 0, err
-    assert re.search(r"^Changes against HEAD \(stack team-vision-dev\): \d+ to create, \d+ to delete, \d+ to replace, \d+ to update$", out, flags=re.M)
-    code, out, err = plan("--stack", "team-vision-dev", "--compare-to", "no-such-ref-xyz", "--quiet")
-    assert code == 1 and "git cannot read 'no-such-ref-xyz'" in err
+    assert re.search(r"^Changes against HEAD \(stack dev\): \d+ to create, \d+ to delete, \d+ to replace, \d+ to update$", out, flags=re.M)
+    with pytest.raises(isolation_plan.CompareError, match="git cannot read 'no-such-ref-xyz'"):
+        isolation_plan.snapshot_at("no-such-ref-xyz", "dev", PROJECT_DIR)

@@ -293,19 +293,11 @@ def compare_plan(plan: Any, ref: str) -> Changes:
 
 
 def _normal(value: Any) -> Any:
-    """JSON-shaped and with integral floats as ints, so both sides compare alike."""
-    value = json.loads(json.dumps(value, default=str))
+    """JSON-shaped, integral floats as ints and unset fields dropped (the plan's normalisation),
+    so both sides compare alike."""
+    from tools.plan import _normalise  # tools.plan imports this module
 
-    def walk(v: Any) -> Any:
-        if isinstance(v, float) and v.is_integer():
-            return int(v)
-        if isinstance(v, dict):
-            return {k: walk(x) for k, x in v.items() if x is not None}
-        if isinstance(v, list):
-            return [walk(x) for x in v]
-        return v
-
-    return walk(value)
+    return _normalise(json.loads(json.dumps(value, default=str)))
 
 
 def _differing(old: dict[str, Any], new: dict[str, Any], prefix: str = "") -> list[str]:
