@@ -191,7 +191,7 @@ def _shape_and_price(catalog: Catalog, region: str, machine, price: Price | None
         "capacity_memory_mi": int(machine.memory_gb * 1024),
         "reserved_cpu_millis": reserved_cpu,
         "reserved_memory_mi": reserved_memory,
-        "usd_per_hour": None if price is None else round(price.usd_per_hour, 4),
+        "usd_per_hour": None if price is None else price.usd_per_hour,
         "price_estimate": price is None or regional is None or regional.is_estimate(price),
     }
 
