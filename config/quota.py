@@ -10,15 +10,14 @@ busy at once. Past the quota Compute Engine refuses new VMs and the teams' pods 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Iterable
 
 from pydantic import ValidationError
 
 from .facts import EnvironmentFacts
-from .stack_files import StackFileError, list_stacks, read_stack_values
+from .stack_files import StackFileError, list_stacks, read_stack_values, structured
 from .tenant import Tenant
 
 NS = "gpu-platform"
@@ -100,7 +99,7 @@ def team_stack_tenants(project_dir: Path, *, environment_stack_name: str, exclud
         except StackFileError:
             continue
         reference = str(values.get(f"{NS}:environmentStack") or "")
-        raw = _json(values.get(f"{NS}:tenant"))
+        raw = structured(values.get(f"{NS}:tenant"))
         if reference.split("/")[-1] != environment_stack_name or not isinstance(raw, dict) or not raw:
             continue
         try:
@@ -108,12 +107,3 @@ def team_stack_tenants(project_dir: Path, *, environment_stack_name: str, exclud
         except ValidationError:
             continue
     return entries
-
-
-def _json(value: Any) -> Any:
-    if isinstance(value, str) and value[:1] in "[{":
-        try:
-            return json.loads(value)
-        except ValueError:
-            return value
-    return value

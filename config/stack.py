@@ -7,7 +7,6 @@ team's tenant stack, otherwise an environment stack.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,7 +32,7 @@ from .facts import EnvironmentFacts, TenantClaim
 from .node_types import NodeTypeOffer, generate_node_types
 from .permissions import TENANT_DISKS, TENANT_LOAD_BALANCERS, TENANT_SUBNET_USE, role_id
 from .quota import QuotaLine, TenantEntry, quota_lines, team_stack_tenants
-from .stack_files import StackFileError, list_stacks, read_stack_values
+from .stack_files import StackFileError, list_stacks, read_stack_values, structured
 from .tenant import Tenant, TenantPlan, check_tenant, plan_tenant
 
 NS = "gpu-platform"
@@ -72,7 +71,7 @@ class TenantStack:
 
 def load_stack(values: dict[str, Any], *, stack: str, project_dir: Path, catalog: Catalog | None = None) -> EnvironmentStack | TenantStack:
     catalog = catalog or load_catalog()
-    values = {k: _json(v) for k, v in values.items()}
+    values = {k: structured(v) for k, v in values.items()}
     problems = Problems()
     environment = values.get(f"{NS}:environment")
     if environment not in ENVIRONMENTS:
@@ -239,7 +238,7 @@ def _tenant_stack_claims(project_dir: Path, *, environment_stack_name: str, excl
         if other == exclude:
             continue
         try:
-            values = {k: _json(v) for k, v in read_stack_values(project_dir, other).items()}
+            values = {k: structured(v) for k, v in read_stack_values(project_dir, other).items()}
         except StackFileError:
             continue
         reference = str(values.get(f"{NS}:environmentStack") or "")
@@ -310,16 +309,6 @@ def _parse(path: str, model: type[BaseModel], raw: Any, problems: Problems):
     except ValidationError as e:
         problems.extend(problems_from_validation(path, model, e))
         return None
-
-
-def _json(value: Any) -> Any:
-    """Pulumi hands structured config to programs as JSON strings."""
-    if isinstance(value, str) and value[:1] in "[{":
-        try:
-            return json.loads(value)
-        except ValueError:
-            return value
-    return value
 
 
 # Facts a tenant stack takes from the environment's stack file and builds GCP objects and IAM

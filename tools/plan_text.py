@@ -10,7 +10,6 @@ from typing import Any, Iterable
 import yaml
 
 from components.tenant_documents import GPU_OPERATOR_NAMESPACE
-from config import node_properties as props
 from config.stack import NS, EnvironmentStack, TenantStack
 from config.stack_files import StackFileError, list_stacks, read_stack_values
 from tools.mock_engine import PLACEHOLDER, ProgramRun, Registration
