@@ -70,10 +70,16 @@ class NodeEnvironmentTemplate(ApiObject):
 
 
 @dataclass
+class NodeTypeOverhead(ApiObject):
+    kube_reserved: dict[str, str] | None = None  # kubelet and other system daemons
+
+
+@dataclass
 class NodeTypeSpec(ApiObject):
     name: str
-    resources: dict[str, str]
+    resources: dict[str, str]  # the node's full resources
     properties: dict[str, str]
+    overhead: NodeTypeOverhead | None = None
     cost: int | None = None
     max_capacity: int | None = None
     display_name: str | None = None

@@ -53,7 +53,7 @@ class EnvironmentFacts:
     tenant_disk_role: str
     tenant_load_balancer_role: str
     legacy_infrastructure: bool
-    price_date: str
+    prices_read: str | None  # when the region's prices were read; None: no recorded prices there
     # Custom role ids <prefix>_<role>: defined in the environment's project, and in each team's
     # project for the bindings made there.
     role_id_prefix: str = ""
@@ -87,7 +87,7 @@ class EnvironmentFacts:
             "tenantDiskRole": self.tenant_disk_role,
             "tenantLoadBalancerRole": self.tenant_load_balancer_role,
             "legacyInfrastructure": self.legacy_infrastructure,
-            "priceDate": self.price_date,
+            "pricesRead": self.prices_read,
             "roleIdPrefix": self.role_id_prefix,
             "platformRole": self.platform_role,
             "tenantProjects": self.tenant_projects.model_dump(by_alias=True) if self.tenant_projects else None,
@@ -114,7 +114,7 @@ class EnvironmentFacts:
             tenant_disk_role=data["tenantDiskRole"],
             tenant_load_balancer_role=data["tenantLoadBalancerRole"],
             legacy_infrastructure=bool(data.get("legacyInfrastructure", False)),
-            price_date=data["priceDate"],
+            prices_read=data.get("pricesRead"),
             # Absent in exports of environments deployed before teams had projects of their own;
             # the identity check then asks for the environment to be deployed first.
             role_id_prefix=data.get("roleIdPrefix", ""),

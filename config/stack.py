@@ -8,7 +8,6 @@ team's tenant stack, otherwise an environment stack.
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,7 +32,8 @@ from .errors import ConfigError, Problem, Problems, problems_from_validation
 from .facts import EnvironmentFacts, TenantClaim
 from .isolation import Placement, check_tenant_projects, claimed_project, placement, shared_warning, tenant_roles
 from .node_types import NodeTypeOffer, generate_node_types
-from .stack_files import StackFileError, list_stacks, read_stack_values
+from .quota import QuotaLine, TenantEntry, quota_lines, team_stack_tenants
+from .stack_files import StackFileError, list_stacks, read_stack_values, structured
 from .tenant import MAX_TENANT_NAME, Tenant, TenantPlan, check_tenant, plan_tenant
 
 NS = "gpu-platform"
@@ -56,6 +56,7 @@ class EnvironmentStack:
     facts: EnvironmentFacts
     tenants: tuple[TenantPlan, ...]
     warnings: tuple[str, ...] = ()
+    quota: tuple[QuotaLine, ...] = ()  # every tenant of the environment, team stacks included
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,7 @@ class TenantStack:
     facts: EnvironmentFacts  # from the environment's stack file
     tenant: TenantPlan
     warnings: tuple[str, ...] = ()
+    quota: tuple[QuotaLine, ...] = ()  # every tenant of the environment, this one included
 
     @property
     def placement(self) -> Placement:
@@ -77,7 +79,7 @@ class TenantStack:
 
 def load_stack(values: dict[str, Any], *, stack: str, project_dir: Path, catalog: Catalog | None = None) -> EnvironmentStack | TenantStack:
     catalog = catalog or load_catalog()
-    values = {k: _json(v) for k, v in values.items()}
+    values = {k: structured(v) for k, v in values.items()}
     problems = Problems()
     environment = values.get(f"{NS}:environment")
     if environment not in ENVIRONMENTS:
@@ -144,16 +146,25 @@ def _load_environment_stack(values, stack, project_dir, catalog, problems) -> En
             )
     if node_provider is not None and region:
         check_node_provider(region, node_provider, catalog, problems)
+        if node_provider.quota_policy is None:
+            node_provider = node_provider.model_copy(update={"quota_policy": "fail" if environment == "prod" else "warn"})
     environment_sound = len(problems.items) == before and None not in (cluster, platform, node_provider) and project and region and known_env
 
+    quota: tuple[QuotaLine, ...] = ()
+    quota_warnings: tuple[str, ...] = ()
     if environment_sound:
-        offer = _offer(node_provider, catalog)
+        offer = _offer(region, node_provider, catalog)
         facts = _facts(environment, project, region, cluster, platform, node_provider, offer, tenants, catalog)
         for i, tenant in enumerate(tenants):
             if tenant is not None:
                 # Earlier entries only: a collision is reported once, at the entry that causes it.
                 others = [_claim(t, f"tenants[{j}]", facts) for j, t in enumerate(tenants[:i]) if t is not None]
                 check_tenant(f"tenants[{i}]", tenant, facts, others, problems)
+        if not problems:
+            entries = [TenantEntry(t, f"tenants[{i}]") for i, t in enumerate(tenants) if t is not None]
+            entries += team_stack_tenants(project_dir, environment_stack_name=stack)
+            quota = quota_lines(entries, facts)
+            quota_warnings = _quota_verdict(quota, node_provider.quota_policy, lambda line: f"nodeProvider.gpuQuota.{line.gpu}", problems)
     elif any(t is not None for t in tenants):
         problems.note("tenants were checked for structure only; they are checked against the environment once its own problems are fixed")
     if problems:
@@ -172,7 +183,9 @@ def _load_environment_stack(values, stack, project_dir, catalog, problems) -> En
         warnings=(
             *environment_warnings(environment, cluster, node_provider),
             *(shared_warning(f"tenants[{i}]", t.name, project) for i, t in enumerate(tenants) if t is not None and t.isolation == "shared"),
+            *quota_warnings,
         ),
+        quota=quota,
     )
 
 
@@ -213,8 +226,25 @@ def _load_tenant_stack(values, stack, project_dir, catalog, problems) -> TenantS
     check_tenant("tenant", tenant, env.facts, others, problems)
     if problems:
         return None
-    warnings = (shared_warning("tenant", tenant.name, env.project),) if tenant.isolation == "shared" else ()
-    return TenantStack(stack, env.environment, reference, env.facts, plan_tenant(tenant, env.facts), warnings)
+    entries = [TenantEntry(t.tenant, f"tenants[{i}] of {env_stack}") for i, t in enumerate(env.tenants)]
+    entries += team_stack_tenants(project_dir, environment_stack_name=env_stack, exclude=stack)
+    quota = quota_lines([*entries, TenantEntry(tenant, f"stack {stack}")], env.facts)
+    warnings = _quota_verdict(quota, env.node_provider.quota_policy, lambda line: "tenant.gpuPools", problems)
+    if problems:
+        return None
+    if tenant.isolation == "shared":
+        warnings = (shared_warning("tenant", tenant.name, env.project), *warnings)
+    return TenantStack(stack, env.environment, reference, env.facts, plan_tenant(tenant, env.facts), warnings, quota)
+
+
+def _quota_verdict(quota: tuple[QuotaLine, ...], policy: str | None, key, problems: Problems) -> tuple[str, ...]:
+    """Warnings for quota lines the tenants exceed together, or problems under quotaPolicy fail."""
+    exceeded = [line for line in quota if line.exceeded]
+    if policy == "fail":
+        for line in exceeded:
+            problems.add(key(line), f"{line.message()}; nodeProvider.quotaPolicy is fail (raise the quota or lower the tenants' maxGpus)")
+        return ()
+    return tuple(line.message() for line in exceeded)
 
 
 def _claim(tenant: Tenant, source: str, facts: EnvironmentFacts) -> TenantClaim:
@@ -229,7 +259,7 @@ def _tenant_stack_claims(project_dir: Path, facts: EnvironmentFacts, *, environm
         if other == exclude:
             continue
         try:
-            values = {k: _json(v) for k, v in read_stack_values(project_dir, other).items()}
+            values = {k: structured(v) for k, v in read_stack_values(project_dir, other).items()}
         except StackFileError:
             continue
         reference = str(values.get(f"{NS}:environmentStack") or "")
@@ -262,7 +292,7 @@ def _facts(environment, project, region, cluster, platform, node_provider, offer
         tenant_disk_role=roles.disks,
         tenant_load_balancer_role=roles.load_balancers,
         legacy_infrastructure=node_provider.legacy_infrastructure,
-        price_date=catalog.price_date,
+        prices_read=catalog.prices[region].read if region in catalog.prices else None,
         role_id_prefix=platform.role_id_prefix,
         platform_role=roles.vm,
         tenant_projects=platform.tenant_projects,
@@ -273,9 +303,10 @@ def _facts(environment, project, region, cluster, platform, node_provider, offer
     return dataclasses.replace(facts, tenants=claims)
 
 
-def _offer(np: NodeProviderConfig, catalog: Catalog) -> NodeTypeOffer:
+def _offer(region: str, np: NodeProviderConfig, catalog: Catalog) -> NodeTypeOffer:
     return generate_node_types(
         catalog=catalog,
+        region=region,
         zones=np.zones,
         gpu_types=np.gpu_types,
         spot=np.spot,
@@ -308,16 +339,6 @@ def _parse(path: str, model: type[BaseModel], raw: Any, problems: Problems):
     except ValidationError as e:
         problems.extend(problems_from_validation(path, model, e))
         return None
-
-
-def _json(value: Any) -> Any:
-    """Pulumi hands structured config to programs as JSON strings."""
-    if isinstance(value, str) and value[:1] in "[{":
-        try:
-            return json.loads(value)
-        except ValueError:
-            return value
-    return value
 
 
 # Facts a tenant stack takes from the environment's stack file and builds GCP objects and IAM

@@ -55,3 +55,17 @@ def test_pulumi_yaml_describes_every_key_of_the_object(key, model):
 
     description = yaml.safe_load((PROJECT_DIR / "Pulumi.yaml").read_text())["config"][key]["description"]
     assert [f.alias for f in model.model_fields.values() if not re.search(rf"\b{f.alias}\b", description)] == []
+
+
+def test_the_costs_example_is_the_dev_plan():
+    """README "Costs" shows dev's cost table exactly as `make plan` prints it."""
+    import contextlib
+    import io
+
+    from tools.plan import main
+
+    example = re.search(r"```text\n(.+?)\n```", section("Costs"), flags=re.DOTALL).group(1)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["--stack", "dev"]) == 0
+    assert example in out.getvalue()
