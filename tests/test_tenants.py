@@ -241,3 +241,21 @@ def test_tenant_stack_checks_its_project_against_the_deployed_environments_tenan
     with pytest.raises(pulumi.RunError) as caught:
         run_program(read_stack_values(PROJECT_DIR, "team-vision-dev"), stack="team-vision-dev", stack_outputs={env_stack_ref: deployed})
     assert "tenant.gcpProject: 'acme-ml-dev-vision' is already the project of tenant old-vision (the environment's tenants)" in str(caught.value)
+
+
+def test_the_schema_record_knows_the_isolation_keys():
+    """controlPlane.statefulSet.resources and policies.networkPolicy as upstream's schema has them
+    (chart/values.schema.json at v0.36.1: ControlPlaneStatefulSet, Resources, Policies, NetworkPolicy)."""
+    validator = jsonschema.Draft202012Validator(SCHEMA)
+    good = {
+        "controlPlane": {"statefulSet": {"resources": {"requests": {"cpu": "200m"}, "limits": {"memory": "4Gi"}}}},
+        "policies": {"networkPolicy": {"enabled": True}},
+    }
+    assert list(validator.iter_errors(good)) == []
+    for bad in (
+        {"controlPlane": {"statefulSet": {"resource": {}}}},
+        {"controlPlane": {"statefulSet": {"resources": {"request": {}}}}},
+        {"policies": {"networkPolicies": {"enabled": True}}},
+        {"policies": {"networkPolicy": {"enable": True}}},
+    ):
+        assert list(validator.iter_errors(bad)), bad
