@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 STACK  ?= dev
 
-.PHONY: venv test plan plan-all bench constraints clean
+.PHONY: venv test plan plan-all bench constraints policy-data clean
 
 $(STAMP): requirements.txt constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,10 @@ constraints: $(STAMP)
 	{ echo "# Transitive dependencies, pinned so a fresh clone installs exactly what was tested."; \
 	  echo "# Regenerate after changing requirements.txt: make constraints"; \
 	  $(BIN)/pip freeze --exclude-editable; } > constraints.txt
+
+## The policy pack's copy of the program's data (policy/program_data.json); a test fails when stale.
+policy-data: $(STAMP)
+	$(BIN)/python -m tools.policy_data
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis plan-out
