@@ -96,7 +96,7 @@ def test_pack_runtime_pins_match_the_program():
         out = {}
         for line in path.read_text().splitlines():
             line = line.split("#", 1)[0].strip()
-            if line:
+            if line and not line.startswith("-"):  # -c constraints.txt
                 name, _, version = line.partition("==")
                 assert version, f"{path.name}: {line!r} is not pinned with =="
                 out[name.lower().replace("_", "-")] = version
