@@ -12,6 +12,7 @@ import sys
 
 import policies as P
 import pytest
+import yaml
 from policy_support import analyze_remote, runs, served_pack  # noqa: F401
 from pulumi_policy import StackValidationPolicy
 
@@ -115,3 +116,9 @@ def test_every_policy_the_readme_table_needs_is_a_resource_or_stack_policy():
     kinds = {type(p).__name__ for p in P.POLICIES}
     assert kinds == {"ResourceValidationPolicy", "StackValidationPolicy"}
     assert [p.name for p in P.POLICIES if isinstance(p, StackValidationPolicy)] == [P.no_grants_on_host_network.name]
+
+
+def test_readme_enables_the_committed_pack_version():
+    version = yaml.safe_load((POLICY_DIR / "PulumiPolicy.yaml").read_text())["version"]
+    readme = (PROJECT_DIR / "README.md").read_text()
+    assert f"pulumi policy enable <your-org>/gpu-platform-guardrails {version} --policy-group gpu-platform-guardrails" in readme
