@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import policies as P
-import pytest
 import yaml
 from pulumi_policy import (
     EnforcementLevel,
@@ -158,11 +157,6 @@ def pools_of(document: dict) -> dict[str, dict]:
     return {p["name"]: p for entry in document["privateNodes"]["autoNodes"] for p in entry["dynamic"]}
 
 
-@pytest.fixture(scope="session")
-def runs(dev_run, prod_run, tenant_run) -> dict[str, ProgramRun]:
-    return {"dev": dev_run, "prod": prod_run, "team-vision-dev": tenant_run}
-
-
 @contextlib.contextmanager
 def served_pack(pack_dir: Path, cwd: Path | None = None):
     """Starts a pack the way the CLI's Python analyzer does (`python -m pulumi.policy <engine>
@@ -200,3 +194,15 @@ def analyze_remote(analyzer, resource_type: str, props: dict, urn: str, name: st
     properties.update(props)
     request = analyzer_pb2.AnalyzeRequest(type=resource_type, properties=properties, urn=urn, name=name)
     return list(analyzer.Analyze(request, timeout=30).diagnostics)
+
+
+def requirement_pins(path: Path) -> dict[str, str]:
+    """name → version of a requirements file whose every requirement is pinned with ==."""
+    out = {}
+    for line in path.read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line and not line.startswith("-"):  # -c constraints.txt
+            name, _, version = line.partition("==")
+            assert version, f"{path}: {line!r} is not pinned with =="
+            out[name.lower().replace("_", "-")] = version
+    return out

@@ -13,7 +13,7 @@ import pulumi
 import pytest
 import yaml
 from ci_config import MAIN_REF
-from policy_support import analyze, args_of, violations
+from policy_support import analyze, args_of, requirement_pins, violations
 
 from config.stack_files import PROJECT_DIR, read_stack_values
 from tools.mock_engine import ProgramRun, run_program
@@ -39,8 +39,8 @@ def run_bootstrap(values: dict) -> ProgramRun:
 
 
 @pytest.fixture(scope="module")
-def bootstrap() -> ProgramRun:
-    return run_bootstrap(committed_values())
+def bootstrap(bootstrap_run) -> ProgramRun:
+    return bootstrap_run
 
 
 @pytest.fixture(scope="module")
@@ -303,16 +303,6 @@ def test_the_stack_file_sets_only_declared_keys():
 
 
 def test_bootstrap_pins_match_the_program():
-    def pins(path):
-        out = {}
-        for line in path.read_text().splitlines():
-            line = line.split("#", 1)[0].strip()
-            if line and not line.startswith("-"):  # -c constraints.txt
-                name, _, version = line.partition("==")
-                assert version, f"{path}: {line!r} is not pinned with =="
-                out[name.lower().replace("_", "-")] = version
-        return out
-
-    bootstrap, program = pins(BOOTSTRAP_DIR / "requirements.txt"), pins(PROJECT_DIR / "requirements.txt")
+    bootstrap, program = requirement_pins(BOOTSTRAP_DIR / "requirements.txt"), requirement_pins(PROJECT_DIR / "requirements.txt")
     assert set(bootstrap) == {"pulumi", "pulumi-gcp", "pulumi-pulumiservice", "pyyaml"}
     assert {name: program.get(name) for name in bootstrap} == bootstrap

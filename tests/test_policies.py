@@ -10,16 +10,13 @@ from __future__ import annotations
 
 import copy
 import json
-import select
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import policies as P
 import pytest
 import yaml
-from policy_support import (  # noqa: F401
+from policy_support import (
     analyze,
     analyze_remote,
     args_of,
@@ -29,7 +26,7 @@ from policy_support import (  # noqa: F401
     one,
     pools_of,
     real,
-    runs,
+    requirement_pins,
     served_pack,
     violations,
 )
@@ -38,7 +35,7 @@ from pulumi_policy.proxy import UNKNOWN_STRING_VALUE, UnknownValueError
 
 from config.permissions import load_roles
 from config.stack_files import PROJECT_DIR, list_stacks, read_stack_values
-from tools.mock_engine import ProgramRun, Registration, run_program
+from tools.mock_engine import ProgramRun, run_program
 
 POLICY_DIR = PROJECT_DIR / "policy"
 
@@ -92,17 +89,7 @@ def test_enforcement_levels():
 
 
 def test_pack_runtime_pins_match_the_program():
-    def pins(path: Path) -> dict[str, str]:
-        out = {}
-        for line in path.read_text().splitlines():
-            line = line.split("#", 1)[0].strip()
-            if line and not line.startswith("-"):  # -c constraints.txt
-                name, _, version = line.partition("==")
-                assert version, f"{path.name}: {line!r} is not pinned with =="
-                out[name.lower().replace("_", "-")] = version
-        return out
-
-    pack, program = pins(POLICY_DIR / "requirements.txt"), pins(PROJECT_DIR / "requirements.txt")
+    pack, program = requirement_pins(POLICY_DIR / "requirements.txt"), requirement_pins(PROJECT_DIR / "requirements.txt")
     assert set(pack) == {"pulumi-policy", "pulumi", "pyyaml"}
     assert {name: program.get(name) for name in pack} == pack
 

@@ -13,7 +13,7 @@ import sys
 import policies as P
 import pytest
 import yaml
-from policy_support import analyze_remote, runs, served_pack  # noqa: F401
+from policy_support import analyze_remote, served_pack
 from pulumi_policy import StackValidationPolicy
 
 from components.auto_nodes_identity import PLATFORM_KSA, PLATFORM_NAMESPACE

@@ -9,7 +9,7 @@ import copy
 
 import policies as P
 import pytest
-from policy_support import args_of, edit_values, make_args, one, policy_resource, runs, stack_args, urn_of, violations  # noqa: F401
+from policy_support import args_of, edit_values, make_args, one, policy_resource, stack_args, urn_of, violations
 from pulumi_policy import EnforcementLevel, StackValidationPolicy
 
 PROJECT_MEMBER = "gcp:projects/iAMMember:IAMMember"

@@ -16,7 +16,6 @@ import pytest
 import yaml
 
 from config.stack_files import PROJECT_DIR, list_stacks, read_stack_values
-from tools.mock_engine import run_program
 
 WORKFLOWS_DIR = PROJECT_DIR / ".github" / "workflows"
 WORKFLOW_FILES = sorted(WORKFLOWS_DIR.glob("*.yml")) + sorted(WORKFLOWS_DIR.glob("*.yaml"))
@@ -59,9 +58,8 @@ def drift() -> dict:
 
 
 @pytest.fixture(scope="module")
-def bootstrap_outputs() -> dict:
-    values = read_stack_values(PROJECT_DIR / "bootstrap", "ci")
-    return run_program(values, stack="ci", main=PROJECT_DIR / "bootstrap" / "__main__.py", project="gpu-platform-bootstrap").outputs
+def bootstrap_outputs(bootstrap_run) -> dict:
+    return bootstrap_run.outputs
 
 
 def triggers(document: dict) -> dict:

@@ -33,7 +33,6 @@ from .common import (
     grant_scope,
     iam_bindings,
     is_iam_grant,
-    is_list,
     not_allowed,
     project_of,
     show,
