@@ -27,6 +27,7 @@ from guardrails.common import (  # noqa: F401  (re-exported for the tests and th
     NETWORK_PEERINGS,
     NODE_PROVIDER,
     PROGRAM_PROJECT,
+    PROJECT,
     SERVICE_ACCOUNT_KEY,
     VIRTUAL_CLUSTER_INSTANCE,
     WORKLOAD_IDENTITY_USER,
@@ -39,7 +40,14 @@ from guardrails.cost import (  # noqa: F401
     gpu_ceiling_nonprod,
     gpu_ceiling_prod,
 )
-from guardrails.gke import firewall_not_open, gke_hardening, gke_prod_deletion_protection, no_network_peering, private_cluster  # noqa: F401
+from guardrails.gke import (  # noqa: F401
+    firewall_not_open,
+    gke_hardening,
+    gke_prod_deletion_protection,
+    no_network_peering,
+    private_cluster,
+    project_without_default_network,
+)
 from guardrails.iam import (  # noqa: F401
     custom_role_least_privilege,
     custom_role_permissions,

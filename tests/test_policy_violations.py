@@ -205,6 +205,16 @@ def test_a_peering_between_a_tenant_and_the_host_is_rejected():
     )
 
 
+@pytest.mark.parametrize("auto", [None, True])
+def test_a_created_project_with_the_default_network_is_rejected(auto):
+    props = {"projectId": "acme-ml-dev-vision", "name": "gpu vision dev", "folderId": "123"}
+    if auto is not None:
+        props["autoCreateNetwork"] = auto
+    message = only(rejected(make_args(P.PROJECT, props)), P.project_without_default_network)
+    assert message.startswith("autoCreateNetwork: " + ("not set" if auto is None else "true is not allowed") + "; allowed: false")
+    assert rejected(make_args(P.PROJECT, {**props, "autoCreateNetwork": False})) == []
+
+
 def test_gke_with_public_nodes_is_rejected(runs):
     run, cluster = one(runs, "dev", P.GKE_CLUSTER)
     props = copy.deepcopy(cluster.plain_inputs)

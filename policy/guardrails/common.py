@@ -36,7 +36,7 @@ NODE_PROVIDER = "kubernetes:management.loft.sh/v1:NodeProvider"
 VIRTUAL_CLUSTER_INSTANCE = "kubernetes:management.loft.sh/v1:VirtualClusterInstance"
 FIREWALL = "gcp:compute/firewall:Firewall"
 NETWORK_PEERINGS = ("gcp:compute/networkPeering:NetworkPeering", "gcp:compute/networkPeeringRoutesConfig:NetworkPeeringRoutesConfig")
-SUBNETWORK = "gcp:compute/subnetwork:Subnetwork"
+PROJECT = "gcp:organizations/project:Project"
 
 # Labels the program sets (components/gke_cluster.py, components/tenant_vcluster.py).
 CLUSTER_ENVIRONMENT_LABEL = "gpu-platform-environment"

@@ -15,6 +15,7 @@ from .common import (
     GKE_CLUSTER,
     GKE_NODE_POOL,
     NETWORK_PEERINGS,
+    PROJECT,
     as_list,
     get,
     is_list,
@@ -226,4 +227,32 @@ no_network_peering = ResourceValidationPolicy(
     severity=Severity.CRITICAL,
 )
 
-POLICIES = [gke_hardening, gke_prod_deletion_protection, private_cluster, firewall_not_open, no_network_peering]
+
+
+def validate_project_without_default_network(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
+    """A project Pulumi creates (a team's, in project isolation) gets no `default` network: GCP
+    would create it with rules that admit SSH and RDP from 0.0.0.0/0, outside Pulumi's state and
+    outside every other check here."""
+    if args.resource_type != PROJECT:
+        return
+    auto = args.props.get("autoCreateNetwork")
+    if auto is not False:
+        report_violation(
+            not_allowed(
+                "autoCreateNetwork",
+                auto,
+                "false (else GCP creates the `default` network, whose default-allow-ssh and default-allow-rdp rules admit 0.0.0.0/0)",
+            ),
+            None,
+        )
+
+
+project_without_default_network = ResourceValidationPolicy(
+    name="project-without-default-network",
+    description="A GCP project created by Pulumi sets autoCreateNetwork: false (no `default` network with its internet-open rules).",
+    validate=validate_project_without_default_network,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    severity=Severity.HIGH,
+)
+
+POLICIES = [gke_hardening, gke_prod_deletion_protection, private_cluster, firewall_not_open, no_network_peering, project_without_default_network]
