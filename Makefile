@@ -9,7 +9,7 @@ STACK  ?= dev
 
 $(STAMP): requirements.txt constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check -r requirements.txt -c constraints.txt
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.txt -c constraints.txt
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -33,7 +33,7 @@ bench: $(STAMP)
 constraints: $(STAMP)
 	{ echo "# Transitive dependencies, pinned so a fresh clone installs exactly what was tested."; \
 	  echo "# Regenerate after changing requirements.txt: make constraints"; \
-	  $(BIN)/pip freeze --exclude-editable; } > constraints.txt
+	  $(BIN)/python -m pip freeze --exclude-editable; } > constraints.txt
 
 ## The policy pack's copy of the program's data (policy/program_data.json); a test fails when stale.
 policy-data: $(STAMP)

@@ -73,6 +73,9 @@ class BootstrapConfig:
     pulumi_organization: str | None
     pulumi_project: str
     manage_pulumi_cloud: bool
+    manage_github: bool = False
+    reviewer_teams: tuple[int, ...] = ()
+    reviewer_users: tuple[int, ...] = ()
 
     @property
     def drift(self) -> GitHubJobs:
@@ -190,6 +193,13 @@ def parse(values: dict[str, Any], pool_project: str | None) -> BootstrapConfig:
     prefix = str(values.get("roleIdPrefix") or "gpuPlatformCi")
     if not _ROLE_PREFIX.match(prefix):
         problems.append(f"roleIdPrefix: {prefix!r} is not allowed; allowed: letters and digits, starting with a letter")
+    manage_github = github.get("manage", True) is not False
+    reviewers = github.get("reviewers") or {}
+    teams, users = reviewers.get("teams") or [], reviewers.get("users") or []
+    if not all(isinstance(i, int) for i in [*teams, *users]):
+        problems.append(f"github.reviewers: {reviewers!r} is not allowed; allowed: {{teams: [<id>], users: [<id>]}} of numeric ids (gh api orgs/<org>/teams/<slug> --jq .id)")
+    elif manage_github and not (teams or users):
+        problems.append("github.reviewers: not set; allowed: the teams or users who approve `production` and `production-preview` jobs, e.g. {teams: [1234567]} (or github.manage: false)")
     cloud = values.get("pulumiCloud") or {}
     manage = cloud.get("manage", True) is not False
     organization = cloud.get("organization")
@@ -207,4 +217,7 @@ def parse(values: dict[str, Any], pool_project: str | None) -> BootstrapConfig:
         pulumi_organization=organization,
         pulumi_project=str(cloud.get("project") or "gpu-platform"),
         manage_pulumi_cloud=manage,
+        manage_github=manage_github,
+        reviewer_teams=tuple(t for t in teams if isinstance(t, int)),
+        reviewer_users=tuple(u for u in users if isinstance(u, int)),
     )

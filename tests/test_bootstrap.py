@@ -304,5 +304,46 @@ def test_the_stack_file_sets_only_declared_keys():
 
 def test_bootstrap_pins_match_the_program():
     bootstrap, program = requirement_pins(BOOTSTRAP_DIR / "requirements.txt"), requirement_pins(PROJECT_DIR / "requirements.txt")
-    assert set(bootstrap) == {"pulumi", "pulumi-gcp", "pulumi-pulumiservice", "pyyaml"}
+    assert set(bootstrap) == {"pulumi", "pulumi-gcp", "pulumi-github", "pulumi-pulumiservice", "pyyaml"}
     assert {name: program.get(name) for name in bootstrap} == bootstrap
+
+
+# --- GitHub ---------------------------------------------------------------------------------------
+
+
+def test_main_is_protected_with_reviews_and_the_test_job(bootstrap):
+    protection = bootstrap.one("github:index/branchProtection:BranchProtection")
+    assert protection.input("pattern") == "main" and protection.input("repositoryId") == "gpu-platform"
+    assert protection.input("enforceAdmins") is True and protection.input("allowsForcePushes") is False
+    [reviews] = protection.input("requiredPullRequestReviews")
+    assert reviews["requiredApprovingReviewCount"] >= 1 and reviews["dismissStaleReviews"] is True
+    [checks] = protection.input("requiredStatusChecks")
+    workflow = yaml.safe_load((PROJECT_DIR / ".github" / "workflows" / "pulumi.yml").read_text())
+    assert checks["contexts"] == [workflow["jobs"]["test"]["name"]]
+
+
+def test_the_environments_the_subjects_stand_for(bootstrap):
+    environments = {r.input("environment"): r.plain_inputs for r in bootstrap.of_type("github:index/repositoryEnvironment:RepositoryEnvironment")}
+    assert set(environments) == {"production", "production-preview", "drift"}
+    protected_only = {"protectedBranches": True, "customBranchPolicies": False}
+    for name in ("production", "production-preview"):
+        env = environments[name]
+        assert env["reviewers"] == [{"teams": [4567890]}] and env["preventSelfReview"] is True and env["canAdminsBypass"] is False, name
+    assert environments["production"]["deploymentBranchPolicy"] == protected_only
+    assert "deploymentBranchPolicy" not in environments["production-preview"]  # pull-request refs must be able to use it
+    assert environments["drift"]["deploymentBranchPolicy"] == protected_only and "reviewers" not in environments["drift"]
+
+
+def test_the_repository_variables_are_the_outputs(bootstrap):
+    variables = {r.input("variableName"): r.input("value") for r in bootstrap.of_type("github:index/actionsVariable:ActionsVariable")}
+    assert variables == bootstrap.outputs["githubVariables"]
+    assert {r.input("repository") for r in bootstrap.of_type("github:index/actionsVariable:ActionsVariable")} == {"gpu-platform"}
+
+
+def test_reviewers_are_required_when_github_is_managed():
+    values = committed_values()
+    del values[NS + "github"]["reviewers"]
+    with pytest.raises(pulumi.RunError, match=r"github.reviewers: not set; allowed: the teams or users who approve"):
+        run_bootstrap(values)
+    values[NS + "github"]["manage"] = False
+    assert not [r for r in run_bootstrap(values).registrations if r.type.startswith("github:")]
