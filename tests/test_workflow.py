@@ -345,7 +345,9 @@ def test_dependabot_pull_requests_get_tests_only(workflow):
 
 
 def test_every_variable_the_workflows_read_is_a_bootstrap_output(bootstrap_outputs):
-    used = {v for path in WORKFLOW_FILES for v in re.findall(r"vars\.([A-Z0-9_]+)", path.read_text())}
+    """The delivery and drift workflows; a workflow with an identity of its own (the manually
+    started acceptance test) documents its own variables."""
+    used = {v for path in (PULUMI, DRIFT) for v in re.findall(r"vars\.([A-Z0-9_]+)", path.read_text())}
     assert used and used <= set(bootstrap_outputs["githubVariables"]), used - set(bootstrap_outputs["githubVariables"])
 
 
