@@ -43,16 +43,17 @@ class Live:
 
     def settle(self, check: str, observe: Callable[[], Finding], *, timeout: float, interval: float = POLL_SECONDS) -> Finding:
         """Poll until `observe` reports ok; record the outcome. Raises CheckFailed when it never does."""
-        last = [Finding(check, False, "never observed")]
+        last: list[Finding] = []
 
         def probe() -> Finding | None:
-            last[0] = observe()
+            last[:] = [observe()]
             return last[0] if last[0].ok else None
 
         try:
             seen = wait_for(check, probe, timeout=timeout, interval=interval, clock=self.clock)
         except CheckFailed as e:
-            detail = last[0].detail if str(e).startswith(f"{check}: not within") else str(e)
+            # What was last seen, if anything was; else why nothing could be (the command's error).
+            detail = last[0].detail if last and str(e).startswith(f"{check}: not within") else str(e)
             self.report.add(Finding(check, False, f"{detail} (waited up to {timeout:.0f} s)"), self.say)
             raise CheckFailed(f"{check}: {detail}") from None
         return self.report.add(Finding(check, True, seen.detail), self.say)

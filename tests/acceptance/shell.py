@@ -109,13 +109,22 @@ class TenantAccess:
         return self.kubectl
 
     def json(self, *args: str) -> dict[str, Any]:
-        return self.ensure().json(*args)
+        return self._retried(lambda kubectl: kubectl.json(*args))
 
     def text(self, *args: str) -> str:
-        return self.ensure().text(*args)
+        return self._retried(lambda kubectl: kubectl.text(*args))
 
     def apply(self, documents: list[dict[str, Any]]) -> None:
-        self.ensure().apply(documents)
+        self._retried(lambda kubectl: kubectl.apply(documents))
+
+    def _retried(self, call):
+        """A port-forward can hang up without exiting (idle timeouts over a long wait): on a failed
+        call, start a fresh one and try once more."""
+        try:
+            return call(self.ensure())
+        except CommandError:
+            self.stop()
+            return call(self.ensure())
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:

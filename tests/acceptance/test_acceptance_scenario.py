@@ -198,3 +198,15 @@ def test_a_failed_job_is_reported_with_its_logs(tmp_path):
     failed = {f.check: f.detail for f in live.report.findings if not f.ok}
     assert set(failed) == {"Job complete", "Job logs show nvidia-smi"}
     assert "Failed to initialize NVML" in failed["Job logs show nvidia-smi"]
+
+
+def test_a_check_that_never_got_an_answer_reports_the_commands_error(tmp_path):
+    live = live_run(World(FakeClock()), tmp_path)
+
+    def observe():
+        raise RuntimeError("Unable to connect to the server: dial tcp 34.118.9.20:443: i/o timeout")
+
+    with pytest.raises(CheckFailed):
+        live.settle("platform API Available", observe, timeout=30)
+    (finding,) = live.report.findings
+    assert not finding.ok and "i/o timeout" in finding.detail
