@@ -139,7 +139,7 @@ class AcceptanceRun:
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self.save_record(cleaned=False)
         say(f"run {self.run_id}: stack {self.names.stack} in project {self.names.project}, cluster {self.names.cluster}, tenant {self.names.tenant}")
-        for line in render_cost(cost_estimate(self.env), self.env.facts.price_date):
+        for line in render_cost(cost_estimate(self.env), self.env.facts.prices_read):
             say(line)
         say(f"state and program copy in {self.run_dir.root}; logs and report in {self.out_dir}")
         stack = None

@@ -18,9 +18,10 @@ from typing import Any
 
 from components.tenant_network import tenant_resource_name
 from components.tenant_vcluster import host_namespace
+from config.catalog import load_catalog
 from config.stack import NS, EnvironmentStack, load_stack
 from config.stack_files import PROJECT_DIR, project_defaults
-from config.tenant import TenantPlan
+from tools.plan_costs import NOT_INCLUDED, environment_costs
 
 ENVIRONMENT = "dev"  # zonal cluster, no deletion protection: cheap and destroyable
 RUN_LABEL = "gpu-platform-acceptance"  # GCP label on the cluster and its nodes: value = run id
@@ -28,15 +29,11 @@ TENANT_CIDR = "10.160.0.0/22"  # the run's own cluster and VPCs: nothing else to
 RUN_ID_LENGTH = 6
 PROJECT_ID = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
 
-# Cost model of one run (README "Acceptance test" quotes `cost_estimate` for the defaults).
-# Assumed durations, from the waits below: `pulumi up` of a fresh environment ≈ 20 min, the checks
-# ≈ 20 min, `pulumi destroy` ≈ 15 min. The GPU VM lives from the Job's start to its idle deletion.
+# How long one run keeps what it deploys, for its cost estimate (README "Acceptance test" quotes
+# `cost_estimate` for the defaults): `pulumi up` of a fresh environment ≈ 20 min, the checks
+# ≈ 20 min, `pulumi destroy` ≈ 15 min; the GPU VM lives from the Job's start to its idle deletion.
 ENVIRONMENT_HOURS = 1.0
-TENANT_CPU_NODE_HOURS = 0.75
 GPU_VM_MINUTES = 15
-# GKE cluster management fee per cluster and hour (https://cloud.google.com/kubernetes-engine/pricing,
-# "cluster management fee"); the free tier credits one zonal or Autopilot cluster per billing account.
-GKE_CLUSTER_FEE_USD_PER_HOUR = 0.10
 
 
 @dataclass(frozen=True)
@@ -178,39 +175,36 @@ def run_names(env: EnvironmentStack, run_id: str) -> RunNames:
 @dataclass(frozen=True)
 class CostItem:
     what: str
-    usd: float | None  # None: no price known
+    usd: float | None  # None: the catalog has no price for it in the region
 
 
 def cost_estimate(env: EnvironmentStack) -> list[CostItem]:
-    """List-price estimate of one run, from the same node types and prices the program uses."""
-    (plan,) = env.tenants
-    system = env.cluster.system_pool
-    system_price = next((nt.usd_per_hour for nt in env.offer.node_types if nt.machine_type == system.machine_type and not nt.spot), None)
-    gpu_pool = plan.gpu_pools[0]
-    return [
-        CostItem(f"GKE cluster management fee, {ENVIRONMENT_HOURS:g} h", GKE_CLUSTER_FEE_USD_PER_HOUR * ENVIRONMENT_HOURS),
-        CostItem(
-            f"GKE system pool, {system.min_nodes} × {system.machine_type}, {ENVIRONMENT_HOURS:g} h",
-            None if system_price is None else system.min_nodes * system_price * ENVIRONMENT_HOURS,
-        ),
-        CostItem(f"tenant CPU node (cheapest CPU node type), {TENANT_CPU_NODE_HOURS:g} h", plan.always_on_usd_per_hour * TENANT_CPU_NODE_HOURS),
-        CostItem(f"GPU VM ({_cheapest_gpu_machine(plan)}), {GPU_VM_MINUTES} min", gpu_pool.cheapest_usd_per_hour * GPU_VM_MINUTES / 60),
+    """List-price estimate of one run: the offline plan's cost lines (tools/plan_costs.py) of the
+    run's stack, its always-on parts for ENVIRONMENT_HOURS and its GPU pool's one VM for
+    GPU_VM_MINUTES."""
+    costs = environment_costs(load_catalog(), env)
+    gpu_pools = {pool.name: pool for plan in env.tenants for pool in plan.gpu_pools}
+    items = [
+        CostItem(f"{line.part}, {ENVIRONMENT_HOURS:g} h", None if line.always_on is None else line.always_on * ENVIRONMENT_HOURS)
+        for line in costs.lines
+        if line.always_on != 0.0  # the GPU pools: nothing while idle, priced below
     ]
-
-
-def _cheapest_gpu_machine(plan: TenantPlan) -> str:
-    pool = plan.gpu_pools[0]
-    cheapest = min(pool.node_types, key=lambda nt: nt.usd_per_hour)
-    return f"{cheapest.machine_type} with {cheapest.gpu_count} × {cheapest.gpu}"
+    for pool in costs.pools:
+        if pool.pool in gpu_pools:
+            minutes = None if pool.expected is None else pool.expected * GPU_VM_MINUTES / 60
+            plan = gpu_pools[pool.pool]
+            shape = f"{', '.join(pool.machine_types)} with {plan.gpus_per_node} × {plan.gpu}"
+            items.append(CostItem(f"GPU VM ({shape}), {GPU_VM_MINUTES} min", minutes))
+    return items
 
 
 def cost_total(items: list[CostItem]) -> float:
     return sum(i.usd for i in items if i.usd is not None)
 
 
-def render_cost(items: list[CostItem], price_date: str) -> list[str]:
-    lines = [f"Estimated cost of this run (list prices of {price_date}; an estimate, not a bill):"]
+def render_cost(items: list[CostItem], prices_read: str | None) -> list[str]:
+    lines = [f"Estimated cost of this run (the catalog's list prices, read {prices_read or 'never for this region'}; an estimate, not a bill):"]
     for item in items:
         lines.append(f"  {item.what}: " + ("price unknown" if item.usd is None else f"${item.usd:.2f}"))
-    lines.append(f"  total ≈ ${cost_total(items):.2f} (not included: disks, the tenant's load balancer, Cloud NAT, egress: cents)")
+    lines.append(f"  total ≈ ${cost_total(items):.2f} (not included: {NOT_INCLUDED})")
     return lines

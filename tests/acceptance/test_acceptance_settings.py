@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import pytest
 
+from config.catalog import load_catalog
 from config.errors import ConfigError
 from config.stack_files import PROJECT_DIR, project_defaults
 from tests.acceptance import leftovers, prerequisites
 from tests.acceptance.settings import (
+    ENVIRONMENT_HOURS,
+    GPU_VM_MINUTES,
     RUN_LABEL,
     RunNames,
     Settings,
@@ -21,6 +24,7 @@ from tests.acceptance.settings import (
     stack_values,
 )
 from tools.mock_engine import run_program
+from tools.plan_costs import environment_costs
 
 RUN_ID = "k3x9q2"
 DEFAULTS = Settings(project="acme-acceptance")
@@ -140,11 +144,16 @@ def test_the_leftover_scan_would_find_every_gcp_object_the_program_creates(run, 
     assert checked >= 12
 
 
-def test_the_cost_estimate_of_the_defaults(env):
+def test_the_cost_estimate_of_the_defaults_is_the_plans_cost_model(env):
     items = cost_estimate(env)
-    assert [round(i.usd, 3) for i in items] == [0.1, 0.134, 0.05, 0.135]
-    assert "n1-standard-4 with 1 × nvidia-tesla-t4" in items[-1].what
-    assert round(cost_total(items), 2) == 0.42
+    costs = environment_costs(load_catalog(), env)
+    always_on = sum(line.always_on for line in costs.lines)
+    (gpu_pool,) = [p for p in costs.pools if p.pool == env.tenants[0].gpu_pools[0].name]
+    assert cost_total(items) == pytest.approx(always_on * ENVIRONMENT_HOURS + gpu_pool.expected * GPU_VM_MINUTES / 60)
+    assert items[0].what == "GKE cluster management fee, 1 h" and items[0].usd == pytest.approx(0.10)
+    assert items[-1].what == "GPU VM (n1-standard-4 with 1 × nvidia-tesla-t4), 15 min"
+    # n1-standard-4 + one T4 + its 200 GB boot disk, for a quarter of an hour.
+    assert 0.13 < items[-1].usd < 0.15
 
 
 def test_missing_tools_are_named():
