@@ -188,3 +188,16 @@ def test_inputs_reach_make_through_the_environment_never_a_script():
 def test_make_never_pastes_a_value_into_the_shell(variable):
     recipe = MAKEFILE[MAKEFILE.index("acceptance: $(STAMP)") : MAKEFILE.index("acceptance-cleanup:")]
     assert f"$({variable})" not in recipe and f'"$${variable}"' in recipe
+
+
+def test_every_readme_example_is_a_valid_run_configuration():
+    flags = {"PROJECT": "--project", "REGION": "--region", "ZONES": "--zones", "GPU": "--gpu", "GPU_QUOTA": "--gpu-quota", "GPUS_PER_NODE": "--gpus-per-node"}
+    examples = re.findall(r"^make acceptance (PROJECT=.*?)(?:\s+#.*)?$", README, flags=re.MULTILINE)
+    assert len(examples) >= 2
+    for example in examples:
+        argv = []
+        for name, value in re.findall(r"([A-Z_]+)=(\S+)", example):
+            argv += [flags[name], "acme-acceptance" if name == "PROJECT" else value]
+        settings = settings_from(parse_args(argv))
+        assert settings.problems() == [], example
+        load_run_stack(settings, "k3x9q2")  # raises ConfigError naming the key if the example is wrong
