@@ -48,38 +48,21 @@ class GithubRepository(pulumi.ComponentResource):
             opts=child,
         )
 
+        protected_only = github.RepositoryEnvironmentDeploymentBranchPolicyArgs(protected_branches=True, custom_branch_policies=False)
+
+        def environment(env_name: str, **rules) -> None:
+            self.environments[env_name] = github.RepositoryEnvironment(
+                f"{name}-{env_name}", repository=repository, environment=env_name, can_admins_bypass=False, opts=child, **rules
+            )
+
         self.environments = {}
         for env in config.environments:
             if env.deploy.environment:
-                self.environments[env.deploy.environment] = github.RepositoryEnvironment(
-                    f"{name}-{env.deploy.environment}",
-                    repository=repository,
-                    environment=env.deploy.environment,
-                    reviewers=reviewers,
-                    prevent_self_review=True,
-                    can_admins_bypass=False,
-                    deployment_branch_policy=github.RepositoryEnvironmentDeploymentBranchPolicyArgs(protected_branches=True, custom_branch_policies=False),
-                    opts=child,
-                )
+                environment(env.deploy.environment, reviewers=reviewers, prevent_self_review=True, deployment_branch_policy=protected_only)
             if env.preview.environment:
                 # Pull-request refs are never protected branches: no branch policy, reviewers only.
-                self.environments[env.preview.environment] = github.RepositoryEnvironment(
-                    f"{name}-{env.preview.environment}",
-                    repository=repository,
-                    environment=env.preview.environment,
-                    reviewers=reviewers,
-                    prevent_self_review=True,
-                    can_admins_bypass=False,
-                    opts=child,
-                )
-        self.environments[config.drift_environment] = github.RepositoryEnvironment(
-            f"{name}-{config.drift_environment}",
-            repository=repository,
-            environment=config.drift_environment,
-            can_admins_bypass=False,
-            deployment_branch_policy=github.RepositoryEnvironmentDeploymentBranchPolicyArgs(protected_branches=True, custom_branch_policies=False),
-            opts=child,
-        )
+                environment(env.preview.environment, reviewers=reviewers, prevent_self_review=True)
+        environment(config.drift_environment, deployment_branch_policy=protected_only)
         for variable, value in variables.items():
             github.ActionsVariable(f"{name}-{variable.lower().replace('_', '-')}", repository=repository, variable_name=variable, value=value, opts=child)
         self.register_outputs({"environments": sorted(self.environments)})

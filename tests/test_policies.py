@@ -528,7 +528,7 @@ def test_unknown_values_defer_to_the_update_instead_of_failing(runs):
     run, reg = one(runs, "dev", P.VIRTUAL_CLUSTER_INSTANCE, "nlp")
     props = copy.deepcopy(reg.plain_inputs)
     props["spec"]["template"]["helmRelease"]["values"] = UNKNOWN_STRING_VALUE
-    for policy in (P.tenant_isolation, P.concrete_scope, P.gpu_ceiling_nonprod):
+    for policy in (P.tenant_isolation, P.concrete_scope, P.gpu_ceiling_nonprod, P.single_node_provider, P.unprivileged_control_plane, P.no_host_cluster_role):
         with pytest.raises(UnknownValueError):
             violations(policy, args_of(run, reg, props=props))
     assert violations(P.instance_chart_versions, args_of(run, reg, props=props)) == []

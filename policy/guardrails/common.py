@@ -177,5 +177,13 @@ class Values:
                 self.problem = f"is not a vcluster.yaml mapping ({str(e).splitlines()[0]})"
 
 
+def instance_values(args: Any) -> VClusterValues | None:
+    """The vcluster.yaml of a VirtualClusterInstance, or None for any other resource and for values
+    that cannot be read (vcluster-private-nodes-isolation reports those)."""
+    if args.resource_type != VIRTUAL_CLUSTER_INSTANCE:
+        return None
+    return Values(args.props).values
+
+
 def environment_of_instance(props: Mapping[str, Any]) -> str | None:
     return get(props, "metadata", "labels", INSTANCE_ENVIRONMENT_LABEL)

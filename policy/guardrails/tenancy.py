@@ -16,7 +16,7 @@ from typing import Any
 from pulumi_policy import EnforcementLevel, ReportViolation, ResourceValidationArgs, ResourceValidationPolicy, Severity
 from vcluster_reader import DYNAMIC, GPU_RESOURCE
 
-from .common import NODE_PROVIDER, VIRTUAL_CLUSTER_INSTANCE, Values, as_list, get, is_list, show, wildcard_problem
+from .common import NODE_PROVIDER, VIRTUAL_CLUSTER_INSTANCE, Values, as_list, get, instance_values, is_list, show, wildcard_problem
 
 
 def validate_tenant_isolation(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
@@ -120,12 +120,10 @@ def validate_single_node_provider(args: ResourceValidationArgs, report_violation
     """Exactly one auto-nodes entry: the environment's NodeProvider, whose environment template
     builds VMs only in the tenant's own network. A second entry could name another provider (say,
     one whose templates put VMs anywhere) and its pools would escape every check of the first."""
-    if args.resource_type != VIRTUAL_CLUSTER_INSTANCE:
+    values = instance_values(args)
+    if values is None:
         return
-    parsed = Values(args.props)
-    if parsed.values is None:
-        return  # reported by vcluster-private-nodes-isolation
-    entries = parsed.values.auto_nodes
+    entries = values.auto_nodes
     first = show(get(entries[0], "provider")) if entries else "not set"
     for i, entry in enumerate(entries[1:], start=1):
         report_violation(
@@ -149,12 +147,10 @@ _PRIVILEGED_CONTAINER = ("privileged", "allowPrivilegeEscalation")
 def validate_unprivileged_control_plane(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
     """The tenant's control plane runs on the HOST cluster: it must not be privileged there, add
     Linux capabilities or mount host paths."""
-    if args.resource_type != VIRTUAL_CLUSTER_INSTANCE:
+    values = instance_values(args)
+    if values is None:
         return
-    parsed = Values(args.props)
-    if parsed.values is None:
-        return
-    document = parsed.values.document
+    document = values.document
     security = get(document, "controlPlane", "statefulSet", "security")
     base = f"{Values.FIELD} controlPlane.statefulSet.security"
     allowed = "false or unset (the control plane runs on the host cluster, beside every other tenant's)"
@@ -190,12 +186,10 @@ unprivileged_control_plane = ResourceValidationPolicy(
 def validate_no_host_cluster_role(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
     """No tenant asks for rights on the host cluster: `rbac.clusterRole` stays `auto` (or off) and
     adds or replaces no rules."""
-    if args.resource_type != VIRTUAL_CLUSTER_INSTANCE:
+    values = instance_values(args)
+    if values is None:
         return
-    parsed = Values(args.props)
-    if parsed.values is None:
-        return
-    cluster_role = get(parsed.values.document, "rbac", "clusterRole")
+    cluster_role = get(values.document, "rbac", "clusterRole")
     base = f"{Values.FIELD} rbac.clusterRole"
     allowed = "none; rights on the host cluster are the platform's, never a tenant's"
     for key in ("extraRules", "overwriteRules"):
