@@ -675,3 +675,13 @@ def test_pack_serves_the_policies_over_grpc(runs):
         assert diagnostic.policyName == P.GPU_CEILING_NON_PROD
         assert diagnostic.enforcementLevel == analyzer_pb2.ADVISORY
         assert "the tenant's GPU limit is 6" in diagnostic.message and "at most 5" in diagnostic.message
+
+
+def test_an_unknown_member_defers_the_iam_policies(runs):
+    """A new service account's e-mail is unknown during the first preview: the grant is checked
+    during `pulumi up`, never waved through."""
+    run, reg = one(runs, "dev", "gcp:projects/iAMMember:IAMMember", "auto-nodes-role-binding")
+    props = {**reg.plain_inputs, "member": UNKNOWN_STRING_VALUE}
+    for policy in (P.grant_allow_list, P.workload_identity_members):
+        with pytest.raises(UnknownValueError):
+            violations(policy, args_of(run, reg, props=props))
