@@ -5,11 +5,11 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 STACK  ?= dev
 
-.PHONY: venv test plan plan-all bench constraints clean
+.PHONY: venv test plan plan-all bench constraints policy-data clean acceptance acceptance-cleanup
 
 $(STAMP): requirements.txt constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check -r requirements.txt -c constraints.txt
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.txt -c constraints.txt
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -27,6 +27,34 @@ plan: $(STAMP)
 plan-all: $(STAMP)
 	$(BIN)/python -m tools.plan --all
 
+## Acceptance test against a real GCP project (README "Acceptance test"): deploys an ephemeral
+## environment with one tenant, checks a GPU node end to end, destroys everything. Costs money.
+##   make acceptance PROJECT=<id> [REGION=us-central1] [ZONES=<region>-a,<region>-b] [GPU=nvidia-tesla-t4] [GPU_QUOTA=1]
+PROJECT          ?=
+REGION           ?= us-central1
+ZONES            ?= $(REGION)-a,$(REGION)-b
+GPU              ?= nvidia-tesla-t4
+GPU_QUOTA        ?= 1
+GPUS_PER_NODE    ?= 1
+BACKEND          ?=
+IDLE_MARGIN      ?= 600
+NODE_TIMEOUT     ?= 1200
+ACCEPTANCE_OUT   ?= acceptance-out
+ACCEPTANCE_FLAGS ?=
+
+# Passed through the environment, never pasted into the command line: the workflow's inputs end up
+# in these variables, and the shell expands "$$VAR" without interpreting its value.
+export PROJECT REGION ZONES GPU GPU_QUOTA GPUS_PER_NODE BACKEND IDLE_MARGIN NODE_TIMEOUT ACCEPTANCE_OUT
+
+acceptance: $(STAMP)
+	@$(BIN)/python -m tests.acceptance.run --project "$$PROJECT" --region "$$REGION" --zones "$$ZONES" \
+	  --gpu "$$GPU" --gpu-quota "$$GPU_QUOTA" --gpus-per-node "$$GPUS_PER_NODE" --backend "$$BACKEND" \
+	  --idle-margin "$$IDLE_MARGIN" --node-timeout "$$NODE_TIMEOUT" --out "$$ACCEPTANCE_OUT" $(ACCEPTANCE_FLAGS)
+
+## Destroy every recorded acceptance run that did not clean up after itself (a failed or cancelled run).
+acceptance-cleanup: $(STAMP)
+	@$(BIN)/python -m tests.acceptance.run --cleanup --out "$$ACCEPTANCE_OUT"
+
 ## Benchmarks (numbers go to README.md "Performance").
 bench: $(STAMP)
 	$(BIN)/python -m bench.run
@@ -34,7 +62,11 @@ bench: $(STAMP)
 constraints: $(STAMP)
 	{ echo "# Transitive dependencies, pinned so a fresh clone installs exactly what was tested."; \
 	  echo "# Regenerate after changing requirements.txt: make constraints"; \
-	  $(BIN)/pip freeze --exclude-editable; } > constraints.txt
+	  $(BIN)/python -m pip freeze --exclude-editable; } > constraints.txt
+
+## The policy pack's copy of the program's data (policy/program_data.json); a test fails when stale.
+policy-data: $(STAMP)
+	$(BIN)/python -m tools.policy_data
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis plan-out

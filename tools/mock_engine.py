@@ -175,6 +175,11 @@ class PlatformMocks(pulumi_mocks.Mocks):
         elif typ == "gcp:organizations/project:Project":
             state["number"] = f"{PLACEHOLDER}-project-number"
             resource_id = f"projects/{inputs.get('projectId', args.name)}"
+        elif typ in ("gcp:iam/workloadIdentityPool:WorkloadIdentityPool", "gcp:iam/workloadIdentityPoolProvider:WorkloadIdentityPoolProvider"):
+            # Named by the project's NUMBER, which only the cloud knows.
+            pool = f"projects/{PLACEHOLDER}-project-number/locations/global/workloadIdentityPools/{inputs['workloadIdentityPoolId']}"
+            provider = inputs.get("workloadIdentityPoolProviderId")
+            state["name"] = f"{pool}/providers/{provider}" if provider else pool
         elif typ == "random:index/randomPassword:RandomPassword":
             state["result"] = rpc.wrap_rpc_secret(f"{PLACEHOLDER}-generated-password")
         elif typ == "kubernetes:helm.sh/v3:Release":
