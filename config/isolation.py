@@ -190,6 +190,16 @@ def check_placement(path: str, tenant: Any, facts: Any, others: list, problems: 
                 f"must not be set with isolation: shared (a shared tenant lives in the environment's project {facts.project}); "
                 "remove it, or use isolation: project",
             )
+        for other in others:
+            # Shared tenants tell their VMs apart by name prefix <environment>-<tenant>- (the IAM
+            # conditions): "nlp-" must not be the start of another shared tenant's name.
+            if other.project is None and (other.name.startswith(f"{tenant.name}-") or tenant.name.startswith(f"{other.name}-")):
+                problems.add(
+                    f"{path}.name",
+                    f"{tenant.name!r} and {other.name!r} ({other.source}) both share the environment's project, and VM names "
+                    f"{facts.environment}-{tenant.name}-… and {facts.environment}-{other.name}-… would not tell them apart; "
+                    "rename one, or give one a project of its own",
+                )
         if not facts.allow_shared_isolation:
             problems.add(
                 f"{path}.isolation",

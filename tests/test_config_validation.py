@@ -445,3 +445,12 @@ def test_isolation_problems_come_together_and_register_nothing(stack_values):
     for path in ("tenants[0].isolation", "tenants[1].gcpProject: 'acme-ml-prod' is the environment's own project", "tenants[2].gcpProject: 'Audio!'"):
         assert f"  - {path}" in message
     assert caught.value.registrations == []
+
+
+def test_shared_tenants_names_keep_their_vms_apart(stack_values):
+    values = stack_values("dev")
+    values[f"{NS}:tenants"][1]["name"] = "nlp-audio"
+    [message] = problems(values)
+    assert message.startswith("tenants[1].name: 'nlp-audio' and 'nlp' (tenants[0]) both share the environment's project")
+    values[f"{NS}:tenants"][1].update(isolation="project", gcpProject="acme-ml-dev-audio")
+    load_stack(values, stack="dev", project_dir=PROJECT_DIR)  # in a project of its own: fine
