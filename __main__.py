@@ -89,7 +89,9 @@ def deploy_environment(env: EnvironmentStack) -> None:
     tenants = [
         TenantVCluster(
             f"tenant-{plan.tenant.name}",
-            TenantVClusterArgs(plan, env.facts, apis=gke.tenant_apis, identity=identity.tenant_prerequisites),
+            TenantVClusterArgs(
+                plan, env.facts, apis=gke.tenant_apis, identity=identity.tenant_prerequisites, platform_api=(platform.api_ready,)
+            ),
             opts=pulumi.ResourceOptions(providers=[gke.provider, gcp_provider], depends_on=[node_provider, platform]),
         )
         for plan in env.tenants

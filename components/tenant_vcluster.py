@@ -49,6 +49,9 @@ class TenantVClusterArgs:
     # (inline tenants): the environment's APIs, and for IAM bindings the platform's identity and roles.
     apis: tuple[pulumi.Resource, ...] = ()
     identity: tuple[pulumi.Resource, ...] = ()
+    # What the platform project waits for in the same stack: the management API. Not the
+    # NodeProvider (it only names it), so projects and the NodeProvider are created side by side.
+    platform_api: tuple[pulumi.Resource, ...] = ()
 
 
 def host_namespace(tenant: str) -> str:
@@ -177,8 +180,7 @@ class TenantVCluster(pulumi.ComponentResource):
             kind="Project",
             metadata=k8s.meta.v1.ObjectMetaArgs(name=platform_project(tenant), labels=labels),
             spec=platform_project_spec(tenant, facts.environment, facts.node_provider_name).to_dict(),
-            # The management API exists once the platform is up (the caller's depends_on).
-            opts=pulumi.ResourceOptions(parent=self, depends_on=depends_on_of(opts)),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.platform_api)),
         )
 
         spec = VirtualClusterInstanceSpec(

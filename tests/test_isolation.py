@@ -314,6 +314,10 @@ def test_each_team_has_a_platform_project_and_its_instance_lives_there(dev_run, 
         assert set(INSTANCE_VERBS) == {"get", "use"}
         # The instance waits for its project, so `pulumi destroy` removes the instance first.
         assert project.urn in run.depends_on(vci.urn)
+    # In the environment stack a platform project waits for the management API (not for the
+    # NodeProvider, which it only names).
+    api_ready = dev_run.one("command:local:Command", "api-ready")
+    assert api_ready.urn in dev_run.depends_on(dev_run.one(PROJECT_CR, "nlp").urn)
     assert "--project vision" in tenant_run.outputs["connectCommand"]
     assert tenant_run.outputs["projectNamespace"] == "p-vision"
 
