@@ -2,8 +2,8 @@
 
 The Kubernetes SDK has no types for these custom resources, so a misspelled field would only
 surface in a real `pulumi up`. These dataclasses are the only way the program builds them; their
-field names are checked in tests/test_loft_api.py against the API's JSON field lists
-(../shared/reference/vcluster-platform.md §I). Unset fields (None) are left out.
+field names are checked in tests/test_loft_api.py against the API's JSON field lists (the loft-sh/api
+v4 Go types, see docs/sources.md "vCluster Platform API"). Unset fields (None) are left out.
 """
 
 from __future__ import annotations

@@ -38,6 +38,9 @@ from .tenant import Tenant, TenantPlan, check_tenant, plan_tenant
 NS = "gpu-platform"
 ENVIRONMENT_KEYS = ("cluster", "platform", "nodeProvider", "tenants")
 TENANT_KEYS = ("environmentStack", "tenant")
+# Object-typed keys and the model of their value (of each item, for `tenants`); Pulumi.yaml's
+# descriptions list exactly these models' keys.
+CONFIG_MODELS = {"cluster": ClusterConfig, "platform": PlatformConfig, "nodeProvider": NodeProviderConfig, "tenants": Tenant, "tenant": Tenant}
 # Keys the program reads itself (secrets are read by __main__, never parsed here).
 KNOWN_KEYS = {f"{NS}:{k}" for k in ("environment", "platformAdminPassword", *ENVIRONMENT_KEYS, *TENANT_KEYS)}
 

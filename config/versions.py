@@ -1,8 +1,7 @@
 """Pinned versions of everything the platform deploys.
 
-One place, so a version bump is one reviewed diff. Sources: ../shared/reference/vcluster-platform.md
-(§A.2 platform tags and the vCluster → platform minimum table, §E.2 template tags) and
-gke-gpu-anchors.md §4 (GPU Operator releases).
+One place, so a version bump is one reviewed diff. Where each pin and the compatibility table come
+from (upstream repositories, paths, tags): docs/sources.md "Pinned versions".
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The NodeProvider and VirtualClusterInstance objects the program builds use only field names of the
-management.loft.sh/v1 API (JSON names from the loft-sh/api v4 Go types, listed in
-../shared/reference/vcluster-platform.md §I). A misspelled field fails here, not in `pulumi up`."""
+management.loft.sh/v1 API (JSON names from the loft-sh/api v4 Go types; files, commit and tag in
+docs/sources.md "vCluster Platform API"). A misspelled field fails here, not in `pulumi up`."""
 
 from __future__ import annotations
 
