@@ -34,6 +34,9 @@ class Syntax:
             raise Unchecked(value.broken_path)
         return self.regex.match(value) if isinstance(value, str) else None
 
+    def fullmatch(self, value: Any) -> re.Match[str] | None:
+        return self.match(value) and self.regex.fullmatch(value)
+
 
 DNS_LABEL = Syntax(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 REGION = Syntax(r"^[a-z]+-[a-z]+[0-9]+$")

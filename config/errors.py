@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import contextlib
 import re
+import types
+import typing
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -232,9 +234,75 @@ def _describe(value: Any) -> str:
     return "nothing (null)" if value is None else kinds.get(type(value), type(value).__name__)
 
 
+def _through_unions(model: type[BaseModel], errors: list[dict]) -> list[dict]:
+    """Errors of a value that fits no member of a union (`gcpProject: str | Spec`) name the member
+    in their loc (`gcpProject.str`, `gcpProject.Spec.id`), which is no key a user could edit. A
+    mapping given where one member is a model is judged as that model (its errors, without the
+    member's name); any other value becomes one `union_mismatch` error saying what is allowed."""
+    out: list[dict] = []
+    unions: dict[tuple, tuple[Any, list[tuple[str, dict]]]] = {}
+    for e in errors:
+        split = _union_split(model, tuple(e["loc"]))
+        if split is None:
+            out.append(e)
+        else:
+            at, union, member = split
+            unions.setdefault(at, (union, []))[1].append((member, e))
+    for at, (union, member_errors) in unions.items():
+        value = next((e["input"] for _, e in member_errors if len(e["loc"]) == len(at) + 1), None)
+        model_member = next((m for m in _union_members(union) if _is_model(m)), None)
+        if isinstance(value, dict) and model_member is not None:
+            out += [{**e, "loc": at + tuple(e["loc"])[len(at) + 1 :]} for member, e in member_errors if member == model_member.__name__]
+        else:
+            out.append({"type": "union_mismatch", "loc": at, "input": value, "ctx": {"union": union}, "msg": ""})
+    return out
+
+
+def _union_split(model: type[BaseModel], loc: tuple[Any, ...]) -> tuple[tuple, Any, str] | None:
+    """(loc of the union, the union, the member named in loc) if loc passes through a union."""
+    annotation: Any = model
+    for i, part in enumerate(loc):
+        if _union_members(annotation) and isinstance(part, str):
+            return tuple(loc[:i]), annotation, part
+        if _is_model(annotation):
+            field = next((f for n, f in annotation.model_fields.items() if (f.alias or n) == part), None)
+            annotation = field.annotation if field else None
+        elif typing.get_origin(annotation) in (tuple, list):
+            annotation = typing.get_args(annotation)[0]
+        elif typing.get_origin(annotation) is dict:
+            annotation = typing.get_args(annotation)[0 if part == "[key]" else 1]
+        else:
+            return None
+    return None
+
+
+def _union_members(annotation: Any) -> tuple:
+    """The members of a union other than None (a `X | None` alone is no union for pydantic's errors)."""
+    if typing.get_origin(annotation) not in (typing.Union, types.UnionType):
+        return ()
+    members = tuple(a for a in typing.get_args(annotation) if a is not type(None))
+    return members if len(members) > 1 else ()
+
+
+def _is_model(annotation: Any) -> bool:
+    return isinstance(annotation, type) and issubclass(annotation, BaseModel)
+
+
+def _allowed_forms(union: Any) -> str:
+    forms = []
+    for member in _union_members(union):
+        if _is_model(member):
+            forms.append("a mapping with keys " + ", ".join(f.alias or n for n, f in member.model_fields.items()))
+        elif typing.get_origin(member) is typing.Literal:
+            forms.append(" or ".join(repr(v) for v in typing.get_args(member)))
+        else:
+            forms.append({str: "a string", int: "a whole number", float: "a number", bool: "true/false"}.get(member, str(member)))
+    return " or ".join(forms)
+
+
 def problems_from_validation(prefix: str, model: type[BaseModel], error: ValidationError) -> list[Problem]:
     problems = []
-    errors = error.errors(include_url=False)
+    errors = _through_unions(model, error.errors(include_url=False))
     item_locs = [tuple(e["loc"]) for e in errors]
     for e in errors:
         loc = tuple(e["loc"])
@@ -261,6 +329,8 @@ def problems_from_validation(prefix: str, model: type[BaseModel], error: Validat
         elif kind in ("string_type", "list_type", "tuple_type", "dict_type", "model_type", "model_attributes_type"):
             wanted = {"string_type": "a string", "list_type": "a list", "tuple_type": "a list", "dict_type": "a mapping"}.get(kind, "a mapping")
             message = f"expected {wanted}, got {_describe(value)}"
+        elif kind == "union_mismatch":
+            message = f"{shown(value)} is not allowed; allowed: {_allowed_forms(ctx['union'])}"
         elif kind == "too_short":
             message = f"needs at least {ctx.get('min_length')} item(s)"
         elif kind == "value_error":

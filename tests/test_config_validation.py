@@ -344,6 +344,29 @@ def test_a_tenant_stack_without_its_environment_is_still_checked_on_its_own(stac
     ]
 
 
+def test_a_value_that_fits_no_member_of_a_union_is_named_by_its_key():
+    """A key that takes one of several forms (a string or a mapping) is reported at its own path,
+    never at pydantic's member names (`project.str`, `project.Spec.id`)."""
+    from config.base import ConfigModel, parse
+    from config.errors import Problems
+
+    class Spec(ConfigModel):
+        id: str
+        create: bool = False
+
+    class Holder(ConfigModel):
+        project: str | Spec | None = None
+
+    found = Problems()
+    for i, raw in enumerate([{"project": 5}, {"project": {"id": 5, "crate": True}}]):
+        parse(f"t[{i}]", Holder, raw, found)
+    assert [str(p) for p in found.items] == [
+        "t[0].project: 5 is not allowed; allowed: a string or a mapping with keys id, create",
+        "t[1].project.id: expected a string, got a number",
+        "t[1].project.crate: unknown key; allowed: create, id",
+    ]
+
+
 # --- nothing is registered ------------------------------------------------------------------
 
 
