@@ -20,9 +20,11 @@ CI_RUN = PROJECT_DIR / ".ci" / "run"
 
 
 def tracked_files() -> list[Path]:
-    """The files of this checkout that git tracks (every file outside .venv and caches without git)."""
+    """The files of this checkout that git tracks or would (every file outside .venv and caches without git)."""
     try:
-        listed = subprocess.run(["git", "ls-files", "-z"], cwd=PROJECT_DIR, capture_output=True, check=True).stdout
+        listed = subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=PROJECT_DIR, capture_output=True, check=True
+        ).stdout
         return [PROJECT_DIR / name for name in listed.decode().split("\0") if name]
     except (OSError, subprocess.CalledProcessError):
         skipped = {".venv", ".git", ".hypothesis", "__pycache__", "plan-out"}
@@ -68,7 +70,7 @@ def test_every_readme_section_named_elsewhere_exists():
         (path.relative_to(PROJECT_DIR), name)
         for path in tracked_files()
         if path.suffix in (".py", ".yaml", ".yml", ".md", ".tf", "")
-        for name in re.findall(r'README "([^"]+)"', path.read_text(errors="replace"))
+        for name in re.findall("README" + r' "([^"]+)"', path.read_text(errors="replace"))
     ]
     assert named and [(path, name) for path, name in named if name not in sections] == []
 
