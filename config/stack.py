@@ -8,7 +8,6 @@ team's tenant stack, otherwise an environment stack.
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,7 +31,8 @@ from .errors import Broken, ConfigError, Problem, Problems, derived, shown
 from .facts import EnvironmentFacts, TenantClaim
 from .node_types import NodeTypeOffer, generate_node_types
 from .permissions import TENANT_DISKS, TENANT_LOAD_BALANCERS, TENANT_SUBNET_USE, role_id
-from .stack_files import StackFileError, list_stacks, read_stack_values
+from .quota import QuotaLine, TenantEntry, quota_lines, team_stack_tenants
+from .stack_files import StackFileError, list_stacks, read_stack_values, structured
 from .tenant import Tenant, TenantPlan, check_tenant, plan_tenant
 
 NS = "gpu-platform"
@@ -58,6 +58,7 @@ class EnvironmentStack:
     facts: EnvironmentFacts
     tenants: tuple[TenantPlan, ...]
     warnings: tuple[str, ...] = ()
+    quota: tuple[QuotaLine, ...] = ()  # every tenant of the environment, team stacks included
 
 
 @dataclass(frozen=True)
@@ -67,11 +68,13 @@ class TenantStack:
     environment_stack: str  # <org>/<project>/<stack>
     facts: EnvironmentFacts  # from the environment's stack file
     tenant: TenantPlan
+    warnings: tuple[str, ...] = ()
+    quota: tuple[QuotaLine, ...] = ()  # every tenant of the environment, this one included
 
 
 def load_stack(values: dict[str, Any], *, stack: str, project_dir: Path, catalog: Catalog | None = None) -> EnvironmentStack | TenantStack:
     catalog = catalog or load_catalog()
-    values = {k: _json(v) for k, v in values.items()}
+    values = {k: structured(v) for k, v in values.items()}
     problems = Problems()
     environment = values.get(f"{NS}:environment")
     if not isinstance(environment, str) or environment not in ENVIRONMENTS:
@@ -83,7 +86,7 @@ def load_stack(values: dict[str, Any], *, stack: str, project_dir: Path, catalog
         if values.get(f"{NS}:environmentStack"):
             result = _load_tenant_stack(values, environment, stack, project_dir, catalog, problems)
         else:
-            result = _load_environment_stack(values, environment, stack, catalog, problems)
+            result = _load_environment_stack(values, environment, stack, project_dir, catalog, problems)
     problems.extend(unknown_keys(set(values), values))
     problems.raise_if_any(stack)
     assert result is not None
@@ -100,7 +103,7 @@ def unknown_keys(keys: set[str], values: dict[str, Any]) -> list[Problem]:
     return [Problem(k.split(":", 1)[1], f"unknown key; known: {names}") for k in sorted(keys) if k.startswith(f"{NS}:") and k not in known]
 
 
-def _load_environment_stack(values, environment, stack, catalog, problems) -> EnvironmentStack | None:
+def _load_environment_stack(values, environment, stack, project_dir, catalog, problems) -> EnvironmentStack | None:
     project = _gcp_value(values, "gcp:project", "<project-id>", problems)
     region = _gcp_value(values, "gcp:region", "<region>", problems)
     if not isinstance(region, Broken) and not check_region(region, problems):
@@ -131,14 +134,26 @@ def _load_environment_stack(values, environment, stack, catalog, problems) -> En
                 f"pulumi config set --secret {platform.license_token_key} <token>",
             )
     check_node_provider(region, node_provider, catalog, problems)
+    if not isinstance(node_provider, Broken):
+        policy = derived(lambda: node_provider.quota_policy or ("fail" if environment == "prod" else "warn"))
+        node_provider = node_provider.model_copy(update={"quota_policy": policy})
 
     # Tenants are judged only by facts whose keys are sound; the rest waits (see the notes).
-    offer = problems.derive(lambda: _offer(node_provider, catalog), "gcp:region", "nodeProvider")
+    offer = problems.derive(lambda: _offer(region, node_provider, catalog), "gcp:region", "nodeProvider")
     facts = _facts(environment, project, region, cluster, platform, node_provider, offer, tenants, catalog, problems)
     for i, tenant in enumerate(tenants):
         # Earlier entries only: a collision is reported once, at the entry that causes it.
         others = [_claim(t, f"tenants[{j}]", f"tenants[{j}]") for j, t in enumerate(tenants[:i])]
         check_tenant(f"tenants[{i}]", tenant, facts, others, problems)
+    quota: tuple[QuotaLine, ...] = ()
+    quota_warnings: tuple[str, ...] = ()
+    if not problems:
+        entries = [TenantEntry(t, f"tenants[{i}]") for i, t in enumerate(tenants)]
+        entries += team_stack_tenants(project_dir, environment_stack_name=stack)
+        quota = quota_lines(entries, facts)
+        quota_warnings = _quota_verdict(quota, node_provider.quota_policy, lambda line: f"nodeProvider.gpuQuota.{line.gpu}", problems)
+    elif not isinstance(policy := derived(lambda: node_provider.quota_policy), Broken) and policy == "fail":
+        problems.note("the GPU quota of all tenants together (quotaPolicy fail) is checked once the problems above are fixed")
     if problems:
         return None
     return EnvironmentStack(
@@ -152,7 +167,8 @@ def _load_environment_stack(values, environment, stack, catalog, problems) -> En
         offer=offer,
         facts=facts,
         tenants=tuple(plan_tenant(t, facts) for t in tenants),
-        warnings=tuple(environment_warnings(environment, cluster, node_provider)),
+        warnings=tuple(environment_warnings(environment, cluster, node_provider)) + quota_warnings,
+        quota=quota,
     )
 
 
@@ -191,7 +207,14 @@ def _load_tenant_stack(values, environment, stack, project_dir, catalog, problem
     check_tenant("tenant", tenant, facts, others, problems)
     if problems:
         return None
-    return TenantStack(stack, env.environment, reference, env.facts, plan_tenant(tenant, env.facts))
+    env_stack = reference.split("/")[2]
+    entries = [TenantEntry(t.tenant, f"tenants[{i}] of {env_stack}") for i, t in enumerate(env.tenants)]
+    entries += team_stack_tenants(project_dir, environment_stack_name=env_stack, exclude=stack)
+    quota = quota_lines([*entries, TenantEntry(tenant, f"stack {stack}")], env.facts)
+    warnings = _quota_verdict(quota, env.node_provider.quota_policy, lambda line: "tenant.gpuPools", problems)
+    if problems:
+        return None
+    return TenantStack(stack, env.environment, reference, env.facts, plan_tenant(tenant, env.facts), warnings, quota)
 
 
 def _environment_of(reference: Any, stack: str, project_dir: Path, catalog: Catalog, problems: Problems) -> EnvironmentStack | Broken:
@@ -229,6 +252,16 @@ def _claim(tenant: Any, path: str, source: str) -> TenantClaim:
     return TenantClaim(derived(lambda: tenant.name), cidr, source)
 
 
+def _quota_verdict(quota: tuple[QuotaLine, ...], policy: str | None, key, problems: Problems) -> tuple[str, ...]:
+    """Warnings for quota lines the tenants exceed together, or problems under quotaPolicy fail."""
+    exceeded = [line for line in quota if line.exceeded]
+    if policy == "fail":
+        for line in exceeded:
+            problems.add(key(line), f"{line.message()}; nodeProvider.quotaPolicy is fail (raise the quota or lower the tenants' maxGpus)")
+        return ()
+    return tuple(line.message() for line in exceeded)
+
+
 def _tenant_stack_claims(project_dir: Path, *, environment_stack_name: str, exclude: str) -> list[TenantClaim]:
     """Tenants of other team stacks in this repo that use the same environment."""
     claims = []
@@ -236,7 +269,7 @@ def _tenant_stack_claims(project_dir: Path, *, environment_stack_name: str, excl
         if other == exclude:
             continue
         try:
-            values = {k: _json(v) for k, v in read_stack_values(project_dir, other).items()}
+            values = {k: structured(v) for k, v in read_stack_values(project_dir, other).items()}
         except StackFileError:
             continue
         reference = values.get(f"{NS}:environmentStack")
@@ -271,7 +304,7 @@ def _facts(environment, project, region, cluster, platform, node_provider, offer
         tenant_disk_role=problems.derive(lambda: _role(project, platform, TENANT_DISKS), *roles),
         tenant_load_balancer_role=problems.derive(lambda: _role(project, platform, TENANT_LOAD_BALANCERS), *roles),
         legacy_infrastructure=derived(lambda: node_provider.legacy_infrastructure),
-        price_date=catalog.price_date,
+        prices_read=derived(lambda: catalog.prices[region].read if region in catalog.prices else None),
     )
 
 
@@ -284,9 +317,10 @@ def unknown_facts(because: str) -> EnvironmentFacts:
     return EnvironmentFacts(**{f.name: Broken(because) for f in dataclasses.fields(EnvironmentFacts)})
 
 
-def _offer(np: NodeProviderConfig, catalog: Catalog) -> NodeTypeOffer:
+def _offer(region: str, np: NodeProviderConfig, catalog: Catalog) -> NodeTypeOffer:
     return generate_node_types(
         catalog=catalog,
+        region=region,
         zones=np.zones,
         gpu_types=np.gpu_types,
         spot=np.spot,
@@ -309,16 +343,6 @@ def _cluster_ranges(cluster: ClusterConfig, problems: Problems) -> tuple[tuple[s
     if derived(lambda: cluster.private_nodes.enabled) is not False:
         ranges.append(("the GKE control plane range", "cluster.privateNodes.masterCidr", lambda: cluster.private_nodes.master_cidr))
     return tuple((f"{what} ({path})", problems.derive(cidr, path, "cluster.privateNodes.enabled")) for what, path, cidr in ranges)
-
-
-def _json(value: Any) -> Any:
-    """Pulumi hands structured config to programs as JSON strings."""
-    if isinstance(value, str) and value[:1] in "[{":
-        try:
-            return json.loads(value)
-        except ValueError:
-            return value
-    return value
 
 
 # Facts a tenant stack takes from the environment's stack file and builds GCP objects and IAM

@@ -207,7 +207,7 @@ def test_tenant_name_and_cpu_pool_limits(stack_values):
     values[f"{NS}:tenants"][0]["cpuPool"] = {"maxCpus": 1}
     found = problems(values)
     assert "tenants[0].name: 'computer-vision-research' must be a DNS-1123 label of at most 16 characters" in found
-    assert "tenants[0].cpuPool.maxCpus: 1 is below the smallest CPU node type (1.93 CPU): no node could start" in found
+    assert "tenants[0].cpuPool.maxCpus: 1 is below the smallest CPU node type (2 vCPU): no node could start" in found
 
 
 def test_tenant_keys_belong_to_tenant_stacks(stack_values):
@@ -295,7 +295,7 @@ def test_every_bad_value_of_one_tenant_at_once(stack_values):
         "tenants[1].access.users[0]: ' alice' is not a platform user name",
         "tenants[1].name: 'Speech' must be a DNS-1123 label of at most 16 characters",
         "tenants[1].network.cidr: '10.160.0.1/22' is malformed: host bits are set; did you mean 10.160.0.0/22?",
-        "tenants[1].cpuPool.maxCpus: 1 is below the smallest CPU node type (1.93 CPU): no node could start",
+        "tenants[1].cpuPool.maxCpus: 1 is below the smallest CPU node type (2 vCPU): no node could start",
         "tenants[1].gpuOperator.version: 'latest' is not a pinned release like v25.10.1",
         "tenants[2].name: 'nlp' is already used by tenants[0]",
         "tenants[2].network.cidr: 10.160.2.0/23 overlaps tenant nlp (tenants[0]) 10.160.0.0/22; try 10.160.4.0/22",
