@@ -12,6 +12,12 @@ How checks keep going past a bad value:
   Checks run in `with problems.checking(path):` blocks, one per independent check: a block that
   reaches a broken value stops there, and the error says in a note what was not checked and which
   key it waits for. Every other block still runs, so independent keys are all checked at once.
+
+Writing a check: give it its own `checking` block named by the key it reports on, and use the
+config values as usual (no None tests for broken keys). A fact derived from other keys is built
+with `problems.derive(compute, *keys)`, which is Broken while one of those keys has problems, so
+that nothing is judged by a wrong value. Match strings with `config.base.Syntax` patterns and read
+CIDRs with `config.base.read_cidr` (both stop at a Broken value instead of raising TypeError).
 """
 
 from __future__ import annotations

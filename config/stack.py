@@ -123,9 +123,11 @@ def _load_environment_stack(values, environment, stack, project_dir, catalog, pr
 
     # Each section is checked with what parsed; checks that need a broken key say so in a note.
     cluster = resolve_cluster_defaults(environment, region, cluster, derived(lambda: node_provider.zones))
-    check_cluster(environment, region, cluster, catalog, problems)
+    with problems.checking("cluster"):  # each section's checks guard themselves; this is a safety net
+        check_cluster(environment, region, cluster, catalog, problems)
     platform = resolve_platform_defaults(environment, platform)
-    check_platform(platform, problems)
+    with problems.checking("platform"):
+        check_platform(platform, problems)
     with problems.checking("platform.licenseTokenKey"):
         if platform.license_token_key and f"{NS}:{platform.license_token_key}" not in values:
             problems.add(
@@ -133,7 +135,8 @@ def _load_environment_stack(values, environment, stack, project_dir, catalog, pr
                 f"names {platform.license_token_key!r}, which is not set; "
                 f"pulumi config set --secret {platform.license_token_key} <token>",
             )
-    check_node_provider(region, node_provider, catalog, problems)
+    with problems.checking("nodeProvider"):
+        check_node_provider(region, node_provider, catalog, problems)
     if not isinstance(node_provider, Broken):
         policy = derived(lambda: node_provider.quota_policy or ("fail" if environment == "prod" else "warn"))
         node_provider = node_provider.model_copy(update={"quota_policy": policy})
@@ -144,7 +147,8 @@ def _load_environment_stack(values, environment, stack, project_dir, catalog, pr
     for i, tenant in enumerate(tenants):
         # Earlier entries only: a collision is reported once, at the entry that causes it.
         others = [_claim(t, f"tenants[{j}]", f"tenants[{j}]") for j, t in enumerate(tenants[:i])]
-        check_tenant(f"tenants[{i}]", tenant, facts, others, problems)
+        with problems.checking(f"tenants[{i}]"):
+            check_tenant(f"tenants[{i}]", tenant, facts, others, problems)
     quota: tuple[QuotaLine, ...] = ()
     quota_warnings: tuple[str, ...] = ()
     if not problems:
@@ -204,7 +208,8 @@ def _load_tenant_stack(values, environment, stack, project_dir, catalog, problem
     others = inline
     if isinstance(reference, str) and len(reference.split("/")) == 3:
         others = inline + _tenant_stack_claims(project_dir, environment_stack_name=reference.split("/")[2], exclude=stack)
-    check_tenant("tenant", tenant, facts, others, problems)
+    with problems.checking("tenant"):
+        check_tenant("tenant", tenant, facts, others, problems)
     if problems:
         return None
     env_stack = reference.split("/")[2]
