@@ -9,12 +9,11 @@ components build GCP objects from what this module decides.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
-from .base import ConfigModel
-from .errors import Problems
+from .base import ConfigModel, Syntax
+from .errors import Problems, shown
 from .permissions import AUTO_NODES, TENANT_DISKS, TENANT_LOAD_BALANCERS, TENANT_SUBNET_USE, role_id
 
 PROJECT = "project"
@@ -25,13 +24,13 @@ EXPOSED = "exposed"
 # Project ids: 6–30 characters, lowercase letters, digits and hyphens, starting with a letter, not
 # ending with a hyphen, and without restricted strings (Resource Manager, "Creating and managing
 # projects": https://cloud.google.com/resource-manager/docs/creating-managing-projects).
-PROJECT_ID = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
+PROJECT_ID = Syntax(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
 RESTRICTED_IN_PROJECT_ID = ("google", "ssl")
 MAX_PROJECT_ID = 30
 # A folder as the Resource Manager names it, or its number alone.
-FOLDER = re.compile(r"^(folders/)?[0-9]{1,20}$")
-BILLING_ACCOUNT = re.compile(r"^[0-9A-F]{6}-[0-9A-F]{6}-[0-9A-F]{6}$")
-PREFIX = re.compile(r"^[a-z][a-z0-9-]*$")
+FOLDER = Syntax(r"^(folders/)?[0-9]{1,20}$")
+BILLING_ACCOUNT = Syntax(r"^[0-9A-F]{6}-[0-9A-F]{6}-[0-9A-F]{6}$")
+PREFIX = Syntax(r"^[a-z][a-z0-9-]*[a-z0-9]$|^[a-z]$")
 RESERVED_IDS = (
     "project ids are global across Google Cloud and a deleted project's id stays reserved for 30 days, "
     "so pick one nobody else holds"
@@ -147,65 +146,36 @@ def placement(tenant: Any, *, environment: str, host_project: str, tenant_projec
     return None
 
 
-def claimed_project(raw: dict[str, Any], *, environment: str, tenant_projects: TenantProjects | None) -> str | None:
-    """The project a tenant of another team stack claims, read leniently from its stack file (that
-    stack reports its own problems): None when it is shared or names none."""
-    if raw.get("isolation", PROJECT) == SHARED:
-        return None
-    value = coerce_gcp_project(raw.get("gcpProject"))
-    if isinstance(value, dict):
-        return value.get("id") if isinstance(value.get("id"), str) else None
-    if value is None and tenant_projects is not None and isinstance(raw.get("name"), str):
-        return generated_project_id(tenant_projects.prefix, environment, raw["name"])
-    return None
-
-
 def check_tenant_projects(environment: str, settings: TenantProjects, max_tenant_name: int, problems: Problems) -> None:
     path = "platform.tenantProjects"
-    if not FOLDER.match(settings.folder):
-        problems.add(f"{path}.folder", f"{settings.folder!r} is not a folder; allowed: folders/<number> or the number, e.g. folders/123456789012")
-    if not BILLING_ACCOUNT.match(settings.billing_account):
-        problems.add(
-            f"{path}.billingAccount",
-            f"{settings.billing_account!r} is not a billing account id; allowed: XXXXXX-XXXXXX-XXXXXX (digits and A–F, as `gcloud billing accounts list` shows it)",
-        )
-    longest = max_prefix_length(environment, max_tenant_name)
-    if not PREFIX.match(settings.prefix) or settings.prefix.endswith("-"):
-        problems.add(f"{path}.prefix", f"{settings.prefix!r} must start with a letter and hold only lowercase letters, digits and hyphens")
-    elif len(settings.prefix) > longest:
-        problems.add(
-            f"{path}.prefix",
-            f"{settings.prefix!r} is too long: project ids <prefix>-{environment}-<team> have at most {MAX_PROJECT_ID} characters and team "
-            f"names up to {max_tenant_name}, so the prefix may have at most {longest} in environment {environment}",
-        )
+    with problems.checking(f"{path}.folder"):
+        if not FOLDER.match(settings.folder):
+            problems.add(f"{path}.folder", f"{shown(settings.folder)} is not a folder; allowed: folders/<number> or the number, e.g. folders/123456789012")
+    with problems.checking(f"{path}.billingAccount"):
+        if not BILLING_ACCOUNT.match(settings.billing_account):
+            problems.add(
+                f"{path}.billingAccount",
+                f"{shown(settings.billing_account)} is not a billing account id; allowed: XXXXXX-XXXXXX-XXXXXX "
+                "(digits and A–F, as `gcloud billing accounts list` shows it)",
+            )
+    with problems.checking(f"{path}.prefix"):
+        longest = max_prefix_length(environment, max_tenant_name)
+        if not PREFIX.match(settings.prefix):
+            problems.add(f"{path}.prefix", f"{shown(settings.prefix)} must start with a letter, hold only lowercase letters, digits and hyphens, and not end with a hyphen")
+        elif len(settings.prefix) > longest:
+            problems.add(
+                f"{path}.prefix",
+                f"{settings.prefix!r} is too long: project ids <prefix>-{environment}-<team> have at most {MAX_PROJECT_ID} characters and team "
+                f"names up to {max_tenant_name}, so the prefix may have at most {longest} in environment {environment}",
+            )
 
 
 def check_placement(path: str, tenant: Any, facts: Any, others: list, problems: Problems) -> None:
     """Checks of `isolation` and `gcpProject` of one tenant against its environment (`facts`, a
-    config.facts.EnvironmentFacts) and the tenants already claimed there (`others`)."""
+    config.facts.EnvironmentFacts) and the tenants already claimed there (`others`). Values may be
+    broken (config/errors.py): each comparison with another tenant is a check of its own."""
     if tenant.isolation == SHARED:
-        if tenant.gcp_project is not None:
-            problems.add(
-                f"{path}.gcpProject",
-                f"must not be set with isolation: shared (a shared tenant lives in the environment's project {facts.project}); "
-                "remove it, or use isolation: project",
-            )
-        for other in others:
-            # Shared tenants tell their VMs apart by name prefix <environment>-<tenant>- (the IAM
-            # conditions): "nlp-" must not be the start of another shared tenant's name.
-            if other.project is None and (other.name.startswith(f"{tenant.name}-") or tenant.name.startswith(f"{other.name}-")):
-                problems.add(
-                    f"{path}.name",
-                    f"{tenant.name!r} and {other.name!r} ({other.source}) both share the environment's project, and VM names "
-                    f"{facts.environment}-{tenant.name}-… and {facts.environment}-{other.name}-… would not tell them apart; "
-                    "rename one, or give one a project of its own",
-                )
-        if not facts.allow_shared_isolation:
-            problems.add(
-                f"{path}.isolation",
-                f"shared is not allowed in environment {facts.environment}: give the team its own project (isolation: project, the default), "
-                "or allow it in the environment stack with platform.allowSharedIsolation: true (README \"Security\" says what remains shared)",
-            )
+        _check_shared(path, tenant, facts, others, problems)
         return
     if facts.legacy_infrastructure:
         problems.add(
@@ -243,15 +213,45 @@ def check_placement(path: str, tenant: Any, facts: Any, others: list, problems: 
         else:
             problems.add(f"{path}.gcpProject" + (".id" if where.create else ""), f"{where.project!r} {problem}" + (f"; {RESERVED_IDS}" if where.create else ""))
         return
-    if where.project == facts.project:
-        problems.add(
-            f"{path}.gcpProject",
-            f"{where.project!r} is the environment's own project (gcp:project), where the host cluster runs; a tenant in project mode "
-            "needs a project of its own (or set isolation: shared)",
-        )
+    with problems.checking(f"{path}.gcpProject"):
+        if where.project == facts.project:
+            problems.add(
+                f"{path}.gcpProject",
+                f"{where.project!r} is the environment's own project (gcp:project), where the host cluster runs; a tenant in project mode "
+                "needs a project of its own (or set isolation: shared)",
+            )
     for other in others:
-        if getattr(other, "project", None) == where.project:
-            problems.add(f"{path}.gcpProject", f"{where.project!r} is already the project of tenant {other.name} ({other.source}); each team needs a project of its own")
+        with problems.checking(f"{path}.gcpProject"):
+            if other.project == where.project:
+                problems.add(f"{path}.gcpProject", f"{where.project!r} is already the project of tenant {other.name} ({other.source}); each team needs a project of its own")
+
+
+def _check_shared(path: str, tenant: Any, facts: Any, others: list, problems: Problems) -> None:
+    with problems.checking(f"{path}.gcpProject"):
+        if tenant.gcp_project is not None:
+            problems.add(
+                f"{path}.gcpProject",
+                f"must not be set with isolation: shared (a shared tenant lives in the environment's project {facts.project}); "
+                "remove it, or use isolation: project",
+            )
+    for other in others:
+        # Shared tenants tell their VMs apart by name prefix <environment>-<tenant>- (the IAM
+        # conditions): "nlp-" must not be the start of another shared tenant's name.
+        with problems.checking(f"{path}.name"):
+            if other.project is None and (other.name.startswith(f"{tenant.name}-") or tenant.name.startswith(f"{other.name}-")):
+                problems.add(
+                    f"{path}.name",
+                    f"{tenant.name!r} and {other.name!r} ({other.source}) both share the environment's project, and VM names "
+                    f"{facts.environment}-{tenant.name}-… and {facts.environment}-{other.name}-… would not tell them apart; "
+                    "rename one, or give one a project of its own",
+                )
+    with problems.checking(f"{path}.isolation"):
+        if not facts.allow_shared_isolation:
+            problems.add(
+                f"{path}.isolation",
+                f"shared is not allowed in environment {facts.environment}: give the team its own project (isolation: project, the default), "
+                "or allow it in the environment stack with platform.allowSharedIsolation: true (README \"Security\" says what remains shared)",
+            )
 
 
 def project_id_problem(project: str) -> str | None:

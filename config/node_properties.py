@@ -52,8 +52,9 @@ TENANT_KEYS = (NETWORK, SUBNETWORK, NODE_SERVICE_ACCOUNT, TENANT)
 # absent) makes the node drop pod traffic to the metadata server, "exposed" leaves it reachable.
 NODE_METADATA = PREFIX + "node-metadata"
 
-# Keys of the official templates' contract (vcluster-platform.md §E.2), written concretely: the
-# official templates reject empty or wildcard project/region.
+# Keys of the official templates' contract (loft-sh/vcluster-auto-nodes-gcp v0.1.1: main.tf,
+# locals.tf and validation/main.tf; docs/sources.md), written concretely: they reject wildcard
+# project/region.
 PROJECT = "project"
 REGION = "region"
 CCM_ENABLED = "vcluster.com/ccm-enabled"

@@ -2,7 +2,8 @@
 names of the management.loft.sh/v1 API: the JSON names of the platform's OpenAPI document
 (loft-sh/loft api/openapi-spec/swagger.json at tag v4.11.2, commit f524f4a6, definitions
 com.github.loft-sh.api.v4.pkg.apis.management.v1.* and the storage.v1 types they refer to; node
-types: `TerraformNodeTypeSpec` and `NodeTypeOverhead`). A misspelled field fails here, not in
+types: `TerraformNodeTypeSpec` and `NodeTypeOverhead`; docs/sources.md "vCluster Platform API").
+A misspelled field fails here, not in
 `pulumi up`."""
 
 from __future__ import annotations

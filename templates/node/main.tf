@@ -145,9 +145,9 @@ locals {
   # enters the host's network stack from a pod interface and passes PREROUTING, which the host's
   # own traffic never does (it leaves through OUTPUT). Dropping it in raw PREROUTING, before any
   # routing or NAT, therefore blocks every pod without hostNetwork and leaves the kubelet, the
-  # GCP cloud controller manager and the PD CSI node plugin, which run with hostNetwork
-  # (loft-sh/vcluster-auto-nodes-gcp v0.1.1 environment/kubernetes/manifests/*.tftpl), their
-  # access. Port 53 stays open: the metadata server is also the VPC's DNS resolver, which the
+  # GCP cloud controller manager and the PD CSI controller and node plugin, which all run with
+  # hostNetwork (loft-sh/vcluster-auto-nodes-gcp v0.1.1 environment/kubernetes/manifests/
+  # ccm.yaml.tftpl, csi.yaml.tftpl), their access. Port 53 stays open: the metadata server is also the VPC's DNS resolver, which the
   # tenant's CoreDNS forwards to.
   node_metadata    = trimspace(try(nonsensitive(var.vcluster.properties["gpu-platform/node-metadata"]), ""))
   conceal_metadata = local.node_metadata != "exposed"
