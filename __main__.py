@@ -79,7 +79,6 @@ def deploy_environment(env: EnvironmentStack) -> None:
             project=env.project,
             region=env.region,
             node_types=env.offer.node_types,
-            kubernetes_template=env.node_provider.kubernetes_template,
             legacy_infrastructure=env.node_provider.legacy_infrastructure,
         ),
         opts=pulumi.ResourceOptions(providers=[gke.provider], depends_on=[platform.api_ready]),

@@ -14,8 +14,10 @@ from typing import Literal
 from pydantic import Field
 
 from . import versions
+from .availability import check_gpu_availability
 from .base import DNS_LABEL, GCP_LABEL_KEY, GCP_LABEL_VALUE, REGION, ConfigModel, parse_cidr, zone_region
 from .catalog import Catalog, series_of
+from .node_types import MAX_QUALIFIED_NAME, longest_qualified_name
 from .errors import Problems
 
 Environment = Literal["dev", "staging", "prod"]
@@ -81,13 +83,6 @@ class Disk(ConfigModel):
     type: str = "pd-balanced"
 
 
-class GitTemplate(ConfigModel):
-    repository: str
-    commit: str | None = None
-    tag: str | None = None
-    sub_path: str
-
-
 class NodeProviderConfig(ConfigModel):
     name: str = "gcp-gpu"
     zones: tuple[str, ...] = Field(min_length=1)
@@ -99,11 +94,6 @@ class NodeProviderConfig(ConfigModel):
     gpu_disk: Disk = Disk(size_gb=200)
     cpu_disk: Disk = Disk(size_gb=50)
     prices: dict[str, float] = {}  # machine type → on-demand USD/h, overriding the catalog
-    kubernetes_template: GitTemplate = GitTemplate(
-        repository=versions.AUTO_NODES_GCP_REPOSITORY,
-        commit=versions.AUTO_NODES_GCP_COMMIT,
-        sub_path="environment/kubernetes",
-    )
     # Opt-in only: the official infrastructure template with the broad 59-permission role.
     legacy_infrastructure: bool = False
 
@@ -263,6 +253,17 @@ def check_node_provider(region: str, np: NodeProviderConfig, catalog: Catalog, p
                 f"nodeProvider.gpuQuota.{gpu}",
                 f"{quota} is below the smallest {gpu} shape ({min(catalog.gpu_counts(gpu))} GPUs): no node type could start",
             )
+    if all(zone_region(z) == region for z in np.zones):
+        check_gpu_availability(region, np.zones, np.gpu_types, np.spot, catalog, problems)
+    known_gpus = tuple(g for g in np.gpu_types if g in catalog.gpus)
+    known_cpus = tuple(m for m in np.cpu_machine_types if m in catalog.machines)
+    longest = longest_qualified_name(np.name, catalog, known_gpus, known_cpus, np.zones)
+    if len(longest) > MAX_QUALIFIED_NAME:
+        problems.add(
+            "nodeProvider.name",
+            f"{np.name!r} is too long: the platform labels nodes with <provider>.<node type>, at most {MAX_QUALIFIED_NAME} "
+            f"characters, and {longest!r} has {len(longest)}",
+        )
     cpu_machines = catalog.cpu_machines()
     for i, machine in enumerate(np.cpu_machine_types):
         if machine not in cpu_machines:
@@ -276,11 +277,6 @@ def check_node_provider(region: str, np: NodeProviderConfig, catalog: Catalog, p
     for key, disk in (("gpuDisk", np.gpu_disk), ("cpuDisk", np.cpu_disk)):
         if disk.type not in all_disk_types:
             problems.add(f"nodeProvider.{key}.type", f"{disk.type!r} is not allowed; allowed: {', '.join(all_disk_types)}")
-    template = np.kubernetes_template
-    if bool(template.commit) == bool(template.tag):
-        problems.add("nodeProvider.kubernetesTemplate", "pin exactly one of commit or tag (a branch alone is never accepted)")
-    elif template.commit and not (len(template.commit) == 40 and all(c in "0123456789abcdef" for c in template.commit)):
-        problems.add("nodeProvider.kubernetesTemplate.commit", f"{template.commit!r} is not a full 40-character commit hash")
     if np.gpu_image_family is not None and not DNS_LABEL.match(np.gpu_image_family):
         problems.add("nodeProvider.gpuImageFamily", f"{np.gpu_image_family!r} is not an image family name")
 

@@ -26,6 +26,19 @@ DISK_TYPE = PREFIX + "disk-type"
 IMAGE_FAMILY = PREFIX + "image-family"
 IMAGE_PROJECT = PREFIX + "image-project"
 
+# The standard zone labels, on every node type too, equal to gpu-platform/zone. Node-type properties
+# become node labels and scheduling requirements (platform docs, node providers overview,
+# https://www.vcluster.com/docs/platform/administer/node-providers/overview "Properties"), so the
+# auto-nodes scheduler (Karpenter) can match a pod's zone constraints against them before a node
+# exists: a PersistentVolume of the PD CSI driver carries node affinity on topology.gke.io/zone
+# (the driver's topology key), zone spreading uses topology.kubernetes.io/zone. Once the node runs,
+# the same values are what the cloud controller manager (zone labels at initialization) and the
+# kubelet's CSI registration (topology.gke.io/zone) write, so the labels agree before and after.
+TOPOLOGY_ZONE = "topology.kubernetes.io/zone"
+TOPOLOGY_REGION = "topology.kubernetes.io/region"
+PD_CSI_ZONE = "topology.gke.io/zone"
+TOPOLOGY_KEYS = (TOPOLOGY_ZONE, TOPOLOGY_REGION, PD_CSI_ZONE)
+
 NODE_TYPE_KEYS = (
     INSTANCE_TYPE,
     ACCELERATOR,
@@ -36,6 +49,7 @@ NODE_TYPE_KEYS = (
     DISK_TYPE,
     IMAGE_FAMILY,
     IMAGE_PROJECT,
+    *TOPOLOGY_KEYS,
 )
 
 # Written on each tenant's auto-nodes entry (vcluster.yaml), read by templates/environment/main.tf,

@@ -136,7 +136,7 @@ def _load_environment_stack(values, stack, project_dir, catalog, problems) -> En
     environment_sound = len(problems.items) == before and None not in (cluster, platform, node_provider) and project and region and known_env
 
     if environment_sound:
-        offer = _offer(node_provider, catalog)
+        offer = _offer(region, node_provider, catalog)
         facts = _facts(environment, project, region, cluster, platform, node_provider, offer, tenants, catalog)
         for i, tenant in enumerate(tenants):
             if tenant is not None:
@@ -244,9 +244,10 @@ def _facts(environment, project, region, cluster, platform, node_provider, offer
     )
 
 
-def _offer(np: NodeProviderConfig, catalog: Catalog) -> NodeTypeOffer:
+def _offer(region: str, np: NodeProviderConfig, catalog: Catalog) -> NodeTypeOffer:
     return generate_node_types(
         catalog=catalog,
+        region=region,
         zones=np.zones,
         gpu_types=np.gpu_types,
         spot=np.spot,

@@ -14,8 +14,10 @@ from dataclasses import dataclass
 from pydantic import Field
 
 from . import node_properties as props
+from .availability import load_availability
 from .base import DNS_LABEL, DURATION, ConfigModel, duration_seconds, parse_cidr
 from .errors import Problems
+from .catalog import load_catalog
 from .facts import TENANT_CLUSTER_CIDRS, EnvironmentFacts, TenantClaim
 from .node_types import GPU_RESOURCE, NodeType
 from .versions import GPU_OPERATOR_VERSION
@@ -32,6 +34,8 @@ class GpuPool(ConfigModel):
     max_gpus: int = Field(ge=1)
     gpus_per_node: int | None = Field(None, ge=1)  # default: the smallest shape offered
     spot: bool = False
+    # Only these zones of nodeProvider.zones (e.g. where the team's volumes are); default: all.
+    zones: tuple[str, ...] | None = None
     idle_after: str = "60s"
     termination_grace_period: str = "30m"  # how long a GPU job gets to stop when its node goes
 
@@ -85,6 +89,7 @@ class PoolPlan:
     idle_after: str
     termination_grace_period: str
     consolidation_policy: str
+    zones: tuple[str, ...] = ()  # the pool's zones when limited, else every zone of its node types
 
     @property
     def max_gpus(self) -> int:
@@ -108,6 +113,10 @@ class PoolPlan:
         requirements.append(
             {"property": props.CAPACITY_TYPE, "operator": "In", "values": [props.SPOT if self.spot else props.ON_DEMAND]}
         )
+        if self.zones:
+            # Our own zone property: a custom property is passed through as written, while the
+            # built-in topology.kubernetes.io/zone has a platform default (`global`).
+            requirements.append({"property": props.ZONE, "operator": "In", "values": list(self.zones)})
         return requirements
 
 
@@ -160,7 +169,18 @@ def check_tenant(path: str, tenant: Tenant, facts: EnvironmentFacts, others: lis
         if pool.spot and not facts.spot:
             problems.add(f"{pool_path}.spot", f"environment {facts.environment} offers no Spot node types (nodeProvider.spot is false)")
             continue
-        counts = sorted({nt.gpu_count for nt in facts.node_types_for(pool.gpu, pool.spot)})
+        if not facts.node_types_for(pool.gpu, pool.spot):
+            wanted, other = ("Spot", "on-demand") if pool.spot else ("on-demand", "Spot")
+            fix = f"set spot: {str(not pool.spot).lower()}" if facts.node_types_for(pool.gpu, not pool.spot) else "choose another GPU type"
+            problems.add(
+                f"{pool_path}.spot",
+                f"environment {facts.environment} offers no {wanted} {pool.gpu} node types ({purchase_options(pool.gpu)}); {fix}"
+                + (f" for {other}" if fix.startswith("set") else ""),
+            )
+            continue
+        if pool.zones is not None and not _check_pool_zones(pool_path, pool, facts, problems):
+            continue
+        counts = sorted({nt.gpu_count for nt in facts.node_types_for(pool.gpu, pool.spot, zones=pool.zones)})
         per_node = pool.gpus_per_node or (counts[0] if counts else None)
         if per_node not in counts:
             problems.add(
@@ -201,13 +221,43 @@ def check_tenant(path: str, tenant: Tenant, facts: EnvironmentFacts, others: lis
         problems.add(f"{path}.gpuOperator.version", f"{version!r} is not a pinned release like {GPU_OPERATOR_VERSION}")
 
 
+def _check_pool_zones(pool_path: str, pool: GpuPool, facts: EnvironmentFacts, problems: Problems) -> bool:
+    """A pool's zones: a non-empty subset of nodeProvider.zones, each offering the pool's GPU."""
+    offering = sorted({nt.zone for nt in facts.node_types_for(pool.gpu, pool.spot)})
+    before = len(problems.items)
+    if not pool.zones:
+        problems.add(f"{pool_path}.zones", "is empty; leave it out to use every zone")
+    for j, zone in enumerate(pool.zones or ()):
+        if zone in pool.zones[:j]:
+            problems.add(f"{pool_path}.zones[{j}]", f"{zone} is listed twice")
+        elif zone not in facts.zones:
+            problems.add(
+                f"{pool_path}.zones[{j}]",
+                f"{zone} is not in nodeProvider.zones of environment {facts.environment} ({', '.join(facts.zones)})",
+            )
+        elif zone not in offering:
+            capacity = "Spot" if pool.spot else "on-demand"
+            problems.add(
+                f"{pool_path}.zones[{j}]",
+                f"{zone} does not offer {pool.gpu} as {capacity} (config/catalog.yaml availability); zones that do: {', '.join(offering)}",
+            )
+    return len(problems.items) == before
+
+
+def purchase_options(gpu: str) -> str:
+    """How the machine families carrying `gpu` are sold, for error messages."""
+    catalog, availability = load_catalog(), load_availability()
+    families = dict.fromkeys(availability.family_of(shape) for shape in catalog.shapes_for(gpu))
+    return "; ".join(f"{f.name} is sold as {f.sold_as()}" for f in families)
+
+
 def plan_tenant(tenant: Tenant, facts: EnvironmentFacts) -> TenantPlan:
     """The pools of a tenant that passed `check_tenant`."""
     gpu_pools = []
     for pool in tenant.gpu_pools:
-        counts = sorted({nt.gpu_count for nt in facts.node_types_for(pool.gpu, pool.spot)})
+        counts = sorted({nt.gpu_count for nt in facts.node_types_for(pool.gpu, pool.spot, zones=pool.zones)})
         per_node = pool.gpus_per_node or counts[0]
-        eligible = facts.node_types_for(pool.gpu, pool.spot, per_node)
+        eligible = facts.node_types_for(pool.gpu, pool.spot, per_node, pool.zones)
         max_nodes = pool.max_gpus // per_node
         gpu_pools.append(
             PoolPlan(
@@ -222,6 +272,7 @@ def plan_tenant(tenant: Tenant, facts: EnvironmentFacts) -> TenantPlan:
                 termination_grace_period=pool.termination_grace_period,
                 # Never evict a running job to repack nodes: a GPU node goes only when empty.
                 consolidation_policy="WhenEmpty",
+                zones=tuple(pool.zones or ()),
             )
         )
     cpu_types = facts.node_types_for(None, False)

@@ -13,9 +13,12 @@ from hypothesis import strategies as st
 from config import node_properties as props
 from config.base import DNS_LABEL
 from config.catalog import BUILTIN, CATALOG_PATH, GUEST, CatalogError, allocatable, load_catalog
+from config.availability import load_availability
 from config.node_types import GPU_RESOURCE, generate_node_types
 
 CATALOG = load_catalog()
+AVAILABILITY = load_availability()
+REGION = "europe-west4"
 ZONES = ("europe-west4-a", "europe-west4-b", "europe-west4-c")
 
 
@@ -28,6 +31,7 @@ def offers(draw):
     spot = draw(st.booleans())
     offer = generate_node_types(
         catalog=CATALOG,
+        region=REGION,
         zones=zones,
         gpu_types=tuple(gpus),
         spot=spot,
@@ -71,40 +75,52 @@ def test_every_node_type_is_a_real_pairing_that_fits_its_shape(generated):
         # Capacity: no node type alone can exceed the regional quota.
         assert 1 <= nt.max_capacity and nt.max_capacity * nt.gpu_count <= quota[nt.gpu]
         assert nt.spot is False or spot
+        # Only where and as what its machine family can be created.
+        shape = next(sh for sh in CATALOG.shapes_for(nt.gpu) if sh.machine.name == nt.machine_type and sh.gpu_count == nt.gpu_count)
+        family = AVAILABILITY.family_of(shape)
+        assert nt.zone in family.zones_in(REGION)
+        assert (props.SPOT if nt.spot else props.ON_DEMAND) in family.purchase
 
 
 @settings(max_examples=50, deadline=None)
 @given(offers())
 def test_quota_report_adds_up(generated):
-    offer, quota, _ = generated
+    offer, quota, spot = generated
     for use in offer.quota:
         types = [nt for nt in offer.node_types if nt.gpu == use.gpu]
         assert use.quota == quota[use.gpu]
         assert use.claimable == sum(nt.max_capacity * nt.gpu_count for nt in types)
-        # Shapes larger than the quota are excluded and reported, never offered.
+        # Shapes larger than the quota are excluded and reported, never offered; the others are
+        # offered wherever their family can be created in the zones.
+        zones = {nt.zone for nt in offer.node_types}  # the CPU types cover every zone asked for
         for shape in CATALOG.shapes_for(use.gpu):
             offered = any(nt.machine_type == shape.machine.name for nt in types)
-            assert offered == (shape.gpu_count <= use.quota)
-            assert (f"{shape.machine.name} ({shape.gpu_count} GPUs)" in use.excluded) == (not offered)
+            family = AVAILABILITY.family_of(shape)
+            creatable = bool(zones & set(family.zones_in(REGION))) and (spot or props.ON_DEMAND in family.purchase)
+            assert offered == (shape.gpu_count <= use.quota and creatable)
+            assert (f"{shape.machine.name} ({shape.gpu_count} GPUs)" in use.excluded) == (shape.gpu_count > use.quota)
 
 
 def test_spot_twins_are_cheaper_than_their_on_demand_types():
     offer = generate_node_types(
-        catalog=CATALOG, zones=ZONES[:1], gpu_types=tuple(CATALOG.gpus), spot=True,
+        catalog=CATALOG, region=REGION, zones=ZONES[:1], gpu_types=tuple(CATALOG.gpus), spot=True,
         gpu_quota={g: 16 for g in CATALOG.gpus}, cpu_machine_types=(), gpu_disk=(200, "pd-balanced"), cpu_disk=(50, "pd-balanced"),
     )
     by_name = {nt.name: nt for nt in offer.node_types}
     spot_types = [nt for nt in offer.node_types if nt.spot]
     assert spot_types
     for nt in spot_types:
-        twin = by_name[nt.name.removesuffix("-spot")]
+        twin = by_name.get(nt.name.removesuffix("-spot"))
+        if twin is None:  # sold as Spot, not on-demand (A3 Ultra)
+            assert nt.gpu == "nvidia-h200-141gb"
+            continue
         assert nt.cost < twin.cost
         assert nt.properties[props.CAPACITY_TYPE] == props.SPOT and twin.properties[props.CAPACITY_TYPE] == props.ON_DEMAND
 
 
 def test_n1_with_t4_is_priced_host_plus_gpus():
     offer = generate_node_types(
-        catalog=CATALOG, zones=ZONES[:1], gpu_types=("nvidia-tesla-t4",), spot=False, gpu_quota={"nvidia-tesla-t4": 4},
+        catalog=CATALOG, region=REGION, zones=ZONES[:1], gpu_types=("nvidia-tesla-t4",), spot=False, gpu_quota={"nvidia-tesla-t4": 4},
         cpu_machine_types=(), gpu_disk=(200, "pd-balanced"), cpu_disk=(50, "pd-balanced"),
     )
     nt = next(nt for nt in offer.node_types if nt.name == "n1-standard-4-t4x1-europe-west4-a")
@@ -116,7 +132,7 @@ def test_n1_with_t4_is_priced_host_plus_gpus():
 
 def test_price_override_applies_to_host_and_keeps_spot_discount():
     offer = generate_node_types(
-        catalog=CATALOG, zones=ZONES[:1], gpu_types=("nvidia-l4",), spot=True, gpu_quota={"nvidia-l4": 1},
+        catalog=CATALOG, region=REGION, zones=ZONES[:1], gpu_types=("nvidia-l4",), spot=True, gpu_quota={"nvidia-l4": 1},
         cpu_machine_types=(), gpu_disk=(200, "pd-balanced"), cpu_disk=(50, "pd-balanced"), prices={"g2-standard-4": 1.00},
     )
     by_name = {nt.name: nt for nt in offer.node_types}
@@ -131,10 +147,10 @@ def test_allocatable_follows_the_documented_reserve():
 
 def test_a3_ultra_boots_from_hyperdisk():
     offer = generate_node_types(
-        catalog=CATALOG, zones=ZONES[:1], gpu_types=("nvidia-h200-141gb",), spot=False, gpu_quota={"nvidia-h200-141gb": 8},
+        catalog=CATALOG, region=REGION, zones=ZONES[:1], gpu_types=("nvidia-h200-141gb",), spot=True, gpu_quota={"nvidia-h200-141gb": 8},
         cpu_machine_types=(), gpu_disk=(200, "pd-balanced"), cpu_disk=(50, "pd-balanced"),
     )
-    [nt] = offer.node_types
+    [nt] = offer.node_types  # Spot only: A3 Ultra is not sold on-demand
     assert nt.properties[props.DISK_TYPE] == "hyperdisk-balanced"
 
 

@@ -257,7 +257,6 @@ def test_out_nodeprovider_is_the_rendered_node_provider(dev_plan, dev_stack):
         project=dev_stack.project,
         region=dev_stack.region,
         node_types=dev_stack.offer.node_types,
-        kubernetes_template=np.kubernetes_template,
         legacy_infrastructure=np.legacy_infrastructure,
     )
     assert document["spec"] == node_provider_spec(args).to_dict()
