@@ -79,6 +79,7 @@ locals {
 
   zones_outside_region = [for zone in local.node_type_zones : zone if !startswith(zone, "${local.region}-")]
   wildcard             = "[*?\\[\\]{}]"
+  region_concrete      = local.region != "" && !can(regex(local.wildcard, local.region))
 
   # node-tags: the VMs' network tag (templates/node/main.tf tags them with the vCluster's name),
   # which the CCM's firewall rules for LoadBalancer Services target.
@@ -479,7 +480,7 @@ resource "terraform_data" "inputs" {
       error_message = "The platform passed no vCluster or NodeProvider name (instance.metadata.name, nodeProvider.metadata.name); the objects and the CCM's node tag are named after them."
     }
     precondition {
-      condition     = local.region != "" && !can(regex(local.wildcard, local.region))
+      condition     = local.region_concrete
       error_message = "Property region must be a concrete GCP region, not empty or a wildcard (got \"${local.region}\"). Pulumi sets it on the NodeProvider and on each tenant's auto-nodes entry."
     }
     precondition {
@@ -487,7 +488,7 @@ resource "terraform_data" "inputs" {
       error_message = "This template was rendered without the node types' zones; GcpNodeProvider writes them in."
     }
     precondition {
-      condition     = length(local.zones_outside_region) == 0
+      condition     = !local.region_concrete || length(local.zones_outside_region) == 0
       error_message = "Node types use zones ${join(", ", local.zones_outside_region)} outside region ${local.region}: the cloud controller manager manages the zones of its own region only, so nodes there would never be initialized."
     }
     precondition {
