@@ -67,6 +67,7 @@ def deploy_environment(env: EnvironmentStack) -> None:
             kubeconfig=gke.kubeconfig,
             public_host=env.platform.public_host,
             ingress_class=env.platform.ingress_class,
+            ingress_tls=env.platform.ingress_tls,
             license_token=config.require_secret(license_key) if license_key else None,
         ),
         opts=pulumi.ResourceOptions(providers=[gke.provider], depends_on=[gke.system_pool, identity]),

@@ -67,11 +67,23 @@ class ClusterConfig(ConfigModel):
     labels: dict[str, str] = {}
 
 
+class IngressTls(ConfigModel):
+    """TLS of the chart's Ingress (platform.ingressClass)."""
+
+    enabled: bool = True  # false: TLS ends in front of the ingress controller
+    secret_name: str | None = None  # default with clusterIssuer: vcluster-platform-tls
+    cluster_issuer: str | None = None  # a cert-manager ClusterIssuer, which then creates secretName
+
+
+INGRESS_TLS_SECRET = "vcluster-platform-tls"
+
+
 class PlatformConfig(ConfigModel):
     chart_version: str = versions.PLATFORM_CHART_VERSION
     vcluster_version: str = versions.VCLUSTER_CHART_VERSION  # tenants' vcluster chart
     public_host: str | None = None  # sets config.loftHost; route it yourself, or set ingressClass
     ingress_class: str | None = None  # with publicHost: the chart's Ingress, of this class
+    ingress_tls: IngressTls | None = None  # required with ingressClass
     license_token_key: str | None = None  # name of a secret config key holding the license token
     # Custom role ids: <prefix>_autoNodes, _tenantSubnetUse, _tenantDisks, _tenantLoadBalancers.
     role_id_prefix: str | None = None  # default gpuPlatform_<environment>
@@ -218,12 +230,38 @@ def check_platform(platform: PlatformConfig, problems: Problems) -> None:
         problems.add("platform.chartVersion", str(e))
     if platform.ingress_class and not platform.public_host:
         problems.add("platform.ingressClass", "needs platform.publicHost (the host the Ingress serves)")
+    _check_ingress_tls(platform, problems)
     if platform.license_token_key is not None and not platform.license_token_key.isidentifier():
         problems.add("platform.licenseTokenKey", f"{platform.license_token_key!r} must be a config key name like vclusterLicenseToken")
     if not re.match(r"^[a-zA-Z0-9_.]{3,40}$", platform.role_id_prefix or ""):
         problems.add("platform.roleIdPrefix", f"{platform.role_id_prefix!r} must be 3–40 characters of [a-zA-Z0-9_.]")
     if not re.match(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$", platform.service_account_id or ""):
         problems.add("platform.serviceAccountId", f"{platform.service_account_id!r} must be 6–30 characters of [a-z0-9-]")
+
+
+def _check_ingress_tls(platform: PlatformConfig, problems: Problems) -> None:
+    """The chart's Ingress would otherwise reference TLS Secret `loft-tls` (vcluster-platform chart
+    values.yaml `ingress.tls: {enabled: true, secret: loft-tls}`, loft-sh/loft tag v4.11.2), which
+    nothing creates: the ingress controller would serve its own default certificate."""
+    tls = platform.ingress_tls
+    if tls is None:
+        if platform.ingress_class:
+            problems.add(
+                "platform.ingressTls",
+                "required with ingressClass; allowed: {clusterIssuer: <a cert-manager ClusterIssuer>} (cert-manager issues the "
+                f"certificate into Secret {INGRESS_TLS_SECRET}), {{secretName: <a kubernetes.io/tls Secret you create in namespace "
+                "vcluster-platform>}}, or {enabled: false} (TLS ends in front of the ingress controller)",
+            )
+        return
+    if not platform.ingress_class:
+        problems.add("platform.ingressTls", "applies only with platform.ingressClass (the chart's Ingress)")
+    if not tls.enabled and (tls.secret_name or tls.cluster_issuer):
+        problems.add("platform.ingressTls", "enabled: false takes no secretName or clusterIssuer")
+    if tls.enabled and not (tls.secret_name or tls.cluster_issuer):
+        problems.add("platform.ingressTls", "name a clusterIssuer (cert-manager creates the Secret) or the secretName of a Secret you create")
+    for key, value in (("secretName", tls.secret_name), ("clusterIssuer", tls.cluster_issuer)):
+        if value is not None and not (len(value) <= 253 and all(DNS_LABEL.match(part) for part in value.split("."))):
+            problems.add(f"platform.ingressTls.{key}", f"{value!r} is not a Kubernetes object name (lowercase DNS subdomain)")
 
 
 def check_node_provider(region: str, np: NodeProviderConfig, catalog: Catalog, problems: Problems) -> None:

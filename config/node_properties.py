@@ -2,9 +2,10 @@
 the OpenTofu templates in templates/.
 
 Defined once: GcpNodeProvider writes these keys, tenants select on them, and the templates read them
-(tests/test_node_template.py proves that the templates read exactly these). Keys use the prefix
-``gpu-platform/`` so they can never collide with the platform's built-in properties
-(``vcluster.com/...``, ``karpenter.sh/...``, ``node.kubernetes.io/...``). Values must be valid
+(tests/test_node_template.py proves that the templates read exactly these). Our own keys use the
+prefix ``gpu-platform/`` so they can never collide with the platform's built-in properties
+(``vcluster.com/...``, ``karpenter.sh/...``, ``node.kubernetes.io/...``); the standard zone labels
+are the one deliberate exception (TOPOLOGY_KEYS). Values must be valid
 Kubernetes label values (≤ 63 characters of ``[A-Za-z0-9._-]``), which is why the node service
 account travels as its account id, not its e-mail.
 """
@@ -26,7 +27,9 @@ DISK_TYPE = PREFIX + "disk-type"
 IMAGE_FAMILY = PREFIX + "image-family"
 IMAGE_PROJECT = PREFIX + "image-project"
 
-# The standard zone labels, on every node type too, equal to gpu-platform/zone. Node-type properties
+# The standard zone labels, on every node type too, equal to gpu-platform/zone (deliberately the
+# keys of the platform's built-in properties; the platform documents `topology.kubernetes.io/zone`
+# as `global` unless set, and the API has no other way to set it). Node-type properties
 # become node labels and scheduling requirements (platform docs, node providers overview,
 # https://www.vcluster.com/docs/platform/administer/node-providers/overview "Properties"), so the
 # auto-nodes scheduler (Karpenter) can match a pod's zone constraints against them before a node
@@ -53,8 +56,8 @@ NODE_TYPE_KEYS = (
 )
 
 # Written on each tenant's auto-nodes entry (vcluster.yaml), read by templates/environment/main.tf,
-# which hands them on as the environment outputs the node template and the official kubernetes
-# template read. Pulumi created every object they name.
+# which hands them on as the environment outputs the node template and the kubernetes template
+# read. Pulumi created every object they name.
 NETWORK = PREFIX + "network"
 SUBNETWORK = PREFIX + "subnetwork"
 NODE_SERVICE_ACCOUNT = PREFIX + "node-service-account"  # account id; e-mail = id@project.iam…
@@ -62,8 +65,10 @@ TENANT = PREFIX + "tenant"
 
 TENANT_KEYS = (NETWORK, SUBNETWORK, NODE_SERVICE_ACCOUNT, TENANT)
 
-# Keys of the official templates' contract (vcluster-platform.md §E.2), written concretely: the
-# official templates reject empty or wildcard project/region.
+# Keys of the official templates' contract (loft-sh/vcluster-auto-nodes-gcp tag v0.1.1:
+# environment/*/locals.tf, node/locals.tf read project, region and the vcluster.com switches),
+# which our templates keep; written concretely, as the templates refuse empty or wildcard
+# project/region.
 PROJECT = "project"
 REGION = "region"
 CCM_ENABLED = "vcluster.com/ccm-enabled"
