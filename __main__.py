@@ -113,6 +113,8 @@ def deploy_environment(env: EnvironmentStack) -> None:
 
 
 def deploy_tenant(stack: TenantStack) -> None:
+    for warning in stack.warnings:
+        pulumi.log.warn(warning)
     environment = pulumi.StackReference(stack.environment_stack)
 
     def check(deployed: dict) -> bool:

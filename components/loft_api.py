@@ -2,8 +2,9 @@
 
 The Kubernetes SDK has no types for these custom resources, so a misspelled field would only
 surface in a real `pulumi up`. These dataclasses are the only way the program builds them; their
-field names are checked in tests/test_loft_api.py against the API's JSON field lists
-(../shared/reference/vcluster-platform.md §I). Unset fields (None) are left out.
+field names are checked in tests/test_loft_api.py against the API's JSON field lists (the
+platform's OpenAPI spec, loft-sh/loft api/openapi-spec/swagger.json at tag v4.11.2). Unset fields
+(None) are left out.
 """
 
 from __future__ import annotations
@@ -69,10 +70,16 @@ class NodeEnvironmentTemplate(ApiObject):
 
 
 @dataclass
+class NodeTypeOverhead(ApiObject):
+    kube_reserved: dict[str, str] | None = None  # kubelet and other system daemons
+
+
+@dataclass
 class NodeTypeSpec(ApiObject):
     name: str
-    resources: dict[str, str]
+    resources: dict[str, str]  # the node's full resources
     properties: dict[str, str]
+    overhead: NodeTypeOverhead | None = None
     cost: int | None = None
     max_capacity: int | None = None
     display_name: str | None = None

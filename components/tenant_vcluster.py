@@ -62,7 +62,7 @@ class TenantVCluster(pulumi.ComponentResource):
     tenant_name: str
     host_namespace: str
     connect_command: str
-    gpu_budget_usd_per_hour: float
+    gpu_budget_usd_per_hour: float | None  # None: no recorded prices in the region
 
     def __init__(self, name: str, args: TenantVClusterArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-platform:tenants:VirtualCluster", name, None, opts)
@@ -71,7 +71,8 @@ class TenantVCluster(pulumi.ComponentResource):
         self.tenant_name = tenant.name
         self.host_namespace = host_namespace(tenant.name)
         self.connect_command = connect_command(tenant.name, args.project_namespace)
-        self.gpu_budget_usd_per_hour = round(args.plan.gpu_usd_per_hour_ceiling, 2)
+        ceiling = args.plan.gpu_usd_per_hour_ceiling
+        self.gpu_budget_usd_per_hour = None if ceiling is None else round(ceiling, 2)
 
         common = {
             props.PROJECT: facts.project,

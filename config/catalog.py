@@ -1,8 +1,9 @@
 """The machine and GPU catalog (config/catalog.yaml), loaded once and checked for consistency.
 
-Everything that decides which VM shapes exist lives in the YAML; this module only reads it, refuses
-data that contradicts itself (an E2 with a GPU, 8 × T4, a host larger than its GPU count allows) and
-answers questions about it. Loading is cached: one parse per process, however many tenants.
+Everything that decides which VM shapes exist and what they cost lives in the YAML; this module only
+reads it, refuses data that contradicts itself (an E2 with a GPU, 8 × T4, a host larger than its GPU
+count allows, a price without a source) and answers questions about it. Prices are per region
+(`prices.py`). Loading is cached: one parse per process, however many tenants.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import yaml_io
+from .prices import Price, RegionPrices, ServicePrices, load_region_prices, load_service_prices
 
 CATALOG_PATH = Path(__file__).with_name("catalog.yaml")
 
@@ -31,9 +33,6 @@ class Machine:
     series: str
     vcpus: int
     memory_gb: float
-    usd_per_hour: float
-    spot_usd_per_hour: float
-    price_basis: str  # "reference" | "estimate"
     disk_types: tuple[str, ...]
     gpu: str | None = None  # built-in GPUs only
     gpu_count: int = 0
@@ -45,8 +44,6 @@ class GpuType:
     short: str
     attach: str  # GUEST | BUILTIN
     series: tuple[str, ...]
-    usd_per_gpu_hour: float | None = None  # guest GPUs are billed on top of the host
-    spot_usd_per_gpu_hour: float | None = None
     guest_limits: tuple[tuple[int, int, int], ...] = ()  # (count, max vCPU, max GB)
 
     @property
@@ -63,18 +60,26 @@ class Shape:
     gpu_count: int
     attach: str  # GUEST: the node template adds a guest_accelerator block; BUILTIN: it must not
 
-    def usd_per_hour(self, catalog: Catalog, spot: bool, price_overrides: dict[str, float] | None = None) -> float:
-        host = (price_overrides or {}).get(self.machine.name)
-        if host is None:
-            host = self.machine.spot_usd_per_hour if spot else self.machine.usd_per_hour
-        elif spot:
-            # An override is an on-demand price; keep the catalog's spot discount for it.
-            host *= self.machine.spot_usd_per_hour / self.machine.usd_per_hour
-        if self.attach != GUEST:
-            return host
-        gpu = catalog.gpus[self.gpu]
-        per_gpu = gpu.spot_usd_per_gpu_hour if spot else gpu.usd_per_gpu_hour
-        return host + self.gpu_count * (per_gpu or 0.0)
+    def price(self, catalog: Catalog, region: str, spot: bool, overrides: dict[str, float] | None = None) -> Price | None:
+        """USD/h of one VM of this shape in `region`, GPUs included; None where a part of it has no
+        recorded price there. An override (`nodeProvider.prices`) is the on-demand price of the
+        machine type as the catalog prices it (the host for N1, the whole VM otherwise); its Spot
+        price keeps the catalog's Spot discount, or is unknown without one."""
+        regional = catalog.prices.get(region)
+        override = (overrides or {}).get(self.machine.name)
+        machine = regional.machine(self.machine, spot) if regional else None
+        if override is not None:
+            if spot:
+                on_demand = regional.machine(self.machine, False) if regional else None
+                if machine is None or on_demand is None:
+                    return None
+                machine = Price(override * machine.usd_per_hour / on_demand.usd_per_hour, ("nodeProvider.prices",) + machine.sources)
+            else:
+                machine = Price(override, ("nodeProvider.prices",))
+        if machine is None or self.attach != GUEST:
+            return machine
+        gpu = regional.gpu(self.gpu, spot) if regional else None
+        return None if gpu is None else machine + gpu * self.gpu_count
 
 
 @dataclass(frozen=True)
@@ -85,14 +90,21 @@ class Image:
 
 @dataclass(frozen=True)
 class Catalog:
-    price_date: str
-    price_region: str
     series: dict[str, dict]
     gpus: dict[str, GpuType]
     machines: dict[str, Machine]
     shapes: dict[str, tuple[Shape, ...]]  # GPU type → shapes, smallest GPU count first
     gpu_image: Image
     cpu_image: Image
+    prices: dict[str, RegionPrices]  # region → its recorded prices
+    services: ServicePrices
+
+    def machine_price(self, machine: str, region: str, spot: bool = False, overrides: dict[str, float] | None = None) -> Price | None:
+        """USD/h of a machine without GPUs (CPU nodes, the GKE system pool); None if unknown."""
+        if not spot and machine in (overrides or {}):
+            return Price((overrides or {})[machine], ("nodeProvider.prices",))
+        regional = self.prices.get(region)
+        return regional.machine(self.machines[machine], spot) if regional and machine in self.machines else None
 
     def shapes_for(self, gpu: str) -> tuple[Shape, ...]:
         return self.shapes.get(gpu, ())
@@ -111,20 +123,24 @@ def series_of(machine_type: str) -> str:
     return machine_type.split("-", 1)[0]
 
 
-def allocatable(vcpus: int, memory_gb: float) -> tuple[int, int]:
-    """What a node offers to pods: (CPU in millicores, memory in MiB).
+def reserve(vcpus: int, memory_gb: float) -> tuple[int, int]:
+    """What the node keeps for the kubelet, the container runtime and the OS: (CPU in millicores,
+    memory in MiB). Sent as the node type's `overhead.kubeReserved`; its `resources` are the full
+    shape.
 
-    The real shape minus a kubelet/system reserve computed with GKE's published node-allocatable
-    formula (CPU: 6 % of the first core, 1 % of the second, 0.5 % of cores 3–4, 0.25 % above;
-    memory: 25 % of the first 4 GiB, 20 % of the next 4, 10 % of the next 8, 6 % of the next 112,
-    2 % above 128 GiB, plus a 100 MiB eviction threshold). Our VMs are not GKE nodes, but the same
-    daemons (kubelet, containerd, the OS) run there, so it is a sound, documented reserve.
+    GKE's published node-allocatable formula (https://cloud.google.com/kubernetes-engine/docs/concepts/plan-node-sizes
+    "Resource reservations"): CPU 6 % of the first core, 1 % of the second, 0.5 % of cores 3–4,
+    0.25 % above; memory 25 % of the first 4 GiB, 20 % of the next 4, 10 % of the next 8, 6 % of the
+    next 112, 2 % above 128 GiB, plus a 100 MiB eviction threshold. Our VMs are not GKE nodes, but
+    the same daemons (kubelet, containerd, the OS) run there, so it is a sound, documented reserve.
     """
-    reserved_cores = _tiered(vcpus, _CPU_RESERVE_TIERS)
-    reserved_gib = _tiered(memory_gb, _MEMORY_RESERVE_TIERS)
-    cpu_millis = vcpus * 1000 - math.ceil(reserved_cores * 1000)
-    memory_mi = int(memory_gb * 1024) - math.ceil(reserved_gib * 1024) - _EVICTION_THRESHOLD_MI
-    return cpu_millis, memory_mi
+    return math.ceil(_tiered(vcpus, _CPU_RESERVE_TIERS) * 1000), math.ceil(_tiered(memory_gb, _MEMORY_RESERVE_TIERS) * 1024) + _EVICTION_THRESHOLD_MI
+
+
+def allocatable(vcpus: int, memory_gb: float) -> tuple[int, int]:
+    """What a node offers to pods: the full shape minus `reserve` (CPU millicores, memory MiB)."""
+    cpu, memory = reserve(vcpus, memory_gb)
+    return vcpus * 1000 - cpu, int(memory_gb * 1024) - memory
 
 
 # (upper bound of the tier, share reserved within it)
@@ -158,16 +174,11 @@ def load_catalog(path: Path = CATALOG_PATH) -> Catalog:
             problems.append(f"machines.{name}: series {s} cannot carry built-in GPUs")
         if attach == BUILTIN and not m.get("gpu"):
             problems.append(f"machines.{name}: accelerator-optimized series {s} needs gpu and gpuCount")
-        if m["spotUsdPerHour"] > m["usdPerHour"]:
-            problems.append(f"machines.{name}: spot price above on-demand price")
         machines[name] = Machine(
             name=name,
             series=s,
             vcpus=int(m["vcpus"]),
             memory_gb=float(m["memoryGb"]),
-            usd_per_hour=float(m["usdPerHour"]),
-            spot_usd_per_hour=float(m["spotUsdPerHour"]),
-            price_basis=m["price"],
             disk_types=tuple(m.get("diskTypes", series[s]["diskTypes"])),
             gpu=m.get("gpu"),
             gpu_count=int(m.get("gpuCount", 0)),
@@ -186,8 +197,6 @@ def load_catalog(path: Path = CATALOG_PATH) -> Catalog:
             short=g["short"],
             attach=GUEST if limits else BUILTIN,
             series=("n1",) if limits else builtin_series,
-            usd_per_gpu_hour=g.get("usdPerGpuHour"),
-            spot_usd_per_gpu_hour=g.get("spotUsdPerGpuHour"),
             guest_limits=limits,
         )
 
@@ -221,17 +230,19 @@ def load_catalog(path: Path = CATALOG_PATH) -> Catalog:
                 continue
             shapes[machine.gpu].append(Shape(machine, machine.gpu, machine.gpu_count, BUILTIN))
 
+    prices = {region: load_region_prices(region, block, machines, gpus, problems) for region, block in (raw.get("prices") or {}).items()}
+    services = load_service_prices(raw.get("services") or {}, problems)
     if problems:
         raise CatalogError("catalog.yaml is inconsistent:\n  " + "\n  ".join(problems))
 
     images = raw["images"]
     return Catalog(
-        price_date=str(raw["priceDate"]),
-        price_region=raw["priceRegion"],
         series=series,
         gpus=gpus,
         machines=machines,
         shapes={g: tuple(sorted(s, key=lambda sh: (sh.gpu_count, sh.machine.vcpus))) for g, s in shapes.items()},
         gpu_image=Image(**images["gpu"]),
         cpu_image=Image(**images["cpu"]),
+        prices=prices,
+        services=services,  # type: ignore[arg-type]  # None only with problems, raised above
     )

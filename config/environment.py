@@ -106,6 +106,9 @@ class NodeProviderConfig(ConfigModel):
     gpu_disk: Disk = Disk(size_gb=200)
     cpu_disk: Disk = Disk(size_gb=50)
     prices: dict[str, float] = {}  # machine type → on-demand USD/h, overriding the catalog
+    # When the tenants' GPU limits together exceed gpuQuota: warn, or fail (registers nothing).
+    # Default: fail in prod, warn elsewhere.
+    quota_policy: Literal["warn", "fail"] | None = None
     # Opt-in only: the official infrastructure template with the broad 59-permission role.
     legacy_infrastructure: bool = False
 

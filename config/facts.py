@@ -46,7 +46,7 @@ class EnvironmentFacts:
     tenant_disk_role: str
     tenant_load_balancer_role: str
     legacy_infrastructure: bool
-    price_date: str
+    prices_read: str | None  # when the region's prices were read; None: no recorded prices there
 
     def node_types_for(
         self, gpu: str | None, spot: bool, gpu_count: int | None = None, zones: tuple[str, ...] | None = None
@@ -79,7 +79,7 @@ class EnvironmentFacts:
             "tenantDiskRole": self.tenant_disk_role,
             "tenantLoadBalancerRole": self.tenant_load_balancer_role,
             "legacyInfrastructure": self.legacy_infrastructure,
-            "priceDate": self.price_date,
+            "pricesRead": self.prices_read,
         }
 
     @classmethod
@@ -102,5 +102,5 @@ class EnvironmentFacts:
             tenant_disk_role=data["tenantDiskRole"],
             tenant_load_balancer_role=data["tenantLoadBalancerRole"],
             legacy_infrastructure=bool(data.get("legacyInfrastructure", False)),
-            price_date=data["priceDate"],
+            prices_read=data.get("pricesRead"),
         )

@@ -1,9 +1,12 @@
 """Node types of the GPU NodeProvider, generated from the catalog and the environment's config.
 
 One node type per (machine shape, zone, capacity type) for every offered GPU type, plus CPU types
-for tenants' system pods. Everything a node type claims comes from the catalog: its resources are
-the real shape minus the reserve in `catalog.allocatable`, its cost is the list price, its capacity
-comes from the GPU quota. A pairing the catalog does not hold (E2 with a GPU, 8 × T4, L4 on N1)
+for tenants' system pods. Everything a node type claims comes from the catalog: its `resources` are
+the machine's full shape and its `overhead.kubeReserved` the reserve of `catalog.reserve`, as the
+platform's API defines them (loft-sh/loft api/openapi-spec/swagger.json at tag v4.11.2,
+`TerraformNodeTypeSpec`: "Resources lists the full resources for a single node", `NodeTypeOverhead`:
+"KubeReserved is the resource overhead for kubelet and other Kubernetes system daemons"); its cost is
+the region's list price; its capacity comes from the GPU quota. A pairing the catalog does not hold (E2 with a GPU, 8 × T4, L4 on N1)
 cannot be produced because only catalog shapes are iterated, and a GPU node type exists only in the
 zones where the catalog records its machine family and only as the capacity types the family is
 sold with (config/availability.py).
@@ -35,13 +38,13 @@ measures that an idle GPU VM is deleted.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from . import node_properties as props
 from .availability import Availability, load_availability
-from .catalog import BUILTIN, GUEST, NONE, Catalog, Shape, allocatable
+from .catalog import BUILTIN, GUEST, NONE, Catalog, Shape, reserve
+from .prices import Price
 
 GPU_RESOURCE = "nvidia.com/gpu"
 
@@ -55,24 +58,45 @@ class NodeType:
     attach: str  # GUEST | BUILTIN | NONE
     zone: str
     spot: bool
-    cpu_millis: int
-    memory_mi: int
-    usd_per_hour: float
+    vcpus: int  # the machine's full shape
+    capacity_memory_mi: int
+    reserved_cpu_millis: int  # overhead.kubeReserved
+    reserved_memory_mi: int
+    usd_per_hour: float | None  # None: no recorded price in the region
+    price_estimate: bool  # the price comes (partly) from an estimate
     max_capacity: int | None  # None: no limit from us (CPU types)
     properties: dict[str, str] = field(hash=False)
 
     @property
+    def cpu_millis(self) -> int:
+        """CPU pods can use: the shape minus the reserve."""
+        return self.vcpus * 1000 - self.reserved_cpu_millis
+
+    @property
+    def memory_mi(self) -> int:
+        """Memory pods can use: the shape minus the reserve."""
+        return self.capacity_memory_mi - self.reserved_memory_mi
+
+    @property
     def resources(self) -> dict[str, str]:
-        resources = {"cpu": f"{self.cpu_millis}m", "memory": f"{self.memory_mi}Mi"}
+        """The node's full resources (TerraformNodeTypeSpec.resources)."""
+        resources = {"cpu": str(self.vcpus), "memory": f"{self.capacity_memory_mi}Mi"}
         if self.gpu_count:
             resources[GPU_RESOURCE] = str(self.gpu_count)
         return resources
 
     @property
-    def cost(self) -> int:
-        """The NodeProvider's integer cost: list price in thousandths of a USD per hour, so the
-        platform picks the cheapest type that fits."""
-        return round(self.usd_per_hour * 1000)
+    def kube_reserved(self) -> dict[str, str]:
+        """What the node keeps for itself (TerraformNodeTypeSpec.overhead.kubeReserved)."""
+        return {"cpu": f"{self.reserved_cpu_millis}m", "memory": f"{self.reserved_memory_mi}Mi"}
+
+    @property
+    def cost(self) -> int | None:
+        """The NodeProvider's integer cost: the list price in thousandths of a USD per hour, so the
+        platform picks the cheapest type that fits. None without a recorded price: the field is
+        left out and the platform computes one from the resources (platform docs, node providers
+        overview, "cost")."""
+        return None if self.usd_per_hour is None else round(self.usd_per_hour * 1000)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -83,9 +107,12 @@ class NodeType:
             "attach": self.attach,
             "zone": self.zone,
             "spot": self.spot,
-            "cpuMillis": self.cpu_millis,
-            "memoryMi": self.memory_mi,
+            "vcpus": self.vcpus,
+            "memoryMi": self.capacity_memory_mi,
+            "reservedCpuMillis": self.reserved_cpu_millis,
+            "reservedMemoryMi": self.reserved_memory_mi,
             "usdPerHour": self.usd_per_hour,
+            "priceEstimate": self.price_estimate,
             "maxCapacity": self.max_capacity,
             "properties": dict(self.properties),
         }
@@ -100,9 +127,12 @@ class NodeType:
             attach=data["attach"],
             zone=data["zone"],
             spot=bool(data["spot"]),
-            cpu_millis=int(data["cpuMillis"]),
-            memory_mi=int(data["memoryMi"]),
-            usd_per_hour=float(data["usdPerHour"]),
+            vcpus=int(data["vcpus"]),
+            capacity_memory_mi=int(data["memoryMi"]),
+            reserved_cpu_millis=int(data["reservedCpuMillis"]),
+            reserved_memory_mi=int(data["reservedMemoryMi"]),
+            usd_per_hour=None if data.get("usdPerHour") is None else float(data["usdPerHour"]),
+            price_estimate=bool(data.get("priceEstimate", True)),
             max_capacity=None if data.get("maxCapacity") is None else int(data["maxCapacity"]),
             properties=dict(data["properties"]),
         )
@@ -110,16 +140,11 @@ class NodeType:
 
 @dataclass(frozen=True)
 class QuotaUse:
-    """How a GPU type's regional quota relates to what its node types could claim together."""
+    """A GPU type's regional quota and the shapes it excludes (larger than the quota, not offered)."""
 
     gpu: str
     quota: int
-    claimable: int  # sum over node types of maxCapacity × GPUs per node
-    excluded: tuple[str, ...]  # shapes larger than the quota, not offered
-
-    @property
-    def oversubscription(self) -> float:
-        return self.claimable / self.quota if self.quota else math.inf
+    excluded: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -150,7 +175,7 @@ def generate_node_types(
 
     for gpu in gpu_types:
         quota = gpu_quota[gpu]
-        excluded, claimable = [], 0
+        excluded = []
         for shape in catalog.shapes_for(gpu):
             max_capacity = quota // shape.gpu_count
             if max_capacity == 0:
@@ -163,14 +188,12 @@ def generate_node_types(
                     node_types.append(
                         _node_type(catalog, region, shape, zone, is_spot, max_capacity, gpu_disk, gpu_image_family, prices)
                     )
-                    claimable += max_capacity * shape.gpu_count
-        quota_use.append(QuotaUse(gpu, quota, claimable, tuple(excluded)))
+        quota_use.append(QuotaUse(gpu, quota, tuple(excluded)))
 
     for machine_name in cpu_machine_types:
         machine = catalog.machines[machine_name]
+        price = catalog.machine_price(machine.name, region, False, prices)
         for zone in zones:
-            cpu_millis, memory_mi = allocatable(machine.vcpus, machine.memory_gb)
-            price = (prices or {}).get(machine.name, machine.usd_per_hour)
             node_types.append(
                 NodeType(
                     name=_name(machine.name, zone, False),
@@ -180,9 +203,7 @@ def generate_node_types(
                     attach=NONE,
                     zone=zone,
                     spot=False,
-                    cpu_millis=cpu_millis,
-                    memory_mi=memory_mi,
-                    usd_per_hour=round(price, 4),
+                    **_shape_and_price(catalog, region, machine, price),
                     max_capacity=None,
                     properties=_properties(
                         machine.name, props.NO_ACCELERATOR, 0, False, region, zone,
@@ -193,10 +214,22 @@ def generate_node_types(
     return NodeTypeOffer(tuple(node_types), tuple(quota_use))
 
 
+def _shape_and_price(catalog: Catalog, region: str, machine, price: Price | None) -> dict[str, Any]:
+    reserved_cpu, reserved_memory = reserve(machine.vcpus, machine.memory_gb)
+    regional = catalog.prices.get(region)
+    return {
+        "vcpus": machine.vcpus,
+        "capacity_memory_mi": int(machine.memory_gb * 1024),
+        "reserved_cpu_millis": reserved_cpu,
+        "reserved_memory_mi": reserved_memory,
+        "usd_per_hour": None if price is None else price.usd_per_hour,
+        "price_estimate": price is None or regional is None or regional.is_estimate(price),
+    }
+
+
 def _node_type(catalog, region, shape: Shape, zone, is_spot, max_capacity, gpu_disk, image_family, prices) -> NodeType:
     machine = shape.machine
     base = _base_name(catalog, shape)
-    cpu_millis, memory_mi = allocatable(machine.vcpus, machine.memory_gb)
     return NodeType(
         name=_name(base, zone, is_spot),
         machine_type=machine.name,
@@ -205,9 +238,7 @@ def _node_type(catalog, region, shape: Shape, zone, is_spot, max_capacity, gpu_d
         attach=shape.attach,
         zone=zone,
         spot=is_spot,
-        cpu_millis=cpu_millis,
-        memory_mi=memory_mi,
-        usd_per_hour=round(shape.usd_per_hour(catalog, is_spot, prices), 4),
+        **_shape_and_price(catalog, region, machine, shape.price(catalog, region, is_spot, prices)),
         max_capacity=max_capacity,
         properties=_properties(
             machine.name, shape.gpu, shape.gpu_count, is_spot, region, zone,

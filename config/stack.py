@@ -7,7 +7,6 @@ team's tenant stack, otherwise an environment stack.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,7 +31,8 @@ from .errors import ConfigError, Problem, Problems, problems_from_validation
 from .facts import EnvironmentFacts, TenantClaim
 from .node_types import NodeTypeOffer, generate_node_types
 from .permissions import TENANT_DISKS, TENANT_LOAD_BALANCERS, TENANT_SUBNET_USE, role_id
-from .stack_files import StackFileError, list_stacks, read_stack_values
+from .quota import QuotaLine, TenantEntry, quota_lines, team_stack_tenants
+from .stack_files import StackFileError, list_stacks, read_stack_values, structured
 from .tenant import Tenant, TenantPlan, check_tenant, plan_tenant
 
 NS = "gpu-platform"
@@ -55,6 +55,7 @@ class EnvironmentStack:
     facts: EnvironmentFacts
     tenants: tuple[TenantPlan, ...]
     warnings: tuple[str, ...] = ()
+    quota: tuple[QuotaLine, ...] = ()  # every tenant of the environment, team stacks included
 
 
 @dataclass(frozen=True)
@@ -64,11 +65,13 @@ class TenantStack:
     environment_stack: str  # <org>/<project>/<stack>
     facts: EnvironmentFacts  # from the environment's stack file
     tenant: TenantPlan
+    warnings: tuple[str, ...] = ()
+    quota: tuple[QuotaLine, ...] = ()  # every tenant of the environment, this one included
 
 
 def load_stack(values: dict[str, Any], *, stack: str, project_dir: Path, catalog: Catalog | None = None) -> EnvironmentStack | TenantStack:
     catalog = catalog or load_catalog()
-    values = {k: _json(v) for k, v in values.items()}
+    values = {k: structured(v) for k, v in values.items()}
     problems = Problems()
     environment = values.get(f"{NS}:environment")
     if environment not in ENVIRONMENTS:
@@ -133,8 +136,12 @@ def _load_environment_stack(values, stack, project_dir, catalog, problems) -> En
             )
     if node_provider is not None and region:
         check_node_provider(region, node_provider, catalog, problems)
+        if node_provider.quota_policy is None:
+            node_provider = node_provider.model_copy(update={"quota_policy": "fail" if environment == "prod" else "warn"})
     environment_sound = len(problems.items) == before and None not in (cluster, platform, node_provider) and project and region and known_env
 
+    quota: tuple[QuotaLine, ...] = ()
+    quota_warnings: tuple[str, ...] = ()
     if environment_sound:
         offer = _offer(region, node_provider, catalog)
         facts = _facts(environment, project, region, cluster, platform, node_provider, offer, tenants, catalog)
@@ -143,6 +150,11 @@ def _load_environment_stack(values, stack, project_dir, catalog, problems) -> En
                 # Earlier entries only: a collision is reported once, at the entry that causes it.
                 others = [TenantClaim(t.name, t.network.cidr, f"tenants[{j}]") for j, t in enumerate(tenants[:i]) if t is not None]
                 check_tenant(f"tenants[{i}]", tenant, facts, others, problems)
+        if not problems:
+            entries = [TenantEntry(t, f"tenants[{i}]") for i, t in enumerate(tenants) if t is not None]
+            entries += team_stack_tenants(project_dir, environment_stack_name=stack)
+            quota = quota_lines(entries, facts)
+            quota_warnings = _quota_verdict(quota, node_provider.quota_policy, lambda line: f"nodeProvider.gpuQuota.{line.gpu}", problems)
     elif any(t is not None for t in tenants):
         problems.note("tenants were checked for structure only; they are checked against the environment once its own problems are fixed")
     if problems:
@@ -158,7 +170,8 @@ def _load_environment_stack(values, stack, project_dir, catalog, problems) -> En
         offer=offer,
         facts=facts,
         tenants=tuple(plan_tenant(t, facts) for t in tenants if t is not None),
-        warnings=tuple(environment_warnings(environment, cluster, node_provider)),
+        warnings=tuple(environment_warnings(environment, cluster, node_provider)) + quota_warnings,
+        quota=quota,
     )
 
 
@@ -199,7 +212,23 @@ def _load_tenant_stack(values, stack, project_dir, catalog, problems) -> TenantS
     check_tenant("tenant", tenant, env.facts, others, problems)
     if problems:
         return None
-    return TenantStack(stack, env.environment, reference, env.facts, plan_tenant(tenant, env.facts))
+    entries = [TenantEntry(t.tenant, f"tenants[{i}] of {env_stack}") for i, t in enumerate(env.tenants)]
+    entries += team_stack_tenants(project_dir, environment_stack_name=env_stack, exclude=stack)
+    quota = quota_lines([*entries, TenantEntry(tenant, f"stack {stack}")], env.facts)
+    warnings = _quota_verdict(quota, env.node_provider.quota_policy, lambda line: "tenant.gpuPools", problems)
+    if problems:
+        return None
+    return TenantStack(stack, env.environment, reference, env.facts, plan_tenant(tenant, env.facts), warnings, quota)
+
+
+def _quota_verdict(quota: tuple[QuotaLine, ...], policy: str | None, key, problems: Problems) -> tuple[str, ...]:
+    """Warnings for quota lines the tenants exceed together, or problems under quotaPolicy fail."""
+    exceeded = [line for line in quota if line.exceeded]
+    if policy == "fail":
+        for line in exceeded:
+            problems.add(key(line), f"{line.message()}; nodeProvider.quotaPolicy is fail (raise the quota or lower the tenants' maxGpus)")
+        return ()
+    return tuple(line.message() for line in exceeded)
 
 
 def _tenant_stack_claims(project_dir: Path, *, environment_stack_name: str, exclude: str) -> list[TenantClaim]:
@@ -209,7 +238,7 @@ def _tenant_stack_claims(project_dir: Path, *, environment_stack_name: str, excl
         if other == exclude:
             continue
         try:
-            values = {k: _json(v) for k, v in read_stack_values(project_dir, other).items()}
+            values = {k: structured(v) for k, v in read_stack_values(project_dir, other).items()}
         except StackFileError:
             continue
         reference = str(values.get(f"{NS}:environmentStack") or "")
@@ -240,7 +269,7 @@ def _facts(environment, project, region, cluster, platform, node_provider, offer
         tenant_disk_role=f"projects/{project}/roles/{role_id(platform.role_id_prefix, TENANT_DISKS)}",
         tenant_load_balancer_role=f"projects/{project}/roles/{role_id(platform.role_id_prefix, TENANT_LOAD_BALANCERS)}",
         legacy_infrastructure=node_provider.legacy_infrastructure,
-        price_date=catalog.price_date,
+        prices_read=catalog.prices[region].read if region in catalog.prices else None,
     )
 
 
@@ -280,16 +309,6 @@ def _parse(path: str, model: type[BaseModel], raw: Any, problems: Problems):
     except ValidationError as e:
         problems.extend(problems_from_validation(path, model, e))
         return None
-
-
-def _json(value: Any) -> Any:
-    """Pulumi hands structured config to programs as JSON strings."""
-    if isinstance(value, str) and value[:1] in "[{":
-        try:
-            return json.loads(value)
-        except ValueError:
-            return value
-    return value
 
 
 # Facts a tenant stack takes from the environment's stack file and builds GCP objects and IAM

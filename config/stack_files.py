@@ -8,6 +8,7 @@ keys the stack file lacks; `secure:` values stay opaque (`SecureValue`).
 from __future__ import annotations
 
 import functools
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -129,4 +130,14 @@ def _decode(value: Any) -> Any:
         return {k: _decode(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_decode(v) for v in value]
+    return value
+
+
+def structured(value: Any) -> Any:
+    """Pulumi hands structured config to programs as JSON strings."""
+    if isinstance(value, str) and value[:1] in "[{":
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
     return value

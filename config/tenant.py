@@ -33,6 +33,11 @@ class GpuPool(ConfigModel):
     gpu: str
     max_gpus: int = Field(ge=1)
     gpus_per_node: int | None = Field(None, ge=1)  # default: the smallest shape offered
+    # The shapes the pool may get (the platform then picks the cheapest that fits each pod):
+    # exactly these machine types, or every shape with at most this many vCPUs per GPU. Neither:
+    # the smallest machine type of gpusPerNode. Pool limits follow these shapes.
+    machine_types: tuple[str, ...] | None = None
+    max_vcpus_per_gpu: int | None = Field(None, ge=1)
     spot: bool = False
     # Only these zones of nodeProvider.zones (e.g. where the team's volumes are); default: all.
     zones: tuple[str, ...] | None = None
@@ -84,7 +89,7 @@ class PoolPlan:
     gpus_per_node: int
     spot: bool
     max_nodes: int
-    node_types: tuple[NodeType, ...]
+    node_types: tuple[NodeType, ...]  # the shapes the pool may get, every zone
     limits: dict[str, str]
     idle_after: str
     termination_grace_period: str
@@ -96,13 +101,46 @@ class PoolPlan:
         return self.max_nodes * self.gpus_per_node
 
     @property
-    def usd_per_hour_ceiling(self) -> float:
-        """Every node of the pool running, each of the most expensive eligible type."""
-        return self.max_nodes * max(nt.usd_per_hour for nt in self.node_types)
+    def machine_types(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(nt.machine_type for nt in self.node_types))
 
     @property
-    def cheapest_usd_per_hour(self) -> float:
-        return min(nt.usd_per_hour for nt in self.node_types)
+    def priced(self) -> bool:
+        return all(nt.usd_per_hour is not None for nt in self.node_types)
+
+    @property
+    def price_estimate(self) -> bool:
+        return any(nt.price_estimate for nt in self.node_types)
+
+    def nodes_within_limits(self, nt: NodeType) -> int:
+        """How many nodes of one type the pool's limits admit. Limits are counted on the node's
+        full resources, as Karpenter counts NodePool limits against node capacity
+        (kubernetes-sigs/karpenter pkg/controllers/provisioning/scheduling: `ExceededBy`);
+        counting them on what pods can use would admit at least as many."""
+        counts = [int(self.limits["cpu"]) * 1000 // (nt.vcpus * 1000), _mi(self.limits["memory"]) // nt.capacity_memory_mi]
+        if nt.gpu_count:
+            counts.append(int(self.limits[GPU_RESOURCE]) // nt.gpu_count)
+        return min(counts)
+
+    @property
+    def expected_usd_per_hour(self) -> float | None:
+        """The pool at its GPU limit (CPU pool: its CPU limit) with the type the platform picks, the
+        cheapest that fits: the cost when pods fit the smallest shape."""
+        if not self.priced:
+            return None
+        cheapest = min(self.node_types, key=lambda nt: (nt.usd_per_hour, nt.vcpus))
+        return self.nodes_within_limits(cheapest) * cheapest.usd_per_hour  # type: ignore[operator]
+
+    @property
+    def usd_per_hour_ceiling(self) -> float | None:
+        """The limits fully used by the most expensive way the limits admit: the worst case."""
+        if not self.priced:
+            return None
+        return max(self.nodes_within_limits(nt) * nt.usd_per_hour for nt in self.node_types)  # type: ignore[operator]
+
+    @property
+    def cheapest_usd_per_hour(self) -> float | None:
+        return None if not self.priced else min(nt.usd_per_hour for nt in self.node_types)  # type: ignore[type-var]
 
     @property
     def selector(self) -> list[dict]:
@@ -110,6 +148,8 @@ class PoolPlan:
         requirements = [{"property": props.ACCELERATOR, "operator": "In", "values": [accelerator]}]
         if self.gpu:
             requirements.append({"property": props.ACCELERATOR_COUNT, "operator": "In", "values": [str(self.gpus_per_node)]})
+            # Only the shapes the pool's limits were sized for.
+            requirements.append({"property": props.INSTANCE_TYPE, "operator": "In", "values": list(self.machine_types)})
         requirements.append(
             {"property": props.CAPACITY_TYPE, "operator": "In", "values": [props.SPOT if self.spot else props.ON_DEMAND]}
         )
@@ -120,6 +160,11 @@ class PoolPlan:
         return requirements
 
 
+def _sum(values) -> float | None:
+    values = list(values)
+    return None if any(v is None for v in values) else sum(values)
+
+
 @dataclass(frozen=True)
 class TenantPlan:
     tenant: Tenant
@@ -127,15 +172,19 @@ class TenantPlan:
     cpu_pool: PoolPlan
 
     @property
-    def gpu_usd_per_hour_ceiling(self) -> float:
-        return sum(p.usd_per_hour_ceiling for p in self.gpu_pools)
+    def gpu_expected_usd_per_hour(self) -> float | None:
+        return _sum(p.expected_usd_per_hour for p in self.gpu_pools)
 
     @property
-    def usd_per_hour_ceiling(self) -> float:
-        return self.gpu_usd_per_hour_ceiling + self.cpu_pool.usd_per_hour_ceiling
+    def gpu_usd_per_hour_ceiling(self) -> float | None:
+        return _sum(p.usd_per_hour_ceiling for p in self.gpu_pools)
 
     @property
-    def always_on_usd_per_hour(self) -> float:
+    def usd_per_hour_ceiling(self) -> float | None:
+        return _sum([self.gpu_usd_per_hour_ceiling, self.cpu_pool.usd_per_hour_ceiling])
+
+    @property
+    def always_on_node_usd_per_hour(self) -> float | None:
         """The tenant's system pods keep one CPU node (the cheapest that fits) up at all times."""
         return self.cpu_pool.cheapest_usd_per_hour
 
@@ -190,6 +239,7 @@ def check_tenant(path: str, tenant: Tenant, facts: EnvironmentFacts, others: lis
             continue
         if pool.max_gpus % per_node:
             problems.add(f"{pool_path}.maxGpus", f"{pool.max_gpus} is not a multiple of gpusPerNode {per_node}")
+        _check_shapes(pool_path, pool, per_node, facts, problems)
         quota = facts.gpu_quota.get(pool.gpu, 0)
         if pool.max_gpus > quota:
             problems.add(f"{pool_path}.maxGpus", f"{pool.max_gpus} exceeds the environment's quota of {quota} {pool.gpu} GPUs in {facts.region}")
@@ -204,13 +254,13 @@ def check_tenant(path: str, tenant: Tenant, facts: EnvironmentFacts, others: lis
             problems.add(f"{pool_path}.terminationGracePeriod", f"{pool.termination_grace_period} is too short for a GPU job to checkpoint; at least 1m")
 
     cpu_types = facts.node_types_for(None, False)
-    smallest = min((nt.cpu_millis for nt in cpu_types), default=None)
+    smallest = min((nt.vcpus for nt in cpu_types), default=None)
     if smallest is None:
         problems.add(f"{path}.cpuPool", f"environment {facts.environment} offers no CPU node types")
-    elif tenant.cpu_pool.max_cpus * 1000 < smallest:
+    elif tenant.cpu_pool.max_cpus < smallest:
         problems.add(
             f"{path}.cpuPool.maxCpus",
-            f"{tenant.cpu_pool.max_cpus} is below the smallest CPU node type ({smallest / 1000:g} CPU): no node could start",
+            f"{tenant.cpu_pool.max_cpus} is below the smallest CPU node type ({smallest} vCPU): no node could start",
         )
     for kind, names in (("users", tenant.access.users), ("teams", tenant.access.teams)):
         for i, name in enumerate(names):
@@ -251,13 +301,48 @@ def purchase_options(gpu: str) -> str:
     return "; ".join(f"{f.name} is sold as {f.sold_as()}" for f in families)
 
 
+def _check_shapes(path: str, pool: GpuPool, per_node: int, facts: EnvironmentFacts, problems: Problems) -> None:
+    shapes = sorted({nt.machine_type: nt.vcpus for nt in facts.node_types_for(pool.gpu, pool.spot, per_node, pool.zones)}.items(), key=lambda kv: kv[1])
+    names = ", ".join(m for m, _ in shapes)
+    if pool.machine_types is not None and pool.max_vcpus_per_gpu is not None:
+        problems.add(f"{path}.maxVcpusPerGpu", "set either machineTypes or maxVcpusPerGpu, not both")
+    elif pool.machine_types is not None:
+        if not pool.machine_types:
+            problems.add(f"{path}.machineTypes", f"lists no machine type; shapes of {per_node} × {pool.gpu}: {names}")
+        for i, machine in enumerate(pool.machine_types):
+            if machine not in dict(shapes):
+                problems.add(
+                    f"{path}.machineTypes[{i}]",
+                    f"{machine!r} is not a shape of {per_node} × {pool.gpu}{' (Spot)' if pool.spot else ''} in environment {facts.environment}; shapes: {names}",
+                )
+    elif pool.max_vcpus_per_gpu is not None and not any(v <= pool.max_vcpus_per_gpu * per_node for _, v in shapes):
+        smallest = shapes[0][1] // per_node if shapes else 0
+        problems.add(
+            f"{path}.maxVcpusPerGpu",
+            f"{pool.max_vcpus_per_gpu} admits no shape of {per_node} × {pool.gpu}; the smallest has {smallest} vCPUs per GPU ({names})",
+        )
+
+
+def pool_node_types(pool: GpuPool, per_node: int, facts: EnvironmentFacts) -> tuple[NodeType, ...]:
+    """The node types a pool may get: its machineTypes, or those within maxVcpusPerGpu, or else
+    the smallest machine type of its shape."""
+    eligible = facts.node_types_for(pool.gpu, pool.spot, per_node, pool.zones)
+    if pool.machine_types:
+        wanted = set(pool.machine_types)
+    elif pool.max_vcpus_per_gpu is not None:
+        wanted = {nt.machine_type for nt in eligible if nt.vcpus <= pool.max_vcpus_per_gpu * per_node}
+    else:
+        wanted = {min(eligible, key=lambda nt: (nt.vcpus, nt.capacity_memory_mi, nt.machine_type)).machine_type}
+    return tuple(nt for nt in eligible if nt.machine_type in wanted)
+
+
 def plan_tenant(tenant: Tenant, facts: EnvironmentFacts) -> TenantPlan:
     """The pools of a tenant that passed `check_tenant`."""
     gpu_pools = []
     for pool in tenant.gpu_pools:
         counts = sorted({nt.gpu_count for nt in facts.node_types_for(pool.gpu, pool.spot, zones=pool.zones)})
         per_node = pool.gpus_per_node or counts[0]
-        eligible = facts.node_types_for(pool.gpu, pool.spot, per_node, pool.zones)
+        eligible = pool_node_types(pool, per_node, facts)
         max_nodes = pool.max_gpus // per_node
         gpu_pools.append(
             PoolPlan(
@@ -276,7 +361,7 @@ def plan_tenant(tenant: Tenant, facts: EnvironmentFacts) -> TenantPlan:
             )
         )
     cpu_types = facts.node_types_for(None, False)
-    max_cpu_nodes = max(1, tenant.cpu_pool.max_cpus * 1000 // min(nt.cpu_millis for nt in cpu_types))
+    max_cpu_nodes = max(1, tenant.cpu_pool.max_cpus // min(nt.vcpus for nt in cpu_types))
     cpu_pool = PoolPlan(
         name="system",
         gpu=None,
@@ -284,7 +369,7 @@ def plan_tenant(tenant: Tenant, facts: EnvironmentFacts) -> TenantPlan:
         spot=False,
         max_nodes=max_cpu_nodes,
         node_types=cpu_types,
-        limits={"cpu": str(tenant.cpu_pool.max_cpus), "memory": f"{math.ceil(max_cpu_nodes * max(nt.memory_mi for nt in cpu_types) / 1024)}Gi"},
+        limits={"cpu": str(tenant.cpu_pool.max_cpus), "memory": f"{math.ceil(max_cpu_nodes * max(nt.capacity_memory_mi for nt in cpu_types) / 1024)}Gi"},
         idle_after="5m",
         termination_grace_period="5m",
         consolidation_policy="WhenEmptyOrUnderutilized",
@@ -299,10 +384,17 @@ def _pool_name(gpu: str, per_node: int, spot: bool) -> str:
 
 def _limits(node_types: tuple[NodeType, ...], max_nodes: int, max_gpus: int) -> dict[str, str]:
     """Pool limits as strings (the schema demands strings). CPU and memory are sized for
-    `max_nodes` of the largest eligible type, so they never stop a node that the GPU limit allows."""
-    cpu = math.ceil(max_nodes * max(nt.cpu_millis for nt in node_types) / 1000)
-    memory_gi = math.ceil(max_nodes * max(nt.memory_mi for nt in node_types) / 1024)
+    `max_nodes` of the largest shape the pool may get (full resources, see
+    `PoolPlan.nodes_within_limits`), so they never stop a node that the GPU limit allows, and no
+    larger shape can enter through them."""
+    cpu = max_nodes * max(nt.vcpus for nt in node_types)
+    memory_gi = math.ceil(max_nodes * max(nt.capacity_memory_mi for nt in node_types) / 1024)
     return {GPU_RESOURCE: str(max_gpus), "cpu": str(cpu), "memory": f"{memory_gi}Gi"}
+
+
+def _mi(quantity: str) -> int:
+    """A memory limit as we write them (`<n>Gi`) in MiB."""
+    return int(quantity.removesuffix("Gi")) * 1024
 
 
 def suggest_cidr(facts: EnvironmentFacts, others: list[TenantClaim]) -> str:

@@ -1,8 +1,9 @@
 """Pinned versions of everything the platform deploys.
 
-One place, so a version bump is one reviewed diff. Sources: ../shared/reference/vcluster-platform.md
-(§A.2 platform tags and the vCluster → platform minimum table, §E.2 template tags) and
-gke-gpu-anchors.md §4 (GPU Operator releases).
+One place, so a version bump is one reviewed diff. Sources: the chart repositories named below
+(https://charts.loft.sh index, NVIDIA/gpu-operator release tags), loft-sh/vcluster
+pkg/platform/version.go (the vCluster → platform minimum table) and loft-sh/vcluster-auto-nodes-gcp
+tags (templates).
 """
 
 from __future__ import annotations
@@ -14,6 +15,12 @@ PLATFORM_CHART_VERSION = "4.11.2"
 VCLUSTER_CHART = "vcluster"
 VCLUSTER_CHART_REPO = "https://charts.loft.sh"
 VCLUSTER_CHART_VERSION = "0.36.1"
+# The tenant control plane's data volume: the chart's default claim
+# (chart/values.yaml `controlPlane.statefulSet.persistence.volumeClaim.size: 5Gi`, loft-sh/vcluster
+# tag v0.36.1), on the host cluster's default StorageClass, `standard-rwo` = pd-balanced on GKE
+# (https://cloud.google.com/kubernetes-engine/docs/how-to/persistent-volumes/gce-pd-csi-driver).
+VCLUSTER_CONTROL_PLANE_VOLUME_GI = 5
+VCLUSTER_CONTROL_PLANE_DISK_CLASS = "pd-balanced"
 
 GPU_OPERATOR_CHART = "gpu-operator"
 GPU_OPERATOR_CHART_REPO = "https://helm.ngc.nvidia.com/nvidia"
@@ -36,7 +43,8 @@ CSI_NODE_REGISTRAR_IMAGE = "registry.k8s.io/sig-storage/csi-node-driver-registra
 # mode (our templates/ replace the rest). Pinned by commit: a tag can be moved upstream, a commit
 # cannot.
 AUTO_NODES_GCP_REPOSITORY = "https://github.com/loft-sh/vcluster-auto-nodes-gcp.git"
-AUTO_NODES_GCP_COMMIT = "3244616f0b4a59f75e28aec8fa3248ead06738eb"  # tag v0.1.1
+AUTO_NODES_GCP_COMMIT = "3244616f0b4a59f75e28aec8fa3248ead06738eb"
+AUTO_NODES_GCP_TAG = "v0.1.1"  # the tag of that commit
 
 # vCluster minor → lowest platform version that manages it (vcluster pkg/platform/version.go).
 VCLUSTER_MIN_PLATFORM: dict[str, str] = {

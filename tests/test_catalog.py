@@ -3,6 +3,7 @@ resources that fit inside the real shape."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -12,26 +13,44 @@ from hypothesis import strategies as st
 
 from config import node_properties as props
 from config.base import DNS_LABEL
-from config.catalog import BUILTIN, CATALOG_PATH, GUEST, CatalogError, allocatable, load_catalog
-from config.availability import load_availability
+from config.availability import Availability, load_availability
+from config.catalog import BUILTIN, CATALOG_PATH, GUEST, CatalogError, allocatable, load_catalog, reserve
 from config.node_types import GPU_RESOURCE, generate_node_types
 
 CATALOG = load_catalog()
 AVAILABILITY = load_availability()
-REGION = "europe-west4"
 ZONES = ("europe-west4-a", "europe-west4-b", "europe-west4-c")
+# Two regions with recorded prices and one without.
+REGIONS = ("europe-west4", "us-central1", "asia-east1")
+
+
+# For tests of prices and shapes, not of availability: every family sold on-demand and as Spot in
+# every zone of ZONES, whatever the region priced.
+EVERYWHERE = Availability(
+    AVAILABILITY.sources,
+    {name: replace(f, purchase=("on-demand", "spot"), zones={r: ZONES for r in REGIONS}) for name, f in AVAILABILITY.families.items()},
+)
+
+
+def offer_of(gpus, quota, spot=False, cpu=(), region="us-central1", prices=None, availability=EVERYWHERE):
+    return generate_node_types(
+        catalog=CATALOG, region=region, zones=ZONES[:1], gpu_types=tuple(gpus), spot=spot, gpu_quota=quota,
+        cpu_machine_types=cpu, gpu_disk=(200, "pd-balanced"), cpu_disk=(50, "pd-balanced"), prices=prices,
+        availability=availability,
+    )
 
 
 @st.composite
 def offers(draw):
     gpus = draw(st.lists(st.sampled_from(sorted(CATALOG.gpus)), min_size=1, max_size=4, unique=True))
     quota = {g: draw(st.integers(min_value=1, max_value=64)) for g in gpus}
-    zones = tuple(draw(st.lists(st.sampled_from(ZONES), min_size=1, max_size=3, unique=True)))
+    region = draw(st.sampled_from(REGIONS))
+    zones = tuple(f"{region}-{s}" for s in draw(st.lists(st.sampled_from("abc"), min_size=1, max_size=3, unique=True)))
     cpu = tuple(draw(st.lists(st.sampled_from(CATALOG.cpu_machines()), min_size=1, max_size=3, unique=True)))
     spot = draw(st.booleans())
     offer = generate_node_types(
         catalog=CATALOG,
-        region=REGION,
+        region=region,
         zones=zones,
         gpu_types=tuple(gpus),
         spot=spot,
@@ -52,9 +71,14 @@ def test_every_node_type_is_a_real_pairing_that_fits_its_shape(generated):
     for nt in offer.node_types:
         machine = CATALOG.machines[nt.machine_type]
         assert DNS_LABEL.match(nt.name) and len(nt.name) <= 63
-        # Resources never exceed the real shape, and leave a reserve.
+        # Resources are the real shape; what pods can use leaves a reserve.
+        assert nt.resources["cpu"] == str(machine.vcpus) and nt.resources["memory"] == f"{int(machine.memory_gb * 1024)}Mi"
+        assert (nt.reserved_cpu_millis, nt.reserved_memory_mi) == reserve(machine.vcpus, machine.memory_gb)
         assert 0 < nt.cpu_millis < machine.vcpus * 1000
         assert 0 < nt.memory_mi < machine.memory_gb * 1024
+        # A cost exactly when the region has a price, in thousandths of a USD per hour.
+        assert (nt.cost is None) == (nt.usd_per_hour is None)
+        assert nt.cost is None or nt.cost == round(nt.usd_per_hour * 1000)
         assert set(nt.properties) == set(props.NODE_TYPE_KEYS)
         assert all(props.is_label_value(v) for v in nt.properties.values())
         assert nt.properties[props.DISK_TYPE] in machine.disk_types
@@ -78,7 +102,7 @@ def test_every_node_type_is_a_real_pairing_that_fits_its_shape(generated):
         # Only where and as what its machine family can be created.
         shape = next(sh for sh in CATALOG.shapes_for(nt.gpu) if sh.machine.name == nt.machine_type and sh.gpu_count == nt.gpu_count)
         family = AVAILABILITY.family_of(shape)
-        assert nt.zone in family.zones_in(REGION)
+        assert nt.zone in family.zones_in(nt.properties[props.TOPOLOGY_REGION])
         assert (props.SPOT if nt.spot else props.ON_DEMAND) in family.purchase
 
 
@@ -89,55 +113,68 @@ def test_quota_report_adds_up(generated):
     for use in offer.quota:
         types = [nt for nt in offer.node_types if nt.gpu == use.gpu]
         assert use.quota == quota[use.gpu]
-        assert use.claimable == sum(nt.max_capacity * nt.gpu_count for nt in types)
         # Shapes larger than the quota are excluded and reported, never offered; the others are
         # offered wherever their family can be created in the zones.
         zones = {nt.zone for nt in offer.node_types}  # the CPU types cover every zone asked for
+        region = offer.node_types[-1].properties[props.TOPOLOGY_REGION]
         for shape in CATALOG.shapes_for(use.gpu):
             offered = any(nt.machine_type == shape.machine.name for nt in types)
             family = AVAILABILITY.family_of(shape)
-            creatable = bool(zones & set(family.zones_in(REGION))) and (spot or props.ON_DEMAND in family.purchase)
+            creatable = bool(zones & set(family.zones_in(region) or ())) and (spot or props.ON_DEMAND in family.purchase)
             assert offered == (shape.gpu_count <= use.quota and creatable)
             assert (f"{shape.machine.name} ({shape.gpu_count} GPUs)" in use.excluded) == (shape.gpu_count > use.quota)
 
 
 def test_spot_twins_are_cheaper_than_their_on_demand_types():
-    offer = generate_node_types(
-        catalog=CATALOG, region=REGION, zones=ZONES[:1], gpu_types=tuple(CATALOG.gpus), spot=True,
-        gpu_quota={g: 16 for g in CATALOG.gpus}, cpu_machine_types=(), gpu_disk=(200, "pd-balanced"), cpu_disk=(50, "pd-balanced"),
-    )
+    offer = offer_of(CATALOG.gpus, {g: 16 for g in CATALOG.gpus}, spot=True)
     by_name = {nt.name: nt for nt in offer.node_types}
-    spot_types = [nt for nt in offer.node_types if nt.spot]
+    spot_types = [nt for nt in offer.node_types if nt.spot and nt.cost is not None]
     assert spot_types
     for nt in spot_types:
-        twin = by_name.get(nt.name.removesuffix("-spot"))
-        if twin is None:  # sold as Spot, not on-demand (A3 Ultra)
-            assert nt.gpu == "nvidia-h200-141gb"
-            continue
+        twin = by_name[nt.name.removesuffix("-spot")]
         assert nt.cost < twin.cost
         assert nt.properties[props.CAPACITY_TYPE] == props.SPOT and twin.properties[props.CAPACITY_TYPE] == props.ON_DEMAND
 
 
 def test_n1_with_t4_is_priced_host_plus_gpus():
-    offer = generate_node_types(
-        catalog=CATALOG, region=REGION, zones=ZONES[:1], gpu_types=("nvidia-tesla-t4",), spot=False, gpu_quota={"nvidia-tesla-t4": 4},
-        cpu_machine_types=(), gpu_disk=(200, "pd-balanced"), cpu_disk=(50, "pd-balanced"),
-    )
-    nt = next(nt for nt in offer.node_types if nt.name == "n1-standard-4-t4x1-europe-west4-a")
-    assert nt.usd_per_hour == pytest.approx(0.19 + 0.35)
+    nt = next(nt for nt in offer_of(["nvidia-tesla-t4"], {"nvidia-tesla-t4": 4}).node_types if nt.name == "n1-standard-4-t4x1-europe-west4-a")
+    # us-central1: 4 vCPU × 0.031611 + 15 GB × 0.004237 + one T4 at 0.35.
+    assert nt.usd_per_hour == pytest.approx(4 * 0.031611 + 15 * 0.004237 + 0.35, abs=1e-4)
     assert nt.cost == 540
-    # The recipe's defect (1 CPU / 3.75Gi for an n1-standard-4) cannot happen: 4 vCPU / 15 GB minus reserve.
-    assert nt.resources == {"cpu": "3920m", "memory": "12700Mi", GPU_RESOURCE: "1"}
+    # The full shape as resources; pods get 4 vCPU / 15 GB minus the reserve (the recipe's defect,
+    # 1 CPU / 3.75Gi for an n1-standard-4, cannot happen).
+    assert nt.resources == {"cpu": "4", "memory": "15360Mi", GPU_RESOURCE: "1"}
+    assert (nt.cpu_millis, nt.memory_mi) == (3920, 12700)
+
+
+def test_prices_are_the_regions_own():
+    west4 = {nt.machine_type: nt for nt in offer_of(["nvidia-l4"], {"nvidia-l4": 8}, region="europe-west4").node_types}
+    central1 = {nt.machine_type: nt for nt in offer_of(["nvidia-l4"], {"nvidia-l4": 8}).node_types}
+    # g2-standard-4 = 4 vCPU + 16 GB of G2 + one L4, each at the region's recorded price.
+    assert west4["g2-standard-4"].usd_per_hour == pytest.approx(4 * 0.027509 + 16 * 0.003222 + 0.58804, abs=1e-4)
+    assert central1["g2-standard-4"].usd_per_hour == pytest.approx(4 * 0.024988 + 16 * 0.002927 + 0.56004, abs=1e-4)
+    assert all(nt.price_estimate for nt in west4.values())  # derived from another region by a recorded ratio
+
+
+def test_a_region_without_recorded_prices_has_no_costs():
+    offer = offer_of(["nvidia-l4"], {"nvidia-l4": 8}, cpu=("e2-standard-2",), region="asia-east1")
+    assert offer.node_types and all(nt.usd_per_hour is None and nt.cost is None for nt in offer.node_types)
+
+
+def test_a_missing_spot_price_is_unknown_not_borrowed():
+    # europe-west4 records no N1 Spot host price: a Spot T4 node there has no price.
+    offer = offer_of(["nvidia-tesla-t4"], {"nvidia-tesla-t4": 4}, spot=True, region="europe-west4")
+    assert {nt.usd_per_hour is None for nt in offer.node_types if nt.spot} == {True}
+    assert {nt.usd_per_hour is None for nt in offer.node_types if not nt.spot} == {False}
 
 
 def test_price_override_applies_to_host_and_keeps_spot_discount():
-    offer = generate_node_types(
-        catalog=CATALOG, region=REGION, zones=ZONES[:1], gpu_types=("nvidia-l4",), spot=True, gpu_quota={"nvidia-l4": 1},
-        cpu_machine_types=(), gpu_disk=(200, "pd-balanced"), cpu_disk=(50, "pd-balanced"), prices={"g2-standard-4": 1.00},
-    )
+    offer = offer_of(["nvidia-l4"], {"nvidia-l4": 1}, spot=True, prices={"g2-standard-4": 1.00})
     by_name = {nt.name: nt for nt in offer.node_types}
     assert by_name["g2-standard-4-europe-west4-a"].usd_per_hour == 1.00
-    assert by_name["g2-standard-4-europe-west4-a-spot"].usd_per_hour == pytest.approx(1.00 * 0.28 / 0.71, abs=1e-4)
+    spot = 4 * 0.00948 + 16 * 0.00111 + 0.2231
+    on_demand = 4 * 0.024988 + 16 * 0.002927 + 0.56004
+    assert by_name["g2-standard-4-europe-west4-a-spot"].usd_per_hour == pytest.approx(1.00 * spot / on_demand, abs=1e-4)
 
 
 def test_allocatable_follows_the_documented_reserve():
@@ -146,11 +183,7 @@ def test_allocatable_follows_the_documented_reserve():
 
 
 def test_a3_ultra_boots_from_hyperdisk():
-    offer = generate_node_types(
-        catalog=CATALOG, region=REGION, zones=ZONES[:1], gpu_types=("nvidia-h200-141gb",), spot=True, gpu_quota={"nvidia-h200-141gb": 8},
-        cpu_machine_types=(), gpu_disk=(200, "pd-balanced"), cpu_disk=(50, "pd-balanced"),
-    )
-    [nt] = offer.node_types  # Spot only: A3 Ultra is not sold on-demand
+    [nt] = offer_of(["nvidia-h200-141gb"], {"nvidia-h200-141gb": 8}).node_types
     assert nt.properties[props.DISK_TYPE] == "hyperdisk-balanced"
 
 
@@ -170,6 +203,10 @@ def _load_variant(tmp_path: Path, change) -> None:
         (lambda raw: raw["guestShapes"].update({"nvidia-l4": [["n1-standard-8", 1]]}), "guestShapes.nvidia-l4: not an attachable GPU type"),
         (lambda raw: raw["guestShapes"]["nvidia-tesla-v100"].append(["n1-standard-16", 1]), "exceeds 12 vCPU / 78 GB allowed with 1 GPUs"),
         (lambda raw: raw["guestShapes"]["nvidia-tesla-t4"].append(["e2-standard-8", 1]), "guestShapes.nvidia-tesla-t4: e2-standard-8 cannot take guest GPUs"),
+        (lambda raw: raw["prices"]["us-central1"]["gpus"]["nvidia-l4"].update({"from": "a-blog"}), "prices.us-central1.gpus.nvidia-l4: from 'a-blog' is not one of its sources"),
+        (lambda raw: raw["prices"]["us-central1"]["gpus"]["nvidia-l4"].update({"spot": 0.9}), "prices.us-central1.gpus.nvidia-l4: Spot price above the on-demand price"),
+        (lambda raw: raw["prices"]["europe-west4"]["machines"].update({"a9-giant": {"onDemand": 1, "from": "ratio"}}), "prices.europe-west4.machines.a9-giant: not in the catalog's machines"),
+        (lambda raw: raw["prices"]["europe-west4"]["sources"]["ratio"].update({"kind": "guess"}), "prices.europe-west4.sources.ratio: needs kind"),
     ],
 )
 def test_impossible_pairings_cannot_enter_the_catalog(tmp_path, change, message):

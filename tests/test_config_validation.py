@@ -207,7 +207,7 @@ def test_tenant_name_and_cpu_pool_limits(stack_values):
     values[f"{NS}:tenants"][0]["cpuPool"] = {"maxCpus": 1}
     found = problems(values)
     assert "tenants[0].name: 'computer-vision-research' must be a DNS-1123 label of at most 16 characters" in found
-    assert "tenants[0].cpuPool.maxCpus: 1 is below the smallest CPU node type (1.93 CPU): no node could start" in found
+    assert "tenants[0].cpuPool.maxCpus: 1 is below the smallest CPU node type (2 vCPU): no node could start" in found
 
 
 def test_tenant_keys_belong_to_tenant_stacks(stack_values):

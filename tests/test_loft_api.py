@@ -1,6 +1,7 @@
 """The NodeProvider and VirtualClusterInstance objects the program builds use only field names of the
-management.loft.sh/v1 API (JSON names from the loft-sh/api v4 Go types, listed in
-../shared/reference/vcluster-platform.md §I). A misspelled field fails here, not in `pulumi up`."""
+management.loft.sh/v1 API (JSON names of the platform's OpenAPI spec, loft-sh/loft
+api/openapi-spec/swagger.json at tag v4.11.2; node types: `TerraformNodeTypeSpec` and
+`NodeTypeOverhead`). A misspelled field fails here, not in `pulumi up`."""
 
 from __future__ import annotations
 
@@ -120,7 +121,26 @@ def test_the_walker_catches_a_misspelled_field():
 
 def test_node_types_carry_integers_where_the_api_wants_int64(dev_run):
     for node_type in dev_run.one(NODE_PROVIDER).input("spec", "terraform", "nodeTypes"):
-        assert float(node_type["cost"]).is_integer()
+        assert "cost" not in node_type or float(node_type["cost"]).is_integer()
         assert node_type.get("maxCapacity") is None or float(node_type["maxCapacity"]).is_integer()
         assert all(isinstance(v, str) for v in node_type["resources"].values())
         assert all(isinstance(v, str) for v in node_type["properties"].values())
+
+
+def test_node_types_send_the_full_shape_as_resources_and_the_reserve_as_overhead(dev_run):
+    """TerraformNodeTypeSpec.resources is "the full resources for a single node"; the kubelet's share
+    goes to overhead.kubeReserved (platform 4.11.2 OpenAPI spec)."""
+    from config.catalog import load_catalog, reserve
+
+    catalog = load_catalog()
+    node_types = dev_run.one(NODE_PROVIDER).input("spec", "terraform", "nodeTypes")
+    g2 = next(nt for nt in node_types if nt["properties"]["gpu-platform/instance-type"] == "g2-standard-8")
+    assert g2["resources"] == {"cpu": "8", "memory": "32768Mi", "nvidia.com/gpu": "1"}
+    cpu, memory = reserve(8, 32)
+    assert g2["overhead"] == {"kubeReserved": {"cpu": f"{cpu}m", "memory": f"{memory}Mi"}}
+    # 6 % + 1 % + 2 × 0.5 % + 4 × 0.25 % of a core; 25 % of 4 GiB + 20 % of 4 + 10 % of 8 + 6 % of 16, + 100 Mi.
+    assert (cpu, memory) == (90, 3646 + 100)  # 3.56 GiB = 3645.44 Mi, rounded up
+    for nt in node_types:
+        machine = catalog.machines[nt["properties"]["gpu-platform/instance-type"]]
+        assert nt["resources"]["cpu"] == str(machine.vcpus)
+        assert nt["resources"]["memory"] == f"{int(machine.memory_gb * 1024)}Mi"

@@ -21,10 +21,16 @@ import yaml
 
 from components.node_provider import GcpNodeProviderArgs, node_provider_spec
 from components.vcluster_values import VClusterValues
-from config.catalog import load_catalog
+from config.catalog import CATALOG_PATH, load_catalog
 from config.stack import EnvironmentStack, TenantStack, load_stack
 from config.stack_files import PROJECT_DIR, list_stacks, read_stack_values
-from config.versions import GPU_OPERATOR_VERSION
+from config.versions import (
+    CCM_IMAGE,
+    GPU_OPERATOR_VERSION,
+    PD_CSI_DRIVER_IMAGE,
+    PLATFORM_CHART_VERSION,
+    VCLUSTER_CHART_VERSION,
+)
 from tools.mock_engine import config_strings, run_program
 from tools.plan import main
 
@@ -135,40 +141,76 @@ def test_dev_plan_shows_the_resource_tree_and_counts_per_type(dev_plan):
     assert counts == expected
 
 
-def test_dev_plan_lists_every_node_type_with_machine_gpu_and_cost(dev_plan, dev_stack):
+def test_dev_plan_groups_node_types_by_shape_with_zones_in_one_column(dev_plan, dev_stack):
     _, out, _, _ = dev_plan
     table = section(out, "NodeProvider ").splitlines()
-    assert f"{len(dev_stack.offer.node_types)} node types" in table[0]
-    rows = {line.split()[0]: line for line in table[2:]}
-    assert set(rows) == {nt.name for nt in dev_stack.offer.node_types}
+    assert f"{len(dev_stack.offer.node_types)} node types in groups of the same shape" in table[0]
+    assert "cost: the integer the platform compares, thousandths of a USD per hour" in table[1]
+    header, rows = table[2], [line for line in table[3:] if not line.startswith("  '")]
+    assert header.split() == ["machine", "type", "GPU", "×", "count", "capacity", "vCPU", "memory", "GiB", "USD/h", "cost", "(mUSD/h)", "max", "nodes", "zones"]
+    shapes = {(nt.machine_type, nt.gpu_count, nt.spot) for nt in dev_stack.offer.node_types}
+    assert len(rows) == len(shapes)  # one row per shape, not per zone
     for nt in dev_stack.offer.node_types:
-        cells = rows[nt.name].split()
-        assert cells[1] == nt.machine_type
-        if nt.gpu:
-            assert f"{nt.gpu} × {nt.gpu_count}" in rows[nt.name]
-        assert ("spot" if nt.spot else "on-demand") in cells
-        assert cells[-3:] == [f"{nt.usd_per_hour:.4f}", str(nt.cost), "—" if nt.max_capacity is None else str(nt.max_capacity)]
-        assert f"{nt.cpu_millis / 1000:g}" in cells
+        row = next(r for r in rows if r.split()[0] == nt.machine_type and ("spot" if nt.spot else "on-demand") in r.split())
+        cells = row.split()
+        assert nt.zone in row and ", ".join(dev_stack.facts.zones) in row
+        assert f"{nt.cpu_millis / 1000:g}" in cells and f"{nt.memory_mi / 1024:.1f}" in cells
+        price = "unknown" if nt.usd_per_hour is None else f"≈{nt.usd_per_hour:.4f}"
+        assert price in cells and ("—" if nt.cost is None else str(nt.cost)) in cells
 
 
-def test_dev_plan_reports_quota_use(dev_plan, dev_stack):
+def test_node_types_option_lists_every_node_type_by_name(dev_stack):
+    code, out, _ = plan("--stack", "dev", "--node-types")
+    assert code == 0
+    table = section(out, "NodeProvider ").splitlines()
+    names = {line.split()[0] for line in table[3:] if not line.startswith("  '")}
+    assert names == {nt.name for nt in dev_stack.offer.node_types}
+
+
+def test_dev_plan_adds_up_the_quota_of_every_tenant_of_the_environment(dev_plan, dev_stack):
     _, out, _, _ = dev_plan
-    quota = section(out, "GPU quota in")
-    for use in dev_stack.offer.quota:
-        assert re.search(rf"{use.gpu} +{use.quota} +{use.claimable} ", quota)
-    # Node types together always could claim more than the quota; that is reported, not warned.
-    assert section(out, "Warnings") == "Warnings: none"
+    quota = section(out, "GPU quota of the environment").splitlines()
+    assert len(dev_stack.quota) == 2 and len(quota) == 2 + len(dev_stack.quota)
+    by_gpu = {q.gpu: q for q in dev_stack.quota}
+    # The inline tenants and the team stack team-vision-dev, against the host project's quota.
+    assert by_gpu["nvidia-l4"].asked == 4 + 4 and by_gpu["nvidia-tesla-t4"].asked == 4 + 2
+    for line in dev_stack.quota:
+        row = next(r for r in quota if f" {line.gpu} " in r)
+        assert re.search(rf"host project acme-ml-dev +{line.gpu} +europe-west4 +{line.quota} +{line.asked} +ok ", row)
+        assert "(stack team-vision-dev)" in row
+    # No "claimable" sum of every node type's maxCapacity any more: it said nothing a user could act on.
+    assert "claimable" not in out
 
 
 def test_tenants_asking_for_more_than_the_quota_are_warned_about(tmp_path):
-    project = project_copy(tmp_path, "dev")
+    project = project_copy(tmp_path, "dev", "team-vision-dev")
     text = (project / "Pulumi.dev.yaml").read_text()
     text = text.replace("{gpu: nvidia-l4, maxGpus: 4, idleAfter: 60s}", "{gpu: nvidia-l4, maxGpus: 8, idleAfter: 60s}")
-    text = text.replace("{gpu: nvidia-tesla-t4, maxGpus: 4, spot: true, idleAfter: 120s}", "{gpu: nvidia-l4, maxGpus: 4}")
     (project / "Pulumi.dev.yaml").write_text(text)
+    message = (
+        "GPU quota: the tenants of host project acme-ml-dev may ask for 12 nvidia-l4 GPUs together "
+        "(nlp (tenants[0]): 8, vision (stack team-vision-dev): 4); the quota in europe-west4 is 8"
+    )
     code, out, err = plan("--project-dir", str(project), "--stack", "dev")
     assert code == 0, err
-    assert "GPU quota: the tenants' pools may ask for 12 nvidia-l4 GPUs together; the quota in europe-west4 is 8" in section(out, "Warnings")
+    assert message in section(out, "Warnings")
+    assert re.search(r"nvidia-l4 +europe-west4 +8 +12 +EXCEEDED", section(out, "GPU quota of the environment"))
+    # The team stack's plan sees the same sum.
+    code, out, err = plan("--project-dir", str(project), "--stack", "team-vision-dev")
+    assert code == 0, err
+    assert "may ask for 12 nvidia-l4 GPUs together" in section(out, "Warnings")
+
+
+def test_quota_policy_fail_stops_every_stack_of_the_environment(tmp_path):
+    project = project_copy(tmp_path, "dev", "team-vision-dev")
+    text = (project / "Pulumi.dev.yaml").read_text()
+    text = text.replace("{gpu: nvidia-l4, maxGpus: 4, idleAfter: 60s}", "{gpu: nvidia-l4, maxGpus: 8, idleAfter: 60s}")
+    text = text.replace("    spot: true\n", "    spot: true\n    quotaPolicy: fail\n", 1)
+    (project / "Pulumi.dev.yaml").write_text(text)
+    code, _, err = plan("--project-dir", str(project), "--all", "--quiet")
+    assert code == 1
+    assert "nodeProvider.gpuQuota.nvidia-l4: GPU quota: the tenants of host project acme-ml-dev may ask for 12 nvidia-l4 GPUs" in err
+    assert "nodeProvider.quotaPolicy is fail" in err and "Traceback" not in err
 
 
 def test_dev_plan_shows_each_tenants_gpu_pools_and_operator_version(dev_plan, dev_stack):
@@ -190,31 +232,97 @@ def test_dev_plan_shows_each_tenants_gpu_pools_and_operator_version(dev_plan, de
             ]
 
 
-def test_dev_plan_cost_ceilings_equal_the_tenant_plans(dev_plan, dev_stack):
+def recorded_prices(region: str) -> dict:
+    """The catalog's figures as a person reads them from config/catalog.yaml."""
+    raw = yaml.safe_load(CATALOG_PATH.read_text())
+    return {"region": raw["prices"][region], "services": raw["services"]}
+
+
+def hand_computed_dev_costs() -> dict[str, tuple[float, float, float]]:
+    """dev's parts (always on, expected, ceiling; USD/h), computed by hand from the recorded
+    europe-west4 prices, for dev with its Spot T4 pool made on-demand (europe-west4 records no N1
+    Spot price, so the Spot pool's figures are unknown)."""
+    prices = recorded_prices("europe-west4")
+    p, services = prices["region"], prices["services"]
+    g2, n1, e2 = (p["families"][f] for f in ("g2", "n1", "e2"))
+    per_gb_hour = p["disks"]["pd-balanced"]["usdPerGbMonth"] / 730
+    l4, t4 = p["gpus"]["nvidia-l4"]["onDemand"], p["gpus"]["nvidia-tesla-t4"]["onDemand"]
+    # Node types as the pools get them by default: the smallest shape, with its boot disk.
+    g2_standard_4 = 4 * g2["vcpu"] + 16 * g2["memoryGb"] + l4 + 200 * per_gb_hour
+    n1_standard_4_t4 = 4 * n1["vcpu"] + 15 * n1["memoryGb"] + t4 + 200 * per_gb_hour
+    e2_standard_2 = 2 * e2["vcpu"] + 8 * e2["memoryGb"] + 50 * per_gb_hour
+    system_node = 4 * e2["vcpu"] + 16 * e2["memoryGb"] + 100 * per_gb_hour  # e2-standard-4, 100 GB
+    nat = services["cloudNat"]
+    gateway = lambda vms: vms * nat["usdPerVmHour"] + nat["usdPerAddressHour"]  # noqa: E731 - one address
+    fee = services["gkeClusterFee"]["usdPerHour"]
+    control_plane = p["forwardingRule"]["first5"] + 5 * per_gb_hour  # load balancer + 5 GiB volume
+    parts = {
+        "GKE cluster management fee": (fee, fee, fee),
+        "GKE system pool": (system_node, system_node, 3 * system_node),  # zonal: 1–3 nodes
+        "host Cloud NAT": (gateway(1), gateway(1), gateway(3)),
+    }
+    for tenant, gpu_node in (("nlp", g2_standard_4), ("speech", n1_standard_4_t4)):
+        parts[f"tenant {tenant}: control plane"] = (control_plane,) * 3
+        # Idle: its one system node; busy: + 4 GPU nodes; ceiling: 4 CPU + 4 GPU nodes.
+        parts[f"tenant {tenant}: Cloud NAT"] = (gateway(1), gateway(5), gateway(8))
+        # cpu 8: four e2-standard-2 cost more than two e2-standard-4 (four boot disks).
+        parts[f"tenant {tenant}: CPU pool"] = (e2_standard_2, e2_standard_2, 4 * e2_standard_2)
+        parts[f"tenant {tenant}: GPU pools"] = (0.0, 4 * gpu_node, 4 * gpu_node)
+    return parts
+
+
+def test_plan_figures_equal_hand_computations_from_the_recorded_prices(tmp_path):
+    project = project_copy(tmp_path, "dev")
+    text = (project / "Pulumi.dev.yaml").read_text()
+    (project / "Pulumi.dev.yaml").write_text(text.replace("maxGpus: 4, spot: true, idleAfter: 120s", "maxGpus: 4, idleAfter: 120s"))
+    code, out, err = plan("--project-dir", str(project), "--stack", "dev", "--json")
+    assert code == 0, err
+    costs = json.loads(out)["costs"]
+    assert costs["region"] == "europe-west4" and costs["currency"] == "USD" and costs["unknown"] == []
+    expected = hand_computed_dev_costs()
+    parts = {next(k for k in expected if part["part"].startswith(k)): part for part in costs["parts"]}
+    assert set(parts) == set(expected)
+    for name, (always_on, busy, ceiling) in expected.items():
+        part = parts[name]
+        assert part["alwaysOnUsdPerHour"] == pytest.approx(always_on, abs=1e-4), name
+        assert part["alwaysOnUsdPerMonth"] == pytest.approx(always_on * 730, abs=1e-2), name
+        assert part["expectedUsdPerHour"] == pytest.approx(busy, abs=1e-4), name
+        assert part["ceilingUsdPerHour"] == pytest.approx(ceiling, abs=1e-4), name
+    assert costs["ceilingUsdPerHour"] == pytest.approx(sum(c for _, _, c in expected.values()), abs=1e-3)
+    assert costs["alwaysOnUsdPerMonth"] == pytest.approx(730 * sum(a for a, _, _ in expected.values()), abs=1e-2)
+
+
+def test_dev_plan_costs_say_where_prices_come_from_and_what_is_unknown(dev_plan, dev_json):
     _, out, _, _ = dev_plan
-    costs = section(out, "Cost ceiling")
-    catalog = load_catalog()
-    assert "list-price estimates" in costs
-    assert catalog.price_date in costs and catalog.price_region in costs
-    rows = {line.split("  ")[1].strip(): line for line in costs.splitlines() if line.startswith("  tenant ") or "total" in line}
-    for tenant in dev_stack.tenants:
-        cells = rows[f"tenant {tenant.tenant.name}"].split()[2:]
-        assert cells == [
-            money(tenant.gpu_usd_per_hour_ceiling),
-            money(tenant.cpu_pool.usd_per_hour_ceiling),
-            money(tenant.usd_per_hour_ceiling),
-            money(tenant.always_on_usd_per_hour),
-            money(tenant.always_on_usd_per_hour * 730),
-        ]
-    # Always on: the system pool at its minimum (dev is zonal: one zone) and each tenant's cheapest CPU node.
-    pool = dev_stack.cluster.system_pool
-    system = pool.min_nodes * catalog.machines[pool.machine_type].usd_per_hour
-    system_max = pool.max_nodes * catalog.machines[pool.machine_type].usd_per_hour
-    always_on = (system + sum(t.always_on_usd_per_hour for t in dev_stack.tenants)) * 730
-    ceiling = system_max + sum(t.usd_per_hour_ceiling for t in dev_stack.tenants)
-    total = rows["environment total"].split()
-    assert total[-1] == money(always_on)
-    assert total[-3] == money(ceiling)
+    costs = section(out, "Costs in USD")
+    assert "list prices of europe-west4 read 2026-11-30" in costs
+    assert "≈ marks figures from estimates" in costs
+    assert "not included (usage-based): network egress" in costs
+    for unit in ("always on USD/h", "always on USD/month", "expected USD/h", "ceiling USD/h"):
+        assert unit in costs
+    # europe-west4 records no N1 Spot price: speech's Spot T4 pool is unknown, and so are the totals,
+    # shown with what the known parts add up to.
+    assert "unknown: europe-west4 records no Spot price for n1-standard-4 × 1 nvidia-tesla-t4" in costs
+    total = next(line for line in costs.splitlines() if line.startswith("  environment total"))
+    assert "unknown (≥ " in total
+    assert dev_json["costs"]["ceilingUsdPerHour"] is None and dev_json["costs"]["alwaysOnUsdPerMonth"] is not None
+    # The nlp pool no longer admits 4 × g2-standard-32 (6.92 USD/h before): its one shape is g2-standard-4.
+    nlp = next(t for t in dev_json["tenants"] if t["name"] == "nlp")
+    [l4] = [p for p in nlp["pools"] if p["gpu"]]
+    assert l4["machineTypes"] == ["g2-standard-4"] and l4["expectedUsdPerHour"] == l4["ceilingUsdPerHour"] < 3.2
+
+
+def test_a_region_without_recorded_prices_is_said_plainly(tmp_path):
+    project = project_copy(tmp_path, "dev")
+    text = (project / "Pulumi.dev.yaml").read_text().replace("europe-west4", "asia-east1")
+    (project / "Pulumi.dev.yaml").write_text(text)
+    code, out, err = plan("--project-dir", str(project), "--stack", "dev")
+    assert code == 0, err
+    costs = section(out, "Costs: unknown")
+    assert "The catalog records no prices for asia-east1; nothing here is priced with another region's figures" in costs
+    assert "unknown: the catalog records no prices for asia-east1" in costs
+    total = next(line for line in costs.splitlines() if line.startswith("  environment total"))
+    assert total.split()[2:4] == ["unknown", "(≥"]
 
 
 def test_dev_plan_labels_cloud_computed_values_and_hides_secrets(dev_plan):
@@ -299,22 +407,42 @@ def test_json_summary(dev_json, dev_stack):
     assert sum(dev_json["resources"]["byType"].values()) == dev_json["resources"]["total"]
     assert dev_json["resources"]["byType"][VCI] == len(dev_stack.tenants)
     assert [nt["name"] for nt in dev_json["nodeTypes"]] == [nt.name for nt in dev_stack.offer.node_types]
-    assert {q["gpu"]: q["claimable"] for q in dev_json["quota"]} == {q.gpu: q.claimable for q in dev_stack.offer.quota}
+    for summary_type, nt in zip(dev_json["nodeTypes"], dev_stack.offer.node_types):
+        assert summary_type["resources"] == nt.resources and summary_type["kubeReserved"] == nt.kube_reserved
+        assert summary_type["costMilliUsdPerHour"] == nt.cost and summary_type["usdPerHour"] == nt.usd_per_hour
+    assert [(q["gpu"], q["asked"], q["quota"]) for q in dev_json["quota"]] == [(q.gpu, q.asked, q.quota) for q in dev_stack.quota]
     by_name = {t["name"]: t for t in dev_json["tenants"]}
     assert set(by_name) == {t.tenant.name for t in dev_stack.tenants}
     for tenant in dev_stack.tenants:
         summary = by_name[tenant.tenant.name]
-        assert summary["usdPerHourCeiling"] == pytest.approx(tenant.usd_per_hour_ceiling, abs=1e-4)
-        assert summary["gpuUsdPerHourCeiling"] == pytest.approx(tenant.gpu_usd_per_hour_ceiling, abs=1e-4)
+        parts = [p for p in dev_json["costs"]["parts"] if p["tenant"] == tenant.tenant.name]
+        assert len(parts) == 4
+        assert summary["alwaysOnUsdPerMonth"] == pytest.approx(sum(p["alwaysOnUsdPerMonth"] for p in parts), abs=1e-3)
         assert summary["gpuOperatorVersion"] == GPU_OPERATOR_VERSION
         gpu_pools = [p for p in summary["pools"] if p["gpu"]]
-        assert [(p["gpu"], p["gpusPerNode"], p["maxGpus"], p["idleAfter"], p["spot"]) for p in gpu_pools] == [
-            (p.gpu, p.gpus_per_node, p.max_gpus, p.idle_after, p.spot) for p in tenant.gpu_pools
+        assert [(p["gpu"], p["gpusPerNode"], p["maxGpus"], p["idleAfter"], p["spot"], p["machineTypes"]) for p in gpu_pools] == [
+            (p.gpu, p.gpus_per_node, p.max_gpus, p.idle_after, p.spot, list(p.machine_types)) for p in tenant.gpu_pools
         ]
-    assert dev_json["costs"]["basis"] == "list-price estimates"
-    assert dev_json["costs"]["priceDate"] == load_catalog().price_date
+    assert dev_json["costs"]["pricesRead"] == load_catalog().prices["europe-west4"].read
+    assert {v["what"] for v in dev_json["versions"]} >= {"platform chart", "vCluster chart", "GPU Operator chart", "kubernetes template"}
     assert dev_json["outputs"]["kubeconfig"] == "[secret]"
     assert all(set(w) == {"source", "message"} for w in dev_json["warnings"])
+
+
+def test_dev_plan_prints_the_pinned_versions_and_summarizes_structured_outputs(dev_plan, dev_stack):
+    _, out, _, _ = dev_plan
+    pinned = section(out, "Pinned versions")
+    assert f"platform chart: vcluster-platform {PLATFORM_CHART_VERSION} (https://charts.loft.sh)" in pinned
+    assert f"vCluster chart: vcluster {VCLUSTER_CHART_VERSION}" in pinned
+    assert f"GPU Operator chart: gpu-operator {GPU_OPERATOR_VERSION}" in pinned
+    assert re.search(r"node template: inline, sha256 [0-9a-f]{12}", pinned)
+    assert re.search(r"kubernetes template: inline, sha256 [0-9a-f]{12}", pinned)
+    assert f"cloud controller manager: {CCM_IMAGE}" in pinned and f"PD CSI driver: {PD_CSI_DRIVER_IMAGE}" in pinned
+    outputs = section(out, "Stack outputs")
+    facts = next(line for line in outputs.splitlines() if line.startswith("  environmentFacts = "))
+    assert f"{len(dev_stack.offer.node_types)} node types" in facts and "inline tenants: nlp, speech" in facts
+    assert len(facts) < 400  # a summary, not the whole document
+    assert "tenants = 2 tenant(s): nlp (namespace vcluster-nlp" in outputs
 
 
 def test_json_with_all_lists_every_stack():
@@ -334,10 +462,12 @@ def test_tenant_stack_says_its_environment_outputs_are_offline_placeholders():
     assert "environment outputs: placeholders from an offline evaluation of Pulumi.dev.yaml" in out
     tenant = loaded("team-vision-dev")
     assert isinstance(tenant, TenantStack)
-    row = next(line for line in section(out, "Cost ceiling").splitlines() if line.startswith("  tenant vision"))
-    assert row.split()[2:5] == [money(tenant.tenant.gpu_usd_per_hour_ceiling), money(tenant.tenant.cpu_pool.usd_per_hour_ceiling), money(tenant.tenant.usd_per_hour_ceiling)]
-
-
+    costs = section(out, "Costs in USD")
+    assert [line.split(":")[0].strip() for line in costs.splitlines() if line.startswith("  tenant vision")] == ["tenant vision"] * 4
+    assert "the environment's own parts (GKE fee, system pool, host NAT) are in its plan" in out
+    # Its l4-2x pool may get only the smallest 2 × L4 shape.
+    l4 = next(line for line in section(out, "Tenants (").splitlines() if line.strip().startswith("l4-2x "))
+    assert "g2-standard-24" in l4 and "(2 × g2-standard-24)" in l4
 @pytest.mark.parametrize("suffix", [".json", ".yaml"])
 def test_tenant_stack_with_an_environment_outputs_file(tmp_path, suffix):
     outputs = run_program(read_stack_values(PROJECT_DIR, "dev"), stack="dev").outputs

@@ -46,3 +46,17 @@ def test_every_policy_is_documented():
 def test_the_first_command_is_the_offline_plan():
     first = re.search(r"```sh\n(.+?)\n", README).group(1)
     assert first.startswith("make plan")
+
+
+def test_the_costs_example_is_the_dev_plan():
+    """README "Costs" shows dev's cost table exactly as `make plan` prints it."""
+    import contextlib
+    import io
+
+    from tools.plan import main
+
+    example = re.search(r"```text\n(.+?)\n```", section("Costs"), flags=re.DOTALL).group(1)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["--stack", "dev"]) == 0
+    assert example in out.getvalue()

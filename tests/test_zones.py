@@ -111,7 +111,7 @@ def test_a_gpu_type_in_a_region_none_of_whose_zones_offer_it(stack_values):
     values = _prod_in(stack_values, "us-east1", ["us-east1-b", "us-east1-c"], ["nvidia-tesla-t4", "nvidia-h100-80gb"])
     assert problems(values, "prod") == [
         "nodeProvider.gpuTypes[1]: nvidia-h100-80gb is not offered in any zone of us-east1 (a3-highgpu); regions offering it: "
-        "asia-southeast1, europe-west1, europe-west4, us-central1, us-east4, us-west1"
+        "asia-east1, asia-southeast1, europe-west1, europe-west4, us-central1, us-east4, us-west1"
     ]
 
 
@@ -128,9 +128,9 @@ def test_a_gpu_type_offered_only_in_other_zones_of_the_region(stack_values):
 
 
 def test_a_region_without_recorded_availability_is_not_guessed(stack_values):
-    values = _prod_in(stack_values, "asia-east1", ["asia-east1-a"], ["nvidia-l4"])
+    values = _prod_in(stack_values, "europe-west3", ["europe-west3-a"], ["nvidia-l4"])
     [message] = problems(values, "prod")
-    assert message.startswith("nodeProvider.gpuTypes[0]: nvidia-l4: config/catalog.yaml records no availability of g2 in asia-east1;")
+    assert message.startswith("nodeProvider.gpuTypes[0]: nvidia-l4: config/catalog.yaml records no availability of g2 in europe-west3;")
     assert "https://cloud.google.com/compute/docs/gpus/gpu-regions-zones" in message
 
 

@@ -1,0 +1,109 @@
+"""GPU quota across an environment: every tenant's GPU limits added up per quota scope, GPU class
+and region, against `nodeProvider.gpuQuota`.
+
+`gpuQuota` is the regional quota of each GCP project that runs tenant VMs (team contract 2): tenants
+that share the host project add up against it together; a tenant with a project of its own counts
+against that project's quota alone. A "quota scope" names that project. Each pool already fits the
+quota on its own (`check_tenant`); this is the sum the platform could ask for when every team is
+busy at once. Past the quota Compute Engine refuses new VMs and the teams' pods stay pending.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+from pydantic import ValidationError
+
+from .facts import EnvironmentFacts
+from .stack_files import StackFileError, list_stacks, read_stack_values, structured
+from .tenant import Tenant
+
+NS = "gpu-platform"
+POLICIES = ("warn", "fail")
+
+
+@dataclass(frozen=True)
+class TenantEntry:
+    """A tenant of the environment and where it is declared."""
+
+    tenant: Tenant
+    source: str  # "tenants[0]", "stack team-vision-dev"
+
+
+@dataclass(frozen=True)
+class QuotaLine:
+    scope: str  # which project's quota
+    gpu: str
+    region: str
+    quota: int
+    asked: int  # the tenants' GPU limits together
+    tenants: tuple[str, ...]  # "<name> (<source>): <n>"
+
+    @property
+    def exceeded(self) -> bool:
+        return self.asked > self.quota
+
+    def message(self) -> str:
+        return (
+            f"GPU quota: the tenants of {self.scope} may ask for {self.asked} {self.gpu} GPUs together "
+            f"({', '.join(self.tenants)}); the quota in {self.region} is {self.quota}"
+        )
+
+
+def quota_scope(tenant: Tenant, facts: EnvironmentFacts) -> str:
+    """Whose quota a tenant's VMs count against: the host project's, or (isolation: project) its
+    own project's. Tenants without an isolation mode share the host project."""
+    if getattr(tenant, "isolation", "shared") != "project":
+        return f"host project {facts.project}"
+    project = getattr(tenant, "gcp_project", None)
+    project_id = getattr(project, "id", project)
+    return f"project {project_id}" if isinstance(project_id, str) and project_id else f"the project of tenant {tenant.name}"
+
+
+def quota_lines(entries: Iterable[TenantEntry], facts: EnvironmentFacts) -> tuple[QuotaLine, ...]:
+    """One line per (scope, GPU class) any tenant asks for, in first-asked order."""
+    asked: dict[tuple[str, str], list[tuple[str, int]]] = {}
+    for entry in entries:
+        scope = quota_scope(entry.tenant, facts)
+        for pool in entry.tenant.gpu_pools:
+            asked.setdefault((scope, pool.gpu), []).append((f"{entry.tenant.name} ({entry.source})", pool.max_gpus))
+    lines = []
+    for (scope, gpu), claims in asked.items():
+        per_tenant: dict[str, int] = {}
+        for who, n in claims:
+            per_tenant[who] = per_tenant.get(who, 0) + n
+        lines.append(
+            QuotaLine(
+                scope=scope,
+                gpu=gpu,
+                region=facts.region,
+                quota=facts.gpu_quota.get(gpu, 0),
+                asked=sum(per_tenant.values()),
+                tenants=tuple(f"{who}: {n}" for who, n in per_tenant.items()),
+            )
+        )
+    return tuple(lines)
+
+
+def team_stack_tenants(project_dir: Path, *, environment_stack_name: str, exclude: str | None = None) -> list[TenantEntry]:
+    """Tenants of the team stacks in this repo that use the environment (their own problems are
+    reported by their own plans; a tenant that does not parse is left out here)."""
+    entries = []
+    for other in list_stacks(project_dir):
+        if other == exclude:
+            continue
+        try:
+            values = read_stack_values(project_dir, other)
+        except StackFileError:
+            continue
+        reference = str(values.get(f"{NS}:environmentStack") or "")
+        raw = structured(values.get(f"{NS}:tenant"))
+        if reference.split("/")[-1] != environment_stack_name or not isinstance(raw, dict) or not raw:
+            continue
+        try:
+            entries.append(TenantEntry(Tenant.model_validate(raw), f"stack {other}"))
+        except ValidationError:
+            continue
+    return entries

@@ -1,0 +1,214 @@
+"""What a stack costs, for the offline plan: list prices of the stack's region from the catalog
+(config/catalog.yaml), never another region's.
+
+Three figures per part, all in USD:
+  always on   what runs with no workload at all (per hour and per 730-hour month);
+  expected    every GPU pool at its GPU limit on the node type the platform picks, the cheapest
+              that fits (a pod asking for more than the smallest shape gets a larger one, up to
+              the ceiling); everything else as when idle;
+  ceiling     the pools' limits fully used by the most expensive shapes the limits admit.
+A figure that needs a price the region does not record is None ("unknown"), and so is every sum
+it enters. Usage-based charges (egress, NAT and load-balancer data processing, tenants' own
+volumes, logging) are named as not included.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from config import node_properties as props
+from config.catalog import Catalog
+from config.node_types import NodeType
+from config.prices import PRICES_HOURS_PER_MONTH, Price, RegionPrices
+from config.stack import EnvironmentStack, TenantStack
+from config.tenant import PoolPlan, TenantPlan
+from config.versions import VCLUSTER_CONTROL_PLANE_DISK_CLASS, VCLUSTER_CONTROL_PLANE_VOLUME_GI
+
+HOURS_PER_MONTH = PRICES_HOURS_PER_MONTH
+# A regional GKE Standard cluster without explicit node locations puts its node pools in three
+# zones of the region; a zonal cluster in one.
+REGIONAL_CLUSTER_ZONES = 3
+# The GKE system pool's boot disk type (components/gke_cluster.py).
+SYSTEM_POOL_DISK_TYPE = "pd-balanced"
+NOT_INCLUDED = (
+    "network egress, Cloud NAT data processing (0.045 USD/GiB), load-balancer data processing, "
+    "tenants' own persistent volumes, logging and monitoring, Spot price changes, taxes and discounts"
+)
+
+
+@dataclass
+class CostLine:
+    part: str
+    always_on: float | None  # USD/h
+    expected: float | None  # USD/h
+    ceiling: float | None  # USD/h
+    estimate: bool = True  # uses figures the catalog marks as estimates
+    tenant: str | None = None
+
+    @property
+    def always_on_per_month(self) -> float | None:
+        return None if self.always_on is None else self.always_on * HOURS_PER_MONTH
+
+
+@dataclass
+class PoolCost:
+    tenant: str
+    pool: str
+    machine_types: tuple[str, ...]
+    limits: dict[str, str]
+    expected: float | None
+    ceiling: float | None
+    ceiling_shape: str | None  # what the ceiling is made of, e.g. "4 × g2-standard-4"
+
+
+@dataclass
+class StackCosts:
+    region: str
+    prices: RegionPrices | None  # None: the region has no recorded prices
+    lines: list[CostLine] = field(default_factory=list)
+    pools: list[PoolCost] = field(default_factory=list)
+    unknown: list[str] = field(default_factory=list)  # why figures are unknown
+
+    def total(self, attribute: str) -> float | None:
+        values = [getattr(line, attribute) for line in self.lines]
+        return None if any(v is None for v in values) else sum(values)
+
+
+def _add(*values: float | None) -> float | None:
+    return None if any(v is None for v in values) else sum(values)  # type: ignore[arg-type]
+
+
+def _usd(price: Price | None) -> float | None:
+    return None if price is None else price.usd_per_hour
+
+
+class _Pricer:
+    def __init__(self, catalog: Catalog, region: str, overrides: dict[str, float], costs: StackCosts):
+        self.catalog, self.region, self.overrides, self.costs = catalog, region, overrides, costs
+        self.regional = catalog.prices.get(region)
+
+    def unknown(self, why: str) -> None:
+        if why not in self.costs.unknown:
+            self.costs.unknown.append(why)
+
+    def node(self, nt: NodeType) -> float | None:
+        """One node of a node type, per hour: the VM and its boot disk."""
+        disk = self.disk(nt.properties.get(props.DISK_TYPE, ""), float(nt.properties.get(props.DISK_SIZE_GB, 0)))
+        if nt.usd_per_hour is None:
+            what = f"{nt.machine_type}{' × ' + str(nt.gpu_count) + ' ' + nt.gpu if nt.gpu and nt.attach == 'guest' else ''}"
+            self.unknown(f"{self.region} records no {'Spot' if nt.spot else 'on-demand'} price for {what}")
+        return _add(nt.usd_per_hour, disk)
+
+    def disk(self, disk_type: str, size_gb: float) -> float | None:
+        price = self.regional.disk(disk_type, size_gb) if self.regional else None
+        if price is None:
+            self.unknown(f"{self.region} records no price for {disk_type} disks")
+        return _usd(price)
+
+    def machine(self, machine: str) -> float | None:
+        price = self.catalog.machine_price(machine, self.region, False, self.overrides)
+        if price is None:
+            self.unknown(f"{self.region} records no price for {machine}")
+        return _usd(price)
+
+    def nat(self, vms: int, addresses: int) -> float:
+        return self.catalog.services.nat_gateway(vms, addresses).usd_per_hour
+
+    def forwarding_rules(self, count: int) -> float | None:
+        if self.regional is None:
+            return None
+        return self.regional.forwarding_rules(count).usd_per_hour
+
+
+def pool_cost(pricer: _Pricer, tenant: str, pool: PoolPlan) -> PoolCost:
+    per_node = {nt.name: pricer.node(nt) for nt in pool.node_types}
+    expected = ceiling = None
+    shape = None
+    if all(v is not None for v in per_node.values()):
+        cheapest = min(pool.node_types, key=lambda nt: (per_node[nt.name], nt.vcpus))
+        expected = pool.nodes_within_limits(cheapest) * per_node[cheapest.name]  # type: ignore[operator]
+        worst = max(pool.node_types, key=lambda nt: pool.nodes_within_limits(nt) * per_node[nt.name])  # type: ignore[operator]
+        ceiling = pool.nodes_within_limits(worst) * per_node[worst.name]  # type: ignore[operator]
+        shape = f"{pool.nodes_within_limits(worst)} × {worst.machine_type}"
+    return PoolCost(tenant, pool.name, pool.machine_types, dict(pool.limits), expected, ceiling, shape)
+
+
+def _max_nodes(pool: PoolPlan) -> int:
+    return max(pool.nodes_within_limits(nt) for nt in pool.node_types)
+
+
+def tenant_lines(pricer: _Pricer, plan: TenantPlan, control_planes_before: int) -> list[CostLine]:
+    """A tenant's parts: its control plane (load balancer and data volume), its Cloud NAT, its
+    system node(s) and its GPU pools. `control_planes_before`: tenants' load balancers already in
+    the host project, for the forwarding-rule price tier."""
+    name = plan.tenant.name
+    pools = [pool_cost(pricer, name, p) for p in plan.gpu_pools]
+    cpu = pool_cost(pricer, name, plan.cpu_pool)
+    pricer.costs.pools.extend([*pools, cpu])
+    cheapest_cpu = min(plan.cpu_pool.node_types, key=lambda nt: (nt.usd_per_hour or 0, nt.vcpus))
+    always_on_node = pricer.node(cheapest_cpu)
+
+    # The control plane's LoadBalancer Service is one forwarding rule in the host project; its data
+    # volume is the vcluster chart's default claim on the host cluster's default StorageClass.
+    rules = pricer.forwarding_rules(control_planes_before + 1)
+    rules_before = pricer.forwarding_rules(control_planes_before)
+    load_balancer = None if rules is None or rules_before is None else rules - rules_before
+    volume = pricer.disk(VCLUSTER_CONTROL_PLANE_DISK_CLASS, VCLUSTER_CONTROL_PLANE_VOLUME_GI)
+    control_plane = _add(load_balancer, volume)
+
+    # One Cloud NAT gateway per tenant network: per VM using it, and per external address.
+    addresses = int(getattr(plan.tenant.network, "nat_addresses", 1) or 1)
+    busy_vms = sum(p.max_nodes for p in plan.gpu_pools)
+    nat_idle = pricer.nat(1, addresses)
+    nat_expected = pricer.nat(1 + busy_vms, addresses)
+    nat_ceiling = pricer.nat(_max_nodes(plan.cpu_pool) + sum(_max_nodes(p) for p in plan.gpu_pools), addresses)
+
+    gpu_expected = _add(*(p.expected for p in pools))
+    gpu_ceiling = _add(*(p.ceiling for p in pools))
+    estimate = pricer.regional is None or any(nt.price_estimate for p in (*plan.gpu_pools, plan.cpu_pool) for nt in p.node_types)
+    return [
+        CostLine(f"tenant {name}: control plane (load balancer, {VCLUSTER_CONTROL_PLANE_VOLUME_GI} GiB volume)", control_plane, control_plane, control_plane, True, name),
+        CostLine(f"tenant {name}: Cloud NAT ({addresses} address{'es' if addresses > 1 else ''})", nat_idle, nat_expected, nat_ceiling, False, name),
+        CostLine(f"tenant {name}: CPU pool ({', '.join(plan.cpu_pool.machine_types)})", always_on_node, always_on_node, cpu.ceiling, estimate, name),
+        CostLine(f"tenant {name}: GPU pools", 0.0, gpu_expected, gpu_ceiling, estimate, name),
+    ]
+
+
+def environment_costs(catalog: Catalog, env: EnvironmentStack) -> StackCosts:
+    costs = StackCosts(env.region, catalog.prices.get(env.region))
+    pricer = _Pricer(catalog, env.region, dict(env.node_provider.prices), costs)
+    services = catalog.services
+    costs.lines.append(CostLine("GKE cluster management fee", services.gke_cluster_fee, services.gke_cluster_fee, services.gke_cluster_fee, False))
+
+    pool = env.cluster.system_pool
+    zones = REGIONAL_CLUSTER_ZONES if env.cluster.location == env.region else 1
+    node = _add(pricer.machine(pool.machine_type), pricer.disk(SYSTEM_POOL_DISK_TYPE, pool.disk_size_gb))
+    minimum, maximum = pool.min_nodes * zones, pool.max_nodes * zones
+    idle = None if node is None else max(minimum, 1) * node  # the platform keeps at least one system node
+    costs.lines.append(
+        CostLine(
+            f"GKE system pool ({pool.machine_type} × {minimum}–{maximum}, {pool.disk_size_gb} GB {SYSTEM_POOL_DISK_TYPE} each)",
+            idle, idle, None if node is None else maximum * node, True,
+        )
+    )
+    if env.cluster.private_nodes.enabled:
+        # The host's Cloud NAT (AUTO_ONLY: at least one address) for the private system nodes.
+        costs.lines.append(CostLine("host Cloud NAT (1 address)", pricer.nat(max(minimum, 1), 1), pricer.nat(max(minimum, 1), 1), pricer.nat(maximum, 1), False))
+    for i, tenant in enumerate(env.tenants):
+        costs.lines.extend(tenant_lines(pricer, tenant, i))
+    _check_region(pricer)
+    return costs
+
+
+def tenant_stack_costs(catalog: Catalog, stack: TenantStack, control_planes_before: int) -> StackCosts:
+    region = stack.facts.region
+    costs = StackCosts(region, catalog.prices.get(region))
+    pricer = _Pricer(catalog, region, {}, costs)
+    costs.lines.extend(tenant_lines(pricer, stack.tenant, control_planes_before))
+    _check_region(pricer)
+    return costs
+
+
+def _check_region(pricer: _Pricer) -> None:
+    if pricer.regional is None:
+        pricer.costs.unknown.insert(0, f"the catalog records no prices for {pricer.region}: its costs are unknown (add a `prices.{pricer.region}` block to config/catalog.yaml)")

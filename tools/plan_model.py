@@ -1,0 +1,80 @@
+"""What an offline plan holds (tools/plan.py builds it; plan_text.py and plan_json.py show it)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from config.catalog import Catalog
+from config.stack import EnvironmentStack, TenantStack
+from config.tenant import TenantPlan
+from tools.mock_engine import PLACEHOLDER, ProgramRun
+from tools.plan_costs import StackCosts
+
+NODE_PROVIDER_TYPE = "kubernetes:management.loft.sh/v1:NodeProvider"
+INSTANCE_TYPE = "kubernetes:management.loft.sh/v1:VirtualClusterInstance"
+SECRET = "[secret]"
+
+
+class PlanError(Exception):
+    """A stack that cannot be planned, with the message a user needs (no traceback)."""
+
+
+@dataclass
+class Pool:
+    """A pool as the registered vcluster.yaml renders it."""
+
+    name: str
+    gpu: str | None  # None: the tenant's CPU pool
+    gpus_per_node: int | None
+    max_gpus: int | None
+    idle_after: str | None
+    spot: bool
+    machine_types: list[str]  # the instance-type selector; empty: every type of the class
+    limits: dict[str, str]
+
+
+@dataclass
+class TenantReport:
+    name: str
+    plan: TenantPlan
+    pools: list[Pool]
+    gpu_operator_version: str | None
+    vcluster_yaml: str | None  # the documents as the program registered them
+    gpu_operator_values: str | None
+    objects: str | None
+    host_namespace: str | None
+
+
+@dataclass
+class StackPlan:
+    stack: str
+    kind: str  # "environment" | "tenant"
+    stack_path: Path
+    config: dict[str, Any]  # as the program sees it, secure values masked
+    config_from_defaults: set[str]
+    loaded: EnvironmentStack | TenantStack
+    run: ProgramRun
+    catalog: Catalog
+    costs: StackCosts
+    environment_outputs: str | None = None  # tenant stacks: where the environment's outputs came from
+    node_provider: dict[str, Any] | None = None  # the NodeProvider object (environment stacks)
+    tenants: list[TenantReport] = field(default_factory=list)
+    versions: list[tuple[str, str]] = field(default_factory=list)  # (what, pinned version)
+    warnings: list[tuple[str, str]] = field(default_factory=list)  # (source, message)
+    written: list[Path] = field(default_factory=list)
+
+    @property
+    def region(self) -> str:
+        return self.loaded.region if isinstance(self.loaded, EnvironmentStack) else self.loaded.facts.region
+
+
+def has_placeholder(value: Any) -> bool:
+    if isinstance(value, str):
+        return PLACEHOLDER in value
+    if isinstance(value, dict):
+        return any(has_placeholder(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return any(has_placeholder(v) for v in value)
+    return False

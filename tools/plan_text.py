@@ -1,0 +1,348 @@
+"""The offline plan as text: what `make plan` prints. Sections are separated by blank lines, each
+starting with its title, so they can be read (and tested) one at a time."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Iterable
+
+import yaml
+
+from components.tenant_documents import GPU_OPERATOR_NAMESPACE
+from config.stack import NS, EnvironmentStack, TenantStack
+from config.stack_files import StackFileError, list_stacks, read_stack_values
+from tools.mock_engine import PLACEHOLDER, ProgramRun, Registration
+from tools.plan_costs import HOURS_PER_MONTH, NOT_INCLUDED
+from tools.plan_model import SECRET, StackPlan, has_placeholder
+
+LEGEND = (
+    f"Legend: values containing '{PLACEHOLDER}' are computed by the cloud at deploy time (IDs, endpoints, "
+    f"generated passwords) and unknown offline; {SECRET} marks a secret value, never shown."
+)
+
+
+def render_text(plan: StackPlan, *, all_node_types: bool = False) -> str:
+    out: list[str] = []
+    add = out.append
+    loaded = plan.loaded
+    add(f"Offline plan of stack {plan.stack} ({plan.kind} stack): {plan.stack_path.name} + Pulumi.yaml")
+    add("  The real __main__.py under Pulumi's mock engine: no cloud, no credentials, nothing created.")
+    if isinstance(loaded, TenantStack):
+        add(f"  environment: {loaded.environment_stack}")
+        add(f"  environment outputs: {plan.environment_outputs}")
+    add(LEGEND)
+
+    add("")
+    add(f"Configuration ({len(plan.config)} keys; (default) = from Pulumi.yaml)")
+    for key, value in plan.config.items():
+        add(f"  {key} = {_compact(value)}{'  (default)' if key in plan.config_from_defaults else ''}")
+
+    add("")
+    add("Pinned versions (what this stack installs)")
+    out.extend(f"  {what}: {version}" for what, version in plan.versions)
+
+    run = plan.run
+    components = sum(1 for r in run.registrations if not r.custom)
+    add("")
+    add(f"Resources ({len(run.registrations)} registered: {components} components, {len(run.registrations) - components} resources)")
+    out.extend(_resource_tree(run))
+    add("")
+    add("Resources by type")
+    counts = _type_counts(run)
+    out.extend(_table(["count", "type"], [[str(n), t + ("  (component)" if not _is_custom(run, t) else "")] for t, n in counts.items()], right=[0]))
+
+    if plan.node_provider is not None and isinstance(loaded, EnvironmentStack):
+        out.extend(_node_types(plan, loaded, all_node_types))
+    out.extend(_quota(plan))
+    out.extend(_tenants(plan))
+    out.extend(_costs(plan))
+
+    add("")
+    add("Stack outputs")
+    for name, value in sorted(run.outputs.items()):
+        secret = name in run.secret_outputs
+        shown = SECRET if secret else _output_value(name, value)
+        note = "  (computed by the cloud at deploy time)" if has_placeholder(value) else ""
+        add(f"  {name} = {shown}{note}")
+
+    if plan.written:
+        add("")
+        add(f"Documents written ({len(plan.written)})")
+        out.extend(f"  {p}" for p in plan.written)
+
+    add("")
+    if plan.warnings:
+        add(f"Warnings ({len(plan.warnings)})")
+        for source, message in plan.warnings:
+            add(f"  WARNING ({source}): {message}")
+    else:
+        add("Warnings: none")
+    return "\n".join(out) + "\n"
+
+
+def _node_types(plan: StackPlan, env: EnvironmentStack, all_node_types: bool) -> list[str]:
+    """Node types grouped by what tells them apart for a tenant (machine, GPUs, capacity type),
+    with their zones in one column; `--node-types` lists each one by name."""
+    assert plan.node_provider is not None
+    registered = plan.node_provider["spec"]["terraform"]["nodeTypes"]
+    by_name = {nt.name: nt for nt in env.offer.node_types}
+    lines = [
+        "",
+        f"NodeProvider {plan.node_provider['metadata'].get('name')}: {len(registered)} node types"
+        + ("" if all_node_types else " in groups of the same shape (--node-types lists each)"),
+        "  vCPU / memory: what pods can use per node (resources minus overhead.kubeReserved); USD/h: list price of the VM "
+        "with its GPUs; cost: the integer the platform compares, thousandths of a USD per hour; max nodes: maxCapacity",
+    ]
+    headers = ["machine type", "GPU × count", "capacity", "vCPU", "memory GiB", "USD/h", "cost (mUSD/h)", "max nodes"]
+    groups: dict[tuple, list[str]] = {}
+    rows_by_key: dict[tuple, list[str]] = {}
+    for registered_type in registered:
+        nt = by_name[registered_type["name"]]
+        row = [
+            nt.machine_type,
+            f"{nt.gpu} × {nt.gpu_count}" if nt.gpu else "—",
+            "spot" if nt.spot else "on-demand",
+            f"{nt.cpu_millis / 1000:g}",
+            f"{nt.memory_mi / 1024:.1f}",
+            _price(nt.usd_per_hour, nt.price_estimate, digits=4),
+            "—" if registered_type.get("cost") is None else str(registered_type["cost"]),
+            "—" if registered_type.get("maxCapacity") is None else str(registered_type["maxCapacity"]),
+        ]
+        if all_node_types:
+            groups[(nt.name,)] = [nt.zone]
+            rows_by_key[(nt.name,)] = [nt.name, *row]
+        else:
+            key = tuple(row)
+            groups.setdefault(key, []).append(nt.zone)
+            rows_by_key[key] = row
+    if all_node_types:
+        table = _table(["name", *headers, "zone"], [[*rows_by_key[k], ", ".join(z)] for k, z in groups.items()], right=[4, 5, 6, 7, 8])
+    else:
+        table = _table([*headers, "zones"], [[*rows_by_key[k], ", ".join(z)] for k, z in groups.items()], right=[3, 4, 5, 6, 7])
+    lines.extend(table)
+    excluded = [f"{q.gpu}: {', '.join(q.excluded)}" for q in env.offer.quota if q.excluded]
+    if excluded:
+        lines.append(f"  not offered, larger than the GPU quota: {'; '.join(excluded)}")
+    if any(nt.usd_per_hour is None for nt in env.offer.node_types):
+        lines.append("  '—' cost: no recorded price in this region; the platform then derives a cost from the resources")
+    return lines
+
+
+def _quota(plan: StackPlan) -> list[str]:
+    quota = plan.loaded.quota
+    lines = ["", f"GPU quota of the environment ({len(quota)} line{'s' if len(quota) != 1 else ''}: every tenant's maxGpus, inline and team stacks in this repo, added up per project and GPU class)"]
+    if not quota:
+        lines.append("  no tenant asks for GPUs yet")
+        return lines
+    rows = [
+        [q.scope, q.gpu, q.region, str(q.quota), str(q.asked), "EXCEEDED" if q.exceeded else "ok", "; ".join(q.tenants)]
+        for q in quota
+    ]
+    lines.extend(_table(["quota of", "GPU class", "region", "quota", "asked", "state", "tenants (GPUs)"], rows, right=[3, 4]))
+    return lines
+
+
+def _tenants(plan: StackPlan) -> list[str]:
+    lines = ["", f"Tenants ({len(plan.tenants)})"]
+    if not plan.tenants:
+        lines.append("  none inline; teams' own stacks add them")
+    pool_costs = {(c.tenant, c.pool): c for c in plan.costs.pools}
+    for tenant in plan.tenants:
+        t = tenant.plan.tenant
+        access = ", ".join([*(f"user {u}" for u in t.access.users), *(f"team {g}" for g in t.access.teams)]) or "none"
+        lines.append(
+            f"  {tenant.name}: network {t.network.cidr}, host namespace {tenant.host_namespace or '?'}, "
+            f"GPU Operator {tenant.gpu_operator_version or '?'} (namespace {GPU_OPERATOR_NAMESPACE}), access: {access}"
+        )
+        rows = []
+        for p in tenant.pools:
+            cost = pool_costs.get((tenant.name, p.name))
+            rows.append(
+                [
+                    p.name,
+                    p.gpu or "(CPU)",
+                    "—" if p.gpus_per_node is None else str(p.gpus_per_node),
+                    "—" if p.max_gpus is None else str(p.max_gpus),
+                    p.idle_after or "?",
+                    "spot" if p.spot else "on-demand",
+                    ", ".join(p.machine_types) or ", ".join(cost.machine_types if cost else ()),
+                    ", ".join(f"{k} {v}" for k, v in p.limits.items()),
+                    _money(cost.expected if cost else None),
+                    _money(cost.ceiling if cost else None) + (f" ({cost.ceiling_shape})" if cost and cost.ceiling_shape else ""),
+                ]
+            )
+        lines.extend(
+            _table(
+                ["pool", "GPU class", "GPUs/node", "max GPUs", "idle after", "capacity", "machine types", "limits", "expected USD/h", "ceiling USD/h"],
+                rows,
+                indent="    ",
+                right=[2, 3, 8],
+            )
+        )
+    return lines
+
+
+def _costs(plan: StackPlan) -> list[str]:
+    costs = plan.costs
+    regional = costs.prices
+    lines = [""]
+    if regional is None:
+        lines.append(f"Costs: unknown. The catalog records no prices for {costs.region}; nothing here is priced with another region's figures")
+    else:
+        estimates = sorted(s.name for s in regional.sources.values() if s.estimate)
+        lines.append(
+            f"Costs in USD: list prices of {costs.region} read {regional.read}, not quotes ({HOURS_PER_MONTH} h per month; "
+            f"≈ marks figures from estimates: {', '.join(estimates) or 'none'}; sources in config/catalog.yaml)"
+        )
+    lines.append("  always on: with no workload; expected: every GPU pool at its GPU limit on the cheapest node type that fits (what the platform picks);")
+    lines.append("  ceiling: every pool's limits fully used by the most expensive shape they admit. Boot disks included.")
+    lines.append(f"  not included (usage-based): {NOT_INCLUDED}")
+    rows = [
+        [
+            line.part,
+            _price(line.always_on, line.estimate),
+            _price(line.always_on_per_month, line.estimate),
+            _price(line.expected, line.estimate),
+            _price(line.ceiling, line.estimate),
+        ]
+        for line in costs.lines
+    ]
+    total_label = "environment total" if plan.kind == "environment" else "tenant stack total"
+    estimate = any(line.estimate for line in costs.lines)
+    rows.append([total_label, *(_total(costs, a, estimate) for a in ("always_on", "always_on_per_month", "expected", "ceiling"))])
+    lines.extend(_table(["part", "always on USD/h", "always on USD/month", "expected USD/h", "ceiling USD/h"], rows, right=[1, 2, 3, 4]))
+    for why in costs.unknown:
+        lines.append(f"  unknown: {why}")
+    if plan.kind == "environment":
+        team_stacks = _team_stacks(plan)
+        if team_stacks:
+            lines.append(f"  tenants in their own stacks ({', '.join(team_stacks)}) are priced in their own plans")
+    else:
+        lines.append("  the environment's own parts (GKE fee, system pool, host NAT) are in its plan")
+    return lines
+
+
+def render_quiet(plan: StackPlan) -> str:
+    costs = plan.costs
+    return (
+        f"ok    {plan.stack}: {plan.kind} stack, {len(plan.run.registrations)} resources, {len(plan.tenants)} tenant(s), "
+        f"always on {_money(costs.total('always_on_per_month'))} USD/month, expected {_money(costs.total('expected'))} USD/h, "
+        f"ceiling {_money(costs.total('ceiling'))} USD/h, {len(plan.warnings)} warning(s)"
+    )
+
+
+def _price(value: float | None, estimate: bool, digits: int = 2) -> str:
+    if value is None:
+        return "unknown"
+    return ("≈" if estimate and value else "") + f"{value:,.{digits}f}"
+
+
+def _total(costs, attribute: str, estimate: bool) -> str:
+    """A total, or "unknown" with what the known parts add up to (a lower bound)."""
+    total = costs.total(attribute)
+    if total is not None:
+        return _price(total, estimate)
+    known = sum(v for v in (getattr(line, attribute) for line in costs.lines) if v is not None)
+    return f"unknown (≥ {known:,.2f})"
+
+
+def _table(headers: list[str], rows: list[list[str]], indent: str = "  ", right: Iterable[int] = ()) -> list[str]:
+    right = set(right)
+    widths = [max(len(str(x)) for x in column) for column in zip(headers, *rows)] if rows else [len(h) for h in headers]
+
+    def line(cells: list[str]) -> str:
+        parts = [str(c).rjust(w) if i in right else str(c).ljust(w) for i, (c, w) in enumerate(zip(cells, widths))]
+        return (indent + "  ".join(parts)).rstrip()
+
+    return [line(headers), *(line(r) for r in rows)]
+
+
+def _money(value: float | None) -> str:
+    return "unknown" if value is None else f"{value:,.2f}"
+
+
+def _compact(value: Any) -> str:
+    if isinstance(value, str):
+        return value if value else '""'
+    return yaml.safe_dump(value, default_flow_style=True, width=math.inf, sort_keys=False).strip().removesuffix("...").strip()
+
+
+def _resource_tree(run: ProgramRun) -> list[str]:
+    index = {r.urn: r for r in run.registrations}
+    children: dict[str, list[Registration]] = {}
+    for r in run.registrations:
+        children.setdefault(r.parent if r.parent in index else "", []).append(r)
+
+    def order(r: Registration) -> tuple:
+        return (0 if r.type.startswith("pulumi:providers:") else 1 if r.custom else 2, r.type, r.name)
+
+    def size(urn: str) -> int:
+        return sum(1 + size(c.urn) for c in children.get(urn, ()))
+
+    lines: list[str] = []
+
+    def walk(parent: str, prefix: str) -> None:
+        kids = sorted(children.get(parent, ()), key=order)
+        for i, r in enumerate(kids):
+            last = i == len(kids) - 1
+            n = size(r.urn)
+            extra = "" if r.custom else f"  ({n} resource{'s' if n != 1 else ''})"
+            flags = "  [protected]" if r.protect else ""
+            lines.append(f"{prefix}{'└─ ' if last else '├─ '}{r.type}  {r.name}{extra}{flags}")
+            walk(r.urn, prefix + ("   " if last else "│  "))
+
+    walk("", "  ")
+    return lines
+
+
+def _type_counts(run: ProgramRun) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for r in run.registrations:
+        counts[r.type] = counts.get(r.type, 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def _is_custom(run: ProgramRun, typ: str) -> bool:
+    return any(r.custom for r in run.registrations if r.type == typ)
+
+
+def _output_value(name: str, value: Any) -> str:
+    """An output in one line: the structured ones summarized (`--json` carries them whole)."""
+    if name == "environmentFacts" and isinstance(value, dict):
+        tenants = [t.get("name") for t in value.get("tenants") or []]
+        prices = value.get("pricesRead")
+        return (
+            f"environment {value.get('environment')}, project {value.get('project')}, region {value.get('region')} "
+            f"({', '.join(value.get('zones') or [])}), {len(value.get('nodeTypes') or [])} node types of "
+            f"{', '.join(value.get('gpuTypes') or [])}, quota {json.dumps(value.get('gpuQuota'))}, "
+            f"inline tenants: {', '.join(tenants) or 'none'}, prices read {prices or 'never (none recorded)'}"
+        )
+    if name == "tenants" and isinstance(value, dict):
+        return f"{len(value)} tenant(s): " + "; ".join(
+            f"{n} (namespace {t.get('hostNamespace')}, GPU budget {_money(t.get('gpuBudgetUsdPerHour'))} USD/h)" for n, t in value.items()
+        ) if value else "none"
+    if name == "nodeTypes" and isinstance(value, list):
+        return f"{len(value)} node types (names and properties; see the NodeProvider section)"
+    if isinstance(value, (dict, list)):
+        text = json.dumps(value, default=str)
+        if len(text) <= 100:
+            return text
+        return f"{{{len(value)} keys}}" if isinstance(value, dict) else f"[{len(value)} items]"
+    text = str(value)
+    return text if "\n" not in text else f"({text.count(chr(10)) + 1} lines)"
+
+
+def _team_stacks(plan: StackPlan) -> list[str]:
+    project_dir = plan.stack_path.parent
+    stacks = []
+    for other in list_stacks(project_dir):
+        try:
+            reference = str(read_stack_values(project_dir, other).get(f"{NS}:environmentStack") or "")
+        except StackFileError:
+            continue
+        if reference.split("/")[-1] == plan.stack:
+            stacks.append(other)
+    return stacks
+
+
