@@ -19,7 +19,7 @@ from config import node_properties as props
 from config import versions
 from config.stack import load_stack
 from config.stack_files import PROJECT_DIR, read_stack_values
-from hcl_support import blocks, evaluate, expr, failures, parse, run, tofu, unquote
+from hcl_support import blocks, evaluate, expr, failures, parse, required_providers, run, tofu
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -49,12 +49,7 @@ def test_template_does_not_declare_the_platform_variable(doc):
 
 
 def test_provider_is_pinned_exactly_and_talks_to_the_tenant(doc):
-    (terraform,) = doc["terraform"]
-    assert unquote(terraform["required_version"]) == ">= 1.6"
-    providers = {k: v for block in terraform["required_providers"] for k, v in block.items() if not k.startswith("__")}
-    assert set(providers) == {"kubernetes"}
-    assert unquote(providers["kubernetes"]["source"]) == "hashicorp/kubernetes"
-    assert unquote(providers["kubernetes"]["version"]) == "2.38.0"
+    assert required_providers(doc) == (">= 1.6", {"kubernetes": ("hashicorp/kubernetes", "2.38.0")})
     assert expr(blocks(doc, "provider")["kubernetes"]["config_path"]) == "var.vcluster.kubeConfig"
 
 
@@ -272,3 +267,12 @@ def test_every_service_account_is_bound_and_every_binding_names_a_role_it_define
 def test_objects_of_two_node_providers_do_not_collide(evaluated):
     ours, other = (set(evaluated[s]["manifests"]) for s in ("tenant", "other-provider"))
     assert ours & other == {"CSIDriver//pd.csi.storage.gke.io"}  # one driver per cluster, by its name
+
+
+def test_roles_grant_no_wildcards_and_no_token_minting(evaluated):
+    """A compromised CCM or CSI pod must not become every identity of the tenant cluster."""
+    rules = [rule for role in _of(evaluated["defaults"], "ClusterRole") + _of(evaluated["defaults"], "Role") for rule in role["rules"]]
+    assert rules
+    for rule in rules:
+        assert "*" not in rule["verbs"] and "*" not in rule["resources"] and "*" not in rule["apiGroups"], rule
+        assert not {"serviceaccounts/token", "secrets", "clusterroles", "clusterrolebindings", "roles", "rolebindings"} & set(rule["resources"]), rule

@@ -126,9 +126,9 @@ locals {
         { apiGroups = [""], resources = ["nodes/status"], verbs = ["patch", "update"] },
         { apiGroups = [""], resources = ["services", "services/status"], verbs = ["get", "list", "watch", "patch", "update"] },
         { apiGroups = [""], resources = ["persistentvolumes"], verbs = ["get", "list", "watch", "update"] },
-        { apiGroups = [""], resources = ["serviceaccounts"], verbs = ["create", "get", "list", "watch"] },
-        { apiGroups = [""], resources = ["serviceaccounts/token"], verbs = ["create"] },
-        { apiGroups = [""], resources = ["endpoints"], verbs = ["create", "get", "list", "watch", "update"] },
+        # No serviceaccounts or serviceaccounts/token: the controllers run with the CCM's own
+        # account (--use-service-account-credentials=false), and minting tokens for other accounts
+        # would let the CCM act as any of them. No endpoints: leader election uses a Lease.
         # The GCE provider keeps the cluster's load-balancer UID in ConfigMap kube-system/ingress-uid.
         { apiGroups = [""], resources = ["configmaps"], verbs = ["create", "get", "list", "watch", "update", "patch"] },
         { apiGroups = ["coordination.k8s.io"], resources = ["leases"], verbs = ["create", "get", "list", "watch", "update"] },
