@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 STACK  ?= dev
 
-.PHONY: venv test plan plan-all bench constraints clean
+.PHONY: venv test plan plan-all bench constraints clean acceptance acceptance-cleanup
 
 $(STAMP): requirements.txt constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,34 @@ plan: $(STAMP)
 
 plan-all: $(STAMP)
 	$(BIN)/python -m tools.plan --all
+
+## Acceptance test against a real GCP project (README "Acceptance test"): deploys an ephemeral
+## environment with one tenant, checks a GPU node end to end, destroys everything. Costs money.
+##   make acceptance PROJECT=<id> [REGION=us-central1] [ZONES=<region>-a,<region>-b] [GPU=nvidia-tesla-t4] [GPU_QUOTA=1]
+PROJECT          ?=
+REGION           ?= us-central1
+ZONES            ?= $(REGION)-a,$(REGION)-b
+GPU              ?= nvidia-tesla-t4
+GPU_QUOTA        ?= 1
+GPUS_PER_NODE    ?= 1
+BACKEND          ?=
+IDLE_MARGIN      ?= 600
+NODE_TIMEOUT     ?= 1200
+ACCEPTANCE_OUT   ?= acceptance-out
+ACCEPTANCE_FLAGS ?=
+
+# Passed through the environment, never pasted into the command line: the workflow's inputs end up
+# in these variables, and the shell expands "$$VAR" without interpreting its value.
+export PROJECT REGION ZONES GPU GPU_QUOTA GPUS_PER_NODE BACKEND IDLE_MARGIN NODE_TIMEOUT ACCEPTANCE_OUT
+
+acceptance: $(STAMP)
+	@$(BIN)/python -m tests.acceptance.run --project "$$PROJECT" --region "$$REGION" --zones "$$ZONES" \
+	  --gpu "$$GPU" --gpu-quota "$$GPU_QUOTA" --gpus-per-node "$$GPUS_PER_NODE" --backend "$$BACKEND" \
+	  --idle-margin "$$IDLE_MARGIN" --node-timeout "$$NODE_TIMEOUT" --out "$$ACCEPTANCE_OUT" $(ACCEPTANCE_FLAGS)
+
+## Destroy every recorded acceptance run that did not clean up after itself (a failed or cancelled run).
+acceptance-cleanup: $(STAMP)
+	@$(BIN)/python -m tests.acceptance.run --cleanup --out "$$ACCEPTANCE_OUT"
 
 ## Benchmarks (numbers go to README.md "Performance").
 bench: $(STAMP)

@@ -18,6 +18,7 @@ PRICES_HOURS_PER_MONTH = 730
 # Source kinds whose figures are not estimates (see the comment above `prices:` in catalog.yaml).
 CONFIRMED_KINDS = ("google",)
 SOURCE_KINDS = ("google", "catalog", "derived", "recorded")
+REGION_KEYS = {"read", "sources", "gpus", "hosts", "machines", "disks", "forwardingRule"}
 
 
 @dataclass(frozen=True)
@@ -50,20 +51,14 @@ def _merge(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[str, ...]:
 
 
 @dataclass(frozen=True)
-class FamilyPrice:
-    vcpu: float
-    memory_gb: float
-    source: str
-    spot_vcpu: float | None = None
-    spot_memory_gb: float | None = None
-    spot_source: str | None = None
-
-
-@dataclass(frozen=True)
 class UnitPrice:
     on_demand: float
     spot: float | None
     source: str
+
+    def price(self, spot: bool) -> Price | None:
+        value = self.spot if spot else self.on_demand
+        return None if value is None else Price(value, (self.source,))
 
 
 @dataclass(frozen=True)
@@ -71,39 +66,26 @@ class RegionPrices:
     region: str
     read: str
     sources: dict[str, Source]
-    families: dict[str, FamilyPrice]
     gpus: dict[str, UnitPrice]  # per GPU-hour on top of the VM
-    machines: dict[str, UnitPrice]  # whole VM
+    hosts: dict[str, UnitPrice]  # the VM without GPUs
+    machines: dict[str, UnitPrice]  # the whole VM, its built-in GPUs included
     disks: dict[str, tuple[float, str]]  # disk type → (USD per GB-month, source)
     forwarding_rule: tuple[float, float, str]  # (first five, each further, source), USD/h
 
     def machine(self, machine: Machine, spot: bool) -> Price | None:
-        """One VM of `machine`: its whole-VM price, or its family's vCPU and memory price plus its
-        built-in GPUs."""
+        """One VM of `machine` with its built-in GPUs (not N1's attached ones, which the shape
+        adds): its whole-VM price, or its host price plus its built-in GPUs."""
         whole = self.machines.get(machine.name)
         if whole is not None:
-            value = whole.spot if spot else whole.on_demand
-            return None if value is None else Price(value, (whole.source,))
-        family = self.families.get(machine.series)
-        if family is None:
-            return None
-        vcpu, memory, source = (
-            (family.spot_vcpu, family.spot_memory_gb, family.spot_source) if spot else (family.vcpu, family.memory_gb, family.source)
-        )
-        if vcpu is None or memory is None or source is None:
-            return None
-        price = Price(machine.vcpus * vcpu + machine.memory_gb * memory, (source,))
-        if machine.gpu:
-            gpu = self.gpu(machine.gpu, spot)
-            return None if gpu is None else price + gpu * machine.gpu_count
-        return price
+            return whole.price(spot)
+        host = self.hosts[machine.name].price(spot) if machine.name in self.hosts else None
+        if host is None or not machine.gpu:
+            return host
+        gpu = self.gpu(machine.gpu, spot)
+        return None if gpu is None else host + gpu * machine.gpu_count
 
     def gpu(self, gpu: str, spot: bool) -> Price | None:
-        unit = self.gpus.get(gpu)
-        if unit is None:
-            return None
-        value = unit.spot if spot else unit.on_demand
-        return None if value is None else Price(value, (unit.source,))
+        return self.gpus[gpu].price(spot) if gpu in self.gpus else None
 
     def disk(self, disk_type: str, size_gb: float) -> Price | None:
         """A persistent disk, per hour."""
@@ -140,6 +122,8 @@ class ServicePrices:
 
 def load_region_prices(region: str, raw: dict[str, Any], machines: dict[str, Machine], gpus: dict[str, GpuType], problems: list[str]) -> RegionPrices:
     where = f"prices.{region}"
+    for key in sorted(raw.keys() - REGION_KEYS):
+        problems.append(f"{where}.{key}: not a price section; allowed: {', '.join(sorted(REGION_KEYS))}")
     sources: dict[str, Source] = {}
     for name, s in (raw.get("sources") or {}).items():
         if s.get("kind") not in SOURCE_KINDS or not s.get("text"):
@@ -157,31 +141,27 @@ def load_region_prices(region: str, raw: dict[str, Any], machines: dict[str, Mac
             return 0.0
         return float(value)
 
-    families = {}
-    for series, f in (raw.get("families") or {}).items():
-        spot = f.get("spotVcpu") is not None
-        families[series] = FamilyPrice(
-            vcpu=positive(f"families.{series}.vcpu", f.get("vcpu")),
-            memory_gb=positive(f"families.{series}.memoryGb", f.get("memoryGb")),
-            source=source(f"families.{series}", f.get("from")),
-            spot_vcpu=positive(f"families.{series}.spotVcpu", f["spotVcpu"]) if spot else None,
-            spot_memory_gb=positive(f"families.{series}.spotMemoryGb", f.get("spotMemoryGb")) if spot else None,
-            spot_source=source(f"families.{series}.spotFrom", f.get("spotFrom")) if spot else None,
-        )
-        if spot and families[series].spot_vcpu > families[series].vcpu:  # type: ignore[operator]
-            problems.append(f"{where}.families.{series}: Spot vCPU price above the on-demand price")
-
-    def units(kind: str, known: dict) -> dict[str, UnitPrice]:
+    def units(kind: str, known: dict, known_as: str) -> dict[str, UnitPrice]:
         out = {}
         for name, u in (raw.get(kind) or {}).items():
             if name not in known:
-                problems.append(f"{where}.{kind}.{name}: not in the catalog's {kind}")
+                problems.append(f"{where}.{kind}.{name}: not in the catalog's {known_as}")
             on_demand = positive(f"{kind}.{name}.onDemand", u.get("onDemand"))
             spot = None if u.get("spot") is None else positive(f"{kind}.{name}.spot", u["spot"])
             if spot is not None and spot > on_demand:
                 problems.append(f"{where}.{kind}.{name}: Spot price above the on-demand price")
             out[name] = UnitPrice(on_demand, spot, source(f"{kind}.{name}", u.get("from")))
         return out
+
+    gpu_prices = units("gpus", gpus, "gpus")
+    hosts, whole_vms = units("hosts", machines, "machines"), units("machines", machines, "machines")
+    # One price per VM, so nothing is counted twice: its host (GPUs added from `gpus`) or its whole
+    # VM, never both; and a whole-VM price only where it includes built-in GPUs (else it is a host).
+    for name in sorted(hosts.keys() & whole_vms.keys()):
+        problems.append(f"{where}.machines.{name}: also in hosts; a VM has a host price or a whole-VM price, not both")
+    for name in sorted(whole_vms.keys() - hosts.keys()):
+        if name in machines and not machines[name].gpu:
+            problems.append(f"{where}.machines.{name}: has no built-in GPUs, so its price is a host price; move it to hosts")
 
     disks = {
         disk: (positive(f"disks.{disk}.usdPerGbMonth", d.get("usdPerGbMonth")), source(f"disks.{disk}", d.get("from")))
@@ -192,9 +172,9 @@ def load_region_prices(region: str, raw: dict[str, Any], machines: dict[str, Mac
         region=region,
         read=str(raw.get("read", "")),
         sources=sources,
-        families=families,
-        gpus=units("gpus", gpus),
-        machines=units("machines", machines),
+        gpus=gpu_prices,
+        hosts=hosts,
+        machines=whole_vms,
         disks=disks,
         forwarding_rule=(
             positive("forwardingRule.first5", rule.get("first5")),

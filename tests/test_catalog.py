@@ -3,7 +3,7 @@ resources that fit inside the real shape."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -28,7 +28,7 @@ REGIONS = ("europe-west4", "us-central1", "asia-east1")
 # every zone of ZONES, whatever the region priced.
 EVERYWHERE = Availability(
     AVAILABILITY.sources,
-    {name: replace(f, purchase=("on-demand", "spot"), zones={r: ZONES for r in REGIONS}) for name, f in AVAILABILITY.families.items()},
+    {name: dataclasses.replace(f, purchase=("on-demand", "spot"), zones={r: ZONES for r in REGIONS}) for name, f in AVAILABILITY.families.items()},
 )
 
 
@@ -138,8 +138,8 @@ def test_spot_twins_are_cheaper_than_their_on_demand_types():
 
 def test_n1_with_t4_is_priced_host_plus_gpus():
     nt = next(nt for nt in offer_of(["nvidia-tesla-t4"], {"nvidia-tesla-t4": 4}).node_types if nt.name == "n1-standard-4-t4x1-europe-west4-a")
-    # us-central1: 4 vCPU × 0.031611 + 15 GB × 0.004237 + one T4 at 0.35.
-    assert nt.usd_per_hour == pytest.approx(4 * 0.031611 + 15 * 0.004237 + 0.35, abs=1e-4)
+    # us-central1: the n1-standard-4 host at 0.19 + one T4 at 0.35.
+    assert nt.usd_per_hour == pytest.approx(0.19 + 0.35, abs=1e-6)
     assert nt.cost == 540
     # The full shape as resources; pods get 4 vCPU / 15 GB minus the reserve (the recipe's defect,
     # 1 CPU / 3.75Gi for an n1-standard-4, cannot happen).
@@ -150,10 +150,12 @@ def test_n1_with_t4_is_priced_host_plus_gpus():
 def test_prices_are_the_regions_own():
     west4 = {nt.machine_type: nt for nt in offer_of(["nvidia-l4"], {"nvidia-l4": 8}, region="europe-west4").node_types}
     central1 = {nt.machine_type: nt for nt in offer_of(["nvidia-l4"], {"nvidia-l4": 8}).node_types}
-    # g2-standard-4 = 4 vCPU + 16 GB of G2 + one L4, each at the region's recorded price.
-    assert west4["g2-standard-4"].usd_per_hour == pytest.approx(4 * 0.027509 + 16 * 0.003222 + 0.58804, abs=1e-4)
-    assert central1["g2-standard-4"].usd_per_hour == pytest.approx(4 * 0.024988 + 16 * 0.002927 + 0.56004, abs=1e-4)
-    assert all(nt.price_estimate for nt in west4.values())  # derived from another region by a recorded ratio
+    # g2-standard-4 = its host + one L4, each at the region's recorded price (the G2 rows price
+    # the host alone, so the L4 is counted once).
+    assert west4["g2-standard-4"].usd_per_hour == pytest.approx(0.15429 + 0.58804, abs=1e-6)
+    assert central1["g2-standard-4"].usd_per_hour == pytest.approx(0.14679 + 0.56004, abs=1e-6)
+    assert west4["g2-standard-24"].usd_per_hour == pytest.approx(0.92571 + 2 * 0.58804, abs=1e-6)
+    assert all(nt.price_estimate for nt in west4.values())  # a third-party catalog, not a Google page
 
 
 def test_a_region_without_recorded_prices_has_no_costs():
@@ -161,8 +163,21 @@ def test_a_region_without_recorded_prices_has_no_costs():
     assert offer.node_types and all(nt.usd_per_hour is None and nt.cost is None for nt in offer.node_types)
 
 
-def test_a_missing_spot_price_is_unknown_not_borrowed():
-    # europe-west4 records no N1 Spot host price: a Spot T4 node there has no price.
+def test_what_europe_west4_does_not_record_is_unknown_there():
+    # europe-west4 records no A100 machines and no P4 GPU; us-central1 does.
+    for gpu, quota in (("nvidia-tesla-a100", {"nvidia-tesla-a100": 1}), ("nvidia-tesla-p4", {"nvidia-tesla-p4": 1})):
+        west4 = offer_of([gpu], quota, region="europe-west4").node_types
+        central1 = offer_of([gpu], quota).node_types
+        assert west4 and all(nt.usd_per_hour is None for nt in west4)
+        assert central1 and all(nt.usd_per_hour is not None for nt in central1)
+
+
+def test_a_missing_spot_price_is_unknown_not_borrowed(monkeypatch):
+    # Without europe-west4's N1 Spot host prices a Spot T4 node there has no price: neither
+    # us-central1's figure nor the on-demand one stands in.
+    hosts = CATALOG.prices["europe-west4"].hosts
+    for name in [n for n in hosts if n.startswith("n1-")]:
+        monkeypatch.setitem(hosts, name, dataclasses.replace(hosts[name], spot=None))
     offer = offer_of(["nvidia-tesla-t4"], {"nvidia-tesla-t4": 4}, spot=True, region="europe-west4")
     assert {nt.usd_per_hour is None for nt in offer.node_types if nt.spot} == {True}
     assert {nt.usd_per_hour is None for nt in offer.node_types if not nt.spot} == {False}
@@ -172,8 +187,7 @@ def test_price_override_applies_to_host_and_keeps_spot_discount():
     offer = offer_of(["nvidia-l4"], {"nvidia-l4": 1}, spot=True, prices={"g2-standard-4": 1.00})
     by_name = {nt.name: nt for nt in offer.node_types}
     assert by_name["g2-standard-4-europe-west4-a"].usd_per_hour == 1.00
-    spot = 4 * 0.00948 + 16 * 0.00111 + 0.2231
-    on_demand = 4 * 0.024988 + 16 * 0.002927 + 0.56004
+    spot, on_demand = 0.05874 + 0.2231, 0.14679 + 0.56004  # us-central1 g2-standard-4 host + L4
     assert by_name["g2-standard-4-europe-west4-a-spot"].usd_per_hour == pytest.approx(1.00 * spot / on_demand, abs=1e-4)
 
 
@@ -207,6 +221,13 @@ def _load_variant(tmp_path: Path, change) -> None:
         (lambda raw: raw["prices"]["us-central1"]["gpus"]["nvidia-l4"].update({"spot": 0.9}), "prices.us-central1.gpus.nvidia-l4: Spot price above the on-demand price"),
         (lambda raw: raw["prices"]["europe-west4"]["machines"].update({"a9-giant": {"onDemand": 1, "from": "ratio"}}), "prices.europe-west4.machines.a9-giant: not in the catalog's machines"),
         (lambda raw: raw["prices"]["europe-west4"]["sources"]["ratio"].update({"kind": "guess"}), "prices.europe-west4.sources.ratio: needs kind"),
+        (lambda raw: raw["prices"]["us-central1"]["hosts"].update({"n1-standard-5": {"onDemand": 0.2, "from": "skypilot"}}), "prices.us-central1.hosts.n1-standard-5: not in the catalog's machines"),
+        (lambda raw: raw["prices"]["us-central1"]["hosts"]["n1-standard-4"].update({"spot": 0.5}), "prices.us-central1.hosts.n1-standard-4: Spot price above the on-demand price"),
+        # A G2 priced both as a host (plus its L4 from gpus) and as a whole VM: which one counts?
+        (lambda raw: raw["prices"]["us-central1"]["machines"].update({"g2-standard-4": {"onDemand": 0.70683, "from": "skypilot"}}), "prices.us-central1.machines.g2-standard-4: also in hosts"),
+        # An N1 "whole VM" would get its attached GPUs added a second time.
+        (lambda raw: raw["prices"]["europe-west4"]["machines"].update({"n1-standard-4": raw["prices"]["europe-west4"]["hosts"].pop("n1-standard-4")}), "prices.europe-west4.machines.n1-standard-4: has no built-in GPUs, so its price is a host price; move it to hosts"),
+        (lambda raw: raw["prices"]["europe-west4"].update({"families": {"n1": {"vcpu": 0.03, "memoryGb": 0.004, "from": "ratio"}}}), "prices.europe-west4.families: not a price section; allowed: disks, forwardingRule, gpus, hosts, machines, read, sources"),
     ],
 )
 def test_impossible_pairings_cannot_enter_the_catalog(tmp_path, change, message):

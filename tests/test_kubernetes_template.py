@@ -163,7 +163,7 @@ def test_the_ccm_manages_every_zone_of_its_region(evaluated):
     ]
     (config_map,) = _of(evaluated["tenant"], "ConfigMap")
     assert config_map["data"]["cloud-config"] == config
-    ccm = _deployment(evaluated["tenant"], "ccm")
+    ccm = _deployment(evaluated["tenant"], "cloud-controller-manager")
     assert ccm["spec"]["template"]["metadata"]["annotations"]["gpu-platform/cloud-config-sha256"]
     (volume,) = ccm["spec"]["template"]["spec"]["volumes"]
     assert volume["configMap"]["name"] == config_map["metadata"]["name"]
@@ -185,9 +185,11 @@ def test_node_type_zones_outside_the_region_are_refused(evaluated):
 
 
 def test_ccm_runs_the_node_controller_on_the_host_network(evaluated):
-    ccm = _deployment(evaluated["tenant"], "ccm")
+    ccm = _deployment(evaluated["tenant"], "cloud-controller-manager")
     pod = ccm["spec"]["template"]["spec"]
     assert pod["hostNetwork"] is True
+    # `make acceptance` finds the CCM's pods by this label's ending (tests/acceptance/kube.py).
+    assert ccm["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/name"].endswith("cloud-controller-manager")
     (container,) = pod["containers"]
     assert container["image"] == versions.CCM_IMAGE
     args = container["args"]
@@ -206,15 +208,15 @@ def test_switches_are_honoured(evaluated):
 
     everything = ["CSIDriver", "ClusterRole", "ClusterRoleBinding", "ConfigMap", "DaemonSet", "Deployment", "Role", "RoleBinding", "ServiceAccount", "StorageClass"]
     assert kinds(evaluated["tenant"]) == kinds(evaluated["defaults"]) == everything
-    lb_args = _deployment(evaluated["load-balancers"], "ccm")["spec"]["template"]["spec"]["containers"][0]["args"]
+    lb_args = _deployment(evaluated["load-balancers"], "cloud-controller-manager")["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--controllers=*,-node-ipam-controller" in lb_args
-    default_args = _deployment(evaluated["defaults"], "ccm")["spec"]["template"]["spec"]["containers"][0]["args"]
+    default_args = _deployment(evaluated["defaults"], "cloud-controller-manager")["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--controllers=*,-node-ipam-controller" in default_args  # upstream's default: load balancers on
     no_csi = evaluated["no-csi"]["manifests"]
     assert not [k for k, m in no_csi.items() if "pd-csi" in m["metadata"]["name"] or m["kind"] in ("CSIDriver", "StorageClass")]
-    assert _deployment(evaluated["no-csi"], "ccm")
+    assert _deployment(evaluated["no-csi"], "cloud-controller-manager")
     no_ccm = evaluated["no-ccm"]["manifests"]
-    assert not [m for m in no_ccm.values() if "ccm" in m["metadata"]["name"]]
+    assert not [m for m in no_ccm.values() if "cloud-controller-manager" in m["metadata"]["name"]]
     assert _deployment(evaluated["no-ccm"], "pd-csi")
 
 

@@ -8,6 +8,8 @@ import pytest
 import components.templates as templates
 from components.node_provider import GcpNodeProviderArgs, node_provider_spec
 from config import versions
+from config.catalog import load_catalog
+from config.node_types import generate_node_types
 from config.stack import load_stack
 from config.stack_files import PROJECT_DIR, read_stack_values
 from tools.mock_engine import run_program
@@ -61,9 +63,20 @@ def test_node_types_are_the_generated_offer(dev_run, stack_values):
     assert l4["resources"] == {"cpu": "8", "memory": "32768Mi", "nvidia.com/gpu": "1"}
     assert l4["overhead"] == {"kubeReserved": {"cpu": "90m", "memory": "3746Mi"}}
     assert l4["maxCapacity"] == 8
-    # europe-west4 records no Spot price for G2 hosts: no cost, so the platform derives one.
-    assert "cost" not in l4 and rendered["g2-standard-8-europe-west4-b"]["cost"] == round((8 * 0.027509 + 32 * 0.003222 + 0.58804) * 1000)
+    # The europe-west4 g2-standard-8 host plus one L4, at Spot and on-demand prices, in milli-USD/h.
+    assert l4["cost"] == round((0.14299 + 0.2438) * 1000) and rendered["g2-standard-8-europe-west4-b"]["cost"] == round((0.30857 + 0.58804) * 1000)
     assert l4["properties"]["gpu-platform/capacity-type"] == "spot"
+
+
+def test_a_node_type_without_a_recorded_price_has_no_cost():
+    # asia-east1 has no prices in the catalog: no cost is sent, so the platform derives one.
+    offer = generate_node_types(
+        catalog=load_catalog(), region="asia-east1", zones=("asia-east1-a",), gpu_types=("nvidia-l4",), spot=True,
+        gpu_quota={"nvidia-l4": 1}, cpu_machine_types=(), gpu_disk=(200, "pd-balanced"), cpu_disk=(50, "pd-balanced"),
+    )
+    args = GcpNodeProviderArgs(name="gcp-gpu", environment="dev", project="p", region="asia-east1", node_types=offer.node_types)
+    rendered = node_provider_spec(args).to_dict()["terraform"]["nodeTypes"]
+    assert rendered and all("cost" not in nt for nt in rendered)
 
 
 def test_a_template_change_changes_the_node_provider(tmp_path, monkeypatch):

@@ -8,6 +8,7 @@ from the plan's own code, so a plan that prints the wrong thing fails here.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import json
 import re
@@ -239,19 +240,18 @@ def recorded_prices(region: str) -> dict:
 
 
 def hand_computed_dev_costs() -> dict[str, tuple[float, float, float]]:
-    """dev's parts (always on, expected, ceiling; USD/h), computed by hand from the recorded
-    europe-west4 prices, for dev with its Spot T4 pool made on-demand (europe-west4 records no N1
-    Spot price, so the Spot pool's figures are unknown)."""
+    """dev's parts (always on, expected, ceiling; USD/h) as committed, computed by hand from the
+    recorded europe-west4 prices."""
     prices = recorded_prices("europe-west4")
     p, services = prices["region"], prices["services"]
-    g2, n1, e2 = (p["families"][f] for f in ("g2", "n1", "e2"))
+    hosts, gpus = p["hosts"], p["gpus"]
     per_gb_hour = p["disks"]["pd-balanced"]["usdPerGbMonth"] / 730
-    l4, t4 = p["gpus"]["nvidia-l4"]["onDemand"], p["gpus"]["nvidia-tesla-t4"]["onDemand"]
-    # Node types as the pools get them by default: the smallest shape, with its boot disk.
-    g2_standard_4 = 4 * g2["vcpu"] + 16 * g2["memoryGb"] + l4 + 200 * per_gb_hour
-    n1_standard_4_t4 = 4 * n1["vcpu"] + 15 * n1["memoryGb"] + t4 + 200 * per_gb_hour
-    e2_standard_2 = 2 * e2["vcpu"] + 8 * e2["memoryGb"] + 50 * per_gb_hour
-    system_node = 4 * e2["vcpu"] + 16 * e2["memoryGb"] + 100 * per_gb_hour  # e2-standard-4, 100 GB
+    # Node types as the pools get them by default: the smallest shape (host + GPUs) with its boot
+    # disk; speech's pool is Spot (host and GPU at their Spot prices, the disk at its only price).
+    g2_standard_4 = hosts["g2-standard-4"]["onDemand"] + gpus["nvidia-l4"]["onDemand"] + 200 * per_gb_hour
+    n1_standard_4_t4_spot = hosts["n1-standard-4"]["spot"] + gpus["nvidia-tesla-t4"]["spot"] + 200 * per_gb_hour
+    e2_standard_2 = hosts["e2-standard-2"]["onDemand"] + 50 * per_gb_hour
+    system_node = hosts["e2-standard-4"]["onDemand"] + 100 * per_gb_hour  # 100 GB boot disk
     nat = services["cloudNat"]
     gateway = lambda vms: vms * nat["usdPerVmHour"] + nat["usdPerAddressHour"]  # noqa: E731 - one address
     fee = services["gkeClusterFee"]["usdPerHour"]
@@ -261,7 +261,7 @@ def hand_computed_dev_costs() -> dict[str, tuple[float, float, float]]:
         "GKE system pool": (system_node, system_node, 3 * system_node),  # zonal: 1–3 nodes
         "host Cloud NAT": (gateway(1), gateway(1), gateway(3)),
     }
-    for tenant, gpu_node in (("nlp", g2_standard_4), ("speech", n1_standard_4_t4)):
+    for tenant, gpu_node in (("nlp", g2_standard_4), ("speech", n1_standard_4_t4_spot)):
         parts[f"tenant {tenant}: control plane"] = (control_plane,) * 3
         # Idle: its one system node; busy: + 4 GPU nodes; ceiling: 4 CPU + 4 GPU nodes.
         parts[f"tenant {tenant}: Cloud NAT"] = (gateway(1), gateway(5), gateway(8))
@@ -271,13 +271,8 @@ def hand_computed_dev_costs() -> dict[str, tuple[float, float, float]]:
     return parts
 
 
-def test_plan_figures_equal_hand_computations_from_the_recorded_prices(tmp_path):
-    project = project_copy(tmp_path, "dev")
-    text = (project / "Pulumi.dev.yaml").read_text()
-    (project / "Pulumi.dev.yaml").write_text(text.replace("maxGpus: 4, spot: true, idleAfter: 120s", "maxGpus: 4, idleAfter: 120s"))
-    code, out, err = plan("--project-dir", str(project), "--stack", "dev", "--json")
-    assert code == 0, err
-    costs = json.loads(out)["costs"]
+def test_plan_figures_equal_hand_computations_from_the_recorded_prices(dev_json):
+    costs = dev_json["costs"]
     assert costs["region"] == "europe-west4" and costs["currency"] == "USD" and costs["unknown"] == []
     expected = hand_computed_dev_costs()
     parts = {next(k for k in expected if part["part"].startswith(k)): part for part in costs["parts"]}
@@ -292,7 +287,7 @@ def test_plan_figures_equal_hand_computations_from_the_recorded_prices(tmp_path)
     assert costs["alwaysOnUsdPerMonth"] == pytest.approx(730 * sum(a for a, _, _ in expected.values()), abs=1e-2)
 
 
-def test_dev_plan_costs_say_where_prices_come_from_and_what_is_unknown(dev_plan, dev_json):
+def test_dev_plan_costs_say_where_prices_come_from(dev_plan, dev_json):
     _, out, _, _ = dev_plan
     costs = section(out, "Costs in USD")
     assert "list prices of europe-west4 read 2026-11-30" in costs
@@ -300,16 +295,28 @@ def test_dev_plan_costs_say_where_prices_come_from_and_what_is_unknown(dev_plan,
     assert "not included (usage-based): network egress" in costs
     for unit in ("always on USD/h", "always on USD/month", "expected USD/h", "ceiling USD/h"):
         assert unit in costs
-    # europe-west4 records no N1 Spot price: speech's Spot T4 pool is unknown, and so are the totals,
-    # shown with what the known parts add up to.
-    assert "unknown: europe-west4 records no Spot price for n1-standard-4 × 1 nvidia-tesla-t4" in costs
-    total = next(line for line in costs.splitlines() if line.startswith("  environment total"))
-    assert "unknown (≥ " in total
-    assert dev_json["costs"]["ceilingUsdPerHour"] is None and dev_json["costs"]["alwaysOnUsdPerMonth"] is not None
+    # Every part of dev is priced, speech's Spot T4 pool included (europe-west4 records N1 Spot hosts).
+    assert "unknown" not in costs and dev_json["costs"]["unknown"] == []
+    assert dev_json["costs"]["ceilingUsdPerHour"] is not None
     # The nlp pool no longer admits 4 × g2-standard-32 (6.92 USD/h before): its one shape is g2-standard-4.
     nlp = next(t for t in dev_json["tenants"] if t["name"] == "nlp")
     [l4] = [p for p in nlp["pools"] if p["gpu"]]
     assert l4["machineTypes"] == ["g2-standard-4"] and l4["expectedUsdPerHour"] == l4["ceilingUsdPerHour"] < 3.2
+
+
+def test_a_missing_price_makes_the_totals_unknown_with_what_is_known(monkeypatch):
+    # Without europe-west4's Spot price of the n1-standard-4 host, speech's Spot T4 pool has no
+    # price: the plan names the missing figure and shows what the known parts add up to.
+    hosts = load_catalog().prices["europe-west4"].hosts
+    monkeypatch.setitem(hosts, "n1-standard-4", dataclasses.replace(hosts["n1-standard-4"], spot=None))
+    code, out, err = plan("--stack", "dev")
+    assert code == 0, err
+    costs = section(out, "Costs in USD")
+    assert "unknown: europe-west4 records no Spot price for n1-standard-4 × 1 nvidia-tesla-t4" in costs
+    speech = next(line for line in costs.splitlines() if line.strip().startswith("tenant speech: GPU pools"))
+    assert speech.split()[-2:] == ["unknown", "unknown"]
+    total = next(line for line in costs.splitlines() if line.startswith("  environment total"))
+    assert "unknown (≥ " in total
 
 
 def test_a_region_without_recorded_prices_is_said_plainly(tmp_path):

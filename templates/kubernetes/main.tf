@@ -74,8 +74,10 @@ locals {
 
   # Several NodeProviders may serve one vCluster: their objects must not collide.
   suffix = substr(md5("${local.node_provider_name}/${local.vcluster_name}"), 0, 8)
-  ccm    = "gpu-platform-gcp-ccm-${local.suffix}"
-  csi    = "gpu-platform-pd-csi-${local.suffix}"
+  # The CCM's name ends like upstream's (`…cloud-controller-manager`): `make acceptance` finds its
+  # pods by that (tests/acceptance/kube.py `pick_gpu_zone`).
+  ccm = "gpu-platform-${local.suffix}-cloud-controller-manager"
+  csi = "gpu-platform-${local.suffix}-pd-csi"
 
   zones_outside_region = [for zone in local.node_type_zones : zone if !startswith(zone, "${local.region}-")]
   wildcard             = "[*?\\[\\]{}]"

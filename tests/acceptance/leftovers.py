@@ -1,0 +1,153 @@
+"""After `pulumi destroy`: is anything of the run left in the project that would keep billing or
+block the next run? A pure scan over `gcloud … list --format=json` output, and the commands to
+delete what it finds (or, when the scan itself cannot run, how to find it by hand).
+
+An object belongs to the run when its name starts with one of the run's prefixes (every prefix
+carries the run id), when its labels name the run's cluster or tenant, or when Kubernetes wrote the
+tenant's host namespace into its description (load balancers and volumes GKE made for it).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from .gce import last_segment
+from .settings import RUN_LABEL, RunNames
+
+# kind → the gcloud listing (run with --project and --format=json). In deletion order: what uses
+# a thing comes before it.
+LISTINGS: dict[str, tuple[str, ...]] = {
+    "cluster": ("container", "clusters", "list"),
+    "instance": ("compute", "instances", "list"),
+    "disk": ("compute", "disks", "list"),
+    "forwarding rule": ("compute", "forwarding-rules", "list"),
+    "target pool": ("compute", "target-pools", "list"),
+    "firewall rule": ("compute", "firewall-rules", "list"),
+    "address": ("compute", "addresses", "list"),
+    "router": ("compute", "routers", "list"),
+    "subnetwork": ("compute", "networks", "subnets", "list"),
+    "network": ("compute", "networks", "list"),
+    "service account": ("iam", "service-accounts", "list"),
+    "custom role": ("iam", "roles", "list"),  # without --show-deleted: deleted roles are not listed
+}
+
+# kind → the delete command's words; the location flag is added from the object.
+DELETE = {
+    "cluster": "gcloud container clusters delete",
+    "instance": "gcloud compute instances delete",
+    "disk": "gcloud compute disks delete",
+    "forwarding rule": "gcloud compute forwarding-rules delete",
+    "target pool": "gcloud compute target-pools delete",
+    "firewall rule": "gcloud compute firewall-rules delete",
+    "address": "gcloud compute addresses delete",
+    "router": "gcloud compute routers delete",
+    "subnetwork": "gcloud compute networks subnets delete",
+    "network": "gcloud compute networks delete",
+    "service account": "gcloud iam service-accounts delete",
+    "custom role": "gcloud iam roles delete",
+}
+GLOBAL_OR_REGIONAL = {"forwarding rule", "address"}
+
+
+@dataclass(frozen=True)
+class Leftover:
+    kind: str
+    name: str
+    location: str  # zone, region, or "" for global objects
+    command: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"kind": self.kind, "name": self.name, "location": self.location, "command": self.command}
+
+
+def name_prefixes(names: RunNames) -> tuple[str, ...]:
+    # The GKE cluster's own VPC, subnet, router, NAT and node account are named after it; GKE names
+    # its node VMs, their disks and its firewall rules gke-<cluster>-…
+    return (f"{names.cluster}-", f"gke-{names.cluster}-", names.tenant_prefix)
+
+
+def belongs_to_run(kind: str, obj: dict[str, Any], names: RunNames) -> bool:
+    if kind == "custom role":
+        role_id = last_segment(obj.get("name"))
+        return role_id.startswith(f"{names.role_id_prefix}_") and not obj.get("deleted")
+    if kind == "cluster":
+        return obj.get("name") == names.cluster
+    name = str(obj.get("email", "")).split("@")[0] if kind == "service account" else str(obj.get("name", ""))
+    if name in (names.cluster, names.platform_service_account) or name.startswith(name_prefixes(names)):
+        return True
+    labels = obj.get("labels") or {}
+    if labels.get(RUN_LABEL) == names.run_id or labels.get("goog-k8s-cluster-name") == names.cluster:
+        return True
+    # The node template labels the tenant's VMs and their boot disks vcluster=<tenant>.
+    if names.tenant in (labels.get("vcluster"), labels.get("tenant")):
+        return True
+    if kind == "firewall rule" and last_segment(obj.get("network")) in (names.cluster, names.tenant_network):
+        return True
+    return mentions_namespace(obj.get("description"), names.host_namespace)
+
+
+def mentions_namespace(description: str | None, namespace: str) -> bool:
+    """GKE's service controller describes a LoadBalancer's forwarding rule, target pool and firewall
+    rule as {"kubernetes.io/service-name": "<namespace>/<service>"}; the PD CSI driver describes
+    a volume's disk with "kubernetes.io/created-for/pvc/namespace": "<namespace>"."""
+    try:
+        parsed = json.loads(description or "")
+    except ValueError:
+        return False
+    if not isinstance(parsed, dict):
+        return False
+    return any(v == namespace or str(v).startswith(f"{namespace}/") for v in parsed.values())
+
+
+def scan(listings: dict[str, list[dict[str, Any]]], names: RunNames) -> list[Leftover]:
+    """Everything of the run in the listings, in deletion order."""
+    found = []
+    for kind in LISTINGS:
+        for obj in listings.get(kind) or []:
+            if belongs_to_run(kind, obj, names):
+                found.append(leftover(kind, obj, names.project))
+    return found
+
+
+def leftover(kind: str, obj: dict[str, Any], project: str) -> Leftover:
+    if kind == "service account":
+        name = obj["email"]
+    elif kind == "custom role":
+        name = last_segment(obj["name"])
+    else:
+        name = obj["name"]
+    if kind == "cluster":
+        location, flag = obj.get("location", ""), f"--location {obj.get('location', '')}"
+    elif obj.get("zone"):
+        location = last_segment(obj["zone"])
+        flag = f"--zone {location}"
+    elif obj.get("region"):
+        location = last_segment(obj["region"])
+        flag = f"--region {location}"
+    else:
+        location, flag = "", ("--global" if kind in GLOBAL_OR_REGIONAL else "")
+    command = " ".join(filter(None, (DELETE[kind], name, flag, f"--project {project}", "--quiet")))
+    return Leftover(kind, name, location, command)
+
+
+def find_by_hand(names: RunNames) -> list[str]:
+    """gcloud listings that show what the run may have left, for when the scan cannot run."""
+    p = f"--project {names.project}"
+    prefixes = "|".join((names.cluster, f"gke-{names.cluster}-", names.tenant_prefix))
+    owned = f"labels.vcluster={names.tenant} OR labels.goog-k8s-cluster-name={names.cluster}"
+    described = f"description~{names.host_namespace}"
+    return [
+        f'gcloud container clusters list {p} --filter="name={names.cluster}"',
+        f'gcloud compute instances list {p} --filter="{owned}"',
+        f'gcloud compute disks list {p} --filter="{owned} OR {described}"',
+        f'gcloud compute forwarding-rules list {p} --filter="{described}"',
+        f'gcloud compute target-pools list {p} --filter="{described}"',
+        f'gcloud compute firewall-rules list {p} --filter="name~^({prefixes}) OR {described}"',
+        f'gcloud compute routers list {p} --filter="name~^({prefixes})"',
+        f'gcloud compute networks subnets list {p} --filter="name~^({prefixes})"',
+        f'gcloud compute networks list {p} --filter="name~^({prefixes})"',
+        f'gcloud iam service-accounts list {p} --filter="email~^({names.platform_service_account}|{prefixes})"',
+        f'gcloud iam roles list {p} --filter="name~/{names.role_id_prefix}_"',
+    ]

@@ -1,0 +1,78 @@
+"""What one run found: every check with what was seen, the timings, what the cleanup left. Printed
+as Markdown tables and written as JSON (report.json) next to the run's logs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Callable
+
+from . import timings
+from .kube import Finding
+from .leftovers import Leftover
+
+
+@dataclass
+class Report:
+    run_id: str
+    poll_seconds: float
+    findings: list[Finding] = field(default_factory=list)
+    milestones: dict[str, datetime | None] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    leftovers: list[Leftover] | None = None  # None: the scan did not run
+    cleanup: str = "not started"
+    cleaned: bool = False
+    interrupted: str | None = None
+
+    def add(self, finding: Finding, say: Callable[[str], None] | None = None) -> Finding:
+        self.findings.append(finding)
+        if say:
+            say(f"{'PASS' if finding.ok else 'FAIL'}  {finding.check}: {finding.detail}")
+        return finding
+
+    def mark(self, milestone: str, at: datetime | None) -> None:
+        if milestone not in timings.MILESTONES:
+            raise ValueError(f"unknown milestone {milestone!r}")
+        if at is not None and self.milestones.get(milestone) is None:
+            self.milestones[milestone] = at
+
+    @property
+    def checks_passed(self) -> bool:
+        return bool(self.findings) and all(f.ok for f in self.findings) and self.interrupted is None
+
+    @property
+    def verdict(self) -> str:
+        if self.interrupted:
+            return f"INTERRUPTED ({self.interrupted})"
+        return "PASSED" if self.checks_passed else "FAILED"
+
+    def render(self) -> list[str]:
+        lines = [f"## Acceptance run {self.run_id}: {self.verdict}", "", "| check | result | seen |", "|---|---|---|"]
+        lines += [f"| {f.check} | {'pass' if f.ok else 'FAIL'} | {_cell(f.detail)} |" for f in self.findings]
+        lines += ["", "### Timings", ""] + timings.render_table(self.milestones, self.poll_seconds)
+        lines += ["", "### Cleanup", "", self.cleanup]
+        if self.leftovers:
+            lines += ["", "Left in the project (delete in this order):"] + [f"    {item.command}" for item in self.leftovers]
+        elif self.leftovers is not None:
+            lines.append("Nothing of the run is left in the project.")
+        if self.notes:
+            lines += ["", "### Notes", ""] + [f"- {n}" for n in self.notes]
+        return lines
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "runId": self.run_id,
+            "verdict": self.verdict,
+            "checks": [{"check": f.check, "ok": f.ok, "seen": f.detail} for f in self.findings],
+            "timings": timings.to_json(self.milestones, self.poll_seconds),
+            "cleanup": {
+                "result": self.cleanup,
+                "complete": self.cleaned,
+                "leftovers": None if self.leftovers is None else [item.to_dict() for item in self.leftovers],
+            },
+            "notes": self.notes,
+        }
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")

@@ -1,0 +1,271 @@
+"""The live checks, in the order a user would make them, against the deployed stack.
+
+A check that later ones depend on raises CheckFailed when it fails (no GPU node: nothing to
+inspect); every other check is recorded and the run goes on, so one report shows all it could see.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Callable
+
+from config.base import duration_seconds
+
+from . import gce, kube
+from .kube import Finding
+from .report import Report
+from .settings import RunNames, Settings
+from .shell import CommandError, Gcloud, Kubectl, TenantAccess
+from .waiting import CheckFailed, Clock, wait_for
+
+POLL_SECONDS = 10
+GCLOUD_POLL_SECONDS = 15
+PLATFORM_TIMEOUT = 600
+TENANT_TIMEOUT = 1800
+READY_TIMEOUT = 600  # node registered → Ready, and Ready → initialized
+GPU_TIMEOUT = 900  # Ready → nvidia.com/gpu allocatable (GPU Operator: toolkit, device plugin)
+
+
+@dataclass
+class Live:
+    names: RunNames
+    settings: Settings
+    host: Kubectl
+    gcloud: Gcloud
+    report: Report
+    workdir: Path
+    gpu_machines: dict[str, bool]  # machine type → GPUs are guest accelerators
+    say: Callable[[str], None] = print
+    clock: Clock = field(default_factory=Clock)
+    tenant_access: Callable[[Kubectl, str, str, Path], Any] = TenantAccess  # kubectl for the tenant
+
+    def settle(self, check: str, observe: Callable[[], Finding], *, timeout: float, interval: float = POLL_SECONDS) -> Finding:
+        """Poll until `observe` reports ok; record the outcome. Raises CheckFailed when it never does."""
+        last: list[Finding] = []
+
+        def probe() -> Finding | None:
+            last[:] = [observe()]
+            return last[0] if last[0].ok else None
+
+        try:
+            seen = wait_for(check, probe, timeout=timeout, interval=interval, clock=self.clock)
+        except CheckFailed as e:
+            # What was last seen, if anything was; else why nothing could be (the command's error).
+            detail = last[0].detail if last and str(e).startswith(f"{check}: not within") else str(e)
+            self.report.add(Finding(check, False, f"{detail} (waited up to {timeout:.0f} s)"), self.say)
+            raise CheckFailed(f"{check}: {detail}") from None
+        return self.report.add(Finding(check, True, seen.detail), self.say)
+
+
+def run_checks(live: Live, outputs: dict[str, Any]) -> None:
+    names = live.names
+    tenants = sorted((outputs.get("tenants") or {}).keys())
+    live.report.add(Finding("the stack deployed exactly one tenant", tenants == [names.tenant], f"tenants {tenants}"), live.say)
+    check_platform(live)
+    namespace, release = check_tenant_instance(live)
+    with live.tenant_access(live.host, namespace, release, live.workdir) as tenant:
+        live.settle("tenant API reachable", lambda: Finding("", True, f"{len(kube.items(tenant.json('get', 'nodes')))} node(s)"), timeout=300)
+        check_gpu_job(live, tenant)
+
+
+def check_platform(live: Live) -> None:
+    host = live.host
+    live.settle(
+        "platform API Available",
+        lambda: kube.apiservice_available(host.json("get", "apiservice", kube.PLATFORM_API_SERVICE)),
+        timeout=PLATFORM_TIMEOUT,
+    )
+
+    def provider() -> Finding:
+        phase, message = kube.node_provider_phase(host.json("get", "nodeproviders.management.loft.sh", live.names.node_provider))
+        if phase == kube.NODE_PROVIDER_FAILED:
+            raise CheckFailed(f"phase Failed: {message}")
+        return Finding("", phase == kube.NODE_PROVIDER_READY, f"phase {phase or '(none)'} {message}".strip())
+
+    live.settle(f"NodeProvider {live.names.node_provider} ready", provider, timeout=PLATFORM_TIMEOUT)
+
+
+def check_tenant_instance(live: Live) -> tuple[str, str]:
+    found: dict[str, Any] = {}
+
+    def instance() -> Finding:
+        listed = live.host.json("get", "virtualclusterinstances.management.loft.sh", "--all-namespaces")
+        item = kube.tenant_instance(listed, live.names.tenant)
+        if item is None:
+            return Finding("", False, f"no VirtualClusterInstance {live.names.tenant}")
+        phase, message = kube.instance_phase(item)
+        if phase == "Failed":
+            raise CheckFailed(f"phase Failed: {message}")
+        found["item"] = item
+        return Finding("", phase == kube.INSTANCE_READY, f"{item['metadata']['namespace']}/{live.names.tenant} phase {phase or '(none)'} {message}".strip())
+
+    live.settle(f"tenant {live.names.tenant} Ready", instance, timeout=TENANT_TIMEOUT)
+    return kube.virtual_cluster_ref(found["item"])
+
+
+@dataclass
+class SmokeJob:
+    """The program's smoke Job as the run applied it, and what the run learnt about it."""
+
+    live: Live
+    tenant: Any  # TenantAccess
+    job: dict[str, Any]
+    zone: str | None
+    nodes_before: set[str]
+    node: dict[str, Any] | None = None
+
+    @property
+    def name(self) -> str:
+        return self.job["metadata"]["name"]
+
+    @property
+    def namespace(self) -> str:
+        return self.job["metadata"]["namespace"]
+
+    def pods(self) -> list[dict[str, Any]]:
+        listed = kube.job_pods(self.tenant.json("get", "pods", "-n", self.namespace), self.name)
+        if listed:
+            self.live.report.mark("pod_created", kube.pod_times(listed[0])["pod_created"])
+        return listed
+
+    def refresh_node(self) -> dict[str, Any]:
+        assert self.node is not None
+        self.node = self.tenant.json("get", "node", self.node["metadata"]["name"])
+        self.live.report.mark("node_registered", kube.node_times(self.node)["node_registered"])
+        return self.node
+
+    def state(self) -> dict[str, Any]:
+        return self.tenant.json("get", "job", "-n", self.namespace, self.name)
+
+
+def check_gpu_job(live: Live, tenant: TenantAccess) -> None:
+    smoke = apply_smoke_job(live, tenant)
+    applied = live.clock.now()
+    await_gpu_node(live, smoke)
+    vm = inspect_gpu_node(live, smoke)
+    deadline = float(smoke.job["spec"].get("activeDeadlineSeconds", 1800)) - (live.clock.now() - applied).total_seconds() + 60
+    await_job(live, smoke, timeout=max(deadline, 60))
+    if vm is not None:
+        check_idle_deletion(live, tenant, smoke.node["metadata"]["name"], vm)
+
+
+def apply_smoke_job(live: Live, tenant: TenantAccess) -> SmokeJob:
+    nodes = tenant.json("get", "nodes")
+    zone, why = kube.pick_gpu_zone(live.names.zones, nodes, tenant.json("get", "pods", "--all-namespaces"))
+    live.report.notes.append(f"GPU Job pinned to zone {zone}: {why}" if zone else f"GPU Job not pinned to a zone: {why}")
+    documents = kube.smoke_job_documents(zone, live.names.run_id)
+    smoke = SmokeJob(live, tenant, kube.smoke_job(documents), zone, kube.node_names(nodes))
+    live.say(f"applying Job {smoke.namespace}/{smoke.name} in the tenant" + (f", pinned to {zone}" if zone else ""))
+    tenant.apply(documents)
+    return smoke
+
+
+def await_gpu_node(live: Live, smoke: SmokeJob) -> None:
+    def appeared() -> Finding:
+        listed = smoke.pods()
+        bound = (listed[-1].get("spec") or {}).get("nodeName") if listed else None
+        smoke.node = kube.gpu_node(smoke.tenant.json("get", "nodes"), smoke.nodes_before, live.names.gpu, bound)
+        if smoke.node is None:
+            scheduled = kube.condition(listed[-1], "PodScheduled") if listed else None
+            return Finding("", False, f"pod: {(scheduled or {}).get('message', 'not created yet')}")
+        return Finding("", True, f"node {smoke.node['metadata']['name']}")
+
+    live.settle("a GPU node appears for the Job", appeared, timeout=live.settings.node_timeout_seconds)
+
+
+def inspect_gpu_node(live: Live, smoke: SmokeJob) -> dict[str, Any] | None:
+    """Ready, initialized, GPU offered; then what the node and its VM look like, whether or not it
+    got that far: the findings name what is missing. Returns the VM."""
+    names, report = live.names, live.report
+    try:
+        live.settle("GPU node Ready", lambda: _ready(smoke.refresh_node()), timeout=READY_TIMEOUT)
+        report.mark("node_ready", kube.node_times(smoke.node)["node_ready"])
+        live.settle("GPU node initialized by the cloud controller manager", lambda: _initialized(smoke.refresh_node()), timeout=READY_TIMEOUT)
+        report.mark("node_initialized", live.clock.now())
+        live.settle("GPU offered to pods", lambda: _allocatable(smoke.refresh_node(), names.gpus_per_node), timeout=GPU_TIMEOUT)
+        report.mark("gpu_allocatable", live.clock.now())
+    finally:
+        findings = kube.node_findings(smoke.node, project=names.project, zones=names.zones, gpus=names.gpus_per_node, zone_wanted=smoke.zone)
+        for finding in findings:
+            report.add(finding, live.say)
+        vm = check_vm(live, smoke.node)
+    return vm
+
+
+def await_job(live: Live, smoke: SmokeJob, *, timeout: float) -> None:
+    report = live.report
+    try:
+        live.settle("Job complete", lambda: _job_done(smoke.state()), timeout=timeout)
+    finally:
+        # The logs say why a Job failed as much as they prove one that passed.
+        try:
+            logs = smoke.tenant.text("logs", f"job/{smoke.name}", "-n", smoke.namespace)
+        except CommandError as e:
+            logs = f"(no logs: {e})"
+        report.add(kube.nvidia_smi_finding(logs, live.names.gpu), live.say)
+    report.mark("job_done", kube.parse_time((smoke.state().get("status") or {}).get("completionTime")))
+    node_name = smoke.node["metadata"]["name"]
+    times = [kube.pod_times(p) for p in smoke.pods() if (p.get("spec") or {}).get("nodeName") == node_name]
+    report.mark("pod_started", min((t["pod_started"] for t in times if t["pod_started"]), default=None))
+    report.mark("last_pod_gone", max((t["pod_finished"] for t in times if t["pod_finished"]), default=None))
+
+
+def _ready(node: dict[str, Any]) -> Finding:
+    ready = kube.condition(node, "Ready") or {}
+    return Finding("", ready.get("status") == "True", f"Ready {ready.get('status', 'unknown')}: {ready.get('message', '')}")
+
+
+def _initialized(node: dict[str, Any]) -> Finding:
+    spec = node.get("spec") or {}
+    taints = [t.get("key") for t in spec.get("taints") or []]
+    return Finding("", kube.is_initialized(node), f"providerID {spec.get('providerID') or '(none)'}, taints {taints}")
+
+
+def _allocatable(node: dict[str, Any], gpus: int) -> Finding:
+    offered = kube.allocatable_gpus(node)
+    return Finding("", offered >= gpus, f"allocatable nvidia.com/gpu {offered}")
+
+
+def _job_done(job: dict[str, Any]) -> Finding:
+    state, detail = kube.job_state(job)
+    if state == "failed":
+        raise CheckFailed(f"the Job failed: {detail}")
+    return Finding("", state == "complete", f"{state}: {detail}")
+
+
+def tenant_vms(live: Live) -> list[dict[str, Any]]:
+    return live.gcloud.json("compute", "instances", "list", f"--filter=labels.vcluster={live.names.tenant}") or []
+
+
+def check_vm(live: Live, node: dict[str, Any]) -> dict[str, Any] | None:
+    try:
+        vm = gce.vm_for_node(tenant_vms(live), node)
+    except CommandError as e:
+        live.report.add(Finding("the node's VM exists in Compute Engine", False, f"could not list the tenant's VMs: {e}"), live.say)
+        return None
+    for finding in gce.vm_findings(vm, node, tenant=live.names.tenant, gpu=live.names.gpu, gpu_machines=live.gpu_machines):
+        live.report.add(finding, live.say)
+    if vm is not None:
+        live.report.mark("vm_created", kube.parse_time(vm.get("creationTimestamp")))
+    return vm
+
+
+def check_idle_deletion(live: Live, tenant: TenantAccess, node_name: str, vm: dict[str, Any]) -> None:
+    """After its last pod, the GPU VM must be gone within idleAfter plus the margin."""
+    report = live.report
+    allowed = duration_seconds(live.names.idle_after) + live.settings.idle_margin_seconds
+    gone_since = report.milestones.get("last_pod_gone") or live.clock.now()
+    check = f"GPU VM deleted within idleAfter {live.names.idle_after} + {live.settings.idle_margin_seconds} s"
+
+    def deleted() -> Finding:
+        if report.milestones.get("node_removed") is None and node_name not in kube.node_names(tenant.json("get", "nodes")):
+            report.mark("node_removed", live.clock.now())
+        present = any(v.get("name") == vm["name"] for v in tenant_vms(live))
+        if not present:
+            report.mark("vm_deleted", live.clock.now())
+        return Finding("", not present, f"VM {vm['name']} {'still exists' if present else 'deleted'}")
+
+    remaining = (gone_since + timedelta(seconds=allowed) - live.clock.now()).total_seconds()
+    live.settle(check, deleted, timeout=max(remaining, 0), interval=GCLOUD_POLL_SECONDS)

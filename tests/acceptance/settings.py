@@ -1,0 +1,210 @@
+"""What one acceptance run deploys: its settings, its unique names, and the environment stack's
+configuration, built here and validated by the program's own loader (`config.stack.load_stack`)
+before anything is created.
+
+The stack is a `dev` environment (zonal cluster, no deletion protection) with exactly one tenant.
+Every name that GCP keeps globally or per project carries the run id, so runs never collide with
+each other or with a real environment in the same project, and the leftover scan can tell this
+run's objects from everything else.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import string
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from components.tenant_network import tenant_resource_name
+from components.tenant_vcluster import host_namespace
+from config.catalog import load_catalog
+from config.stack import NS, EnvironmentStack, load_stack
+from config.stack_files import PROJECT_DIR, project_defaults
+from tools.plan_costs import NOT_INCLUDED, environment_costs
+
+ENVIRONMENT = "dev"  # zonal cluster, no deletion protection: cheap and destroyable
+RUN_LABEL = "gpu-platform-acceptance"  # GCP label on the cluster and its nodes: value = run id
+TENANT_CIDR = "10.160.0.0/22"  # the run's own cluster and VPCs: nothing else to overlap
+RUN_ID_LENGTH = 6
+PROJECT_ID = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
+
+# How long one run keeps what it deploys, for its cost estimate (README "Acceptance test" quotes
+# `cost_estimate` for the defaults): `pulumi up` of a fresh environment ≈ 20 min, the checks
+# ≈ 20 min, `pulumi destroy` ≈ 15 min; the GPU VM lives from the Job's start to its idle deletion.
+ENVIRONMENT_HOURS = 1.0
+GPU_VM_MINUTES = 15
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What the user chooses (make variables; README "Acceptance test")."""
+
+    project: str
+    region: str = "us-central1"
+    zones: tuple[str, ...] = ("us-central1-a", "us-central1-b")
+    gpu: str = "nvidia-tesla-t4"
+    gpu_quota: int = 1  # the regional quota put in nodeProvider.gpuQuota
+    gpus_per_node: int = 1
+    backend: str = ""  # empty: a file backend in the run directory
+    idle_margin_seconds: int = 600  # VM deleted within idleAfter plus this
+    node_timeout_seconds: int = 1200  # a GPU node must register within this after the Job
+
+    def problems(self) -> list[str]:
+        """What is wrong with the settings themselves; the config loader checks the rest."""
+        problems = []
+        if not PROJECT_ID.match(self.project):
+            problems.append(f"PROJECT={self.project!r} is not a GCP project id (6–30 characters of [a-z0-9-])")
+        if not self.zones:
+            problems.append("ZONES is empty; give one or more zones of REGION, comma-separated")
+        if self.gpus_per_node < 1 or self.gpu_quota < self.gpus_per_node:
+            problems.append(f"GPU_QUOTA={self.gpu_quota} must be at least GPUS_PER_NODE={self.gpus_per_node} (≥ 1)")
+        if self.idle_margin_seconds < 0 or self.node_timeout_seconds < 60:
+            problems.append("IDLE_MARGIN must be ≥ 0 and NODE_TIMEOUT ≥ 60 seconds")
+        return problems
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def new_run_id() -> str:
+    alphabet = string.ascii_lowercase + string.digits
+    return secrets.choice(string.ascii_lowercase) + "".join(secrets.choice(alphabet) for _ in range(RUN_ID_LENGTH - 1))
+
+
+def stack_name(run_id: str) -> str:
+    return f"acceptance-{run_id}"
+
+
+def stack_values(settings: Settings, run_id: str) -> dict[str, Any]:
+    """The stack's configuration, as a stack file would hold it. Minimal on purpose: every other
+    value is the program's default, so the run deploys what a user's `dev` stack would."""
+    return {
+        "pulumi:disable-default-providers": ["kubernetes", "gcp"],
+        "gcp:project": settings.project,
+        "gcp:region": settings.region,
+        f"{NS}:environment": ENVIRONMENT,
+        f"{NS}:cluster": {"name": f"gpu-acc-{run_id}", "labels": {RUN_LABEL: run_id}},
+        f"{NS}:platform": {"roleIdPrefix": f"gpuPlatformAcc_{run_id}", "serviceAccountId": f"vcp-acc-{run_id}"},
+        f"{NS}:nodeProvider": {
+            "name": f"acc-{run_id}",
+            "zones": list(settings.zones),
+            "gpuTypes": [settings.gpu],
+            "gpuQuota": {settings.gpu: settings.gpu_quota},
+        },
+        f"{NS}:tenants": [
+            {
+                "name": f"acc-{run_id}",
+                "network": {"cidr": TENANT_CIDR},
+                # One node's worth of GPUs: the smoke Job needs one GPU, the pool may make one VM.
+                "gpuPools": [{"gpu": settings.gpu, "maxGpus": settings.gpus_per_node, "gpusPerNode": settings.gpus_per_node}],
+            }
+        ],
+    }
+
+
+def load_run_stack(settings: Settings, run_id: str) -> EnvironmentStack:
+    """The stack exactly as the program will load it (project defaults first, as the CLI does).
+    Raises config.errors.ConfigError naming every bad key."""
+    values = {**project_defaults(PROJECT_DIR), **stack_values(settings, run_id)}
+    loaded = load_stack(values, stack=stack_name(run_id), project_dir=PROJECT_DIR)
+    assert isinstance(loaded, EnvironmentStack), "the acceptance stack is an environment stack"
+    return loaded
+
+
+@dataclass(frozen=True)
+class RunNames:
+    """Every name the run gives to something that could outlive it, derived from the loaded stack
+    (tests/acceptance/test_acceptance_settings.py checks them against what the program registers)."""
+
+    run_id: str
+    stack: str
+    project: str
+    region: str
+    zones: tuple[str, ...]
+    environment: str
+    cluster: str
+    cluster_location: str
+    platform_service_account: str  # account id
+    role_id_prefix: str
+    node_provider: str
+    tenant: str
+    host_namespace: str
+    tenant_prefix: str  # "<environment>-<tenant>-": the tenant's network, subnet, router, NAT, firewalls, node account
+    tenant_network: str
+    gpu: str
+    gpus_per_node: int
+    idle_after: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunNames:
+        data = dict(data)
+        data["zones"] = tuple(data["zones"])
+        return cls(**data)
+
+
+def run_names(env: EnvironmentStack, run_id: str) -> RunNames:
+    (plan,) = env.tenants
+    tenant = plan.tenant.name
+    (pool,) = plan.gpu_pools
+    return RunNames(
+        run_id=run_id,
+        stack=env.stack,
+        project=env.project,
+        region=env.region,
+        zones=tuple(env.node_provider.zones),
+        environment=env.environment,
+        cluster=env.cluster.name,
+        cluster_location=env.cluster.location,
+        platform_service_account=env.platform.service_account_id,
+        role_id_prefix=env.platform.role_id_prefix,
+        node_provider=env.node_provider.name,
+        tenant=tenant,
+        host_namespace=host_namespace(tenant),
+        tenant_prefix=tenant_resource_name(env.environment, tenant, ""),
+        tenant_network=tenant_resource_name(env.environment, tenant, "nodes"),
+        gpu=pool.gpu,
+        gpus_per_node=pool.gpus_per_node,
+        idle_after=pool.idle_after,
+    )
+
+
+@dataclass(frozen=True)
+class CostItem:
+    what: str
+    usd: float | None  # None: the catalog has no price for it in the region
+
+
+def cost_estimate(env: EnvironmentStack) -> list[CostItem]:
+    """List-price estimate of one run: the offline plan's cost lines (tools/plan_costs.py) of the
+    run's stack, its always-on parts for ENVIRONMENT_HOURS and its GPU pool's one VM for
+    GPU_VM_MINUTES."""
+    costs = environment_costs(load_catalog(), env)
+    gpu_pools = {pool.name: pool for plan in env.tenants for pool in plan.gpu_pools}
+    items = [
+        CostItem(f"{line.part}, {ENVIRONMENT_HOURS:g} h", None if line.always_on is None else line.always_on * ENVIRONMENT_HOURS)
+        for line in costs.lines
+        if line.always_on != 0.0  # the GPU pools: nothing while idle, priced below
+    ]
+    for pool in costs.pools:
+        if pool.pool in gpu_pools:
+            minutes = None if pool.expected is None else pool.expected * GPU_VM_MINUTES / 60
+            plan = gpu_pools[pool.pool]
+            shape = f"{', '.join(pool.machine_types)} with {plan.gpus_per_node} × {plan.gpu}"
+            items.append(CostItem(f"GPU VM ({shape}), {GPU_VM_MINUTES} min", minutes))
+    return items
+
+
+def cost_total(items: list[CostItem]) -> float:
+    return sum(i.usd for i in items if i.usd is not None)
+
+
+def render_cost(items: list[CostItem], prices_read: str | None) -> list[str]:
+    lines = [f"Estimated cost of this run (the catalog's list prices, read {prices_read or 'never for this region'}; an estimate, not a bill):"]
+    for item in items:
+        lines.append(f"  {item.what}: " + ("price unknown" if item.usd is None else f"${item.usd:.2f}"))
+    lines.append(f"  total ≈ ${cost_total(items):.2f} (not included: {NOT_INCLUDED})")
+    return lines

@@ -1,0 +1,212 @@
+"""The live checks replayed against a stand-in world that answers kubectl and gcloud with the
+recorded outputs as (fake) time passes: a GPU node appears, is initialized, offers its GPU, runs
+the Job and goes idle; or, in the broken world of issue 12 point 1, is never initialized."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.acceptance import timings
+from tests.acceptance.recorded import load
+from tests.acceptance.report import Report
+from tests.acceptance.scenario import Live, run_checks
+from tests.acceptance.settings import Settings, load_run_stack, run_names
+from tests.acceptance.waiting import CheckFailed, Clock
+
+# t = 0 is when the run applies the Job: the recorded pod was created then.
+APPLIED_AT = datetime.fromisoformat("2026-11-30T13:12:20+00:00")
+GPU_NODE = "acc-k3x9q2-gpu-8w2mf-3f9a1c"
+
+
+class FakeClock(Clock):
+    def __init__(self):
+        self.t = -120.0  # the checks before the Job take a while too
+        super().__init__(monotonic=lambda: self.t, sleep=self.advance, now=lambda: APPLIED_AT + timedelta(seconds=self.t))
+
+    def advance(self, seconds: float) -> None:
+        self.t += seconds
+
+
+@dataclass
+class World:
+    """What kubectl and gcloud would answer at each moment after the Job is applied."""
+
+    clock: FakeClock
+    initializes: bool = True  # False: the CCM never initializes the GPU node (wrong zone)
+    vm_deleted_after: float = 760
+    job_fails: bool = False  # the container cannot reach the GPU
+    applied: list[dict[str, Any]] | None = None
+
+    @property
+    def since(self) -> float | None:
+        return None if self.applied is None else self.clock.t
+
+    def nodes(self) -> dict[str, Any]:
+        since = self.since
+        if since is None or since < 200 or (since >= 700 and self.initializes):
+            return load("kubectl/tenant-nodes-cpu-only.json")
+        if since < 260 or not self.initializes:
+            return load("kubectl/tenant-nodes-gpu-uninitialized.json")
+        ready = load("kubectl/tenant-nodes-gpu-ready.json")
+        if since < 500:  # the device plugin has not registered the GPU yet
+            gpu = next(n for n in ready["items"] if n["metadata"]["name"] == GPU_NODE)
+            del gpu["status"]["allocatable"]["nvidia.com/gpu"]
+        return ready
+
+    def host(self, *args: str) -> dict[str, Any]:
+        return {
+            "apiservice": lambda: load("kubectl/apiservice-available.json"),
+            "nodeproviders.management.loft.sh": lambda: load("kubectl/nodeprovider-available.json"),
+            "virtualclusterinstances.management.loft.sh": lambda: load("kubectl/virtualclusterinstances.json"),
+        }[args[1]]()
+
+    def tenant(self, *args: str) -> dict[str, Any]:
+        since = self.since or 0
+        running = self.initializes and since < 580
+        if args == ("get", "nodes"):
+            return self.nodes()
+        if args == ("get", "pods", "--all-namespaces"):
+            return load("kubectl/tenant-pods-all.json")
+        if args == ("get", "pods", "-n", "gpu-smoke-test"):
+            return load("kubectl/smoke-pods-pending.json" if running else "kubectl/smoke-pods-succeeded.json")
+        if args == ("get", "node", GPU_NODE):
+            return copy.deepcopy(next(n for n in self.nodes()["items"] if n["metadata"]["name"] == GPU_NODE))
+        if args == ("get", "job", "-n", "gpu-smoke-test", "nvidia-smi"):
+            return load("kubectl/job-running.json" if running else "kubectl/job-failed.json" if self.job_fails else "kubectl/job-complete.json")
+        raise AssertionError(f"unexpected kubectl {args}")
+
+    def gcloud(self, *args: str) -> Any:
+        assert args == ("compute", "instances", "list", "--filter=labels.vcluster=acc-k3x9q2"), args
+        gone = self.initializes and self.since is not None and self.since >= self.vm_deleted_after
+        return load("gcloud/instances-list-tenant-after-idle.json" if gone else "gcloud/instances-list-tenant.json")
+
+
+class Fake:
+    def __init__(self, answer):
+        self.json = answer
+
+
+class FakeTenant(Fake):
+    def __init__(self, world: World):
+        super().__init__(world.tenant)
+        self.world = world
+
+    def text(self, *args: str) -> str:
+        assert args == ("logs", "job/nvidia-smi", "-n", "gpu-smoke-test"), args
+        return load("kubectl/nvidia-smi-no-driver.log" if self.world.job_fails else "kubectl/nvidia-smi-t4.log")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *_):
+        return None
+
+    def apply(self, documents):
+        self.world.applied = documents
+        self.world.clock.t = 0
+
+
+def live_run(world: World, tmp_path: Path) -> Live:
+    names = run_names(load_run_stack(Settings(project="acme-acceptance"), "k3x9q2"), "k3x9q2")
+    return Live(
+        names=names,
+        settings=Settings(project="acme-acceptance"),
+        host=Fake(world.host),
+        gcloud=Fake(world.gcloud),
+        report=Report("k3x9q2", 10),
+        workdir=tmp_path,
+        gpu_machines={"n1-standard-4": True, "n1-standard-8": True},
+        say=lambda line: None,
+        clock=world.clock,
+        tenant_access=lambda host, namespace, release, workdir: FakeTenant(world),
+    )
+
+
+OUTPUTS = {"tenants": {"acc-k3x9q2": {"tenant": "acc-k3x9q2"}}}
+
+
+def test_a_healthy_run_passes_every_check_and_measures_every_span(tmp_path):
+    world = World(FakeClock())
+    live = live_run(world, tmp_path)
+    run_checks(live, OUTPUTS)
+    failed = [f for f in live.report.findings if not f.ok]
+    assert failed == []
+    assert [f.check for f in live.report.findings][:5] == [
+        "the stack deployed exactly one tenant",
+        "platform API Available",
+        "NodeProvider acc-k3x9q2 ready",
+        "tenant acc-k3x9q2 Ready",
+        "tenant API reachable",
+    ]
+    assert {"GPU node initialized by the cloud controller manager", "Job logs show nvidia-smi", "node in the zone the Job asked for"} <= {
+        f.check for f in live.report.findings
+    }
+    assert live.report.findings[-1].check == "GPU VM deleted within idleAfter 60s + 600 s"
+    # The Job went to the zone the CCM does not run in.
+    job = next(d for d in world.applied if d["kind"] == "Job")
+    assert job["spec"]["template"]["spec"]["nodeSelector"] == {"topology.kubernetes.io/zone": "us-central1-b"}
+    assert "GPU Job pinned to zone us-central1-b" in live.report.notes[0]
+    spans = {s.name: s.seconds for s in timings.spans(live.report.milestones)}
+    assert all(v is not None for v in spans.values()), spans
+    assert spans["pod pending → node Ready"] == 258
+    assert 500 <= spans["time to GPU: pod pending → GPU allocatable"] <= 510  # polled every 10 s
+
+
+def test_a_vm_that_outlives_idle_after_plus_the_margin_fails(tmp_path):
+    world = World(FakeClock(), vm_deleted_after=10_000)
+    live = live_run(world, tmp_path)
+    with pytest.raises(CheckFailed, match="GPU VM deleted within idleAfter"):
+        run_checks(live, OUTPUTS)
+    last = live.report.findings[-1]
+    assert not last.ok and "still exists" in last.detail
+    # Allowed: from the last pod's end (13:21:56, t = 576) plus 60 s + 600 s.
+    assert world.clock.t == pytest.approx(576 + 660, abs=15)
+
+
+def test_a_gpu_node_the_ccm_never_initializes_stops_the_run_with_what_is_missing(tmp_path):
+    world = World(FakeClock(), initializes=False)
+    live = live_run(world, tmp_path)
+    with pytest.raises(CheckFailed, match="GPU node initialized by the cloud controller manager"):
+        run_checks(live, OUTPUTS)
+    failed = {f.check: f.detail for f in live.report.findings if not f.ok}
+    assert set(failed) == {
+        "GPU node initialized by the cloud controller manager",
+        "providerID set",
+        "uninitialized taint gone",
+        "topology.kubernetes.io/zone is a real zone",
+        "topology.gke.io/zone is a real zone",
+        "node in the zone the Job asked for",
+        "allocatable nvidia.com/gpu",
+        "node zone label = VM zone",
+    }
+    assert "node.cloudprovider.kubernetes.io/uninitialized" in failed["GPU node initialized by the cloud controller manager"]
+    assert "Job complete" not in {f.check for f in live.report.findings}
+    assert live.report.milestones.get("vm_created") is not None  # the VM was found by its name
+
+
+def test_a_failed_job_is_reported_with_its_logs(tmp_path):
+    world = World(FakeClock(), job_fails=True)
+    live = live_run(world, tmp_path)
+    with pytest.raises(CheckFailed, match="DeadlineExceeded"):
+        run_checks(live, OUTPUTS)
+    failed = {f.check: f.detail for f in live.report.findings if not f.ok}
+    assert set(failed) == {"Job complete", "Job logs show nvidia-smi"}
+    assert "Failed to initialize NVML" in failed["Job logs show nvidia-smi"]
+
+
+def test_a_check_that_never_got_an_answer_reports_the_commands_error(tmp_path):
+    live = live_run(World(FakeClock()), tmp_path)
+
+    def observe():
+        raise RuntimeError("Unable to connect to the server: dial tcp 34.118.9.20:443: i/o timeout")
+
+    with pytest.raises(CheckFailed):
+        live.settle("platform API Available", observe, timeout=30)
+    (finding,) = live.report.findings
+    assert not finding.ok and "i/o timeout" in finding.detail
