@@ -5,11 +5,11 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 STACK  ?= dev
 
-.PHONY: venv test plan plan-all bench constraints clean acceptance acceptance-cleanup
+.PHONY: venv test plan plan-all bench constraints policy-data clean acceptance acceptance-cleanup
 
 $(STAMP): requirements.txt constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check -r requirements.txt -c constraints.txt
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.txt -c constraints.txt
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -61,7 +61,11 @@ bench: $(STAMP)
 constraints: $(STAMP)
 	{ echo "# Transitive dependencies, pinned so a fresh clone installs exactly what was tested."; \
 	  echo "# Regenerate after changing requirements.txt: make constraints"; \
-	  $(BIN)/pip freeze --exclude-editable; } > constraints.txt
+	  $(BIN)/python -m pip freeze --exclude-editable; } > constraints.txt
+
+## The policy pack's copy of the program's data (policy/program_data.json); a test fails when stale.
+policy-data: $(STAMP)
+	$(BIN)/python -m tools.policy_data
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis plan-out

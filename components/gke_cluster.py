@@ -10,6 +10,7 @@ import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
 from config.environment import ClusterConfig
+from config.iam_grants import predefined_roles
 
 from .kubeconfig import gke_kubeconfig
 
@@ -22,6 +23,8 @@ REQUIRED_APIS = (
     "serviceusage.googleapis.com",
 )
 NODE_SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
+# Logging, monitoring and image pulls: the least a GKE node needs (config/iam_grants.yaml).
+[SYSTEM_NODE_ROLE] = predefined_roles("gkeNodes", "project")
 
 
 @dataclass(frozen=True)
@@ -118,11 +121,10 @@ class GkeCluster(pulumi.ComponentResource):
             display_name=f"GKE system nodes of {cfg.name}",
             opts=after_apis,
         )
-        # Logging, monitoring and image pulls: the least a GKE node needs.
         node_role = gcp.projects.IAMMember(
             f"{name}-nodes-default-role",
             project=args.project,
-            role="roles/container.defaultNodeServiceAccount",
+            role=SYSTEM_NODE_ROLE,
             member=self.node_service_account.email.apply(lambda e: f"serviceAccount:{e}"),
             opts=child,
         )

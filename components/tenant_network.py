@@ -13,20 +13,17 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
+from config.iam_grants import predefined_roles
+
 # Google's load-balancer health checkers and Identity-Aware Proxy's TCP forwarding range.
 HEALTH_CHECK_RANGES = ["130.211.0.0/22", "35.191.0.0/16"]
 IAP_RANGE = "35.235.240.0/20"
 
-# role → why the tenant's nodes need it (README renders the same table).
-NODE_ROLES = {
-    "roles/compute.viewer": "CCM: read the node VMs (addresses, zone, provider ID); CSI: read zones and disks",
-}
-DISK_ROLES = {
-    "roles/compute.storageAdmin": "PD CSI: create, snapshot and delete the tenant's persistent disks",
-}
-LOAD_BALANCER_ROLES = {
-    "roles/compute.loadBalancerAdmin": "CCM service controller: Google load balancers for the tenant's LoadBalancer Services",
-}
+# role → why the tenant's nodes need it (config/iam_grants.yaml; README renders the same table,
+# and the policy pack allows exactly these grants).
+NODE_ROLES = predefined_roles("tenantNodes", "project")
+DISK_ROLES = predefined_roles("tenantNodes", "project", when="persistentDisks")
+LOAD_BALANCER_ROLES = predefined_roles("tenantNodes", "project", when="loadBalancerServices")
 
 
 @dataclass(frozen=True)

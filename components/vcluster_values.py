@@ -1,5 +1,6 @@
-"""The tenant's vcluster.yaml: rendered by the program, read back by the policy pack, the plan and
-the tests through the same accessors, so the three can never disagree on its shape.
+"""The tenant's vcluster.yaml: rendered here, read back by the policy pack, the plan and the tests
+through the same accessors (policy/vcluster_reader.py, which lives in the pack so the pack can be
+published alone), so the three can never disagree on its shape.
 
 Only keys of the vcluster chart's schema (pinned version, config/versions.py) are written; the
 schema rejects unknown keys (`additionalProperties: false`) and wants pool limits as strings.
@@ -9,11 +10,11 @@ tests/test_tenants.py checks the rendered document against our record of that sc
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 from config import node_properties as props
 from config import yaml_io
+from policy.vcluster_reader import Pool, VClusterValues  # noqa: F401  (re-exported: the one reader)
 
 GPU_RESOURCE = "nvidia.com/gpu"
 # Keeps CPU-only pods (and whatever they would keep alive) off the GPU VMs. The GPU Operator's
@@ -54,89 +55,3 @@ def _pool(plan) -> dict[str, Any]:
     if plan.gpu:
         pool["taints"] = [dict(GPU_TAINT)]
     return pool
-
-
-@dataclass(frozen=True)
-class Pool:
-    provider: str
-    properties: dict[str, str]
-    spec: dict[str, Any]
-
-    @property
-    def name(self) -> str:
-        return str(self.spec.get("name", ""))
-
-    @property
-    def selector(self) -> list[dict[str, Any]]:
-        return list(self.spec.get("nodeTypeSelector") or [])
-
-    def selected(self, prop: str) -> list[str]:
-        values: list[str] = []
-        for requirement in self.selector:
-            if requirement.get("property") == prop and requirement.get("operator", "In") == "In":
-                values += requirement.get("values") or ([requirement["value"]] if "value" in requirement else [])
-        return values
-
-    @property
-    def is_gpu(self) -> bool:
-        """Selects GPU node types, or leaves the accelerator open (which admits them)."""
-        accelerators = self.selected(props.ACCELERATOR)
-        return GPU_RESOURCE in (self.spec.get("limits") or {}) or any(a != props.NO_ACCELERATOR for a in accelerators) or not accelerators
-
-    @property
-    def limits(self) -> dict[str, Any]:
-        return dict(self.spec.get("limits") or {})
-
-    @property
-    def gpu_limit(self) -> int | None:
-        value = self.limits.get(GPU_RESOURCE)
-        try:
-            return int(str(value))
-        except (TypeError, ValueError):
-            return None
-
-    @property
-    def taints(self) -> list[dict[str, Any]]:
-        return list(self.spec.get("taints") or [])
-
-    @property
-    def has_gpu_taint(self) -> bool:
-        return any(t.get("key") == GPU_RESOURCE and t.get("effect") == "NoSchedule" for t in self.taints)
-
-    @property
-    def consolidate_after(self) -> str | None:
-        return (self.spec.get("disruption") or {}).get("consolidateAfter")
-
-
-class VClusterValues:
-    """Read access to a vcluster.yaml document."""
-
-    def __init__(self, document: dict[str, Any]):
-        self.document = document
-
-    @classmethod
-    def parse(cls, text: str) -> VClusterValues:
-        document = yaml_io.load(text) if text else {}
-        if not isinstance(document, dict):
-            raise ValueError("vcluster.yaml must be a mapping")
-        return cls(document)
-
-    @property
-    def private_nodes_enabled(self) -> bool:
-        return (self.document.get("privateNodes") or {}).get("enabled") is True
-
-    @property
-    def control_plane_service_type(self) -> str | None:
-        return ((self.document.get("controlPlane") or {}).get("service") or {}).get("spec", {}).get("type")
-
-    @property
-    def auto_nodes(self) -> list[dict[str, Any]]:
-        return list((self.document.get("privateNodes") or {}).get("autoNodes") or [])
-
-    def dynamic_pools(self) -> Iterator[Pool]:
-        for entry in self.auto_nodes:
-            for spec in entry.get("dynamic") or []:
-                yield Pool(entry.get("provider", ""), dict(entry.get("properties") or {}), spec)
-
-    def gpu_pools(self) -> list[Pool]:
-        return [p for p in self.dynamic_pools() if p.is_gpu]

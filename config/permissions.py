@@ -31,6 +31,7 @@ class RoleCatalog:
     roles: dict[str, RoleSpec]
     forbidden_in_any_role: tuple[str, ...]
     forbidden_for_platform: tuple[str, ...]
+    only_in_roles: dict[str, tuple[str, ...]]  # permission → the role keys that alone may hold it
 
 
 @functools.lru_cache(maxsize=None)
@@ -44,7 +45,8 @@ def load_roles(path: Path = PERMISSIONS_PATH) -> RoleCatalog:
         if len(set(permissions)) != len(permissions):
             raise ValueError(f"permissions.yaml: {key} lists a permission twice")
         roles[key] = RoleSpec(key, raw[key]["title"], raw[key]["description"], permissions, reasons)
-    return RoleCatalog(roles, tuple(raw["forbiddenInAnyRole"]), tuple(raw["forbiddenForPlatform"]))
+    only_in = {permission: tuple(keys) for permission, keys in raw["onlyInRoles"].items()}
+    return RoleCatalog(roles, tuple(raw["forbiddenInAnyRole"]), tuple(raw["forbiddenForPlatform"]), only_in)
 
 
 def role_id(prefix: str, key: str) -> str:

@@ -41,3 +41,16 @@ def tenant_run(dev_run):
         stack="team-vision-dev",
         stack_outputs={ENV_STACK_REF: dev_run.outputs},
     )
+
+
+@pytest.fixture(scope="session")
+def bootstrap_run():
+    """The CI bootstrap (bootstrap/), evaluated from its committed stack file."""
+    bootstrap = PROJECT_DIR / "bootstrap"
+    return run_program(read_stack_values(bootstrap, "ci"), stack="ci", main=bootstrap / "__main__.py", project="gpu-platform-bootstrap")
+
+
+@pytest.fixture(scope="session")
+def runs(dev_run, prod_run, tenant_run):
+    """Every committed stack file's run, by stack name."""
+    return {"dev": dev_run, "prod": prod_run, "team-vision-dev": tenant_run}

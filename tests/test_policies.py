@@ -8,121 +8,35 @@ read-only Mapping (not a dict) that raises UnknownValueError on values unknown d
 
 from __future__ import annotations
 
-import asyncio
 import copy
-import inspect
 import json
-import select
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
+import policies as P
 import pytest
 import yaml
-from pulumi_policy import (
-    EnforcementLevel,
-    PolicyCustomTimeouts,
-    PolicyProviderResource,
-    PolicyResourceOptions,
-    ResourceValidationArgs,
-    ResourceValidationPolicy,
+from policy_support import (
+    analyze,
+    analyze_remote,
+    args_of,
+    edit_values,
+    make_args,
+    mandatory,
+    one,
+    pools_of,
+    real,
+    requirement_pins,
+    served_pack,
+    violations,
 )
-from pulumi_policy.proxy import UNKNOWN_STRING_VALUE, UnknownValueError, unknown_checking_proxy
+from pulumi_policy import EnforcementLevel, ResourceValidationPolicy, StackValidationPolicy
+from pulumi_policy.proxy import UNKNOWN_STRING_VALUE, UnknownValueError
 
 from config.permissions import load_roles
 from config.stack_files import PROJECT_DIR, list_stacks, read_stack_values
-from policy import policies as P
-from tools.mock_engine import ProgramRun, Registration, run_program
+from tools.mock_engine import ProgramRun, run_program
 
 POLICY_DIR = PROJECT_DIR / "policy"
-ENVIRONMENT_STACK_REF = "acme/gpu-platform/dev"  # Pulumi.team-vision-dev.yaml's environmentStack
-
-
-# --- Running validators the way the analyzer does -----------------------------------------------
-
-
-def make_args(
-    resource_type: str,
-    props: dict[str, Any],
-    *,
-    name: str = "test",
-    protect: bool = False,
-    provider: PolicyProviderResource | None = None,
-    config: dict[str, Any] | None = None,
-) -> ResourceValidationArgs:
-    return ResourceValidationArgs(
-        resource_type=resource_type,
-        props=unknown_checking_proxy(copy.deepcopy(props)),
-        urn=f"urn:pulumi:test::gpu-platform::{resource_type}::{name}",
-        name=name,
-        opts=PolicyResourceOptions(
-            protect=protect,
-            ignore_changes=[],
-            delete_before_replace=None,
-            aliases=[],
-            custom_timeouts=PolicyCustomTimeouts(0, 0, 0),
-            additional_secret_outputs=[],
-        ),
-        provider=provider,
-        config=config,
-    )
-
-
-def args_of(run: ProgramRun, reg: Registration, *, props: dict | None = None, config: dict | None = None, **overrides) -> ResourceValidationArgs:
-    """A registered resource as a policy sees it: its inputs, protect option and provider."""
-    provider = None
-    if reg.provider:
-        provider_urn = reg.provider.rsplit("::", 1)[0]
-        found = run.by_urn().get(provider_urn)
-        if found is not None:
-            provider = PolicyProviderResource(found.type, unknown_checking_proxy(found.plain_inputs), found.urn, found.name)
-    options = {"name": reg.name, "protect": reg.protect, "provider": provider, "config": config, **overrides}
-    return make_args(reg.type, reg.plain_inputs if props is None else props, **options)
-
-
-def violations(policy: ResourceValidationPolicy, args: ResourceValidationArgs) -> list[str]:
-    """Messages the policy reports; runs an awaitable validator to completion like the analyzer."""
-    found: list[str] = []
-    result = policy.validate(args, lambda message, urn=None: found.append(message))
-    if inspect.isawaitable(result):
-        loop = asyncio.new_event_loop()
-        try:
-            loop.run_until_complete(result)
-        finally:
-            loop.close()
-    return found
-
-
-def analyze(run: ProgramRun, levels: dict[str, EnforcementLevel] | None = None) -> list[tuple[EnforcementLevel, str, str, str]]:
-    """(level, policy, resource, message) for every policy over every custom resource of a run."""
-    out = []
-    for reg in run.registrations:
-        if not reg.custom:
-            continue
-        for policy in P.POLICIES:
-            level = (levels or {}).get(policy.name, policy.enforcement_level)
-            if level == EnforcementLevel.DISABLED:
-                continue
-            for message in violations(policy, args_of(run, reg)):
-                out.append((level, policy.name, reg.name, message))
-    return out
-
-
-def mandatory(found: list[tuple[EnforcementLevel, str, str, str]]) -> list[tuple[str, str, str]]:
-    return [(policy, name, message) for level, policy, name, message in found if level == EnforcementLevel.MANDATORY]
-
-
-@pytest.fixture(scope="module")
-def runs() -> dict[str, ProgramRun]:
-    dev = run_program(read_stack_values(PROJECT_DIR, "dev"), stack="dev")
-    prod = run_program(read_stack_values(PROJECT_DIR, "prod"), stack="prod")
-    tenant = run_program(
-        read_stack_values(PROJECT_DIR, "team-vision-dev"),
-        stack="team-vision-dev",
-        stack_outputs={ENVIRONMENT_STACK_REF: dev.outputs},
-    )
-    return {"dev": dev, "prod": prod, "team-vision-dev": tenant}
 
 
 @pytest.fixture(scope="module")
@@ -130,31 +44,6 @@ def legacy_dev_run() -> ProgramRun:
     values = copy.deepcopy(read_stack_values(PROJECT_DIR, "dev"))
     values["gpu-platform:nodeProvider"]["legacyInfrastructure"] = True
     return run_program(values, stack="dev")
-
-
-def real(runs: dict[str, ProgramRun], typ: str, stacks=("dev", "prod", "team-vision-dev")) -> list[tuple[ProgramRun, Registration]]:
-    found = [(runs[s], r) for s in stacks for r in runs[s].of_type(typ)]
-    assert found, f"the program registers no {typ} in {stacks}: this test would pass vacuously"
-    return found
-
-
-def one(runs: dict[str, ProgramRun], stack: str, typ: str, name_contains: str = "") -> tuple[ProgramRun, Registration]:
-    run = runs[stack]
-    return run, run.one(typ, name_contains)
-
-
-def edit_values(props: dict, edit) -> dict:
-    """A copy of a VirtualClusterInstance's props whose vcluster.yaml went through `edit(document)`."""
-    props = copy.deepcopy(props)
-    release = props["spec"]["template"]["helmRelease"]
-    document = yaml.safe_load(release["values"])
-    edit(document)
-    release["values"] = yaml.safe_dump(document, sort_keys=False)
-    return props
-
-
-def pools_of(document: dict) -> dict[str, dict]:
-    return {p["name"]: p for entry in document["privateNodes"]["autoNodes"] for p in entry["dynamic"]}
 
 
 # --- The whole pack ------------------------------------------------------------------------------
@@ -186,7 +75,7 @@ def test_committed_stacks_contain_what_the_pack_checks(runs):
 
 
 def test_every_policy_object_is_in_the_pack():
-    defined = [v for v in vars(P).values() if isinstance(v, ResourceValidationPolicy)]
+    defined = [v for v in vars(P).values() if isinstance(v, (ResourceValidationPolicy, StackValidationPolicy))]
     assert {id(p) for p in defined} == {id(p) for p in P.POLICIES}
     names = [p.name for p in P.POLICIES]
     assert len(names) == len(set(names))
@@ -199,17 +88,7 @@ def test_enforcement_levels():
 
 
 def test_pack_runtime_pins_match_the_program():
-    def pins(path: Path) -> dict[str, str]:
-        out = {}
-        for line in path.read_text().splitlines():
-            line = line.split("#", 1)[0].strip()
-            if line:
-                name, _, version = line.partition("==")
-                assert version, f"{path.name}: {line!r} is not pinned with =="
-                out[name.lower().replace("_", "-")] = version
-        return out
-
-    pack, program = pins(POLICY_DIR / "requirements.txt"), pins(PROJECT_DIR / "requirements.txt")
+    pack, program = requirement_pins(POLICY_DIR / "requirements.txt"), requirement_pins(PROJECT_DIR / "requirements.txt")
     assert set(pack) == {"pulumi-policy", "pulumi", "pyyaml"}
     assert {name: program.get(name) for name in pack} == pack
 
@@ -426,7 +305,9 @@ def test_workload_identity_user_rejects_anything_but_one_ksa(runs, member):
     found = violations(P.workload_identity_members, args_of(run, reg, props=props))
     assert found == [
         f"member: {member!r} is not allowed; allowed: for roles/iam.workloadIdentityUser, exactly one Kubernetes "
-        "service account, serviceAccount:<project>.svc.id.goog[<namespace>/<ksa>] (no wildcard, no principalSet://)"
+        "service account, serviceAccount:<project>.svc.id.goog[<namespace>/<ksa>] (no wildcard), or one GitHub workflow "
+        "identity: principal://…/workloadIdentityPools/<pool>/subject/<sub> or principalSet://…/workloadIdentityPools/<pool>/"
+        "attribute.{repository|repository_id}/<value> (never a whole pool, a namespace or repository_owner)"
     ]
 
 
@@ -459,10 +340,14 @@ def test_legacy_mode_role_violates_on_purpose(legacy_dev_run):
     found = violations(P.custom_role_permissions, args_of(run, role))
     assert len(found) == 1
     assert found[0].startswith(f"permissions: {', '.join(held)} are not allowed in any custom role")
-    # It is the only mandatory violation of the legacy stack, and lowering the level through
-    # policy config (as the policy's description says) clears the way.
-    assert [(p, n) for p, n, _ in mandatory(analyze(run))] == [(P.custom_role_permissions.name, "auto-nodes-role")]
-    assert mandatory(analyze(run, {P.custom_role_permissions.name: EnforcementLevel.ADVISORY})) == []
+    # Its role is all the legacy stack violates, and lowering the two custom-role policies through
+    # policy config (as their descriptions say) clears the way.
+    assert sorted({(p, n) for p, n, _ in mandatory(analyze(run))}) == [
+        (P.custom_role_least_privilege.name, "auto-nodes-role"),
+        (P.custom_role_permissions.name, "auto-nodes-role"),
+    ]
+    lowered = {p.name: EnforcementLevel.ADVISORY for p in (P.custom_role_permissions, P.custom_role_least_privilege)}
+    assert mandatory(analyze(run, lowered)) == []
     assert "legacyInfrastructure" in P.custom_role_permissions.description
 
 
@@ -647,7 +532,7 @@ def test_unknown_values_defer_to_the_update_instead_of_failing(runs):
     run, reg = one(runs, "dev", P.VIRTUAL_CLUSTER_INSTANCE, "nlp")
     props = copy.deepcopy(reg.plain_inputs)
     props["spec"]["template"]["helmRelease"]["values"] = UNKNOWN_STRING_VALUE
-    for policy in (P.tenant_isolation, P.concrete_scope, P.gpu_ceiling_nonprod):
+    for policy in (P.tenant_isolation, P.concrete_scope, P.gpu_ceiling_nonprod, P.single_node_provider, P.unprivileged_control_plane, P.no_host_cluster_role):
         with pytest.raises(UnknownValueError):
             violations(policy, args_of(run, reg, props=props))
     assert violations(P.instance_chart_versions, args_of(run, reg, props=props)) == []
@@ -721,9 +606,10 @@ def test_ceiling_config_and_environment_class(runs):
     dev = args_of(run, reg, config=config)
     found = violations(P.gpu_ceiling_nonprod, dev)
     assert found == [
-        "spec.template.helmRelease.values privateNodes.autoNodes[].dynamic[].limits['nvidia.com/gpu']: the tenant's GPU "
-        "limit is 6 (l4-2x=4, t4-1x-spot=2) for environment 'dev'; allowed: at most 5 "
-        "(policy config tenant-gpu-ceiling-nonprod.maxGpusPerTenant), with an nvidia.com/gpu limit on every GPU pool"
+        "spec.template.helmRelease.values privateNodes.autoNodes[] pools: the tenant's GPU "
+        "limit is 6 (dynamic l4-2x=4, dynamic t4-1x-spot=2) for environment 'dev'; allowed: at most 5 "
+        "(policy config tenant-gpu-ceiling-nonprod.maxGpusPerTenant), with an nvidia.com/gpu limit on every dynamic GPU pool "
+        "and a static pool's GPUs per node fixed by its nodeTypeSelector"
     ]
     assert violations(P.gpu_ceiling_prod, dev) == []  # a dev instance is only the advisory policy's business
     assert violations(P.gpu_ceiling_nonprod, args_of(run, reg, config={P.MAX_GPUS_CONFIG: 6})) == []
@@ -754,7 +640,7 @@ def test_gpu_pool_without_a_gpu_limit_is_unbounded(runs):
     run, reg = one(runs, "team-vision-dev", P.VIRTUAL_CLUSTER_INSTANCE)
     props = edit_values(reg.plain_inputs, lambda d: pools_of(d)["t4-1x-spot"]["limits"].pop("nvidia.com/gpu"))
     found = violations(P.gpu_ceiling_prod, args_of(run, reg, props=_relabel(props, "prod")))
-    assert len(found) == 1 and "GPU limit is unbounded (l4-2x=4, t4-1x-spot=unbounded)" in found[0]
+    assert len(found) == 1 and "GPU limit is unbounded (dynamic l4-2x=4, dynamic t4-1x-spot=unbounded)" in found[0]
 
 
 def test_ceiling_schema():
@@ -767,50 +653,39 @@ def test_ceiling_schema():
 
 
 def test_pack_serves_the_policies_over_grpc(runs):
-    """Starts policy/ the way the CLI's Python analyzer does (`python -m pulumi.policy <engine> <dir>`,
-    from the pack's directory) and talks to it: proves the imports resolve from policy/, the pack
-    lists every policy with its level, and the SDK's own servicer applies config and levels."""
-    import grpc
-    from google.protobuf import empty_pb2, struct_pb2
-    from pulumi.runtime.proto import analyzer_pb2, analyzer_pb2_grpc
+    """Starts policy/ the way the CLI's Python analyzer does and talks to it: proves the imports
+    resolve from policy/, the pack lists every policy with its level, and the SDK's own servicer
+    applies config and levels."""
+    from google.protobuf import empty_pb2
+    from pulumi.runtime.proto import analyzer_pb2
 
-    process = subprocess.Popen(
-        [sys.executable, "-u", "-m", "pulumi.policy", "127.0.0.1:1", "."],
-        cwd=POLICY_DIR,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        ready, _, _ = select.select([process.stdout], [], [], 60)
-        line = process.stdout.readline().strip() if ready else ""
-        assert line.isdigit(), f"the pack did not start: {line!r} {process.stderr.read() if process.poll() is not None else ''}"
-        channel = grpc.insecure_channel(f"127.0.0.1:{line}")
-        analyzer = analyzer_pb2_grpc.AnalyzerStub(channel)
-
+    with served_pack(POLICY_DIR) as analyzer:
         info = analyzer.GetAnalyzerInfo(empty_pb2.Empty(), timeout=30)
         served = {p.name: p.enforcementLevel for p in info.policies}
         assert served == {
             p.name: analyzer_pb2.ADVISORY if p.enforcement_level == EnforcementLevel.ADVISORY else analyzer_pb2.MANDATORY
             for p in P.POLICIES
         }
-
-        def analyze_remote(reg: Registration) -> list:
-            properties = struct_pb2.Struct()
-            properties.update(reg.plain_inputs)
-            request = analyzer_pb2.AnalyzeRequest(type=reg.type, properties=properties, urn=reg.urn, name=reg.name)
-            return list(analyzer.Analyze(request, timeout=30).diagnostics)
-
         run, instance = one(runs, "team-vision-dev", P.VIRTUAL_CLUSTER_INSTANCE)
-        assert analyze_remote(instance) == []
+
+        def remote():
+            return analyze_remote(analyzer, instance.type, instance.plain_inputs, instance.urn, instance.name)
+
+        assert remote() == []
         config = analyzer_pb2.PolicyConfig(enforcementLevel=analyzer_pb2.ADVISORY)
         config.properties.update({P.MAX_GPUS_CONFIG: 5})
         analyzer.Configure(analyzer_pb2.ConfigureAnalyzerRequest(policyConfig={P.GPU_CEILING_NON_PROD: config}), timeout=30)
-        [diagnostic] = analyze_remote(instance)
+        [diagnostic] = remote()
         assert diagnostic.policyName == P.GPU_CEILING_NON_PROD
         assert diagnostic.enforcementLevel == analyzer_pb2.ADVISORY
         assert "the tenant's GPU limit is 6" in diagnostic.message and "at most 5" in diagnostic.message
-        channel.close()
-    finally:
-        process.kill()
-        process.wait(timeout=30)
+
+
+def test_an_unknown_member_defers_the_iam_policies(runs):
+    """A new service account's e-mail is unknown during the first preview: the grant is checked
+    during `pulumi up`, never waved through."""
+    run, reg = one(runs, "dev", "gcp:projects/iAMMember:IAMMember", "auto-nodes-role-binding")
+    props = {**reg.plain_inputs, "member": UNKNOWN_STRING_VALUE}
+    for policy in (P.grant_allow_list, P.workload_identity_members):
+        with pytest.raises(UnknownValueError):
+            violations(policy, args_of(run, reg, props=props))

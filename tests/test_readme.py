@@ -37,7 +37,7 @@ def test_security_table_lists_exactly_the_platform_role():
 
 
 def test_every_policy_is_documented():
-    from policy.policies import POLICIES
+    from policies import POLICIES
 
     guardrails = section("Guardrails")
     assert [p.name for p in POLICIES if f"`{p.name}`" not in guardrails] == []

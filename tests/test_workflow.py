@@ -1,11 +1,13 @@
-"""The GitHub Actions workflow (.github/workflows/pulumi.yml): previews with the policy pack on pull
-requests, deploys dev on main and prod only behind the protected `production` environment, with
-keyless Google authentication and every action pinned to a major version. The changed-stacks step
-is executed against a scratch git repository."""
+"""The GitHub Actions workflows (.github/workflows/*.yml) against a hostile branch: whatever a pull
+request can run gets no deploy identity and no long-lived token; deploy jobs are guarded by ref and
+environment; every action is pinned by commit. Rules marked "every workflow" hold for any workflow
+file that lands (the acceptance workflow included). The changed-stacks step and the drift issue step
+are executed against scratch repositories and a fake `gh`."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -13,25 +15,60 @@ from pathlib import Path
 import pytest
 import yaml
 
-from config.stack_files import PROJECT_DIR, list_stacks
+from config.stack_files import PROJECT_DIR, list_stacks, read_stack_values
 
-WORKFLOW = PROJECT_DIR / ".github" / "workflows" / "pulumi.yml"
+WORKFLOWS_DIR = PROJECT_DIR / ".github" / "workflows"
+WORKFLOW_FILES = sorted(WORKFLOWS_DIR.glob("*.yml")) + sorted(WORKFLOWS_DIR.glob("*.yaml"))
+PULUMI = WORKFLOWS_DIR / "pulumi.yml"
+DRIFT = WORKFLOWS_DIR / "drift.yml"
 PULUMI_ACTION = "pulumi/actions"
-AUTH_ACTION = "google-github-actions/auth"
+PULUMI_AUTH = "pulumi/auth-actions"
+GOOGLE_AUTH = "google-github-actions/auth"
 SETUP_GCLOUD = "google-github-actions/setup-gcloud"
-MAJOR_TAG = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_./-]+@v\d+$")
+TEAM_TOKEN = "urn:pulumi:token-type:access_token:team"
+
+# Releases pinned, each SHA read from the action's repository at its tag (git rev-parse <tag>^{commit}).
+PINNED = {
+    "actions/checkout": ("v7.0.1", "3d3c42e5aac5ba805825da76410c181273ba90b1"),
+    "actions/setup-python": ("v7.0.0", "5fda3b95a4ea91299a34e894583c3862153e4b97"),
+    "opentofu/setup-opentofu": ("v2.0.2", "a1320f892987e89d278cc92dc5adc984fb93aca4"),
+    "google-github-actions/auth": ("v3.0.0", "7c6bc770dae815cd3e89ee6cdf493a5fab2cc093"),
+    "google-github-actions/setup-gcloud": ("v3.0.1", "aa5489c8933f4cc7a4f7d45035b3b1440c9c10db"),
+    "pulumi/auth-actions": ("v2.1.0", "141415910c3beb54e03b48e9057c204c97b956f2"),
+    "pulumi/actions": ("v7.0.0", "8e5e406f4007fca908480587cb9893c07090f58d"),
+}
+_USES_LINE = re.compile(r"^\s*(?:-\s*)?uses:\s*(?P<ref>\S+)(?:\s+#\s*(?P<comment>.*))?$", re.MULTILINE)
+_PINNED_REF = re.compile(r"^(?P<action>[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)(?:/[A-Za-z0-9_./-]+)?@(?P<sha>[0-9a-f]{40})$")
+
+
+def load(path: Path) -> dict:
+    document = yaml.safe_load(path.read_text())
+    assert isinstance(document, dict), path
+    return document
 
 
 @pytest.fixture(scope="module")
 def workflow() -> dict:
-    document = yaml.safe_load(WORKFLOW.read_text())
-    assert isinstance(document, dict)
-    return document
+    return load(PULUMI)
 
 
-def triggers(workflow: dict) -> dict:
+@pytest.fixture(scope="module")
+def drift() -> dict:
+    return load(DRIFT)
+
+
+@pytest.fixture(scope="module")
+def bootstrap_outputs(bootstrap_run) -> dict:
+    return bootstrap_run.outputs
+
+
+def triggers(document: dict) -> dict:
     # YAML 1.1 reads the bare key `on` as the boolean True.
-    on = workflow.get("on", workflow.get(True))
+    on = document.get("on", document.get(True))
+    if isinstance(on, str):
+        return {on: None}
+    if isinstance(on, list):
+        return dict.fromkeys(on)
     assert isinstance(on, dict), "triggers must be a mapping"
     return on
 
@@ -41,21 +78,27 @@ def steps(job: dict) -> list[dict]:
 
 
 def action(step: dict) -> str:
-    return str(step.get("uses", "")).split("@", 1)[0]
+    return re.sub(r"^([^/@]+/[^/@]+).*$", r"\1", str(step.get("uses", "")).split("@", 1)[0])
 
 
 def index_of(job: dict, name: str) -> int | None:
     return next((i for i, s in enumerate(steps(job)) if action(s) == name), None)
 
 
-def pulumi_jobs(workflow: dict) -> dict[str, dict]:
-    return {name: job for name, job in workflow["jobs"].items() if index_of(job, PULUMI_ACTION) is not None}
+def step_of(job: dict, name: str) -> dict:
+    position = index_of(job, name)
+    assert position is not None, f"no {name} step"
+    return steps(job)[position]
 
 
-def pulumi_steps(workflow: dict, command: str) -> list[tuple[str, dict, dict]]:
+def pulumi_jobs(document: dict) -> dict[str, dict]:
+    return {name: job for name, job in document["jobs"].items() if index_of(job, PULUMI_ACTION) is not None}
+
+
+def pulumi_steps(document: dict, command: str) -> list[tuple[str, dict, dict]]:
     return [
         (name, job, step)
-        for name, job in workflow["jobs"].items()
+        for name, job in document["jobs"].items()
         for step in steps(job)
         if action(step) == PULUMI_ACTION and (step.get("with") or {}).get("command") == command
     ]
@@ -65,14 +108,18 @@ def is_true(value) -> bool:
     return value is True or str(value).lower() == "true"
 
 
-def permissions(workflow: dict, job: dict) -> dict:
-    granted = job.get("permissions", workflow.get("permissions"))
+def permissions(document: dict, job: dict) -> dict:
+    granted = job.get("permissions", document.get("permissions"))
     return granted if isinstance(granted, dict) else {}
 
 
+def condition(job: dict) -> str:
+    return re.sub(r"\s+", " ", str(job.get("if", "")))
+
+
 def only_on_push_to_main(job: dict) -> bool:
-    condition = re.sub(r"\s+", " ", str(job.get("if", "")))
-    return "github.event_name == 'push'" in condition and "github.ref == 'refs/heads/main'" in condition and "||" not in condition
+    text = condition(job)
+    return "github.event_name == 'push'" in text and "github.ref == 'refs/heads/main'" in text and "||" not in text
 
 
 def environment_name(job: dict) -> str | None:
@@ -80,7 +127,110 @@ def environment_name(job: dict) -> str | None:
     return environment.get("name") if isinstance(environment, dict) else environment
 
 
-# --- Triggers, pins, permissions -----------------------------------------------------------------
+def may_run_for_a_pull_request(document: dict, job: dict) -> bool:
+    """A job of a workflow triggered by pull requests, unless its `if` pins another event."""
+    if not {"pull_request", "pull_request_target"} & set(triggers(document)):
+        return False
+    text = condition(job)
+    return "||" in text or not re.search(r"github\.event_name == '(push|schedule|workflow_dispatch)'", text)
+
+
+def job_text(job: dict) -> str:
+    return yaml.safe_dump(job)
+
+
+def google_identity(job: dict) -> str | None:
+    position = index_of(job, GOOGLE_AUTH)
+    return None if position is None else str((steps(job)[position].get("with") or {}).get("service_account"))
+
+
+def pulumi_team(job: dict) -> str | None:
+    position = index_of(job, PULUMI_AUTH)
+    return None if position is None else str((steps(job)[position].get("with") or {}).get("scope"))
+
+
+# --- Every workflow: pins, triggers, tokens -----------------------------------------------------
+
+
+@pytest.mark.parametrize("path", WORKFLOW_FILES, ids=lambda p: p.name)
+def test_every_action_is_pinned_by_a_full_commit_sha_with_its_version(path):
+    lines = list(_USES_LINE.finditer(path.read_text()))
+    assert lines, f"{path.name} uses no action"
+    for found in lines:
+        ref = found.group("ref").strip("'\"")
+        if ref.startswith("./"):
+            continue  # an action of this repository: reviewed with it
+        if ref.startswith("docker://"):
+            assert re.search(r"@sha256:[0-9a-f]{64}$", ref), f"{path.name}: {ref} is not pinned by digest"
+            continue
+        pinned = _PINNED_REF.match(ref)
+        assert pinned, f"{path.name}: {ref} is not pinned by a 40-hex commit SHA"
+        assert re.fullmatch(r"v\d+(\.\d+){0,2}", (found.group("comment") or "").strip()), f"{path.name}: {ref} has no `# vX.Y.Z` comment"
+        known = PINNED.get(pinned.group("action"))
+        if known:
+            assert (found.group("comment").strip(), pinned.group("sha")) == known, f"{path.name}: {ref} is not the recorded release {known}"
+
+
+def test_one_commit_per_action_across_workflows():
+    seen: dict[str, set[str]] = {}
+    for path in WORKFLOW_FILES:
+        for found in _USES_LINE.finditer(path.read_text()):
+            pinned = _PINNED_REF.match(found.group("ref"))
+            if pinned:
+                seen.setdefault(pinned.group("action"), set()).add(pinned.group("sha"))
+    assert {a: s for a, s in seen.items() if len(s) > 1} == {}
+
+
+@pytest.mark.parametrize("path", WORKFLOW_FILES, ids=lambda p: p.name)
+def test_no_workflow_runs_a_branch_with_the_base_repositorys_rights(path):
+    """pull_request_target and workflow_run run with the base repository's token and secrets, a
+    classic way to run a fork's code with write access."""
+    assert not {"pull_request_target", "workflow_run"} & set(triggers(load(path)))
+
+
+@pytest.mark.parametrize("path", WORKFLOW_FILES, ids=lambda p: p.name)
+def test_no_long_lived_pulumi_token_or_google_key(path):
+    text = path.read_text()
+    assert "PULUMI_ACCESS_TOKEN" not in text, f"{path.name}: use pulumi/auth-actions (a token per job), not a stored token"
+    assert "credentials_json" not in text and "service_account_key" not in text
+
+
+@pytest.mark.parametrize("path", WORKFLOW_FILES, ids=lambda p: p.name)
+def test_no_job_that_a_pull_request_runs_can_obtain_a_deploy_identity(path):
+    document = load(path)
+    for name, job in document["jobs"].items():
+        if not may_run_for_a_pull_request(document, job):
+            continue
+        text = job_text(job)
+        assert "DEPLOY_SERVICE_ACCOUNT" not in text and "DEPLOY_TEAM" not in text, f"{path.name} {name}"
+        assert "secrets." not in text, f"{path.name} {name}: a pull request's job holds a secret"
+        assert environment_name(job) != "production", f"{path.name} {name}"
+        team = pulumi_team(job)
+        assert team is None or "READ_TEAM" in team, f"{path.name} {name}: {team}"
+
+
+@pytest.mark.parametrize("path", WORKFLOW_FILES, ids=lambda p: p.name)
+def test_checkouts_leave_no_token_behind(path):
+    """Code of the branch runs after the checkout: it must not find the job's token in .git/config."""
+    for name, job in load(path)["jobs"].items():
+        for step in steps(job):
+            if action(step) == "actions/checkout":
+                assert (step.get("with") or {}).get("persist-credentials") is False, f"{path.name} {name}"
+
+
+@pytest.mark.parametrize("path", WORKFLOW_FILES, ids=lambda p: p.name)
+def test_permissions_are_read_only_by_default(path):
+    document = load(path)
+    top = document.get("permissions")
+    assert isinstance(top, dict) and set(top.values()) <= {"read", "none"}, f"{path.name}: {top}"
+    for name, job in document["jobs"].items():
+        assert job.get("permissions") != "write-all", f"{path.name} {name}"
+        writes = {k for k, v in permissions(document, job).items() if v == "write"}
+        if "id-token" in writes:
+            assert index_of(job, GOOGLE_AUTH) is not None or index_of(job, PULUMI_AUTH) is not None, f"{path.name} {name}: id-token unused"
+
+
+# --- pulumi.yml: who may change which environment -------------------------------------------------
 
 
 def test_triggers(workflow):
@@ -89,33 +239,16 @@ def test_triggers(workflow):
     assert "main" in on["push"]["branches"]
 
 
-def test_every_action_is_pinned_to_a_major_version(workflow):
-    uses = [s["uses"] for job in workflow["jobs"].values() for s in steps(job) if "uses" in s]
-    assert any(action({"uses": u}) == PULUMI_ACTION for u in uses)
-    for ref in uses:
-        if not ref.startswith("./"):
-            assert MAJOR_TAG.match(ref), f"{ref}: pin third-party actions to a major tag like @v6"
-    assert {u for u in uses if u.startswith(PULUMI_ACTION + "@")} == {"pulumi/actions@v6"}
-
-
-def test_workflow_permissions_are_read_only_by_default(workflow):
-    top = workflow.get("permissions")
-    assert isinstance(top, dict) and set(top.values()) <= {"read", "none"}, top
-    for name, job in workflow["jobs"].items():
-        granted = permissions(workflow, job)
-        writes = {k for k, v in granted.items() if v == "write"}
-        if name in pulumi_jobs(workflow):
-            assert "id-token" in writes, f"{name}: needs id-token: write for Workload Identity Federation"
-        else:
-            assert writes == set(), f"{name} does not talk to GCP or the PR, yet has {writes}"
-        assert job.get("permissions") != "write-all"
+def test_the_test_job_has_no_cloud_identity(workflow):
+    job = workflow["jobs"]["test"]
+    assert "id-token" not in permissions(workflow, job)
+    assert index_of(job, GOOGLE_AUTH) is None and index_of(job, PULUMI_AUTH) is None and "vars." not in job_text(job)
+    python = step_of(job, "actions/setup-python")
+    assert str(python["with"]["python-version"]) == "3.11"
+    assert any("make test" in str(s.get("run", "")) for s in steps(job))
 
 
 def test_tests_run_before_anything_is_previewed_or_deployed(workflow):
-    test_job = workflow["jobs"]["test"]
-    python = next(s for s in steps(test_job) if action(s) == "actions/setup-python")
-    assert str(python["with"]["python-version"]) == "3.11"
-    assert any("make test" in str(s.get("run", "")) for s in steps(test_job))
     for name, job in pulumi_jobs(workflow).items():
         needs = job.get("needs", [])
         needs = [needs] if isinstance(needs, str) else needs
@@ -130,55 +263,60 @@ def test_template_tests_run_with_a_pinned_opentofu(workflow):
     assert position < next(i for i, s in enumerate(test_steps) if "make test" in str(s.get("run", "")))
 
 
-# --- Google authentication -----------------------------------------------------------------------
+EXPECTED_IDENTITIES = {
+    # job: (Google service account variable, Pulumi team variable, GitHub environment)
+    "preview": ("GCP_PREVIEW_SERVICE_ACCOUNT_DEV", "PULUMI_READ_TEAM_DEV", None),
+    "preview-prod": ("GCP_PREVIEW_SERVICE_ACCOUNT_PROD", "PULUMI_READ_TEAM_PROD", "production-preview"),
+    "up-dev": ("GCP_DEPLOY_SERVICE_ACCOUNT_DEV", "PULUMI_DEPLOY_TEAM_DEV", None),
+    "up-prod": ("GCP_DEPLOY_SERVICE_ACCOUNT_PROD", "PULUMI_DEPLOY_TEAM_PROD", "production"),
+}
 
 
-def test_no_service_account_keys_anywhere(workflow):
-    text = WORKFLOW.read_text()
-    assert "credentials_json" not in text and "service_account_key" not in text
-    for job in workflow["jobs"].values():
-        for step in steps(job):
-            assert "credentials_json" not in (step.get("with") or {})
-
-
-@pytest.mark.parametrize("tool", [AUTH_ACTION, SETUP_GCLOUD])
-def test_every_pulumi_job_authenticates_and_installs_the_auth_plugin_first(workflow, tool):
+def test_each_job_has_the_identity_of_what_it_may_change(workflow):
     jobs = pulumi_jobs(workflow)
-    assert set(jobs) >= {"preview", "up-dev", "up-prod"}
-    for name, job in jobs.items():
-        position = index_of(job, tool)
-        assert position is not None and position < index_of(job, PULUMI_ACTION), f"{name}: {tool} must run before pulumi"
-        settings = steps(job)[position].get("with") or {}
-        if tool == AUTH_ACTION:
-            assert settings.get("workload_identity_provider") == "${{ vars.GCP_WORKLOAD_IDENTITY_PROVIDER }}", name
-            assert settings.get("service_account") == "${{ vars.GCP_SERVICE_ACCOUNT }}", name
-        else:
-            components = [c.strip() for c in str(settings.get("install_components", "")).split(",")]
-            assert "gke-gcloud-auth-plugin" in components, name
+    assert set(jobs) == set(EXPECTED_IDENTITIES)
+    for name, (account, team, environment) in EXPECTED_IDENTITIES.items():
+        job = jobs[name]
+        assert google_identity(job) == f"${{{{ vars.{account} }}}}", name
+        assert pulumi_team(job) == f"team:${{{{ vars.{team} }}}}", name
+        assert environment_name(job) == environment, name
+        auth = step_of(job, GOOGLE_AUTH)["with"]
+        assert auth["workload_identity_provider"] == "${{ vars.GCP_WORKLOAD_IDENTITY_PROVIDER }}", name
 
 
-def test_every_pulumi_step_gets_the_access_token_from_secrets(workflow):
-    for command in ("preview", "up"):
-        for name, _, step in pulumi_steps(workflow, command):
-            assert (step.get("env") or {}).get("PULUMI_ACCESS_TOKEN") == "${{ secrets.PULUMI_ACCESS_TOKEN }}", name
-            assert str(step["with"]["stack-name"]).startswith("${{ vars.PULUMI_ORG }}/"), name
+def test_preview_identities_differ_from_deploy_identities(workflow):
+    jobs = pulumi_jobs(workflow)
+    previews = {google_identity(jobs[n]) for n, _, _ in pulumi_steps(workflow, "preview")}
+    deploys = {google_identity(jobs[n]) for n, _, _ in pulumi_steps(workflow, "up")}
+    assert previews and deploys and previews.isdisjoint(deploys)
+    assert {pulumi_team(jobs[n]) for n, _, _ in pulumi_steps(workflow, "preview")}.isdisjoint(
+        {pulumi_team(jobs[n]) for n, _, _ in pulumi_steps(workflow, "up")}
+    )
 
 
-# --- Previews ------------------------------------------------------------------------------------
+def test_every_pulumi_step_follows_a_per_job_team_token_and_google_auth(workflow):
+    for name, job in pulumi_jobs(workflow).items():
+        auth = step_of(job, PULUMI_AUTH)["with"]
+        assert auth["requested-token-type"] == TEAM_TOKEN and auth["organization"] == "${{ vars.PULUMI_ORG }}", name
+        order = [index_of(job, PULUMI_AUTH), index_of(job, GOOGLE_AUTH), index_of(job, SETUP_GCLOUD), index_of(job, PULUMI_ACTION)]
+        assert None not in order and order == sorted(order), f"{name}: authenticate before pulumi runs"
+        components = [c.strip() for c in str(step_of(job, SETUP_GCLOUD)["with"]["install_components"]).split(",")]
+        assert "gke-gcloud-auth-plugin" in components, name
+        assert str(step_of(job, PULUMI_ACTION)["with"]["stack-name"]).startswith("${{ vars.PULUMI_ORG }}/"), name
 
 
 def test_previews_comment_diff_and_run_the_policy_pack(workflow):
     previews = pulumi_steps(workflow, "preview")
-    assert previews, "no pulumi preview step"
+    assert {name for name, _, _ in previews} == {"preview", "preview-prod"}
     for name, job, step in previews:
         settings = step["with"]
-        assert is_true(settings.get("comment-on-pr")), name
-        assert is_true(settings.get("diff")), name
+        assert is_true(settings.get("comment-on-pr")) and is_true(settings.get("diff")), name
         assert settings.get("policyPacks") == "policy", name
         assert settings["stack-name"] == "${{ vars.PULUMI_ORG }}/${{ matrix.stack }}", name
         assert permissions(workflow, job).get("pull-requests") == "write", name
-        assert "pull_request" in str(job.get("if", "")), f"{name}: previews run for pull requests"
-        assert job["strategy"]["matrix"]["stack"] == "${{ fromJSON(needs.changes.outputs.stacks) }}", name
+        assert "pull_request" in condition(job), f"{name}: previews run for pull requests"
+    assert pulumi_jobs(workflow)["preview"]["strategy"]["matrix"]["stack"] == "${{ fromJSON(needs.changes.outputs.dev) }}"
+    assert pulumi_jobs(workflow)["preview-prod"]["strategy"]["matrix"]["stack"] == "${{ fromJSON(needs.changes.outputs.prod) }}"
 
 
 def test_policy_pack_also_guards_every_update(workflow):
@@ -186,29 +324,142 @@ def test_policy_pack_also_guards_every_update(workflow):
         assert step["with"].get("policyPacks") == "policy", name
 
 
-# --- Deployments ---------------------------------------------------------------------------------
-
-
-def test_only_dev_and_prod_are_deployed_and_only_from_main(workflow):
+def test_only_dev_and_prod_are_deployed_only_from_main_and_prod_only_in_production(workflow):
     ups = pulumi_steps(workflow, "up")
-    stacks = sorted(str(step["with"]["stack-name"]).rsplit("/", 1)[-1] for _, _, step in ups)
-    assert stacks == ["dev", "prod"]
-    for name, job, _ in ups:
+    assert sorted(str(step["with"]["stack-name"]).rsplit("/", 1)[-1] for _, _, step in ups) == ["dev", "prod"]
+    for name, job, step in ups:
         assert only_on_push_to_main(job), f"{name}: `pulumi up` only on a push to main"
         assert "matrix" not in (job.get("strategy") or {}), name
-
-
-def test_prod_is_deployed_only_behind_the_production_environment(workflow):
-    for name, job, step in pulumi_steps(workflow, "up"):
-        stack = str(step["with"]["stack-name"]).rsplit("/", 1)[-1]
-        if stack == "prod":
+        if step["with"]["stack-name"].endswith("/prod"):
             assert environment_name(job) == "production", name
-            needs = job.get("needs", [])
-            assert "up-dev" in ([needs] if isinstance(needs, str) else needs), "prod follows a successful dev deployment"
+            assert "up-dev" in job["needs"], "prod follows a successful dev deployment"
         else:
-            assert environment_name(job) != "production", name
-    jobs_deploying = {name for name, _, _ in pulumi_steps(workflow, "up")}
-    assert len(jobs_deploying) == 2, "dev and prod are deployed by separate jobs"
+            assert environment_name(job) is None, name
+
+
+def test_dependabot_pull_requests_get_tests_only(workflow):
+    assert "github.actor != 'dependabot[bot]'" in condition(workflow["jobs"]["changes"])
+
+
+# --- The identities the workflows ask for are the ones the bootstrap creates ---------------------------------
+
+
+def test_every_variable_the_workflows_read_is_a_bootstrap_output(bootstrap_outputs):
+    """The delivery and drift workflows; a workflow with an identity of its own (the manually
+    started acceptance test) documents its own variables."""
+    used = {v for path in (PULUMI, DRIFT) for v in re.findall(r"vars\.([A-Z0-9_]+)", path.read_text())}
+    assert used and used <= set(bootstrap_outputs["githubVariables"]), used - set(bootstrap_outputs["githubVariables"])
+
+
+def test_github_environments_match_the_bootstrap_subjects(workflow, drift, bootstrap_outputs):
+    subjects = bootstrap_outputs["subjects"]
+    repo = "acme/gpu-platform"
+    assert subjects["prod"]["deploy"] == f"repo:{repo}:environment:{environment_name(workflow['jobs']['up-prod'])}"
+    assert subjects["prod"]["preview"] == f"repo:{repo}:environment:{environment_name(workflow['jobs']['preview-prod'])}"
+    assert subjects["dev"]["deploy"] == f"repo:{repo}:ref:refs/heads/main"
+    assert subjects["dev"]["preview"] == f"repo:{repo}:pull_request"
+    assert {s["drift"] for s in subjects.values()} == {f"repo:{repo}:environment:{environment_name(drift['jobs']['drift'])}"}
+
+
+# --- drift.yml ----------------------------------------------------------------------------------------
+
+
+def environment_stacks() -> list[str]:
+    return sorted(s for s in list_stacks(PROJECT_DIR) if not read_stack_values(PROJECT_DIR, s).get("gpu-platform:environmentStack"))
+
+
+def test_drift_runs_on_a_schedule_for_every_environment_stack_with_the_read_only_identity(drift):
+    assert "schedule" in triggers(drift)
+    job = drift["jobs"]["drift"]
+    assert environment_name(job) == "drift"
+    matrix = job["strategy"]["matrix"]["include"]
+    assert sorted(entry["stack"] for entry in matrix) == environment_stacks()
+    for entry in matrix:
+        suffix = entry["stack"].upper()
+        assert entry["gcp-service-account"] == f"${{{{ vars.GCP_DRIFT_SERVICE_ACCOUNT_{suffix} }}}}"
+        assert entry["pulumi-team"] == f"${{{{ vars.PULUMI_READ_TEAM_{suffix} }}}}"
+    assert google_identity(job) == "${{ matrix.gcp-service-account }}" and pulumi_team(job) == "team:${{ matrix.pulumi-team }}"
+    assert "DEPLOY" not in job_text(job)
+    preview = step_of(job, PULUMI_ACTION)
+    assert preview["with"]["command"] == "preview" and is_true(preview["with"]["refresh"]) and is_true(preview["with"]["expect-no-changes"])
+    assert preview.get("continue-on-error") is True and preview.get("id") == "preview"
+
+
+def test_drift_has_least_permissions(drift):
+    job = drift["jobs"]["drift"]
+    assert permissions(drift, job) == {"contents": "read", "id-token": "write", "issues": "write"}
+
+
+def test_drift_identity_is_read_only_on_the_cloud():
+    roles = yaml.safe_load((PROJECT_DIR / "bootstrap" / "ci_roles.yaml").read_text())["identities"]["drift"]["project"]
+    assert all(r["role"].startswith(("roles/", "custom:")) for r in roles)
+    assert not [r for r in roles if "admin" in r["role"].lower() or r["role"].endswith((".editor", ".user", "Creator"))]
+
+
+FAKE_GH = """#!/usr/bin/env bash
+args="$*"; echo "${args//$'\n'/ }" >> "$GH_LOG"
+if [ "$1 $2" = "issue list" ]; then printf '%s' "${FAKE_OPEN_ISSUE:-}"; fi
+"""
+
+
+def _report(drift: dict, tmp_path: Path, outcome: str, open_issue: str) -> tuple[int, list[str]]:
+    script = next(s for s in steps(drift["jobs"]["drift"]) if "gh issue" in str(s.get("run", "")))["run"]
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "gh").write_text(FAKE_GH)
+    (bin_dir / "gh").chmod(0o755)
+    log = tmp_path / "gh.log"
+    log.write_text("")
+    env = {
+        "PATH": f"{bin_dir}:/usr/bin:/bin",
+        "GH_LOG": str(log),
+        "FAKE_OPEN_ISSUE": open_issue,
+        "STACK": "prod",
+        "OUTCOME": outcome,
+        "RUN_URL": "https://github.com/acme/gpu-platform/actions/runs/1",
+    }
+    result = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True)
+    return result.returncode, log.read_text().splitlines()
+
+
+def test_drift_opens_one_issue_per_stack(drift, tmp_path):
+    code, calls = _report(drift, tmp_path, "failure", "")
+    assert code == 1  # the run shows red too
+    assert calls[0].startswith("issue list --state open --label drift")
+    assert calls[1].startswith("label create drift --force")
+    assert calls[2].startswith("issue create --title Drift: stack prod differs from its Pulumi state --label drift --body ")
+    assert "https://github.com/acme/gpu-platform/actions/runs/1" in calls[2] and len(calls) == 3
+
+
+def test_drift_comments_on_the_open_issue_instead_of_opening_another(drift, tmp_path):
+    code, calls = _report(drift, tmp_path, "failure", "42")
+    assert code == 1 and [c.split(" --")[0] for c in calls] == ["issue list", "issue comment 42"]
+
+
+def test_a_clean_run_closes_the_issue(drift, tmp_path):
+    code, calls = _report(drift, tmp_path, "success", "42")
+    assert code == 0 and [c.split(" --")[0] for c in calls] == ["issue list", "issue close 42"]
+
+
+
+def test_a_clean_run_without_an_open_issue_does_nothing(drift, tmp_path):
+    code, calls = _report(drift, tmp_path, "success", "")
+    assert code == 0 and [c.split(" --")[0] for c in calls] == ["issue list"]
+
+
+# --- Dependabot -------------------------------------------------------------------------------------
+
+
+def test_dependabot_keeps_actions_and_every_pip_pin_current():
+    config = load(PROJECT_DIR / ".github" / "dependabot.yml")
+    updates = {u["package-ecosystem"]: u for u in config["updates"]}
+    assert updates["github-actions"]["directory"] == "/"
+    directories = updates["pip"]["directories"]
+    assert sorted(directories) == ["/", "/bootstrap", "/policy"]
+    for directory in directories:
+        assert (PROJECT_DIR / directory.lstrip("/") / "requirements.txt").exists(), directory
+    # The constraints file is reached through requirements.txt, where Dependabot looks for `-c`.
+    assert re.search(r"^-c constraints\.txt$", (PROJECT_DIR / "requirements.txt").read_text(), re.MULTILINE)
 
 
 # --- The changed-stacks step, executed ----------------------------------------------------------
@@ -224,12 +475,17 @@ def _git(repo: Path, *args: str) -> str:
     ).stdout.strip()
 
 
-def _changed_stacks(workflow: dict, tmp_path: Path, change) -> list[str]:
+def _stack_file(stack: str) -> str:
+    environment = read_stack_values(PROJECT_DIR, stack)["gpu-platform:environment"]
+    return f"config:\n  gpu-platform:environment: {environment}\n"
+
+
+def _changed_stacks(workflow: dict, tmp_path: Path, change) -> subprocess.CompletedProcess | dict[str, list[str]]:
     script = next(s for s in steps(workflow["jobs"]["changes"]) if s.get("id") == "changes")["run"]
     repo = tmp_path / "repo"
     repo.mkdir()
     for stack in list_stacks(PROJECT_DIR):
-        (repo / f"Pulumi.{stack}.yaml").write_text("config: {}\n")
+        (repo / f"Pulumi.{stack}.yaml").write_text(_stack_file(stack))
     (repo / "Pulumi.yaml").write_text("name: gpu-platform\n")
     (repo / "__main__.py").write_text("")
     (repo / "README.md").write_text("")
@@ -242,17 +498,17 @@ def _changed_stacks(workflow: dict, tmp_path: Path, change) -> list[str]:
     _git(repo, "commit", "-q", "--allow-empty", "-m", "change")
     output = tmp_path / "github_output"
     output.write_text("")
-    subprocess.run(
+    result = subprocess.run(
         ["bash", "-c", script],
         cwd=repo,
-        check=True,
         capture_output=True,
         text=True,
-        env={"PATH": "/usr/bin:/bin:/usr/local/bin", "BASE_SHA": base, "GITHUB_OUTPUT": str(output), "RUNNER_TEMP": str(tmp_path)},
+        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "BASE_SHA": base, "GITHUB_OUTPUT": str(output), "RUNNER_TEMP": str(tmp_path)},
     )
-    lines = [line for line in output.read_text().splitlines() if line.startswith("stacks=")]
-    assert len(lines) == 1, output.read_text()
-    return json.loads(lines[0].split("=", 1)[1])
+    if result.returncode != 0:
+        return result
+    pairs = [line.split("=", 1) for line in output.read_text().splitlines() if "=" in line]
+    return {key: json.loads(value) for key, value in pairs}
 
 
 def _touch(name: str):
@@ -262,14 +518,20 @@ def _touch(name: str):
 @pytest.mark.parametrize(
     "change, expected",
     [
-        (_touch("Pulumi.prod.yaml"), ["prod"]),
-        (_touch("Pulumi.team-vision-dev.yaml"), ["team-vision-dev"]),
-        (lambda repo: (repo / "Pulumi.team-nlp-dev.yaml").write_text("config: {}\n"), ["team-nlp-dev"]),
-        (lambda repo: (repo / "Pulumi.prod.yaml").unlink(), []),
-        (_touch("README.md"), []),
-        (_touch("__main__.py"), sorted(list_stacks(PROJECT_DIR))),
-        (_touch("Pulumi.yaml"), sorted(list_stacks(PROJECT_DIR))),
+        (_touch("Pulumi.prod.yaml"), {"dev": [], "prod": ["prod"]}),
+        (_touch("Pulumi.team-vision-dev.yaml"), {"dev": ["team-vision-dev"], "prod": []}),
+        (lambda repo: (repo / "Pulumi.team-nlp-dev.yaml").write_text("config:\n  gpu-platform:environment: dev\n"), {"dev": ["team-nlp-dev"], "prod": []}),
+        (lambda repo: (repo / "Pulumi.prod.yaml").unlink(), {"dev": [], "prod": []}),
+        (_touch("README.md"), {"dev": [], "prod": []}),
+        (_touch("__main__.py"), {"dev": ["dev", "team-vision-dev"], "prod": ["prod"]}),
+        (_touch("Pulumi.yaml"), {"dev": ["dev", "team-vision-dev"], "prod": ["prod"]}),
     ],
 )
 def test_changed_stacks(workflow, tmp_path, change, expected):
     assert _changed_stacks(workflow, tmp_path, change) == expected
+
+
+def test_a_stack_of_an_environment_without_ci_identities_fails_the_step(workflow, tmp_path):
+    result = _changed_stacks(workflow, tmp_path, lambda repo: (repo / "Pulumi.staging.yaml").write_text("config:\n  gpu-platform:environment: staging\n"))
+    assert isinstance(result, subprocess.CompletedProcess) and result.returncode != 0
+    assert "Pulumi.staging.yaml: environment 'staging' has no CI identities" in result.stderr

@@ -158,6 +158,11 @@ class PlatformMocks(pulumi_mocks.Mocks):
             scope = "global" if kind == "networks" else f"regions/{inputs.get('region', '')}"
             resource_id = f"projects/{project}/{scope}/{kind}/{inputs.get('name', args.name)}"
             state["selfLink"] = f"https://www.googleapis.com/compute/v1/{resource_id}"
+        elif typ in ("gcp:iam/workloadIdentityPool:WorkloadIdentityPool", "gcp:iam/workloadIdentityPoolProvider:WorkloadIdentityPoolProvider"):
+            # Named by the project's NUMBER, which only the cloud knows.
+            pool = f"projects/{PLACEHOLDER}-project-number/locations/global/workloadIdentityPools/{inputs['workloadIdentityPoolId']}"
+            provider = inputs.get("workloadIdentityPoolProviderId")
+            state["name"] = f"{pool}/providers/{provider}" if provider else pool
         elif typ == "random:index/randomPassword:RandomPassword":
             state["result"] = rpc.wrap_rpc_secret(f"{PLACEHOLDER}-generated-password")
         elif typ == "kubernetes:helm.sh/v3:Release":

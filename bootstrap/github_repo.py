@@ -1,0 +1,68 @@
+"""The GitHub side of CI (pulumi-github): what the identities' token subjects rely on, as code.
+
+- `main` protected: changes arrive through reviewed pull requests, so "jobs of refs/heads/main"
+  means reviewed code; no force push, no deletion, admins included.
+- Each deployment environment (`production`): required reviewers, who may not approve their own
+  run, no admin bypass, and only protected branches may deploy to it.
+- Each preview environment (`production-preview`): required reviewers, not self-approved.
+- The drift environment: only protected branches (no reviewers: it runs on a schedule).
+- The repository variables the workflows read (no secrets exist).
+
+GitHub's environment rules are what the subjects `repo:<r>:environment:<name>` stand for; the
+Workload Identity provider adds the ref check on top for the deployment and drift environments.
+"""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_github as github
+
+from ci_config import BootstrapConfig
+
+TEST_CHECK = "Unit tests and offline plan"  # .github/workflows/pulumi.yml, job `test`
+
+
+class GithubRepository(pulumi.ComponentResource):
+    environments: dict[str, github.RepositoryEnvironment]
+
+    def __init__(self, name: str, config: BootstrapConfig, variables: dict[str, pulumi.Input[str]], opts: pulumi.ResourceOptions | None = None):
+        super().__init__("gpu-platform-bootstrap:ci:GithubRepository", name, None, opts)
+        owner, repository = config.repository.split("/", 1)
+        provider = github.Provider(f"{name}-provider", owner=owner, opts=pulumi.ResourceOptions(parent=self))
+        child = pulumi.ResourceOptions(parent=self, provider=provider)
+        reviewers = [github.RepositoryEnvironmentReviewerArgs(teams=list(config.reviewer_teams) or None, users=list(config.reviewer_users) or None)]
+
+        github.BranchProtection(
+            f"{name}-main",
+            repository_id=repository,
+            pattern="main",
+            enforce_admins=True,
+            allows_deletions=False,
+            allows_force_pushes=False,
+            required_pull_request_reviews=[
+                github.BranchProtectionRequiredPullRequestReviewArgs(
+                    required_approving_review_count=1, dismiss_stale_reviews=True, require_last_push_approval=True
+                )
+            ],
+            required_status_checks=[github.BranchProtectionRequiredStatusCheckArgs(strict=True, contexts=[TEST_CHECK])],
+            opts=child,
+        )
+
+        protected_only = github.RepositoryEnvironmentDeploymentBranchPolicyArgs(protected_branches=True, custom_branch_policies=False)
+
+        def environment(env_name: str, **rules) -> None:
+            self.environments[env_name] = github.RepositoryEnvironment(
+                f"{name}-{env_name}", repository=repository, environment=env_name, can_admins_bypass=False, opts=child, **rules
+            )
+
+        self.environments = {}
+        for env in config.environments:
+            if env.deploy.environment:
+                environment(env.deploy.environment, reviewers=reviewers, prevent_self_review=True, deployment_branch_policy=protected_only)
+            if env.preview.environment:
+                # Pull-request refs are never protected branches: no branch policy, reviewers only.
+                environment(env.preview.environment, reviewers=reviewers, prevent_self_review=True)
+        environment(config.drift_environment, deployment_branch_policy=protected_only)
+        for variable, value in variables.items():
+            github.ActionsVariable(f"{name}-{variable.lower().replace('_', '-')}", repository=repository, variable_name=variable, value=value, opts=child)
+        self.register_outputs({"environments": sorted(self.environments)})

@@ -1,0 +1,118 @@
+"""The Pulumi Cloud side of CI (pulumi-pulumiservice): per environment a team that may read its
+stacks (previews, drift) and one that may update its environment stack; an OIDC issuer that trusts
+GitHub's tokens and hands each job a short-lived token of exactly one of those teams; and the policy
+group that enforces the published policy pack on every update of every stack.
+
+A token's team is chosen by claims (pulumi-pulumiservice `AuthPolicyDefinition.rules`): repository,
+subject, and the protected branch where the subject does not carry it. Team tokens need the
+Enterprise or Business Critical edition (Pulumi docs, "OIDC token types by edition"); "Stack Read"
+allows previews and decrypting the stack's secrets, "Stack Write" updates (Pulumi docs,
+"Permission sets").
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pulumi
+import pulumi_pulumiservice as ps
+import yaml
+
+from ci_config import GITHUB_ISSUER, MAIN_REF, BootstrapConfig
+
+POLICY_PACK = "gpu-platform-guardrails"  # policy/__main__.py PolicyPack(name=…)
+POLICY_PACK_FILE = Path(__file__).resolve().parent.parent / "policy" / "PulumiPolicy.yaml"
+TOKEN_LIFETIME_SECONDS = 2 * 3600  # a prod `pulumi up` that creates a regional cluster takes over an hour
+
+
+def team_name(environment: str, access: str) -> str:
+    return f"gpu-platform-ci-{environment}-{access}"
+
+
+def policy_pack_version() -> str:
+    """The pack version committed in policy/PulumiPolicy.yaml: publish it first
+    (`pulumi policy publish policy`), then this stack moves the policy group to it."""
+    return str(yaml.safe_load(POLICY_PACK_FILE.read_text())["version"])
+
+
+class PulumiCloudAccess(pulumi.ComponentResource):
+    teams: dict[str, ps.Team]
+    issuer: ps.OidcIssuer
+    policy_group: ps.PolicyGroup
+
+    def __init__(self, name: str, config: BootstrapConfig, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("gpu-platform-bootstrap:ci:PulumiCloudAccess", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        org, project, repo = config.pulumi_organization, config.pulumi_project, config.repository
+        identity = {"repository": repo, "aud": f"urn:pulumi:org:{org}", **({"repository_id": config.repository_id} if config.repository_id else {})}
+
+        self.teams = {}
+        policies: list[ps.AuthPolicyDefinitionArgs] = []
+        for env in config.environments:
+            read = self._team(f"{name}-{env.name}-read", org, team_name(env.name, "read"), f"Previews and drift checks of {env.name}", child)
+            write = self._team(f"{name}-{env.name}-deploy", org, team_name(env.name, "deploy"), f"Deploys the {env.name} stack", child)
+            self.teams[f"{env.name}-read"], self.teams[f"{env.name}-deploy"] = read, write
+            for stack in env.stacks:
+                ps.TeamStackPermission(
+                    f"{name}-{env.name}-read-{stack}",
+                    organization=org,
+                    project=project,
+                    stack=stack,
+                    team=read.name,
+                    permission=ps.TeamStackPermissionScope.READ,
+                    opts=child,
+                )
+            ps.TeamStackPermission(
+                f"{name}-{env.name}-deploy-{env.name}",
+                organization=org,
+                project=project,
+                stack=env.name,
+                team=write.name,
+                permission=ps.TeamStackPermissionScope.EDIT,
+                opts=child,
+            )
+            preview_rules = {**identity, "sub": env.preview.subject(repo)}
+            drift_rules = {**identity, "sub": config.drift.subject(repo), "ref": MAIN_REF}
+            deploy_rules = {**identity, "sub": env.deploy.subject(repo), "ref": MAIN_REF}
+            for team, rules in ((read, preview_rules), (read, drift_rules), (write, deploy_rules)):
+                policies.append(
+                    ps.AuthPolicyDefinitionArgs(
+                        decision=ps.AuthPolicyDecision.ALLOW, token_type=ps.AuthPolicyTokenType.TEAM, team_name=team.name, rules=rules
+                    )
+                )
+
+        self.issuer = ps.OidcIssuer(
+            f"{name}-github",
+            organization=org,
+            name=f"github-{repo.replace('/', '-')}",
+            url=GITHUB_ISSUER,
+            max_expiration_seconds=TOKEN_LIFETIME_SECONDS,
+            policies=policies,
+            opts=child,
+        )
+        stacks = [ps.PolicyGroupStackReferenceArgs(name=s, routing_project=project) for env in config.environments for s in env.stacks]
+        # The bootstrap stack itself is guarded too: its Workload Identity bindings, no keys.
+        stacks.append(ps.PolicyGroupStackReferenceArgs(name=pulumi.get_stack(), routing_project=pulumi.get_project()))
+        self.policy_group = ps.PolicyGroup(
+            f"{name}-guardrails",
+            name=POLICY_PACK,
+            organization_name=org,
+            entity_type="stacks",
+            mode="preventative",
+            stacks=stacks,
+            policy_packs=[ps.PolicyGroupPolicyPackReferenceInputArgs(name=POLICY_PACK, version_tag=policy_pack_version())],
+            opts=child,
+        )
+        self.register_outputs({"teams": {k: t.name for k, t in self.teams.items()}, "issuer": self.issuer.name})
+
+    @staticmethod
+    def _team(resource_name: str, org: str, name: str, description: str, opts: pulumi.ResourceOptions) -> ps.Team:
+        return ps.Team(
+            resource_name,
+            organization_name=org,
+            team_type="pulumi",
+            name=name,
+            display_name=name,
+            description=f"{description} (GitHub Actions through OIDC; no members).",
+            opts=opts,
+        )

@@ -1,0 +1,1 @@
+"""The gpu-platform guardrails, one module per area; policies.py collects them."""

@@ -1,0 +1,189 @@
+"""What every guardrail shares: resource types, the facts of program_data.json, and helpers that
+read props the way the analyzer hands them over.
+
+At run time `args.props` is a read-only Mapping proxy (not a dict) that raises `UnknownValueError`
+when a validator touches a value that is unknown during preview; the SDK turns that into an advisory
+"can't run during preview" note and the policy runs again, with known values, during `pulumi up`.
+The validators therefore test for `Mapping`/`Sequence`, never `dict`/`list`, and never swallow
+that exception.
+
+Violation messages follow the program's config errors: `<field>: <what is wrong>; allowed: <what is>`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Iterator
+
+import yaml
+from vcluster_reader import VClusterValues
+
+DATA: dict[str, Any] = json.loads((Path(__file__).resolve().parent.parent / "program_data.json").read_text())
+PROGRAM_PROJECT: str = DATA["projects"]["program"]
+BOOTSTRAP_PROJECT: str = DATA["projects"]["bootstrap"]
+
+# --- Resource types -------------------------------------------------------------------------------
+
+GKE_CLUSTER = "gcp:container/cluster:Cluster"
+GKE_NODE_POOL = "gcp:container/nodePool:NodePool"
+SERVICE_ACCOUNT_KEY = "gcp:serviceaccount/key:Key"
+CUSTOM_ROLES = ("gcp:projects/iAMCustomRole:IAMCustomRole", "gcp:organizations/iAMCustomRole:IAMCustomRole")
+HELM_RELEASES = ("kubernetes:helm.sh/v3:Release", "kubernetes:helm.sh/v4:Chart")
+NODE_PROVIDER = "kubernetes:management.loft.sh/v1:NodeProvider"
+VIRTUAL_CLUSTER_INSTANCE = "kubernetes:management.loft.sh/v1:VirtualClusterInstance"
+FIREWALL = "gcp:compute/firewall:Firewall"
+NETWORK_PEERINGS = ("gcp:compute/networkPeering:NetworkPeering", "gcp:compute/networkPeeringRoutesConfig:NetworkPeeringRoutesConfig")
+PROJECT = "gcp:organizations/project:Project"
+
+# Labels the program sets (components/gke_cluster.py, components/tenant_vcluster.py).
+CLUSTER_ENVIRONMENT_LABEL = "gpu-platform-environment"
+INSTANCE_ENVIRONMENT_LABEL = "gpu-platform/environment"
+NON_PROD_ENVIRONMENTS = ("dev", "staging")
+
+WORKLOAD_IDENTITY_USER = "roles/iam.workloadIdentityUser"
+
+
+# --- Reading props --------------------------------------------------------------------------------
+
+
+def get(value: Any, *path: str) -> Any:
+    """The value at `path`, or None where a key is missing or a level is not a mapping."""
+    for key in path:
+        if not isinstance(value, Mapping):
+            return None
+        value = value.get(key)
+    return value
+
+
+def is_list(value: Any) -> bool:
+    return isinstance(value, Sequence) and not isinstance(value, (str, bytes))
+
+
+def as_list(value: Any) -> list[Any]:
+    return list(value) if is_list(value) else []
+
+
+def show(value: Any) -> str:
+    """A value as the stack's YAML would spell it: 'text', true/false, or "not set"."""
+    if value is None:
+        return "not set"
+    return str(value).lower() if isinstance(value, bool) else repr(value)
+
+
+def not_allowed(path: str, value: Any, allowed: str) -> str:
+    """`path: 'x' is not allowed; allowed: …` (or `path: not set; allowed: …`), like config errors."""
+    got = "not set" if value is None else f"{show(value)} is not allowed"
+    return f"{path}: {got}; allowed: {allowed}"
+
+
+def project_of(urn: str) -> str:
+    """The Pulumi project of a URN: urn:pulumi:<stack>::<project>::<type>::<name>."""
+    parts = urn.split("::")
+    return parts[1] if len(parts) > 2 else ""
+
+
+def wildcard_problem(value: Any) -> str | None:
+    """Why a project/region property value is not one concrete name, or None."""
+    if not isinstance(value, str):
+        return f"{value!r} is not a single name"
+    text = value.strip()
+    if not text:
+        return "is empty"
+    if "*" in text or "?" in text:
+        return f"{value!r} is a wildcard"
+    if "," in text or " " in text:
+        return f"{value!r} is a list"
+    return None
+
+
+def is_open_range(cidr: Any) -> bool:
+    """0.0.0.0/0, ::/0 or any other /0: the whole internet."""
+    return isinstance(cidr, str) and cidr.strip().endswith("/0")
+
+
+# --- IAM grants -----------------------------------------------------------------------------------
+
+
+def iam_bindings(props: Mapping[str, Any]) -> Iterator[tuple[str, Any, list[tuple[str, Any]]]]:
+    """(field path, role, [(member field path, member)]) for an IAM member, binding or policy."""
+    if "policyData" in props:
+        data = props["policyData"]
+        try:
+            document = json.loads(data) if isinstance(data, str) else None
+        except ValueError:
+            document = None
+        for i, binding in enumerate((document or {}).get("bindings") or []):
+            members = binding.get("members") or []
+            path = f"policyData.bindings[{i}]"
+            yield f"{path}.role", binding.get("role"), [(f"{path}.members[{j}]", m) for j, m in enumerate(members)]
+        return
+    role = props.get("role")
+    if "members" in props and is_list(props["members"]):
+        yield "role", role, [(f"members[{j}]", m) for j, m in enumerate(props["members"])]
+    else:
+        yield "role", role, [("member", props.get("member"))]
+
+
+def is_iam_grant(resource_type: str) -> bool:
+    """Every gcp IAM member/binding/policy resource: projects, folders, organizations, service
+    accounts and the resource-level ones (subnetworks, buckets, repositories, …)."""
+    kind = resource_type.rsplit(":", 1)[-1].lower()
+    return resource_type.startswith("gcp:") and kind.endswith(("iammember", "iambinding", "iampolicy"))
+
+
+_SCOPES = {
+    "gcp:projects/": "project",
+    "gcp:serviceaccount/": "serviceAccount",
+    "gcp:folder/": "folder",
+    "gcp:organizations/": "organization",
+    "gcp:billing/": "billingAccount",
+}
+
+
+def grant_scope(resource_type: str) -> str:
+    """Where an IAM resource binds: project, serviceAccount, folder, organization, billingAccount,
+    or the resource kind of a resource-level grant (subnetwork, bucket, …)."""
+    for prefix, scope in _SCOPES.items():
+        if resource_type.startswith(prefix):
+            return scope
+    kind = resource_type.rsplit(":", 1)[-1]
+    base = re.split(r"IAM(Member|Binding|Policy)$", kind)[0]
+    return base[:1].lower() + base[1:]
+
+
+# --- The VirtualClusterInstance's vcluster.yaml ---------------------------------------------------
+
+
+class Values:
+    """The VirtualClusterInstance's vcluster.yaml, parsed by the shared reader."""
+
+    FIELD = "spec.template.helmRelease.values"
+
+    def __init__(self, props: Mapping[str, Any]):
+        self.values: VClusterValues | None = None
+        self.problem: str | None = None
+        text = get(props, "spec", "template", "helmRelease", "values")
+        if text is None:
+            self.problem = "is not set; the instance must carry its vcluster.yaml inline"
+        elif not isinstance(text, str):
+            self.problem = "is not a string; allowed: the vcluster.yaml document as one YAML string"
+        else:
+            try:
+                self.values = VClusterValues.parse(text)
+            except (yaml.YAMLError, ValueError) as e:
+                self.problem = f"is not a vcluster.yaml mapping ({str(e).splitlines()[0]})"
+
+
+def instance_values(args: Any) -> VClusterValues | None:
+    """The vcluster.yaml of a VirtualClusterInstance, or None for any other resource and for values
+    that cannot be read (vcluster-private-nodes-isolation reports those)."""
+    if args.resource_type != VIRTUAL_CLUSTER_INSTANCE:
+        return None
+    return Values(args.props).values
+
+
+def environment_of_instance(props: Mapping[str, Any]) -> str | None:
+    return get(props, "metadata", "labels", INSTANCE_ENVIRONMENT_LABEL)

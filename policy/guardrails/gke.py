@@ -1,0 +1,258 @@
+"""GKE and network guardrails: a hardened, private host cluster; no firewall rule open to the
+internet; no VPC peering (a tenant's network reaches the host only through its control plane's
+LoadBalancer)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pulumi_policy import EnforcementLevel, ReportViolation, ResourceValidationArgs, ResourceValidationPolicy, Severity
+
+from .common import (
+    CLUSTER_ENVIRONMENT_LABEL,
+    FIREWALL,
+    GKE_CLUSTER,
+    GKE_NODE_POOL,
+    NETWORK_PEERINGS,
+    PROJECT,
+    as_list,
+    get,
+    is_list,
+    is_open_range,
+    not_allowed,
+    show,
+)
+
+GKE_METADATA = "GKE_METADATA"
+
+
+def _node_config_problem(node_config: Any, path: str) -> str | None:
+    mode = get(node_config, "workloadMetadataConfig", "mode")
+    if mode == GKE_METADATA:
+        return None
+    return not_allowed(
+        f"{path}.workloadMetadataConfig.mode",
+        mode,
+        f"{GKE_METADATA!r} (pods reach Google APIs through Workload Identity, never as the node's service account)",
+    )
+
+
+def validate_gke_hardening(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
+    """Workload Identity, shielded nodes, no legacy ABAC, no client certificates, GKE_METADATA on
+    the cluster's node_config, its inline node pools and every NodePool."""
+    props = args.props
+    if args.resource_type == GKE_NODE_POOL:
+        problem = _node_config_problem(props.get("nodeConfig"), "nodeConfig")
+        if problem:
+            report_violation(problem, None)
+        return
+    if args.resource_type != GKE_CLUSTER:
+        return
+
+    pool = get(props, "workloadIdentityConfig", "workloadPool")
+    project = props.get("project")
+    expected = f"{project}.svc.id.goog" if isinstance(project, str) and project else "<project>.svc.id.goog"
+    if not isinstance(pool, str) or not pool.endswith(".svc.id.goog") or (project and pool != expected):
+        report_violation(not_allowed("workloadIdentityConfig.workloadPool", pool, f"{expected!r} (Workload Identity on)"), None)
+    if props.get("enableShieldedNodes") is not True:
+        report_violation(not_allowed("enableShieldedNodes", props.get("enableShieldedNodes"), "true, set explicitly"), None)
+    if props.get("enableLegacyAbac") is True:
+        report_violation("enableLegacyAbac: true is not allowed; allowed: false or unset (Kubernetes RBAC only)", None)
+    if get(props, "masterAuth", "clientCertificateConfig", "issueClientCertificate") is True:
+        report_violation(
+            "masterAuth.clientCertificateConfig.issueClientCertificate: true is not allowed; "
+            "allowed: false or unset (no static client certificates; IAM through gke-gcloud-auth-plugin)",
+            None,
+        )
+    if props.get("enableAutopilot") is not True:  # Autopilot enforces GKE_METADATA itself
+        problem = _node_config_problem(props.get("nodeConfig"), "nodeConfig")
+        if problem:
+            report_violation(problem, None)
+    node_pools = props.get("nodePools")
+    for i, inline_pool in enumerate(node_pools if is_list(node_pools) else []):
+        problem = _node_config_problem(get(inline_pool, "nodeConfig"), f"nodePools[{i}].nodeConfig")
+        if problem:
+            report_violation(problem, None)
+
+
+gke_hardening = ResourceValidationPolicy(
+    name="gke-cluster-hardening",
+    description=(
+        "GKE clusters have Workload Identity, shielded nodes, no legacy ABAC and no client certificates; "
+        "the cluster's node_config and every node pool use the GKE_METADATA metadata server."
+    ),
+    validate=validate_gke_hardening,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    severity=Severity.HIGH,
+)
+
+
+def validate_prod_deletion_protection(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
+    """A cluster labelled gpu-platform-environment=prod (in resourceLabels, or through the GCP
+    provider's defaultLabels) has deletionProtection true and is protected in Pulumi state."""
+    if args.resource_type != GKE_CLUSTER:
+        return
+    environment = get(args.props, "resourceLabels", CLUSTER_ENVIRONMENT_LABEL)
+    where = f"resourceLabels[{CLUSTER_ENVIRONMENT_LABEL!r}]"
+    if environment is None and args.provider is not None:
+        labels = args.provider.props.get("defaultLabels")
+        if isinstance(labels, str):  # provider config objects travel JSON-encoded
+            try:
+                labels = json.loads(labels)
+            except ValueError:
+                labels = None
+        environment = get(labels, CLUSTER_ENVIRONMENT_LABEL)
+        where = f"the GCP provider's defaultLabels[{CLUSTER_ENVIRONMENT_LABEL!r}]"
+    if environment != "prod":
+        return
+    protection = args.props.get("deletionProtection")
+    if protection is not True:
+        report_violation(not_allowed("deletionProtection", protection, f"true for a prod cluster ({where} is 'prod')"), None)
+    if args.opts is not None and not args.opts.protect:
+        report_violation(not_allowed("resource option protect", False, f"true for a prod cluster ({where} is 'prod')"), None)
+
+
+gke_prod_deletion_protection = ResourceValidationPolicy(
+    name="gke-prod-deletion-protection",
+    description="A GKE cluster labelled gpu-platform-environment=prod has deletionProtection on and is protected in Pulumi state.",
+    validate=validate_prod_deletion_protection,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    severity=Severity.CRITICAL,
+)
+
+
+def validate_private_cluster(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
+    """Nodes without public IPs (cluster and every node pool), and no authorized network that opens
+    the control plane's IP endpoint to the whole internet."""
+    props = args.props
+    if args.resource_type == GKE_NODE_POOL:
+        if get(props, "networkConfig", "enablePrivateNodes") is False:
+            report_violation(
+                "networkConfig.enablePrivateNodes: false is not allowed; allowed: true or unset "
+                "(the pool follows the cluster's private nodes)",
+                None,
+            )
+        return
+    if args.resource_type != GKE_CLUSTER:
+        return
+    private = get(props, "privateClusterConfig", "enablePrivateNodes")
+    if private is not True and get(props, "networkConfig", "defaultEnablePrivateNodes") is not True:
+        report_violation(
+            not_allowed(
+                "privateClusterConfig.enablePrivateNodes",
+                private,
+                "true (nodes get no public IP; they reach the internet through Cloud NAT)",
+            ),
+            None,
+        )
+    blocks = get(props, "masterAuthorizedNetworksConfig", "cidrBlocks")
+    for i, block in enumerate(as_list(blocks)):
+        cidr = get(block, "cidrBlock")
+        if is_open_range(cidr):
+            report_violation(
+                f"masterAuthorizedNetworksConfig.cidrBlocks[{i}].cidrBlock: {show(cidr)} "
+                f"({show(get(block, 'displayName'))}) opens the control plane to the internet; allowed: the "
+                "networks that need the IP endpoint, e.g. an office range (kubectl and Pulumi use the IAM-authenticated DNS endpoint)",
+                None,
+            )
+    if get(props, "masterAuthorizedNetworksConfig", "gcpPublicCidrsAccessEnabled") is True:
+        report_violation(
+            "masterAuthorizedNetworksConfig.gcpPublicCidrsAccessEnabled: true is not allowed; allowed: false or unset "
+            "(every Google Cloud VM, anyone's, could reach the IP endpoint)",
+            None,
+        )
+
+
+private_cluster = ResourceValidationPolicy(
+    name="gke-private-nodes-and-endpoint",
+    description=(
+        "GKE nodes have no public IPs (cluster and node pools), and no master authorized network is "
+        "0.0.0.0/0 (or any /0) or all of Google Cloud's public ranges."
+    ),
+    validate=validate_private_cluster,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    severity=Severity.CRITICAL,
+)
+
+
+def validate_firewall_not_open(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
+    """An ingress rule that allows traffic names its sources, and none of them is the internet.
+    GCP reads an ingress rule without any source as 0.0.0.0/0."""
+    if args.resource_type != FIREWALL:
+        return
+    props = args.props
+    if str(props.get("direction") or "INGRESS").upper() != "INGRESS" or not as_list(props.get("allows")):
+        return  # egress rules and deny rules open nothing to the internet
+    allowed = "the ranges that need it: the tenant's own subnet, Google's health checkers (130.211.0.0/22, 35.191.0.0/16), IAP (35.235.240.0/20)"
+    name = show(props.get("name"))
+    ranges = as_list(props.get("sourceRanges"))
+    for i, cidr in enumerate(ranges):
+        if is_open_range(cidr):
+            report_violation(f"sourceRanges[{i}]: {show(cidr)} opens firewall rule {name} to the internet; allowed: {allowed}", None)
+    if not ranges and not as_list(props.get("sourceTags")) and not as_list(props.get("sourceServiceAccounts")):
+        report_violation(
+            f"sourceRanges: not set, so ingress rule {name} admits 0.0.0.0/0; allowed: {allowed}",
+            None,
+        )
+
+
+firewall_not_open = ResourceValidationPolicy(
+    name="firewall-no-internet-ingress",
+    description="No firewall rule allows ingress from 0.0.0.0/0, ::/0 or any /0, nor without a source (which GCP reads as 0.0.0.0/0).",
+    validate=validate_firewall_not_open,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    severity=Severity.CRITICAL,
+)
+
+
+def validate_no_network_peering(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
+    """The program peers nothing: each tenant's VPC is separate from the host's and from every other
+    tenant's; its nodes reach their control plane through its LoadBalancer, over NAT."""
+    if args.resource_type not in NETWORK_PEERINGS:
+        return
+    network, peer = args.props.get("network"), args.props.get("peerNetwork")
+    report_violation(
+        f"network: a peering of {show(network)} with {show(peer)} is not allowed; allowed: none (a tenant's VPC reaches "
+        "the host cluster only through its control plane's LoadBalancer, so a peering would join a tenant to the host or to another tenant)",
+        None,
+    )
+
+
+no_network_peering = ResourceValidationPolicy(
+    name="no-vpc-peering",
+    description="No VPC network peering: tenants' networks are joined neither to the host cluster's network nor to each other.",
+    validate=validate_no_network_peering,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    severity=Severity.CRITICAL,
+)
+
+
+
+def validate_project_without_default_network(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
+    """A project Pulumi creates (a team's, in project isolation) gets no `default` network: GCP
+    would create it with rules that admit SSH and RDP from 0.0.0.0/0, outside Pulumi's state and
+    outside every other check here."""
+    if args.resource_type != PROJECT:
+        return
+    auto = args.props.get("autoCreateNetwork")
+    if auto is not False:
+        report_violation(
+            not_allowed(
+                "autoCreateNetwork",
+                auto,
+                "false (else GCP creates the `default` network, whose default-allow-ssh and default-allow-rdp rules admit 0.0.0.0/0)",
+            ),
+            None,
+        )
+
+
+project_without_default_network = ResourceValidationPolicy(
+    name="project-without-default-network",
+    description="A GCP project created by Pulumi sets autoCreateNetwork: false (no `default` network with its internet-open rules).",
+    validate=validate_project_without_default_network,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    severity=Severity.HIGH,
+)
+
+POLICIES = [gke_hardening, gke_prod_deletion_protection, private_cluster, firewall_not_open, no_network_peering, project_without_default_network]

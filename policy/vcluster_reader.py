@@ -1,0 +1,163 @@
+"""Read access to a tenant's vcluster.yaml, shared by the policy pack and the program (the program's
+components/vcluster_values.py renders the document and re-exports these readers), so the pack, the
+plan and the tests can never disagree on its shape.
+
+Self-contained on purpose: it imports nothing of the pack or of the program, and takes the names it
+needs (GPU resource, node-type properties, GPUs per machine type) from program_data.json beside it,
+which `make policy-data` generates from the program's own definitions.
+
+Pool kinds of vcluster 0.36.1 (loft-sh/vcluster config/config.go at tag v0.36.1,
+`PrivateNodesAutoNodes`): `dynamic` pools grow up to their `limits`; `static` pools hold exactly
+`quantity` nodes of the selected node type.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+import yaml
+
+_DATA = json.loads(Path(__file__).with_name("program_data.json").read_text())
+_NAMES = _DATA["vclusterValues"]
+
+GPU_RESOURCE: str = _NAMES["gpuResource"]
+ACCELERATOR: str = _NAMES["acceleratorProperty"]
+ACCELERATOR_COUNT: str = _NAMES["acceleratorCountProperty"]
+INSTANCE_TYPE: str = _NAMES["instanceTypeProperty"]
+NO_ACCELERATOR: str = _NAMES["noAccelerator"]
+# machine type → GPUs per VM; None where the node type decides (N1 guest accelerators).
+GPUS_PER_MACHINE_TYPE: dict[str, int | None] = _DATA["gpusPerMachineType"]
+
+DYNAMIC, STATIC = "dynamic", "static"
+POOL_KINDS = (DYNAMIC, STATIC)
+
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+@dataclass(frozen=True)
+class Pool:
+    provider: str
+    properties: dict[str, str]
+    spec: dict[str, Any]
+    kind: str = DYNAMIC
+
+    @property
+    def name(self) -> str:
+        return str(self.spec.get("name", ""))
+
+    @property
+    def selector(self) -> list[dict[str, Any]]:
+        return list(self.spec.get("nodeTypeSelector") or [])
+
+    def selected(self, prop: str) -> list[str]:
+        values: list[str] = []
+        for requirement in self.selector:
+            if requirement.get("property") == prop and requirement.get("operator", "In") in ("In", ""):
+                values += requirement.get("values") or ([requirement["value"]] if "value" in requirement else [])
+        return [str(v) for v in values]
+
+    @property
+    def gpus_per_node(self) -> int | None:
+        """GPUs on each node the pool can get, from its selector: 0 for CPU-only selections, the
+        largest selected accelerator count or machine type, None when the selector leaves it open."""
+        accelerators = self.selected(ACCELERATOR)
+        if accelerators and all(a == NO_ACCELERATOR for a in accelerators):
+            return 0
+        counts = self.selected(ACCELERATOR_COUNT)
+        if counts:
+            try:
+                return max(int(c) for c in counts)
+            except ValueError:
+                return None
+        machines = [GPUS_PER_MACHINE_TYPE.get(m) for m in self.selected(INSTANCE_TYPE)]
+        if machines and all(m is not None for m in machines):
+            return max(m for m in machines if m is not None)
+        return None
+
+    @property
+    def is_gpu(self) -> bool:
+        """May get GPU nodes: a GPU limit, GPU node types selected, or a selector that leaves it open."""
+        return GPU_RESOURCE in self.limits or self.gpus_per_node != 0
+
+    @property
+    def limits(self) -> dict[str, Any]:
+        return dict(self.spec.get("limits") or {})
+
+    @property
+    def quantity(self) -> int | None:
+        try:
+            return int(str(self.spec.get("quantity")))
+        except ValueError:
+            return None
+
+    @property
+    def gpu_limit(self) -> int | None:
+        """The most GPUs this pool can hold, None if unbounded: a dynamic pool's nvidia.com/gpu
+        limit; a static pool's quantity × GPUs per node."""
+        if self.kind == STATIC:
+            per_node, quantity = self.gpus_per_node, self.quantity
+            if per_node == 0:
+                return 0
+            return None if per_node is None or quantity is None else per_node * quantity
+        value = self.limits.get(GPU_RESOURCE)
+        try:
+            return int(str(value))
+        except (TypeError, ValueError):
+            return None
+
+    @property
+    def taints(self) -> list[dict[str, Any]]:
+        return list(self.spec.get("taints") or [])
+
+    @property
+    def has_gpu_taint(self) -> bool:
+        return any(t.get("key") == GPU_RESOURCE and t.get("effect") == "NoSchedule" for t in self.taints)
+
+    @property
+    def consolidate_after(self) -> str | None:
+        return (self.spec.get("disruption") or {}).get("consolidateAfter")
+
+
+class VClusterValues:
+    """Read access to a vcluster.yaml document."""
+
+    def __init__(self, document: dict[str, Any]):
+        self.document = document
+
+    @classmethod
+    def parse(cls, text: str) -> VClusterValues:
+        document = yaml.load(text, Loader=_Loader) if text else {}  # noqa: S506 - a safe loader
+        if not isinstance(document, dict):
+            raise ValueError("vcluster.yaml must be a mapping")
+        return cls(document)
+
+    @property
+    def private_nodes_enabled(self) -> bool:
+        return (self.document.get("privateNodes") or {}).get("enabled") is True
+
+    @property
+    def control_plane_service_type(self) -> str | None:
+        return ((self.document.get("controlPlane") or {}).get("service") or {}).get("spec", {}).get("type")
+
+    @property
+    def auto_nodes(self) -> list[dict[str, Any]]:
+        return list((self.document.get("privateNodes") or {}).get("autoNodes") or [])
+
+    def pools(self, kinds: tuple[str, ...] = POOL_KINDS) -> Iterator[Pool]:
+        for entry in self.auto_nodes:
+            for kind in kinds:
+                for spec in entry.get(kind) or []:
+                    yield Pool(entry.get("provider", ""), dict(entry.get("properties") or {}), spec, kind)
+
+    def dynamic_pools(self) -> Iterator[Pool]:
+        return self.pools((DYNAMIC,))
+
+    def static_pools(self) -> Iterator[Pool]:
+        return self.pools((STATIC,))
+
+    def gpu_pools(self) -> list[Pool]:
+        """Every pool, of either kind, that may get GPU nodes."""
+        return [p for p in self.pools() if p.is_gpu]

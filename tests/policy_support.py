@@ -1,0 +1,208 @@
+"""Running the pack's validators the way the analyzer does, on what the mock engine registered.
+
+Validators get their props through the SDK's own unknown-checking proxy, as under the CLI: a
+read-only Mapping (not a dict) that raises UnknownValueError on values unknown during preview.
+Shared by tests/test_policies.py (each policy on real and broken resources) and
+tests/test_policy_violations.py (every case of issue #11 rejected).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import inspect
+import os
+import select
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import policies as P
+import yaml
+from pulumi_policy import (
+    EnforcementLevel,
+    PolicyCustomTimeouts,
+    PolicyProviderResource,
+    PolicyResource,
+    PolicyResourceOptions,
+    ResourceValidationArgs,
+    ResourceValidationPolicy,
+    StackValidationArgs,
+    StackValidationPolicy,
+)
+from pulumi_policy.proxy import unknown_checking_proxy
+
+from tools.mock_engine import ProgramRun, Registration
+
+Policy = ResourceValidationPolicy | StackValidationPolicy
+
+
+def _options(protect: bool = False) -> PolicyResourceOptions:
+    return PolicyResourceOptions(
+        protect=protect,
+        ignore_changes=[],
+        delete_before_replace=None,
+        aliases=[],
+        custom_timeouts=PolicyCustomTimeouts(0, 0, 0),
+        additional_secret_outputs=[],
+    )
+
+
+def urn_of(resource_type: str, name: str, project: str = P.PROGRAM_PROJECT, stack: str = "test") -> str:
+    return f"urn:pulumi:{stack}::{project}::{resource_type}::{name}"
+
+
+def make_args(
+    resource_type: str,
+    props: dict[str, Any],
+    *,
+    name: str = "test",
+    project: str = P.PROGRAM_PROJECT,
+    urn: str | None = None,
+    protect: bool = False,
+    provider: PolicyProviderResource | None = None,
+    config: dict[str, Any] | None = None,
+) -> ResourceValidationArgs:
+    return ResourceValidationArgs(
+        resource_type=resource_type,
+        props=unknown_checking_proxy(copy.deepcopy(props)),
+        urn=urn or urn_of(resource_type, name, project),
+        name=name,
+        opts=_options(protect),
+        provider=provider,
+        config=config,
+    )
+
+
+def args_of(run: ProgramRun, reg: Registration, *, props: dict | None = None, config: dict | None = None, **overrides) -> ResourceValidationArgs:
+    """A registered resource as a policy sees it: its inputs, URN, protect option and provider."""
+    provider = None
+    if reg.provider:
+        provider_urn = reg.provider.rsplit("::", 1)[0]
+        found = run.by_urn().get(provider_urn)
+        if found is not None:
+            provider = PolicyProviderResource(found.type, unknown_checking_proxy(found.plain_inputs), found.urn, found.name)
+    options = {"name": reg.name, "urn": reg.urn, "protect": reg.protect, "provider": provider, "config": config, **overrides}
+    return make_args(reg.type, reg.plain_inputs if props is None else props, **options)
+
+
+def policy_resource(resource_type: str, props: dict[str, Any], urn: str, name: str) -> PolicyResource:
+    return PolicyResource(resource_type, unknown_checking_proxy(copy.deepcopy(props)), urn, name, _options(), None, None, [], {})
+
+
+def stack_args(run: ProgramRun, extra: list[PolicyResource] = ()) -> StackValidationArgs:
+    """Every custom resource of a run (plus `extra`), as a stack policy sees the stack."""
+    resources = [policy_resource(r.type, r.plain_inputs, r.urn, r.name) for r in run.registrations if r.custom]
+    return StackValidationArgs(resources=[*resources, *extra])
+
+
+def violations(policy: Policy, args: ResourceValidationArgs | StackValidationArgs) -> list[str]:
+    """Messages the policy reports; runs an awaitable validator to completion like the analyzer."""
+    found: list[str] = []
+    result = policy.validate(args, lambda message, urn=None: found.append(message))
+    if inspect.isawaitable(result):
+        loop = asyncio.new_event_loop()
+        try:
+            loop.run_until_complete(result)
+        finally:
+            loop.close()
+    return found
+
+
+def analyze(run: ProgramRun, levels: dict[str, EnforcementLevel] | None = None) -> list[tuple[EnforcementLevel, str, str, str]]:
+    """(level, policy, resource, message) for every policy of the pack over a run: resource policies
+    on every custom resource, stack policies on the whole stack."""
+    out = []
+    for policy in P.POLICIES:
+        level = (levels or {}).get(policy.name, policy.enforcement_level)
+        if level == EnforcementLevel.DISABLED:
+            continue
+        if isinstance(policy, StackValidationPolicy):
+            out += [(level, policy.name, "<stack>", m) for m in violations(policy, stack_args(run))]
+            continue
+        for reg in run.registrations:
+            if reg.custom:
+                out += [(level, policy.name, reg.name, m) for m in violations(policy, args_of(run, reg))]
+    return out
+
+
+def mandatory(found: list[tuple[EnforcementLevel, str, str, str]]) -> list[tuple[str, str, str]]:
+    return [(policy, name, message) for level, policy, name, message in found if level == EnforcementLevel.MANDATORY]
+
+
+def real(runs: dict[str, ProgramRun], typ: str, stacks=("dev", "prod", "team-vision-dev")) -> list[tuple[ProgramRun, Registration]]:
+    found = [(runs[s], r) for s in stacks for r in runs[s].of_type(typ)]
+    assert found, f"the program registers no {typ} in {stacks}: this test would pass vacuously"
+    return found
+
+
+def one(runs: dict[str, ProgramRun], stack: str, typ: str, name_contains: str = "") -> tuple[ProgramRun, Registration]:
+    run = runs[stack]
+    return run, run.one(typ, name_contains)
+
+
+def edit_values(props: dict, edit) -> dict:
+    """A copy of a VirtualClusterInstance's props whose vcluster.yaml went through `edit(document)`."""
+    props = copy.deepcopy(props)
+    release = props["spec"]["template"]["helmRelease"]
+    document = yaml.safe_load(release["values"])
+    edit(document)
+    release["values"] = yaml.safe_dump(document, sort_keys=False)
+    return props
+
+
+def pools_of(document: dict) -> dict[str, dict]:
+    return {p["name"]: p for entry in document["privateNodes"]["autoNodes"] for p in entry["dynamic"]}
+
+
+@contextlib.contextmanager
+def served_pack(pack_dir: Path, cwd: Path | None = None):
+    """Starts a pack the way the CLI's Python analyzer does (`python -m pulumi.policy <engine>
+    <dir>`) and yields a gRPC Analyzer stub talking to it."""
+    import grpc
+    from pulumi.runtime.proto import analyzer_pb2_grpc
+
+    process = subprocess.Popen(
+        [sys.executable, "-u", "-m", "pulumi.policy", "127.0.0.1:1", str(pack_dir)],
+        cwd=cwd or pack_dir,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
+    )
+    try:
+        ready, _, _ = select.select([process.stdout], [], [], 60)
+        line = process.stdout.readline().strip() if ready else ""
+        assert line.isdigit(), f"the pack did not start: {line!r} {process.stderr.read() if process.poll() is not None else ''}"
+        channel = grpc.insecure_channel(f"127.0.0.1:{line}")
+        try:
+            yield analyzer_pb2_grpc.AnalyzerStub(channel)
+        finally:
+            channel.close()
+    finally:
+        process.kill()
+        process.wait(timeout=30)
+
+
+def analyze_remote(analyzer, resource_type: str, props: dict, urn: str, name: str) -> list:
+    from google.protobuf import struct_pb2
+    from pulumi.runtime.proto import analyzer_pb2
+
+    properties = struct_pb2.Struct()
+    properties.update(props)
+    request = analyzer_pb2.AnalyzeRequest(type=resource_type, properties=properties, urn=urn, name=name)
+    return list(analyzer.Analyze(request, timeout=30).diagnostics)
+
+
+def requirement_pins(path: Path) -> dict[str, str]:
+    """name → version of a requirements file whose every requirement is pinned with ==."""
+    out = {}
+    for line in path.read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line and not line.startswith("-"):  # -c constraints.txt
+            name, _, version = line.partition("==")
+            assert version, f"{path}: {line!r} is not pinned with =="
+            out[name.lower().replace("_", "-")] = version
+    return out

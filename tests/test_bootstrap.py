@@ -1,0 +1,349 @@
+"""The CI bootstrap (bootstrap/), run under the mock engine from its committed stack file: who can
+obtain which identity (the provider's condition, evaluated on GitHub token claims; one subject per
+binding), the roles exactly as README lists them, no keys, its Pulumi Cloud teams, OIDC rules and
+policy group, and configuration errors reported all at once before anything is registered."""
+
+from __future__ import annotations
+
+import copy
+import re
+
+import policies as P
+import pulumi
+import pytest
+import yaml
+from ci_config import MAIN_REF
+from policy_support import analyze, args_of, requirement_pins, violations
+
+from config.stack_files import PROJECT_DIR, read_stack_values
+from tools.mock_engine import ProgramRun, run_program
+
+BOOTSTRAP_DIR = PROJECT_DIR / "bootstrap"
+MAIN = BOOTSTRAP_DIR / "__main__.py"
+PROJECT = "gpu-platform-bootstrap"
+REPO = "acme/gpu-platform"
+NS = PROJECT + ":"
+SA_MEMBER = "gcp:serviceaccount/iAMMember:IAMMember"
+PROJECT_MEMBER = "gcp:projects/iAMMember:IAMMember"
+POOL = "projects/placeholder-project-number/locations/global/workloadIdentityPools/github-actions"
+README = (PROJECT_DIR / "README.md").read_text()
+CI_ROLES = yaml.safe_load((BOOTSTRAP_DIR / "ci_roles.yaml").read_text())
+
+
+def committed_values() -> dict:
+    return copy.deepcopy(read_stack_values(BOOTSTRAP_DIR, "ci"))
+
+
+def run_bootstrap(values: dict) -> ProgramRun:
+    return run_program(values, stack="ci", main=MAIN, project=PROJECT)
+
+
+@pytest.fixture(scope="module")
+def bootstrap(bootstrap_run) -> ProgramRun:
+    return bootstrap_run
+
+
+@pytest.fixture(scope="module")
+def with_tenant_projects() -> ProgramRun:
+    values = committed_values()
+    values[NS + "environments"][1]["tenantProjects"] = {"folder": "folders/123456789", "billingAccount": "000000-AAAAAA-BBBBBB"}
+    values[NS + "pulumiCloud"]["manage"] = False
+    return run_bootstrap(values)
+
+
+# --- Who can obtain which identity ----------------------------------------------------------------
+
+
+def evaluate(condition: str, claims: dict[str, str]) -> bool:
+    """Evaluates the provider's CEL condition, as generated (==, !=, &&, ||, parentheses, string
+    literals and assertion.<claim>), for a GitHub token's claims."""
+    assert re.fullmatch(r"[\sA-Za-z0-9_.'=!&|()/:\-]+", condition), condition
+    python = re.sub(r"assertion\.([a-z_]+)", r"claims.get('\1')", condition).replace("&&", " and ").replace("||", " or ")
+    return bool(eval(python, {"__builtins__": {}}, {"claims": claims}))  # noqa: S307 - our own generated expression
+
+
+def token(sub_kind: str, ref: str, repository: str = REPO, repository_id: str = "812345678") -> dict[str, str]:
+    return {"sub": f"repo:{repository}:{sub_kind}", "ref": ref, "repository": repository, "repository_id": repository_id}
+
+
+@pytest.mark.parametrize(
+    "claims, accepted",
+    [
+        (token("pull_request", "refs/pull/7/merge"), True),
+        (token(f"ref:{MAIN_REF}", MAIN_REF), True),  # dev deploy
+        (token("environment:production", MAIN_REF), True),  # prod deploy, approved, from main
+        (token("environment:production", "refs/heads/feature"), False),  # prod environment from a branch
+        (token("environment:drift", MAIN_REF), True),
+        (token("environment:drift", "refs/pull/7/merge"), False),
+        (token("environment:production-preview", "refs/pull/7/merge"), True),  # prod preview, approved
+        (token("pull_request", "refs/pull/7/merge", repository="acme/other"), False),  # same owner, other repository
+        (token("pull_request", "refs/pull/7/merge", repository="mallory/gpu-platform"), False),  # a fork
+        (token(f"ref:{MAIN_REF}", MAIN_REF, repository_id="999"), False),  # a re-created repository of the same name
+    ],
+)
+def test_the_provider_condition(bootstrap, claims, accepted):
+    provider = bootstrap.one("gcp:iam/workloadIdentityPoolProvider:WorkloadIdentityPoolProvider")
+    assert evaluate(provider.input("attributeCondition"), claims) is accepted
+
+
+def test_the_condition_names_the_repository_and_each_deployers_ref_or_environment(bootstrap):
+    condition = bootstrap.one("gcp:iam/workloadIdentityPoolProvider:WorkloadIdentityPoolProvider").input("attributeCondition")
+    assert f"assertion.repository == '{REPO}'" in condition and "repository_owner" not in condition
+    assert f"assertion.ref == '{MAIN_REF}'" in condition  # dev deploys from main
+    assert f"assertion.sub != 'repo:{REPO}:environment:production'" in condition  # prod deploys in `production`, from main
+    assert bootstrap.outputs["attributeCondition"] == condition
+
+
+def test_the_provider_trusts_github_and_maps_the_subject(bootstrap):
+    provider = bootstrap.one("gcp:iam/workloadIdentityPoolProvider:WorkloadIdentityPoolProvider")
+    assert provider.input("oidc") == {"issuerUri": "https://token.actions.githubusercontent.com"}
+    assert provider.input("attributeMapping")["google.subject"] == "assertion.sub"
+    assert provider.input("project") == "acme-ml-ci"
+
+
+EXPECTED_SUBJECTS = {
+    "gpu-ci-dev-deploy": f"repo:{REPO}:ref:{MAIN_REF}",
+    "gpu-ci-dev-preview": f"repo:{REPO}:pull_request",
+    "gpu-ci-dev-drift": f"repo:{REPO}:environment:drift",
+    "gpu-ci-prod-deploy": f"repo:{REPO}:environment:production",
+    "gpu-ci-prod-preview": f"repo:{REPO}:environment:production-preview",
+    "gpu-ci-prod-drift": f"repo:{REPO}:environment:drift",
+}
+
+
+def test_each_identity_is_bound_to_exactly_one_subject(bootstrap):
+    bindings = {}
+    for reg in bootstrap.of_type(SA_MEMBER):
+        assert reg.input("role") == "roles/iam.workloadIdentityUser"
+        account = reg.input("serviceAccountId").rsplit("/", 1)[-1].split("@")[0]
+        assert account not in bindings, f"{account} is bound twice"
+        bindings[account] = reg.input("member")
+    assert bindings == {account: f"principal://iam.googleapis.com/{POOL}/subject/{sub}" for account, sub in EXPECTED_SUBJECTS.items()}
+
+
+def test_no_service_account_keys(bootstrap):
+    assert bootstrap.of_type("gcp:serviceaccount/key:Key") == []
+    assert {r.input("accountId") for r in bootstrap.of_type("gcp:serviceaccount/account:Account")} == set(EXPECTED_SUBJECTS)
+
+
+# --- Roles, exactly as README lists them ----------------------------------------------------------
+
+
+def readme_roles() -> set[tuple[str, str, str]]:
+    start = README.index("## Continuous delivery")
+    section = README[start : README.find("\n## ", start + 1)]
+    rows = re.findall(r"^\| (deploy|preview|drift) \| (project|folder|billing account) \| `([^`]+)` \|", section, flags=re.MULTILINE)
+    assert rows, "README Continuous delivery has no role table"
+    return {(identity, scope.replace("billing account", "billingAccount"), role) for identity, scope, role in rows}
+
+
+def data_roles() -> set[tuple[str, str, str]]:
+    return {(kind, scope, e["role"]) for kind, spec in CI_ROLES["identities"].items() for scope in ("project", "folder", "billingAccount") for e in spec.get(scope) or []}
+
+
+def registered_roles(*runs: ProgramRun) -> set[tuple[str, str, str]]:
+    scopes = {PROJECT_MEMBER: "project", "gcp:folder/iAMMember:IAMMember": "folder", "gcp:billing/accountIamMember:AccountIamMember": "billingAccount"}
+    found = set()
+    for run in runs:
+        for typ, scope in scopes.items():
+            for reg in run.of_type(typ):
+                kind = re.match(r"serviceAccount:gpu-ci-[a-z0-9]+-([a-z]+)@", reg.input("member")).group(1)
+                role = reg.input("role")
+                custom = re.fullmatch(r"projects/[^/]+/roles/gpuPlatformCi_(\w+)", role)
+                found.add((kind, scope, f"custom:{custom.group(1)}" if custom else role))
+    return found
+
+
+def test_roles_exactly_as_readme_lists_them(bootstrap, with_tenant_projects):
+    assert readme_roles() == data_roles() == registered_roles(bootstrap, with_tenant_projects)
+
+
+def test_every_environment_gets_its_own_identities_on_its_own_project(bootstrap):
+    for reg in bootstrap.of_type(PROJECT_MEMBER):
+        environment = re.match(r"serviceAccount:gpu-ci-([a-z0-9]+)-", reg.input("member")).group(1)
+        assert reg.input("project") == f"acme-ml-{environment}", reg.name
+
+
+def test_preview_and_drift_identities_cannot_write():
+    readers = {"roles/compute.viewer", "roles/container.viewer", "roles/iam.roleViewer", "roles/iam.securityReviewer", "roles/iam.serviceAccountViewer", "roles/serviceusage.serviceUsageViewer"}
+    for kind in ("preview", "drift"):
+        for scope in ("project", "folder"):
+            for entry in CI_ROLES["identities"][kind][scope]:
+                role = entry["role"]
+                if role.startswith("custom:"):
+                    permissions = CI_ROLES["customRoles"][role.removeprefix("custom:")]["permissions"]
+                    assert all(p.endswith((".get", ".list")) for p in permissions), role
+                else:
+                    assert role in readers, f"{kind}: {role} is not a read-only role"
+    preview = {e["role"] for e in CI_ROLES["identities"]["preview"]["project"]}
+    assert not any(r.startswith("custom:") for r in preview), "pull requests never read cluster Secrets"
+
+
+def test_tenant_project_grants_only_when_configured(bootstrap, with_tenant_projects):
+    assert bootstrap.of_type("gcp:folder/iAMMember:IAMMember") == []
+    folder = with_tenant_projects.of_type("gcp:folder/iAMMember:IAMMember")
+    assert folder and {r.input("folder") for r in folder} == {"folders/123456789"}
+    assert all("gpu-ci-prod-" in r.input("member") for r in folder)  # only the environment that set it
+
+
+# --- Pulumi Cloud ---------------------------------------------------------------------------------
+
+
+def test_each_kind_of_job_gets_one_team_token(bootstrap):
+    issuer = bootstrap.one("pulumiservice:index:OidcIssuer")
+    assert issuer.input("url") == "https://token.actions.githubusercontent.com"
+    rules = {(p["teamName"], p["rules"]["sub"]): p["rules"] for p in issuer.input("policies")}
+    assert all(p["tokenType"] == "team" and p["decision"] == "allow" for p in issuer.input("policies"))
+    assert set(rules) == {
+        ("gpu-platform-ci-dev-read", f"repo:{REPO}:pull_request"),
+        ("gpu-platform-ci-dev-read", f"repo:{REPO}:environment:drift"),
+        ("gpu-platform-ci-dev-deploy", f"repo:{REPO}:ref:{MAIN_REF}"),
+        ("gpu-platform-ci-prod-read", f"repo:{REPO}:environment:production-preview"),
+        ("gpu-platform-ci-prod-read", f"repo:{REPO}:environment:drift"),
+        ("gpu-platform-ci-prod-deploy", f"repo:{REPO}:environment:production"),
+    }
+    for (team, sub), rule in rules.items():
+        assert rule["repository"] == REPO and rule["aud"] == "urn:pulumi:org:acme"
+        if team.endswith("-deploy") or sub.endswith(":drift"):
+            assert rule["ref"] == MAIN_REF, (team, sub)
+
+
+def test_team_stack_permissions(bootstrap):
+    granted = {(r.input("team"), r.input("stack"), r.input("permission")) for r in bootstrap.of_type("pulumiservice:index:TeamStackPermission")}
+    read, edit = 101, 102  # TeamStackPermissionScope.READ / EDIT
+    assert granted == {
+        ("gpu-platform-ci-dev-read", "dev", read),
+        ("gpu-platform-ci-dev-read", "team-vision-dev", read),
+        ("gpu-platform-ci-dev-deploy", "dev", edit),
+        ("gpu-platform-ci-prod-read", "prod", read),
+        ("gpu-platform-ci-prod-deploy", "prod", edit),
+    }
+
+
+def test_the_policy_group_enforces_the_committed_pack_on_every_stack(bootstrap):
+    group = bootstrap.one("pulumiservice:index:PolicyGroup")
+    assert group.input("mode") == "preventative" and group.input("entityType") == "stacks"
+    stacks = {(s["routingProject"], s["name"]) for s in group.input("stacks")}
+    assert stacks == {("gpu-platform", s) for s in ("dev", "team-vision-dev", "prod")} | {(PROJECT, "ci")}
+    pack_version = yaml.safe_load((PROJECT_DIR / "policy" / "PulumiPolicy.yaml").read_text())["version"]
+    main_py = (PROJECT_DIR / "policy" / "__main__.py").read_text()
+    [pack] = group.input("policyPacks")
+    assert pack["versionTag"] == pack_version and f'name="{pack["name"]}"' in main_py
+
+
+def test_github_variables(bootstrap):
+    variables = bootstrap.outputs["githubVariables"]
+    assert variables["GCP_WORKLOAD_IDENTITY_PROVIDER"] == f"{POOL}/providers/github"
+    assert variables["GCP_DEPLOY_SERVICE_ACCOUNT_PROD"] == "gpu-ci-prod-deploy@acme-ml-prod.iam.gserviceaccount.com"
+    assert variables["PULUMI_READ_TEAM_DEV"] == "gpu-platform-ci-dev-read" and variables["PULUMI_ORG"] == "acme"
+
+
+def test_without_pulumi_cloud_management_nothing_of_it_is_registered(with_tenant_projects):
+    assert not [r for r in with_tenant_projects.registrations if r.type.startswith("pulumiservice:")]
+
+
+# --- The guardrails hold for the bootstrap too ----------------------------------------------------
+
+
+def test_the_bootstrap_stack_passes_the_policy_pack(bootstrap):
+    assert analyze(bootstrap) == []
+
+
+@pytest.mark.parametrize(
+    "member",
+    [
+        f"principalSet://iam.googleapis.com/{POOL}/*",
+        f"principalSet://iam.googleapis.com/{POOL}/attribute.repository_owner/acme",
+        f"principal://iam.googleapis.com/{POOL}/subject/repo:acme/*",
+    ],
+)
+def test_a_wider_federation_binding_is_rejected(bootstrap, member):
+    binding = bootstrap.one(SA_MEMBER, "prod-deploy-github")
+    found = violations(P.workload_identity_members, args_of(bootstrap, binding, props={**binding.plain_inputs, "member": member}))
+    assert len(found) == 1 and found[0].startswith(f"member: {member!r} is not allowed"), found
+
+
+def test_a_deployer_role_on_a_preview_identity_is_still_allowed_only_by_design(bootstrap):
+    """The allow-list of the bootstrap project is ci_roles.yaml: projectIamAdmin is by design for a
+    deployer, but a role outside the file (say, owner-equivalent compute.admin) is not."""
+    binding = bootstrap.one(PROJECT_MEMBER, "ci-dev-preview-compute-viewer")
+    [message] = violations(P.grant_allow_list, args_of(bootstrap, binding, props={**binding.plain_inputs, "role": "roles/compute.admin"}))
+    assert "is not a grant gpu-platform-bootstrap makes by design" in message
+
+
+# --- Configuration ---------------------------------------------------------------------------------
+
+
+def test_every_configuration_problem_is_reported_at_once_and_nothing_is_registered():
+    values = committed_values()
+    values[NS + "github"] = {"repository": "gpu-platform", "repositoryId": "abc"}
+    values[NS + "environments"][0]["deploy"] = {"pullRequests": True}
+    values[NS + "environments"][1]["deploy"] = {"ref": "refs/heads/release"}
+    values[NS + "environments"][1]["preview"] = {"environment": "production", "ref": MAIN_REF}
+    values[NS + "pulumiCloud"] = {"manage": True}
+    with pytest.raises(pulumi.RunError) as raised:
+        run_bootstrap(values)
+    message = str(raised.value)
+    for expected in (
+        "github.repository: 'gpu-platform' is not allowed; allowed: <owner>/<name>",
+        "github.repositoryId: 'abc' is not allowed",
+        "environments[0].deploy.pullRequests: a pull request may never deploy",
+        "environments[1].deploy.ref: 'refs/heads/release' is not the protected branch; allowed: refs/heads/main",
+        "environments[1].preview: set exactly one of environment, ref, pullRequests",
+        "pulumiCloud.organization: not set",
+    ):
+        assert expected in message, message
+    assert raised.value.registrations == []  # type: ignore[attr-defined]
+
+
+def test_the_stack_file_sets_only_declared_keys():
+    declared = set(yaml.safe_load((BOOTSTRAP_DIR / "Pulumi.yaml").read_text())["config"])
+    keys = {k.split(":", 1)[1] for k in yaml.safe_load((BOOTSTRAP_DIR / "Pulumi.ci.yaml").read_text())["config"] if k.startswith(NS)}
+    assert keys <= declared
+
+
+def test_bootstrap_pins_match_the_program():
+    bootstrap, program = requirement_pins(BOOTSTRAP_DIR / "requirements.txt"), requirement_pins(PROJECT_DIR / "requirements.txt")
+    assert set(bootstrap) == {"pulumi", "pulumi-gcp", "pulumi-github", "pulumi-pulumiservice", "pyyaml"}
+    assert {name: program.get(name) for name in bootstrap} == bootstrap
+
+
+# --- GitHub ---------------------------------------------------------------------------------------
+
+
+def test_main_is_protected_with_reviews_and_the_test_job(bootstrap):
+    protection = bootstrap.one("github:index/branchProtection:BranchProtection")
+    assert protection.input("pattern") == "main" and protection.input("repositoryId") == "gpu-platform"
+    assert protection.input("enforceAdmins") is True and protection.input("allowsForcePushes") is False
+    [reviews] = protection.input("requiredPullRequestReviews")
+    assert reviews["requiredApprovingReviewCount"] >= 1 and reviews["dismissStaleReviews"] is True
+    [checks] = protection.input("requiredStatusChecks")
+    workflow = yaml.safe_load((PROJECT_DIR / ".github" / "workflows" / "pulumi.yml").read_text())
+    assert checks["contexts"] == [workflow["jobs"]["test"]["name"]]
+
+
+def test_the_environments_the_subjects_stand_for(bootstrap):
+    environments = {r.input("environment"): r.plain_inputs for r in bootstrap.of_type("github:index/repositoryEnvironment:RepositoryEnvironment")}
+    assert set(environments) == {"production", "production-preview", "drift"}
+    protected_only = {"protectedBranches": True, "customBranchPolicies": False}
+    for name in ("production", "production-preview"):
+        env = environments[name]
+        assert env["reviewers"] == [{"teams": [4567890]}] and env["preventSelfReview"] is True and env["canAdminsBypass"] is False, name
+    assert environments["production"]["deploymentBranchPolicy"] == protected_only
+    assert "deploymentBranchPolicy" not in environments["production-preview"]  # pull-request refs must be able to use it
+    assert environments["drift"]["deploymentBranchPolicy"] == protected_only and "reviewers" not in environments["drift"]
+
+
+def test_the_repository_variables_are_the_outputs(bootstrap):
+    variables = {r.input("variableName"): r.input("value") for r in bootstrap.of_type("github:index/actionsVariable:ActionsVariable")}
+    assert variables == bootstrap.outputs["githubVariables"]
+    assert {r.input("repository") for r in bootstrap.of_type("github:index/actionsVariable:ActionsVariable")} == {"gpu-platform"}
+
+
+def test_reviewers_are_required_when_github_is_managed():
+    values = committed_values()
+    del values[NS + "github"]["reviewers"]
+    with pytest.raises(pulumi.RunError, match=r"github.reviewers: not set; allowed: the teams or users who approve"):
+        run_bootstrap(values)
+    values[NS + "github"]["manage"] = False
+    assert not [r for r in run_bootstrap(values).registrations if r.type.startswith("github:")]

@@ -1,0 +1,124 @@
+"""The pack as a publishable unit: self-contained (a copy of policy/ alone imports and runs), its
+data generated from the program's and the bootstrap's data and never stale, and its allow-list of
+IAM grants exactly the grants the program makes."""
+
+from __future__ import annotations
+
+import copy
+import re
+import shutil
+import subprocess
+import sys
+
+import policies as P
+import pytest
+import yaml
+from policy_support import analyze_remote, served_pack
+from pulumi_policy import StackValidationPolicy
+
+from components.auto_nodes_identity import PLATFORM_KSA, PLATFORM_NAMESPACE
+from config.iam_grants import load_grants
+from config.stack_files import PROJECT_DIR, read_stack_values
+from guardrails.common import grant_scope, is_iam_grant
+from tools import policy_data
+from tools.mock_engine import run_program
+
+POLICY_DIR = PROJECT_DIR / "policy"
+
+
+def test_program_data_is_fresh():
+    assert policy_data.OUTPUT.read_text() == policy_data.render(), "policy/program_data.json is stale: run `make policy-data`"
+
+
+def test_freshness_check_fails_on_a_stale_file(tmp_path, monkeypatch):
+    stale = tmp_path / "program_data.json"
+    stale.write_text(policy_data.render().replace('"autoNodes"', '"somethingElse"', 1))
+    monkeypatch.setattr(policy_data, "OUTPUT", stale)
+    assert policy_data.main(["--check"]) == 1
+    assert policy_data.main([]) == 0 and policy_data.main(["--check"]) == 0
+
+
+def test_the_pack_edits_no_import_path():
+    for path in POLICY_DIR.rglob("*.py"):
+        text = path.read_text()
+        assert not re.search(r"sys\.path\s*(\.(insert|append|extend)|=|\+=)|PYTHONPATH", text), path
+        assert not re.search(r"^\s*(from|import)\s+(components|config|tools)\b", text, re.MULTILINE), f"{path} imports the program"
+
+
+def _copy_of_the_pack(tmp_path):
+    copied = tmp_path / "published" / "policy"
+    shutil.copytree(POLICY_DIR, copied, ignore=shutil.ignore_patterns(".venv", "__pycache__"))
+    return copied
+
+
+def test_a_copy_of_policy_alone_imports(tmp_path):
+    """What `pulumi policy publish` uploads: policy/ without the repository around it. Python is
+    started in the copy, isolated from the environment's paths (-I), as the published pack is."""
+    copied = _copy_of_the_pack(tmp_path)
+    script = (
+        "import sys; sys.path.insert(0, '.');"  # what `python -m pulumi.policy <engine> .` does with the pack dir
+        "import policies, json;"
+        "loaded = sorted(m for m in sys.modules if m.split('.')[0] in ('components', 'config', 'tools'));"
+        "print(json.dumps({'policies': len(policies.POLICIES), 'program_modules': loaded}))"
+    )
+    result = subprocess.run([sys.executable, "-I", "-c", script], cwd=copied, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == f'{{"policies": {len(P.POLICIES)}, "program_modules": []}}'
+
+
+def test_a_copy_of_policy_alone_serves_and_rejects(tmp_path, runs):
+    """The copied pack, started as the CLI starts it, rejects a grant the program does not make."""
+    copied = _copy_of_the_pack(tmp_path)
+    with served_pack(copied, cwd=tmp_path) as analyzer:
+        run = runs["dev"]
+        binding = run.one("gcp:projects/iAMMember:IAMMember", "auto-nodes-role-binding")
+        assert analyze_remote(analyzer, binding.type, binding.plain_inputs, binding.urn, binding.name) == []
+        widened = {**binding.plain_inputs, "role": "roles/iam.serviceAccountTokenCreator"}
+        [diagnostic] = analyze_remote(analyzer, binding.type, widened, binding.urn, binding.name)
+        assert diagnostic.policyName == P.grant_allow_list.name
+        assert "'roles/iam.serviceAccountTokenCreator' on a project is not a grant gpu-platform makes by design" in diagnostic.message
+
+
+# --- The allow-list is the program's grants, no more, no less ---------------------------------------
+
+
+@pytest.fixture(scope="module")
+def every_grant_kind(dev_run, prod_run, tenant_run) -> list:
+    """The committed stacks, plus a tenant with every option that adds grants flipped."""
+    values = copy.deepcopy(read_stack_values(PROJECT_DIR, "dev"))
+    values["gpu-platform:tenants"][0].update(loadBalancerServices=True, persistentDisks=False)
+    options_run = run_program(values, stack="dev")
+    return [dev_run, prod_run, tenant_run, options_run]
+
+
+def _grants(run) -> set[tuple[str, str, str]]:
+    found = set()
+    for reg in run.registrations:
+        if reg.custom and is_iam_grant(reg.type):
+            inputs = reg.plain_inputs
+            found.add((P.member_kind(inputs["member"]), P.role_key(inputs["role"]), grant_scope(reg.type)))
+    return found
+
+
+def test_the_allow_list_is_exactly_what_the_program_grants(every_grant_kind):
+    made = set().union(*(_grants(run) for run in every_grant_kind))
+    allowed = {(g["member"], g["role"], g["scope"]) for g in P.DATA["grants"][P.PROGRAM_PROJECT]}
+    assert made == allowed
+
+
+def test_the_allow_list_is_generated_from_the_grants_the_components_read():
+    assert P.DATA["grants"][P.PROGRAM_PROJECT] == policy_data._program_grants()
+    [workload_identity] = [g for g in load_grants() if g.role == P.WORKLOAD_IDENTITY_USER]
+    assert workload_identity.member == f"workloadIdentity:{PLATFORM_NAMESPACE}/{PLATFORM_KSA}"
+
+
+def test_every_policy_the_readme_table_needs_is_a_resource_or_stack_policy():
+    kinds = {type(p).__name__ for p in P.POLICIES}
+    assert kinds == {"ResourceValidationPolicy", "StackValidationPolicy"}
+    assert [p.name for p in P.POLICIES if isinstance(p, StackValidationPolicy)] == [P.no_grants_on_host_network.name]
+
+
+def test_readme_enables_the_committed_pack_version():
+    version = yaml.safe_load((POLICY_DIR / "PulumiPolicy.yaml").read_text())["version"]
+    readme = (PROJECT_DIR / "README.md").read_text()
+    assert f"pulumi policy enable <your-org>/gpu-platform-guardrails {version} --policy-group gpu-platform-guardrails" in readme
