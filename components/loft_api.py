@@ -3,8 +3,8 @@
 The Kubernetes SDK has no types for these custom resources, so a misspelled field would only
 surface in a real `pulumi up`. These dataclasses are the only way the program builds them; their
 field names are checked in tests/test_loft_api.py against the API's JSON field lists (the
-platform's OpenAPI spec, loft-sh/loft api/openapi-spec/swagger.json at tag v4.11.2). Unset fields
-(None) are left out.
+platform's OpenAPI spec, loft-sh/loft api/openapi-spec/swagger.json at tag v4.11.2; see
+docs/sources.md "vCluster Platform API"). Unset fields (None) are left out.
 """
 
 from __future__ import annotations

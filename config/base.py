@@ -1,12 +1,19 @@
-"""Shared pieces of the config models: camelCase keys, no unknown keys, small syntax checks."""
+"""Shared pieces of the config models: camelCase keys, no unknown keys, small syntax checks, and
+parsing a config object as far as it is valid (see config/errors.py)."""
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import re
+import types
+import typing
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 from pydantic.alias_generators import to_camel
+
+from .errors import Broken, Problems, Unchecked, problems_from_validation, shown
 
 
 class ConfigModel(BaseModel):
@@ -15,12 +22,28 @@ class ConfigModel(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True)
 
 
-DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-REGION = re.compile(r"^[a-z]+-[a-z]+[0-9]+$")
-GCP_LABEL_KEY = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
-GCP_LABEL_VALUE = re.compile(r"^[a-z0-9_-]{0,63}$")
+class Syntax:
+    """A regular expression for config values. Unlike a bare `re.Pattern` it takes any value: a
+    value that is not a string does not match, and a Broken one stops the check (Unchecked)."""
+
+    def __init__(self, pattern: str):
+        self.regex = re.compile(pattern)
+
+    def match(self, value: Any) -> re.Match[str] | None:
+        if isinstance(value, Broken):
+            raise Unchecked(value.broken_path)
+        return self.regex.match(value) if isinstance(value, str) else None
+
+    def fullmatch(self, value: Any) -> re.Match[str] | None:
+        return self.match(value) and self.regex.fullmatch(value)
+
+
+DNS_LABEL = Syntax(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+REGION = Syntax(r"^[a-z]+-[a-z]+[0-9]+$")
+GCP_LABEL_KEY = Syntax(r"^[a-z][a-z0-9_-]{0,62}$")
+GCP_LABEL_VALUE = Syntax(r"^[a-z0-9_-]{0,63}$")
 # Go/Karpenter durations as vCluster accepts them: 30s, 5m, 1h30m.
-DURATION = re.compile(r"^(?=\d)(\d+h)?(\d+m)?(\d+s)?$")
+DURATION = Syntax(r"^(?=\d)(\d+h)?(\d+m)?(\d+s)?$")
 
 
 def duration_seconds(text: str) -> int:
@@ -31,14 +54,114 @@ def duration_seconds(text: str) -> int:
     return hours * 3600 + minutes * 60 + seconds
 
 
-def parse_cidr(text: str) -> ipaddress.IPv4Network | None:
+def parse_cidr(text: Any) -> ipaddress.IPv4Network | None:
     """An IPv4 network in CIDR form with no host bits set, or None."""
+    network, _ = read_cidr(text, "")
+    return network
+
+
+def read_cidr(text: Any, example: str) -> tuple[ipaddress.IPv4Network | None, str | None]:
+    """(network, None) for an IPv4 network in CIDR form with no host bits set, else (None, what is
+    wrong with it), the corrected network suggested where only host bits are set."""
+    if isinstance(text, Broken):
+        raise Unchecked(text.broken_path)
+    like = f" like {example}" if example else ""
+    if not isinstance(text, str) or "/" not in text:
+        return None, f"{shown(text)} is not an IPv4 CIDR{like} (address/prefix length)"
     try:
-        net = ipaddress.IPv4Network(text, strict=True)
-    except (ValueError, TypeError):
-        return None
-    return net if "/" in str(text) else None
+        return ipaddress.IPv4Network(text, strict=True), None
+    except ValueError:
+        pass
+    try:
+        network = ipaddress.IPv4Network(text, strict=False)
+    except ValueError:
+        return None, f"{shown(text)} is not an IPv4 CIDR{like} (address/prefix length)"
+    return None, f"{shown(text)} is malformed: host bits are set; did you mean {network}?"
 
 
 def zone_region(zone: str) -> str:
     return zone.rsplit("-", 1)[0]
+
+
+# --- parsing as far as valid ---------------------------------------------------------------------
+
+
+def parse(path: str, model: type[BaseModel], raw: Any, problems: Problems, *, when_missing: str = "required") -> Any:
+    """`raw` as a `model` instance. When it is invalid every problem is reported, and the result
+    is the object as far as it is valid: each key that failed is a Broken stand-in (so is the
+    whole object when `raw` is not a mapping at all), nested objects and list items are kept as
+    far as they are valid, everything else has its value. Checks then use what parsed."""
+    if raw is None:
+        problems.add(path, when_missing)
+        return Broken(path)
+    try:
+        return model.model_validate(raw)
+    except ValidationError as e:
+        problems.extend(problems_from_validation(path, model, e))
+        return _salvage(path, model, raw)
+
+
+def _salvage(path: str, model: type[BaseModel], raw: Any) -> Any:
+    if not isinstance(raw, dict):
+        return Broken(path)
+    values = {}
+    for name, info in model.model_fields.items():
+        key = info.alias or name
+        here = f"{path}.{key}" if path else key
+        if key in raw or name in raw:
+            values[name] = _salvage_value(here, model, name, raw[key] if key in raw else raw[name])
+        elif info.is_required():
+            values[name] = Broken(here)
+        else:
+            values[name] = info.get_default(call_default_factory=True)
+    return model.model_construct(**values)
+
+
+def _salvage_value(path: str, model: type[BaseModel], name: str, value: Any) -> Any:
+    try:
+        return _field_adapter(model, name).validate_python(value)
+    except ValidationError:
+        pass
+    annotation = model.model_fields[name].annotation
+    inner = _nested_model(annotation)
+    if inner is not None and isinstance(value, dict):
+        return _salvage(path, inner, value)
+    item_model = _item_model(annotation)
+    if item_model is not None and isinstance(value, list) and value:
+        adapter = _adapter(item_model)
+        items, salvaged = [], False
+        for i, item in enumerate(value):
+            try:
+                items.append(adapter.validate_python(item))
+            except ValidationError:
+                items.append(_salvage(f"{path}[{i}]", item_model, item))
+                salvaged = True
+        if salvaged:  # else the list as a whole is wrong (e.g. too long), not one of its items
+            return tuple(items) if typing.get_origin(annotation) is tuple else items
+    return Broken(path)
+
+
+@functools.lru_cache(maxsize=None)
+def _field_adapter(model: type[BaseModel], name: str) -> TypeAdapter:
+    info = model.model_fields[name]
+    return TypeAdapter(Annotated[(info.annotation, *info.metadata)] if info.metadata else info.annotation)
+
+
+@functools.lru_cache(maxsize=None)
+def _adapter(annotation: Any) -> TypeAdapter:
+    return TypeAdapter(annotation)
+
+
+def _nested_model(annotation: Any) -> type[BaseModel] | None:
+    """`Foo` for an annotation `Foo` or `Foo | None`."""
+    options = typing.get_args(annotation) if typing.get_origin(annotation) in (typing.Union, types.UnionType) else (annotation,)
+    models = [o for o in options if isinstance(o, type) and issubclass(o, BaseModel)]
+    return models[0] if len(models) == 1 else None
+
+
+def _item_model(annotation: Any) -> type[BaseModel] | None:
+    """`Foo` for an annotation `tuple[Foo, ...]` or `list[Foo]`."""
+    if typing.get_origin(annotation) not in (tuple, list):
+        return None
+    args = [a for a in typing.get_args(annotation) if a is not Ellipsis]
+    return args[0] if len(args) == 1 and isinstance(args[0], type) and issubclass(args[0], BaseModel) else None

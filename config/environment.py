@@ -7,22 +7,24 @@ protected) are filled in by `resolve_cluster_defaults` and `resolve_platform_def
 
 from __future__ import annotations
 
-import ipaddress
-import re
 from typing import Literal
 
 from pydantic import Field
 
 from . import versions
 from .availability import check_gpu_availability
-from .base import DNS_LABEL, GCP_LABEL_KEY, GCP_LABEL_VALUE, REGION, ConfigModel, parse_cidr, zone_region
+from .base import DNS_LABEL, GCP_LABEL_KEY, GCP_LABEL_VALUE, REGION, ConfigModel, Syntax, read_cidr, zone_region
 from .catalog import Catalog, series_of
+from .errors import Broken, Problems, derived
 from .node_types import MAX_QUALIFIED_NAME, longest_qualified_name
-from .errors import Problems
 
 Environment = Literal["dev", "staging", "prod"]
 ENVIRONMENTS = ("dev", "staging", "prod")
 WEEKDAYS = ("MO", "TU", "WE", "TH", "FR", "SA", "SU")
+# Far above any machine of the catalog (about 100 USD/h for 8 × H200): a larger price is a typo.
+MAX_USD_PER_HOUR = 1000
+ROLE_ID_PREFIX = Syntax(r"^[a-zA-Z0-9_.]{3,40}$")
+SERVICE_ACCOUNT_ID = Syntax(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
 
 
 class SystemPool(ConfigModel):
@@ -114,87 +116,108 @@ class NodeProviderConfig(ConfigModel):
 
 
 def resolve_cluster_defaults(environment: str, region: str, cluster: ClusterConfig, zones: tuple[str, ...]) -> ClusterConfig:
-    prod = environment == "prod"
-    in_region = [z for z in zones if zone_region(z) == region]
+    if isinstance(cluster, Broken):
+        return cluster
+    prod = derived(lambda: environment == "prod")
     return cluster.model_copy(
         update={
-            "name": cluster.name or f"gpu-{environment}",
+            "name": derived(lambda: cluster.name or f"gpu-{environment}"),
             # dev/staging: one zone (cheap, one control plane zone, nodes in one zone); prod: regional.
-            "location": cluster.location or (region if prod or not in_region else in_region[0]),
-            "release_channel": cluster.release_channel or "REGULAR",
-            "deletion_protection": prod if cluster.deletion_protection is None else cluster.deletion_protection,
+            "location": derived(lambda: cluster.location or _default_location(prod, region, zones)),
+            "release_channel": derived(lambda: cluster.release_channel or "REGULAR"),
+            "deletion_protection": derived(lambda: prod if cluster.deletion_protection is None else cluster.deletion_protection),
         }
     )
 
 
+def _default_location(prod: bool, region: str, zones: tuple[str, ...]) -> str:
+    in_region = [z for z in zones if zone_region(z) == region]
+    return region if prod or not in_region else in_region[0]
+
+
 def resolve_platform_defaults(environment: str, platform: PlatformConfig) -> PlatformConfig:
+    if isinstance(platform, Broken):
+        return platform
     return platform.model_copy(
         update={
-            "role_id_prefix": platform.role_id_prefix or f"gpuPlatform_{environment}",
-            "service_account_id": platform.service_account_id or f"vcluster-platform-{environment}",
+            "role_id_prefix": derived(lambda: platform.role_id_prefix or f"gpuPlatform_{environment}"),
+            "service_account_id": derived(lambda: platform.service_account_id or f"vcluster-platform-{environment}"),
         }
     )
 
 
 def check_cluster(environment: str, region: str, cluster: ClusterConfig, catalog: Catalog, problems: Problems) -> None:
-    """Checks of the resolved cluster config; appends to `problems`."""
-    prod = environment == "prod"
-    if not DNS_LABEL.match(cluster.name or "") or len(cluster.name or "") > 24:
-        # 24: the node service account id "<name>-nodes" may have at most 30 characters.
-        problems.add("cluster.name", f"{cluster.name!r} must be a lowercase DNS label of at most 24 characters")
-    location = cluster.location or ""
-    if location != region and zone_region(location) != region:
-        problems.add("cluster.location", f"{location!r} is neither region {region} nor one of its zones")
-    if prod and cluster.release_channel == "RAPID":
-        problems.add("cluster.releaseChannel", "RAPID is not allowed in prod; allowed: REGULAR, STABLE")
-    system_series = series_of(cluster.system_pool.machine_type)
-    if catalog.series.get(system_series, {}).get("gpuAttach") == "builtin":
-        problems.add("cluster.systemPool.machineType", f"{cluster.system_pool.machine_type!r} is a GPU machine; the system pool runs only the platform")
-    if cluster.system_pool.min_nodes > cluster.system_pool.max_nodes:
-        problems.add("cluster.systemPool.minNodes", f"{cluster.system_pool.min_nodes} is above maxNodes {cluster.system_pool.max_nodes}")
+    """Checks of the resolved cluster config; appends to `problems`. Each `checking` block is one
+    independent check (see config/errors.py)."""
+    with problems.checking("cluster.name"):
+        if not DNS_LABEL.match(cluster.name) or len(cluster.name) > 24:
+            # 24: the node service account id "<name>-nodes" may have at most 30 characters.
+            problems.add("cluster.name", f"{cluster.name!r} must be a lowercase DNS label of at most 24 characters")
+    with problems.checking("cluster.location"):
+        location = cluster.location
+        if location != region and zone_region(location) != region:
+            problems.add("cluster.location", f"{location!r} is neither region {region} nor one of its zones")
+    with problems.checking("cluster.releaseChannel"):
+        if environment == "prod" and cluster.release_channel == "RAPID":
+            problems.add("cluster.releaseChannel", "RAPID is not allowed in prod; allowed: REGULAR, STABLE")
+    with problems.checking("cluster.systemPool.machineType"):
+        system_series = series_of(cluster.system_pool.machine_type)
+        if catalog.series.get(system_series, {}).get("gpuAttach") == "builtin":
+            problems.add("cluster.systemPool.machineType", f"{cluster.system_pool.machine_type!r} is a GPU machine; the system pool runs only the platform")
+    with problems.checking("cluster.systemPool.minNodes"):
+        if cluster.system_pool.min_nodes > cluster.system_pool.max_nodes:
+            problems.add("cluster.systemPool.minNodes", f"{cluster.system_pool.min_nodes} is above maxNodes {cluster.system_pool.max_nodes}")
 
     ranges = {}
-    for key in ("nodes_cidr", "pods_cidr", "services_cidr"):
-        text = getattr(cluster.network, key)
-        net = parse_cidr(text)
-        path = "cluster.network." + {"nodes_cidr": "nodesCidr", "pods_cidr": "podsCidr", "services_cidr": "servicesCidr"}[key]
-        if net is None or not net.is_private:
-            problems.add(path, f"{text!r} is not a private IPv4 CIDR like 10.0.0.0/20")
-        else:
-            ranges[path] = net
-    if cluster.private_nodes.enabled:
-        master = parse_cidr(cluster.private_nodes.master_cidr)
-        if master is None or master.prefixlen != 28:
-            problems.add("cluster.privateNodes.masterCidr", f"{cluster.private_nodes.master_cidr!r} must be a /28 CIDR like 172.16.0.0/28")
-        else:
-            ranges["cluster.privateNodes.masterCidr"] = master
+    for key, name in (("nodes_cidr", "nodesCidr"), ("pods_cidr", "podsCidr"), ("services_cidr", "servicesCidr")):
+        path = f"cluster.network.{name}"
+        with problems.checking(path):
+            text = getattr(cluster.network, key)
+            net, problem = read_cidr(text, "10.0.0.0/20")
+            if problem:
+                problems.add(path, problem)
+            elif not net.is_private:
+                problems.add(path, f"{net} is not a private range like 10.0.0.0/20")
+            else:
+                ranges[path] = net
+    with problems.checking("cluster.privateNodes.masterCidr"):
+        if cluster.private_nodes.enabled:
+            master, problem = read_cidr(cluster.private_nodes.master_cidr, "172.16.0.0/28")
+            if problem or master.prefixlen != 28:
+                problems.add("cluster.privateNodes.masterCidr", problem or f"{master} must be a /28 CIDR like 172.16.0.0/28")
+            else:
+                ranges["cluster.privateNodes.masterCidr"] = master
     for (path_a, a), (path_b, b) in _pairs(list(ranges.items())):
         if a.overlaps(b):
             problems.add(path_b, f"{b} overlaps {path_a} ({a})")
-    for i, network in enumerate(cluster.master_authorized_networks):
-        try:
-            ipaddress.IPv4Network(network.cidr, strict=True)
-        except ValueError:
-            problems.add(f"cluster.masterAuthorizedNetworks[{i}].cidr", f"{network.cidr!r} is not an IPv4 CIDR")
+    with problems.checking("cluster.masterAuthorizedNetworks"):
+        for i, network in enumerate(cluster.master_authorized_networks):
+            with problems.checking(f"cluster.masterAuthorizedNetworks[{i}].cidr"):
+                _, problem = read_cidr(network.cidr, "203.0.113.0/24")
+                if problem:
+                    problems.add(f"cluster.masterAuthorizedNetworks[{i}].cidr", problem)
 
-    window = cluster.maintenance_window
-    hh, _, mm = window.start_time.partition(":")
-    if not (hh.isdigit() and mm.isdigit() and len(hh) == 2 and len(mm) == 2 and int(hh) < 24 and int(mm) < 60):
-        problems.add("cluster.maintenanceWindow.startTime", f"{window.start_time!r} is not a UTC time like 03:00")
-    if not window.days:
-        problems.add("cluster.maintenanceWindow.days", "needs at least one day")
-    else:
-        # GKE requires at least 48 h of maintenance availability in any 32-day window.
-        hours = len(set(window.days)) * window.duration_hours * 32 / 7
-        if hours < 48:
-            problems.add(
-                "cluster.maintenanceWindow",
-                f"gives about {hours:.0f} h per 32 days; GKE needs at least 48 h (add days or lengthen durationHours)",
-            )
-    for key, value in cluster.labels.items():
-        if not GCP_LABEL_KEY.match(key) or not GCP_LABEL_VALUE.match(value):
-            problems.add(f"cluster.labels.{key}", "GCP labels need lowercase keys and values of [a-z0-9_-], at most 63 characters")
-
+    with problems.checking("cluster.maintenanceWindow.startTime"):
+        window = cluster.maintenance_window
+        hh, _, mm = window.start_time.partition(":")
+        if not (hh.isdigit() and mm.isdigit() and len(hh) == 2 and len(mm) == 2 and int(hh) < 24 and int(mm) < 60):
+            problems.add("cluster.maintenanceWindow.startTime", f"{window.start_time!r} is not a UTC time like 03:00")
+    with problems.checking("cluster.maintenanceWindow"):
+        window = cluster.maintenance_window
+        if not window.days:
+            problems.add("cluster.maintenanceWindow.days", "needs at least one day")
+        else:
+            # GKE requires at least 48 h of maintenance availability in any 32-day window.
+            hours = len(set(window.days)) * window.duration_hours * 32 / 7
+            if hours < 48:
+                problems.add(
+                    "cluster.maintenanceWindow",
+                    f"gives about {hours:.0f} h per 32 days; GKE needs at least 48 h (add days or lengthen durationHours)",
+                )
+    with problems.checking("cluster.labels"):
+        for key, value in cluster.labels.items():
+            if not GCP_LABEL_KEY.match(key) or not GCP_LABEL_VALUE.match(value):
+                problems.add(f"cluster.labels.{key}", "GCP labels need lowercase keys and values of [a-z0-9_-], at most 63 characters")
 
 
 def environment_warnings(environment: str, cluster: ClusterConfig, node_provider: NodeProviderConfig) -> list[str]:
@@ -215,116 +238,146 @@ def environment_warnings(environment: str, cluster: ClusterConfig, node_provider
 
 
 def check_platform(platform: PlatformConfig, problems: Problems) -> None:
-    try:
-        versions.parse_version(platform.chart_version)
-        if versions.parse_version(platform.chart_version) < versions.parse_version(versions.MIN_PLATFORM_FOR_PASSWORD_SECRET_REF):
-            problems.add(
-                "platform.chartVersion",
-                f"{platform.chart_version} predates admin.passwordSecretRef; "
-                f"at least {versions.MIN_PLATFORM_FOR_PASSWORD_SECRET_REF} is needed to keep the admin password out of Helm values",
-            )
-        elif not versions.platform_supports_vcluster(platform.chart_version, platform.vcluster_version):
-            known = ", ".join(f"{k}.x→{v}" for k, v in versions.VCLUSTER_MIN_PLATFORM.items())
-            problems.add(
-                "platform.vclusterVersion",
-                f"{platform.vcluster_version} is not managed by platform {platform.chart_version}; minimum platform per vCluster: {known}",
-            )
-    except ValueError as e:
-        problems.add("platform.chartVersion", str(e))
-    if platform.ingress_class and not platform.public_host:
-        problems.add("platform.ingressClass", "needs platform.publicHost (the host the Ingress serves)")
+    with problems.checking("platform.chartVersion"):
+        try:
+            chart = versions.parse_version(platform.chart_version)
+        except ValueError as e:
+            problems.add("platform.chartVersion", str(e))
+        else:
+            if chart < versions.parse_version(versions.MIN_PLATFORM_FOR_PASSWORD_SECRET_REF):
+                problems.add(
+                    "platform.chartVersion",
+                    f"{platform.chart_version} predates admin.passwordSecretRef; "
+                    f"at least {versions.MIN_PLATFORM_FOR_PASSWORD_SECRET_REF} is needed to keep the admin password out of Helm values",
+                )
+            elif not versions.platform_supports_vcluster(platform.chart_version, platform.vcluster_version):
+                known = ", ".join(f"{k}.x→{v}" for k, v in versions.VCLUSTER_MIN_PLATFORM.items())
+                problems.add(
+                    "platform.vclusterVersion",
+                    f"{platform.vcluster_version} is not managed by platform {platform.chart_version}; minimum platform per vCluster: {known}",
+                )
+    with problems.checking("platform.ingressClass"):
+        if platform.ingress_class and not platform.public_host:
+            problems.add("platform.ingressClass", "needs platform.publicHost (the host the Ingress serves)")
     _check_ingress_tls(platform, problems)
-    if platform.license_token_key is not None and not platform.license_token_key.isidentifier():
-        problems.add("platform.licenseTokenKey", f"{platform.license_token_key!r} must be a config key name like vclusterLicenseToken")
-    if not re.match(r"^[a-zA-Z0-9_.]{3,40}$", platform.role_id_prefix or ""):
-        problems.add("platform.roleIdPrefix", f"{platform.role_id_prefix!r} must be 3–40 characters of [a-zA-Z0-9_.]")
-    if not re.match(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$", platform.service_account_id or ""):
-        problems.add("platform.serviceAccountId", f"{platform.service_account_id!r} must be 6–30 characters of [a-z0-9-]")
+    with problems.checking("platform.licenseTokenKey"):
+        if platform.license_token_key is not None and not platform.license_token_key.isidentifier():
+            problems.add("platform.licenseTokenKey", f"{platform.license_token_key!r} must be a config key name like vclusterLicenseToken")
+    with problems.checking("platform.roleIdPrefix"):
+        if not ROLE_ID_PREFIX.match(platform.role_id_prefix):
+            problems.add("platform.roleIdPrefix", f"{platform.role_id_prefix!r} must be 3–40 characters of [a-zA-Z0-9_.]")
+    with problems.checking("platform.serviceAccountId"):
+        if not SERVICE_ACCOUNT_ID.match(platform.service_account_id):
+            problems.add("platform.serviceAccountId", f"{platform.service_account_id!r} must be 6–30 characters of [a-z0-9-]")
 
 
 def _check_ingress_tls(platform: PlatformConfig, problems: Problems) -> None:
     """The chart's Ingress would otherwise reference TLS Secret `loft-tls` (vcluster-platform chart
     values.yaml `ingress.tls: {enabled: true, secret: loft-tls}`, loft-sh/loft tag v4.11.2), which
     nothing creates: the ingress controller would serve its own default certificate."""
-    tls = platform.ingress_tls
-    if tls is None:
-        if platform.ingress_class:
-            problems.add(
-                "platform.ingressTls",
-                "required with ingressClass; allowed: {clusterIssuer: <a cert-manager ClusterIssuer>} (cert-manager issues the "
-                f"certificate into Secret {INGRESS_TLS_SECRET}), {{secretName: <a kubernetes.io/tls Secret you create in namespace "
-                "vcluster-platform>}}, or {enabled: false} (TLS ends in front of the ingress controller)",
-            )
-        return
-    if not platform.ingress_class:
-        problems.add("platform.ingressTls", "applies only with platform.ingressClass (the chart's Ingress)")
-    if not tls.enabled and (tls.secret_name or tls.cluster_issuer):
-        problems.add("platform.ingressTls", "enabled: false takes no secretName or clusterIssuer")
-    if tls.enabled and not (tls.secret_name or tls.cluster_issuer):
-        problems.add("platform.ingressTls", "name a clusterIssuer (cert-manager creates the Secret) or the secretName of a Secret you create")
-    for key, value in (("secretName", tls.secret_name), ("clusterIssuer", tls.cluster_issuer)):
-        if value is not None and not (len(value) <= 253 and all(DNS_LABEL.match(part) for part in value.split("."))):
-            problems.add(f"platform.ingressTls.{key}", f"{value!r} is not a Kubernetes object name (lowercase DNS subdomain)")
+    with problems.checking("platform.ingressTls"):
+        tls = platform.ingress_tls
+        if tls is None:
+            if platform.ingress_class:
+                problems.add(
+                    "platform.ingressTls",
+                    "required with ingressClass; allowed: {clusterIssuer: <a cert-manager ClusterIssuer>} (cert-manager issues the "
+                    f"certificate into Secret {INGRESS_TLS_SECRET}), {{secretName: <a kubernetes.io/tls Secret you create in namespace "
+                    "vcluster-platform>}, or {enabled: false} (TLS ends in front of the ingress controller)",
+                )
+        elif not platform.ingress_class:
+            problems.add("platform.ingressTls", "applies only with platform.ingressClass (the chart's Ingress)")
+    with problems.checking("platform.ingressTls"):
+        tls = platform.ingress_tls
+        if tls is not None:
+            named = bool(tls.secret_name or tls.cluster_issuer)
+            if not tls.enabled and named:
+                problems.add("platform.ingressTls", "enabled: false takes no secretName or clusterIssuer")
+            if tls.enabled and not named:
+                problems.add("platform.ingressTls", "name a clusterIssuer (cert-manager creates the Secret) or the secretName of a Secret you create")
+    for key, attribute in (("secretName", "secret_name"), ("clusterIssuer", "cluster_issuer")):
+        with problems.checking(f"platform.ingressTls.{key}"):
+            value = None if platform.ingress_tls is None else getattr(platform.ingress_tls, attribute)
+            if value is not None and not (len(value) <= 253 and all(DNS_LABEL.match(part) for part in value.split("."))):
+                problems.add(f"platform.ingressTls.{key}", f"{value!r} is not a Kubernetes object name (lowercase DNS subdomain)")
 
 
 def check_node_provider(region: str, np: NodeProviderConfig, catalog: Catalog, problems: Problems) -> None:
-    if not DNS_LABEL.match(np.name):
-        problems.add("nodeProvider.name", f"{np.name!r} must be a lowercase DNS label")
-    for i, zone in enumerate(np.zones):
-        if zone_region(zone) != region or not zone.startswith(region + "-") or len(zone) != len(region) + 2:
-            problems.add(f"nodeProvider.zones[{i}]", f"{zone!r} is not in region {region}")
-    if len(set(np.zones)) != len(np.zones):
-        problems.add("nodeProvider.zones", "lists a zone twice")
+    with problems.checking("nodeProvider.name"):
+        if not DNS_LABEL.match(np.name):
+            problems.add("nodeProvider.name", f"{np.name!r} must be a lowercase DNS label")
+    with problems.checking("nodeProvider.zones"):
+        for i, zone in enumerate(np.zones):
+            if zone_region(zone) != region or not zone.startswith(region + "-") or len(zone) != len(region) + 2:
+                problems.add(f"nodeProvider.zones[{i}]", f"{zone!r} is not in region {region}")
+    with problems.checking("nodeProvider.zones"):
+        if len(set(np.zones)) != len(np.zones):
+            problems.add("nodeProvider.zones", "lists a zone twice")
     known = ", ".join(catalog.gpus)
-    for i, gpu in enumerate(np.gpu_types):
-        if gpu not in catalog.gpus:
-            problems.add(f"nodeProvider.gpuTypes[{i}]", f"{gpu!r} is not offered; known: {known}")
-        elif gpu not in np.gpu_quota:
+    where = region if isinstance(region, str) else "the region"
+    with problems.checking("nodeProvider.gpuTypes"):
+        for i, gpu in enumerate(np.gpu_types):
+            with problems.checking(f"nodeProvider.gpuQuota.{gpu}"):
+                if gpu not in catalog.gpus:
+                    problems.add(f"nodeProvider.gpuTypes[{i}]", f"{gpu!r} is not offered; known: {known}")
+                elif gpu not in np.gpu_quota:
+                    problems.add(
+                        f"nodeProvider.gpuQuota.{gpu}",
+                        f"missing; set it to the project's {gpu} quota in {where} (Compute Engine quota page), e.g. gpuQuota: {{{gpu}: 8}}",
+                    )
+    with problems.checking("nodeProvider.gpuQuota"):
+        for gpu, quota in np.gpu_quota.items():
+            with problems.checking(f"nodeProvider.gpuQuota.{gpu}"):
+                if gpu not in np.gpu_types:
+                    problems.add(f"nodeProvider.gpuQuota.{gpu}", f"{gpu!r} is not in gpuTypes ({', '.join(np.gpu_types)})")
+                elif quota < 1:
+                    problems.add(f"nodeProvider.gpuQuota.{gpu}", f"{quota} must be at least 1")
+                elif gpu in catalog.gpus and quota < min(catalog.gpu_counts(gpu)):
+                    problems.add(
+                        f"nodeProvider.gpuQuota.{gpu}",
+                        f"{quota} is below the smallest {gpu} shape ({min(catalog.gpu_counts(gpu))} GPUs): no node type could start",
+                    )
+    # Availability and node-type names are judged by the zones only once these are sound.
+    zones = problems.derive(lambda: np.zones, "nodeProvider.zones")
+    with problems.checking("nodeProvider.gpuTypes"):
+        check_gpu_availability(region, zones, np.gpu_types, np.spot, catalog, problems)
+    with problems.checking("nodeProvider.name"):
+        known_gpus = tuple(g for g in np.gpu_types if g in catalog.gpus)
+        known_cpus = tuple(m for m in np.cpu_machine_types if m in catalog.machines)
+        longest = longest_qualified_name(np.name, catalog, known_gpus, known_cpus, zones)
+        if len(longest) > MAX_QUALIFIED_NAME:
             problems.add(
-                f"nodeProvider.gpuQuota.{gpu}",
-                f"missing; set it to the project's {gpu} quota in {region} (Compute Engine quota page), e.g. gpuQuota: {{{gpu}: 8}}",
+                "nodeProvider.name",
+                f"{np.name!r} is too long: the platform labels nodes with <provider>.<node type>, at most {MAX_QUALIFIED_NAME} "
+                f"characters, and {longest!r} has {len(longest)}",
             )
-    for gpu, quota in np.gpu_quota.items():
-        if gpu not in np.gpu_types:
-            problems.add(f"nodeProvider.gpuQuota.{gpu}", f"{gpu!r} is not in gpuTypes ({', '.join(np.gpu_types)})")
-        elif quota < 1:
-            problems.add(f"nodeProvider.gpuQuota.{gpu}", f"{quota} must be at least 1")
-        elif gpu in catalog.gpus and quota < min(catalog.gpu_counts(gpu)):
-            problems.add(
-                f"nodeProvider.gpuQuota.{gpu}",
-                f"{quota} is below the smallest {gpu} shape ({min(catalog.gpu_counts(gpu))} GPUs): no node type could start",
-            )
-    if all(zone_region(z) == region for z in np.zones):
-        check_gpu_availability(region, np.zones, np.gpu_types, np.spot, catalog, problems)
-    known_gpus = tuple(g for g in np.gpu_types if g in catalog.gpus)
-    known_cpus = tuple(m for m in np.cpu_machine_types if m in catalog.machines)
-    longest = longest_qualified_name(np.name, catalog, known_gpus, known_cpus, np.zones)
-    if len(longest) > MAX_QUALIFIED_NAME:
-        problems.add(
-            "nodeProvider.name",
-            f"{np.name!r} is too long: the platform labels nodes with <provider>.<node type>, at most {MAX_QUALIFIED_NAME} "
-            f"characters, and {longest!r} has {len(longest)}",
-        )
     cpu_machines = catalog.cpu_machines()
-    for i, machine in enumerate(np.cpu_machine_types):
-        if machine not in cpu_machines:
-            problems.add(f"nodeProvider.cpuMachineTypes[{i}]", f"{machine!r} is not a CPU machine type of the catalog; known: {', '.join(cpu_machines)}")
-    for machine, price in np.prices.items():
-        if machine not in catalog.machines:
-            problems.add(f"nodeProvider.prices.{machine}", f"{machine!r} is not in the catalog; known: {', '.join(catalog.machines)}")
-        elif price <= 0:
-            problems.add(f"nodeProvider.prices.{machine}", f"{price} must be a positive USD/h price")
+    with problems.checking("nodeProvider.cpuMachineTypes"):
+        for i, machine in enumerate(np.cpu_machine_types):
+            if machine not in cpu_machines:
+                problems.add(f"nodeProvider.cpuMachineTypes[{i}]", f"{machine!r} is not a CPU machine type of the catalog; known: {', '.join(cpu_machines)}")
+    with problems.checking("nodeProvider.prices"):
+        for machine, price in np.prices.items():
+            if machine not in catalog.machines:
+                problems.add(f"nodeProvider.prices.{machine}", f"{machine!r} is not in the catalog; known: {', '.join(catalog.machines)}")
+            elif not 0 < price <= MAX_USD_PER_HOUR:
+                problems.add(f"nodeProvider.prices.{machine}", f"{price} must be a positive USD/h price of at most {MAX_USD_PER_HOUR}")
     all_disk_types = sorted({t for s in catalog.series.values() for t in s["diskTypes"]} | {"hyperdisk-balanced"})
-    for key, disk in (("gpuDisk", np.gpu_disk), ("cpuDisk", np.cpu_disk)):
-        if disk.type not in all_disk_types:
-            problems.add(f"nodeProvider.{key}.type", f"{disk.type!r} is not allowed; allowed: {', '.join(all_disk_types)}")
-    if np.gpu_image_family is not None and not DNS_LABEL.match(np.gpu_image_family):
-        problems.add("nodeProvider.gpuImageFamily", f"{np.gpu_image_family!r} is not an image family name")
+    for key in ("gpuDisk", "cpuDisk"):
+        with problems.checking(f"nodeProvider.{key}.type"):
+            disk = np.gpu_disk if key == "gpuDisk" else np.cpu_disk
+            if disk.type not in all_disk_types:
+                problems.add(f"nodeProvider.{key}.type", f"{disk.type!r} is not allowed; allowed: {', '.join(all_disk_types)}")
+    with problems.checking("nodeProvider.gpuImageFamily"):
+        if np.gpu_image_family is not None and not DNS_LABEL.match(np.gpu_image_family):
+            problems.add("nodeProvider.gpuImageFamily", f"{np.gpu_image_family!r} is not an image family name")
 
 
-def check_region(region: str, problems: Problems) -> None:
+def check_region(region: str, problems: Problems) -> bool:
     if not REGION.match(region):
         problems.add("gcp:region", f"{region!r} is not a GCP region like europe-west4")
+        return False
+    return True
 
 
 def _pairs(items):

@@ -65,10 +65,9 @@ TENANT = PREFIX + "tenant"
 
 TENANT_KEYS = (NETWORK, SUBNETWORK, NODE_SERVICE_ACCOUNT, TENANT)
 
-# Keys of the official templates' contract (loft-sh/vcluster-auto-nodes-gcp tag v0.1.1:
-# environment/*/locals.tf, node/locals.tf read project, region and the vcluster.com switches),
-# which our templates keep; written concretely, as the templates refuse empty or wildcard
-# project/region.
+# Keys of the official templates' contract (loft-sh/vcluster-auto-nodes-gcp v0.1.1: main.tf,
+# locals.tf and validation/main.tf; docs/sources.md), which our templates keep; written
+# concretely: they reject wildcard project/region.
 PROJECT = "project"
 REGION = "region"
 CCM_ENABLED = "vcluster.com/ccm-enabled"

@@ -7,11 +7,10 @@ team's tenant stack, otherwise an environment stack.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-from pydantic import BaseModel, ValidationError
 
 from .catalog import Catalog, load_catalog
 from .environment import (
@@ -27,7 +26,8 @@ from .environment import (
     resolve_cluster_defaults,
     resolve_platform_defaults,
 )
-from .errors import ConfigError, Problem, Problems, problems_from_validation
+from .base import parse, parse_cidr
+from .errors import Broken, ConfigError, Problem, Problems, derived, shown
 from .facts import EnvironmentFacts, TenantClaim
 from .node_types import NodeTypeOffer, generate_node_types
 from .permissions import TENANT_DISKS, TENANT_LOAD_BALANCERS, TENANT_SUBNET_USE, role_id
@@ -38,6 +38,9 @@ from .tenant import Tenant, TenantPlan, check_tenant, plan_tenant
 NS = "gpu-platform"
 ENVIRONMENT_KEYS = ("cluster", "platform", "nodeProvider", "tenants")
 TENANT_KEYS = ("environmentStack", "tenant")
+# Object-typed keys and the model of their value (of each item, for `tenants`); Pulumi.yaml's
+# descriptions list exactly these models' keys.
+CONFIG_MODELS = {"cluster": ClusterConfig, "platform": PlatformConfig, "nodeProvider": NodeProviderConfig, "tenants": Tenant, "tenant": Tenant}
 # Keys the program reads itself (secrets are read by __main__, never parsed here).
 KNOWN_KEYS = {f"{NS}:{k}" for k in ("environment", "platformAdminPassword", *ENVIRONMENT_KEYS, *TENANT_KEYS)}
 
@@ -74,12 +77,16 @@ def load_stack(values: dict[str, Any], *, stack: str, project_dir: Path, catalog
     values = {k: structured(v) for k, v in values.items()}
     problems = Problems()
     environment = values.get(f"{NS}:environment")
-    if environment not in ENVIRONMENTS:
-        problems.add("environment", f"{environment!r} is not allowed; allowed: {', '.join(ENVIRONMENTS)}")
-    if values.get(f"{NS}:environmentStack"):
-        result = _load_tenant_stack(values, stack, project_dir, catalog, problems)
-    else:
-        result = _load_environment_stack(values, stack, project_dir, catalog, problems)
+    if not isinstance(environment, str) or environment not in ENVIRONMENTS:
+        problems.add("environment", f"{shown(environment)} is not allowed; allowed: {', '.join(ENVIRONMENTS)}")
+        environment = Broken("environment")
+    # A last guard: the checks guard themselves key by key, so this only catches a check that
+    # forgot to; the problem that made the value broken is reported either way.
+    with problems.checking("(the remaining checks)"):
+        if values.get(f"{NS}:environmentStack"):
+            result = _load_tenant_stack(values, environment, stack, project_dir, catalog, problems)
+        else:
+            result = _load_environment_stack(values, environment, stack, project_dir, catalog, problems)
     problems.extend(unknown_keys(set(values), values))
     problems.raise_if_any(stack)
     assert result is not None
@@ -91,72 +98,66 @@ def unknown_keys(keys: set[str], values: dict[str, Any]) -> list[Problem]:
     The key named by platform.licenseTokenKey is known."""
     platform = values.get(f"{NS}:platform")
     license_key = platform.get("licenseTokenKey") if isinstance(platform, dict) else None
-    known = KNOWN_KEYS | ({f"{NS}:{license_key}"} if license_key else set())
+    known = KNOWN_KEYS | ({f"{NS}:{license_key}"} if isinstance(license_key, str) else set())
     names = ", ".join(sorted(k.split(":", 1)[1] for k in known))
     return [Problem(k.split(":", 1)[1], f"unknown key; known: {names}") for k in sorted(keys) if k.startswith(f"{NS}:") and k not in known]
 
 
-def _load_environment_stack(values, stack, project_dir, catalog, problems) -> EnvironmentStack | None:
-    environment = values.get(f"{NS}:environment")
-    project = values.get("gcp:project")
-    region = values.get("gcp:region")
-    if not project:
-        problems.add("gcp:project", "required for an environment stack (pulumi config set gcp:project <project-id>)")
-    if not region:
-        problems.add("gcp:region", "required for an environment stack (pulumi config set gcp:region <region>)")
-    else:
-        check_region(region, problems)
+def _load_environment_stack(values, environment, stack, project_dir, catalog, problems) -> EnvironmentStack | None:
+    project = _gcp_value(values, "gcp:project", "<project-id>", problems)
+    region = _gcp_value(values, "gcp:region", "<region>", problems)
+    if not isinstance(region, Broken) and not check_region(region, problems):
+        region = Broken("gcp:region")
     for key in TENANT_KEYS:
         if values.get(f"{NS}:{key}"):
             problems.add(key, "belongs to a tenant stack; set environmentStack too, or move the tenant into `tenants`")
 
-    cluster = _parse("cluster", ClusterConfig, values.get(f"{NS}:cluster") or {}, problems)
-    platform = _parse("platform", PlatformConfig, values.get(f"{NS}:platform") or {}, problems)
-    node_provider = _parse("nodeProvider", NodeProviderConfig, values.get(f"{NS}:nodeProvider"), problems)
+    cluster = parse("cluster", ClusterConfig, values.get(f"{NS}:cluster") or {}, problems)
+    platform = parse("platform", PlatformConfig, values.get(f"{NS}:platform") or {}, problems)
+    node_provider = parse("nodeProvider", NodeProviderConfig, values.get(f"{NS}:nodeProvider"), problems)
     raw_tenants = values.get(f"{NS}:tenants") or []
     if not isinstance(raw_tenants, list):
-        problems.add("tenants", f"expected a list of tenants, got {type(raw_tenants).__name__}")
+        problems.add("tenants", f"expected a list of tenants, got {shown(raw_tenants)}")
         raw_tenants = []
-    tenants = [_parse(f"tenants[{i}]", Tenant, t, problems) for i, t in enumerate(raw_tenants)]
+    tenants = [parse(f"tenants[{i}]", Tenant, t, problems, when_missing="expected a tenant (a mapping), got nothing") for i, t in enumerate(raw_tenants)]
 
-    # Each section is checked on its own, so one broken section does not hide another's problems.
-    before = len(problems.items)
-    known_env = environment in ENVIRONMENTS
-    if cluster is not None and region and known_env:
-        cluster = resolve_cluster_defaults(environment, region, cluster, node_provider.zones if node_provider else ())
+    # Each section is checked with what parsed; checks that need a broken key say so in a note.
+    cluster = resolve_cluster_defaults(environment, region, cluster, derived(lambda: node_provider.zones))
+    with problems.checking("cluster"):  # each section's checks guard themselves; this is a safety net
         check_cluster(environment, region, cluster, catalog, problems)
-    if platform is not None and known_env:
-        platform = resolve_platform_defaults(environment, platform)
+    platform = resolve_platform_defaults(environment, platform)
+    with problems.checking("platform"):
         check_platform(platform, problems)
+    with problems.checking("platform.licenseTokenKey"):
         if platform.license_token_key and f"{NS}:{platform.license_token_key}" not in values:
             problems.add(
                 "platform.licenseTokenKey",
                 f"names {platform.license_token_key!r}, which is not set; "
                 f"pulumi config set --secret {platform.license_token_key} <token>",
             )
-    if node_provider is not None and region:
+    with problems.checking("nodeProvider"):
         check_node_provider(region, node_provider, catalog, problems)
-        if node_provider.quota_policy is None:
-            node_provider = node_provider.model_copy(update={"quota_policy": "fail" if environment == "prod" else "warn"})
-    environment_sound = len(problems.items) == before and None not in (cluster, platform, node_provider) and project and region and known_env
+    if not isinstance(node_provider, Broken):
+        policy = derived(lambda: node_provider.quota_policy or ("fail" if environment == "prod" else "warn"))
+        node_provider = node_provider.model_copy(update={"quota_policy": policy})
 
+    # Tenants are judged only by facts whose keys are sound; the rest waits (see the notes).
+    offer = problems.derive(lambda: _offer(region, node_provider, catalog), "gcp:region", "nodeProvider")
+    facts = _facts(environment, project, region, cluster, platform, node_provider, offer, tenants, catalog, problems)
+    for i, tenant in enumerate(tenants):
+        # Earlier entries only: a collision is reported once, at the entry that causes it.
+        others = [_claim(t, f"tenants[{j}]", f"tenants[{j}]") for j, t in enumerate(tenants[:i])]
+        with problems.checking(f"tenants[{i}]"):
+            check_tenant(f"tenants[{i}]", tenant, facts, others, problems)
     quota: tuple[QuotaLine, ...] = ()
     quota_warnings: tuple[str, ...] = ()
-    if environment_sound:
-        offer = _offer(region, node_provider, catalog)
-        facts = _facts(environment, project, region, cluster, platform, node_provider, offer, tenants, catalog)
-        for i, tenant in enumerate(tenants):
-            if tenant is not None:
-                # Earlier entries only: a collision is reported once, at the entry that causes it.
-                others = [TenantClaim(t.name, t.network.cidr, f"tenants[{j}]") for j, t in enumerate(tenants[:i]) if t is not None]
-                check_tenant(f"tenants[{i}]", tenant, facts, others, problems)
-        if not problems:
-            entries = [TenantEntry(t, f"tenants[{i}]") for i, t in enumerate(tenants) if t is not None]
-            entries += team_stack_tenants(project_dir, environment_stack_name=stack)
-            quota = quota_lines(entries, facts)
-            quota_warnings = _quota_verdict(quota, node_provider.quota_policy, lambda line: f"nodeProvider.gpuQuota.{line.gpu}", problems)
-    elif any(t is not None for t in tenants):
-        problems.note("tenants were checked for structure only; they are checked against the environment once its own problems are fixed")
+    if not problems:
+        entries = [TenantEntry(t, f"tenants[{i}]") for i, t in enumerate(tenants)]
+        entries += team_stack_tenants(project_dir, environment_stack_name=stack)
+        quota = quota_lines(entries, facts)
+        quota_warnings = _quota_verdict(quota, node_provider.quota_policy, lambda line: f"nodeProvider.gpuQuota.{line.gpu}", problems)
+    elif not isinstance(policy := derived(lambda: node_provider.quota_policy), Broken) and policy == "fail":
+        problems.note("the GPU quota of all tenants together (quotaPolicy fail) is checked once the problems above are fixed")
     if problems:
         return None
     return EnvironmentStack(
@@ -169,49 +170,49 @@ def _load_environment_stack(values, stack, project_dir, catalog, problems) -> En
         node_provider=node_provider,
         offer=offer,
         facts=facts,
-        tenants=tuple(plan_tenant(t, facts) for t in tenants if t is not None),
+        tenants=tuple(plan_tenant(t, facts) for t in tenants),
         warnings=tuple(environment_warnings(environment, cluster, node_provider)) + quota_warnings,
         quota=quota,
     )
 
 
-def _load_tenant_stack(values, stack, project_dir, catalog, problems) -> TenantStack | None:
-    environment = values.get(f"{NS}:environment")
-    reference = values.get(f"{NS}:environmentStack")
+def _gcp_value(values: dict[str, Any], key: str, placeholder: str, problems: Problems) -> Any:
+    value = values.get(key)
+    if not value:
+        problems.add(key, f"required for an environment stack (pulumi config set {key} {placeholder})")
+    elif not isinstance(value, str):
+        problems.add(key, f"expected a string, got {shown(value)}")
+    else:
+        return value
+    return Broken(key)
+
+
+def _load_tenant_stack(values, environment, stack, project_dir, catalog, problems) -> TenantStack | None:
     for key in ENVIRONMENT_KEYS:
         if values.get(f"{NS}:{key}"):
             problems.add(key, "belongs to an environment stack; a tenant stack (environmentStack is set) configures only `tenant`")
-    tenant = _parse("tenant", Tenant, values.get(f"{NS}:tenant"), problems)
+    tenant = parse("tenant", Tenant, values.get(f"{NS}:tenant"), problems)
+    reference = values.get(f"{NS}:environmentStack")
+    env = _environment_of(reference, stack, project_dir, catalog, problems)
 
-    parts = str(reference).split("/")
-    if len(parts) != 3 or not all(parts):
-        problems.add("environmentStack", f"{reference!r} must be a fully qualified stack name <org>/<project>/<stack>")
-        return None
-    env_stack = parts[2]
-    if env_stack == stack:
-        problems.add("environmentStack", "a tenant stack cannot reference itself")
-        return None
-    try:
-        env_values = read_stack_values(project_dir, env_stack)
-    except StackFileError as e:
-        problems.add("environmentStack", f"{reference}: tenant stacks are checked against the environment's stack file ({e})")
-        return None
-    try:
-        env = load_stack(env_values, stack=env_stack, project_dir=project_dir, catalog=catalog)
-    except ConfigError as e:
-        problems.add("environmentStack", f"{reference}: its stack file has problems of its own:\n      " + "\n      ".join(map(str, e.problems)))
-        return None
-    if not isinstance(env, EnvironmentStack):
-        problems.add("environmentStack", f"{reference} is itself a tenant stack")
-        return None
-    if environment != env.environment:
-        problems.add("environment", f"{environment!r} differs from the environment stack's {env.environment!r}")
-    if tenant is None:
-        return None
-    others = list(env.facts.tenants) + _tenant_stack_claims(project_dir, environment_stack_name=env_stack, exclude=stack)
-    check_tenant("tenant", tenant, env.facts, others, problems)
+    if isinstance(env, EnvironmentStack):
+        with problems.checking("environment"):
+            if environment != env.environment:
+                problems.add("environment", f"{environment!r} differs from the environment stack's {env.environment!r}")
+        facts, inline = env.facts, list(env.facts.tenants)
+    else:
+        # Without its environment the tenant is still checked on its own and against the other
+        # team stacks; whatever needs the environment waits for environmentStack (see the notes).
+        facts = unknown_facts(env.broken_path)
+        inline = [TenantClaim(env, env, "the environment's tenants")]
+    others = inline
+    if isinstance(reference, str) and len(reference.split("/")) == 3:
+        others = inline + _tenant_stack_claims(project_dir, environment_stack_name=reference.split("/")[2], exclude=stack)
+    with problems.checking("tenant"):
+        check_tenant("tenant", tenant, facts, others, problems)
     if problems:
         return None
+    env_stack = reference.split("/")[2]
     entries = [TenantEntry(t.tenant, f"tenants[{i}] of {env_stack}") for i, t in enumerate(env.tenants)]
     entries += team_stack_tenants(project_dir, environment_stack_name=env_stack, exclude=stack)
     quota = quota_lines([*entries, TenantEntry(tenant, f"stack {stack}")], env.facts)
@@ -219,6 +220,41 @@ def _load_tenant_stack(values, stack, project_dir, catalog, problems) -> TenantS
     if problems:
         return None
     return TenantStack(stack, env.environment, reference, env.facts, plan_tenant(tenant, env.facts), warnings, quota)
+
+
+def _environment_of(reference: Any, stack: str, project_dir: Path, catalog: Catalog, problems: Problems) -> EnvironmentStack | Broken:
+    """The environment stack a tenant stack names, loaded from its stack file in this repo."""
+    parts = reference.split("/") if isinstance(reference, str) else []
+    if len(parts) != 3 or not all(parts):
+        problems.add("environmentStack", f"{shown(reference)} must be a fully qualified stack name <org>/<project>/<stack>")
+        return Broken("environmentStack")
+    env_stack = parts[2]
+    if env_stack == stack:
+        problems.add("environmentStack", "a tenant stack cannot reference itself")
+        return Broken("environmentStack")
+    try:
+        env_values = read_stack_values(project_dir, env_stack)
+    except StackFileError as e:
+        problems.add("environmentStack", f"{reference}: tenant stacks are checked against the environment's stack file ({e})")
+        return Broken("environmentStack")
+    try:
+        env = load_stack(env_values, stack=env_stack, project_dir=project_dir, catalog=catalog)
+    except ConfigError as e:
+        problems.add("environmentStack", f"{reference}: its stack file has problems of its own:\n      " + "\n      ".join(map(str, e.problems)))
+        return Broken("environmentStack")
+    if not isinstance(env, EnvironmentStack):
+        problems.add("environmentStack", f"{reference} is itself a tenant stack")
+        return Broken("environmentStack")
+    return env
+
+
+def _claim(tenant: Any, path: str, source: str) -> TenantClaim:
+    """What a tenant (as far as it parsed) claims in its environment: its name and its network.
+    A CIDR that is not a valid network is broken: others are not compared with it."""
+    cidr = derived(lambda: tenant.network.cidr)
+    if not isinstance(cidr, Broken) and parse_cidr(cidr) is None:
+        cidr = Broken(f"{path}.network.cidr")
+    return TenantClaim(derived(lambda: tenant.name), cidr, source)
 
 
 def _quota_verdict(quota: tuple[QuotaLine, ...], policy: str | None, key, problems: Problems) -> tuple[str, ...]:
@@ -241,36 +277,49 @@ def _tenant_stack_claims(project_dir: Path, *, environment_stack_name: str, excl
             values = {k: structured(v) for k, v in read_stack_values(project_dir, other).items()}
         except StackFileError:
             continue
-        reference = str(values.get(f"{NS}:environmentStack") or "")
+        reference = values.get(f"{NS}:environmentStack")
         tenant = values.get(f"{NS}:tenant")
-        if reference.split("/")[-1] == environment_stack_name and isinstance(tenant, dict):
-            cidr = (tenant.get("network") or {}).get("cidr")
-            if tenant.get("name") and cidr:
-                claims.append(TenantClaim(tenant["name"], cidr, f"stack {other} (Pulumi.{other}.yaml)"))
+        if isinstance(reference, str) and reference.split("/")[-1] == environment_stack_name and isinstance(tenant, dict):
+            source = f"stack {other} (Pulumi.{other}.yaml)"
+            parsed = parse(f"Pulumi.{other}.yaml: tenant", Tenant, tenant, Problems())  # its problems are its own stack's
+            claims.append(_claim(parsed, f"Pulumi.{other}.yaml: tenant", source))
     return claims
 
 
-def _facts(environment, project, region, cluster, platform, node_provider, offer, tenants, catalog) -> EnvironmentFacts:
+def _facts(environment, project, region, cluster, platform, node_provider, offer, tenants, catalog, problems) -> EnvironmentFacts:
+    """The environment as tenants see it. Facts from keys with problems are Broken, so no tenant
+    is judged by them; the stack is only deployed (and its facts exported) without problems."""
+    provider = ("gcp:region", "nodeProvider")
+    roles = ("gcp:project", "platform.roleIdPrefix")
     return EnvironmentFacts(
         environment=environment,
         project=project,
         region=region,
-        zones=node_provider.zones,
-        node_provider_name=node_provider.name,
-        gpu_types=node_provider.gpu_types,
-        spot=node_provider.spot,
-        gpu_quota=dict(node_provider.gpu_quota),
-        node_types=offer.node_types,
-        reserved_cidrs=_cluster_ranges(cluster),
-        tenants=tuple(TenantClaim(t.name, t.network.cidr, "the environment's tenants") for t in tenants if t is not None),
-        vcluster_version=platform.vcluster_version,
-        platform_service_account=f"{platform.service_account_id}@{project}.iam.gserviceaccount.com",
-        tenant_subnet_role=f"projects/{project}/roles/{role_id(platform.role_id_prefix, TENANT_SUBNET_USE)}",
-        tenant_disk_role=f"projects/{project}/roles/{role_id(platform.role_id_prefix, TENANT_DISKS)}",
-        tenant_load_balancer_role=f"projects/{project}/roles/{role_id(platform.role_id_prefix, TENANT_LOAD_BALANCERS)}",
-        legacy_infrastructure=node_provider.legacy_infrastructure,
-        prices_read=catalog.prices[region].read if region in catalog.prices else None,
+        zones=problems.derive(lambda: node_provider.zones, *provider),
+        node_provider_name=derived(lambda: node_provider.name),
+        gpu_types=problems.derive(lambda: node_provider.gpu_types, *provider),
+        spot=problems.derive(lambda: node_provider.spot, *provider),
+        gpu_quota=problems.derive(lambda: dict(node_provider.gpu_quota), *provider),
+        node_types=derived(lambda: offer.node_types),
+        reserved_cidrs=_cluster_ranges(cluster, problems),
+        tenants=tuple(_claim(t, f"tenants[{i}]", "the environment's tenants") for i, t in enumerate(tenants)),
+        vcluster_version=derived(lambda: platform.vcluster_version),
+        platform_service_account=derived(lambda: f"{platform.service_account_id}@{project}.iam.gserviceaccount.com"),
+        tenant_subnet_role=problems.derive(lambda: _role(project, platform, TENANT_SUBNET_USE), *roles),
+        tenant_disk_role=problems.derive(lambda: _role(project, platform, TENANT_DISKS), *roles),
+        tenant_load_balancer_role=problems.derive(lambda: _role(project, platform, TENANT_LOAD_BALANCERS), *roles),
+        legacy_infrastructure=derived(lambda: node_provider.legacy_infrastructure),
+        prices_read=derived(lambda: catalog.prices[region].read if region in catalog.prices else None),
     )
+
+
+def _role(project: str, platform: PlatformConfig, role: str) -> str:
+    return f"projects/{project}/roles/{role_id(platform.role_id_prefix, role)}"
+
+
+def unknown_facts(because: str) -> EnvironmentFacts:
+    """Facts of an environment that could not be loaded: every one waits for the key `because`."""
+    return EnvironmentFacts(**{f.name: Broken(because) for f in dataclasses.fields(EnvironmentFacts)})
 
 
 def _offer(region: str, np: NodeProviderConfig, catalog: Catalog) -> NodeTypeOffer:
@@ -289,26 +338,16 @@ def _offer(region: str, np: NodeProviderConfig, catalog: Catalog) -> NodeTypeOff
     )
 
 
-def _cluster_ranges(cluster: ClusterConfig) -> tuple[tuple[str, str], ...]:
+def _cluster_ranges(cluster: ClusterConfig, problems: Problems) -> tuple[tuple[str, str], ...]:
+    """The host cluster's ranges tenants must stay clear of; a range with problems is Broken."""
     ranges = [
-        ("the GKE node subnet (cluster.network.nodesCidr)", cluster.network.nodes_cidr),
-        ("the GKE pod range (cluster.network.podsCidr)", cluster.network.pods_cidr),
-        ("the GKE service range (cluster.network.servicesCidr)", cluster.network.services_cidr),
+        ("the GKE node subnet", "cluster.network.nodesCidr", lambda: cluster.network.nodes_cidr),
+        ("the GKE pod range", "cluster.network.podsCidr", lambda: cluster.network.pods_cidr),
+        ("the GKE service range", "cluster.network.servicesCidr", lambda: cluster.network.services_cidr),
     ]
-    if cluster.private_nodes.enabled:
-        ranges.append(("the GKE control plane range (cluster.privateNodes.masterCidr)", cluster.private_nodes.master_cidr))
-    return tuple(ranges)
-
-
-def _parse(path: str, model: type[BaseModel], raw: Any, problems: Problems):
-    if raw is None:
-        problems.add(path, "required")
-        return None
-    try:
-        return model.model_validate(raw)
-    except ValidationError as e:
-        problems.extend(problems_from_validation(path, model, e))
-        return None
+    if derived(lambda: cluster.private_nodes.enabled) is not False:
+        ranges.append(("the GKE control plane range", "cluster.privateNodes.masterCidr", lambda: cluster.private_nodes.master_cidr))
+    return tuple((f"{what} ({path})", problems.derive(cidr, path, "cluster.privateNodes.enabled")) for what, path, cidr in ranges)
 
 
 # Facts a tenant stack takes from the environment's stack file and builds GCP objects and IAM

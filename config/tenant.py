@@ -15,9 +15,9 @@ from pydantic import Field
 
 from . import node_properties as props
 from .availability import load_availability
-from .base import DNS_LABEL, DURATION, ConfigModel, duration_seconds, parse_cidr
-from .errors import Problems
+from .base import DNS_LABEL, DURATION, ConfigModel, duration_seconds, parse_cidr, read_cidr
 from .catalog import load_catalog
+from .errors import Broken, Problems, derived
 from .facts import TENANT_CLUSTER_CIDRS, EnvironmentFacts, TenantClaim
 from .node_types import GPU_RESOURCE, NodeType
 from .versions import GPU_OPERATOR_VERSION
@@ -190,108 +190,158 @@ class TenantPlan:
 
 
 def check_tenant(path: str, tenant: Tenant, facts: EnvironmentFacts, others: list[TenantClaim], problems: Problems) -> None:
-    """Check one tenant against its environment and the tenants already claimed there."""
-    if not DNS_LABEL.match(tenant.name) or len(tenant.name) > MAX_TENANT_NAME:
-        problems.add(f"{path}.name", f"{tenant.name!r} must be a DNS-1123 label of at most {MAX_TENANT_NAME} characters")
+    """Check one tenant against its environment and the tenants already claimed there. The tenant
+    and the facts may be partly broken (config/errors.py): each `checking` block is one
+    independent check, so every check that does not need a broken value runs."""
+    with problems.checking(f"{path}.name"):
+        if not DNS_LABEL.match(tenant.name) or len(tenant.name) > MAX_TENANT_NAME:
+            problems.add(f"{path}.name", f"{tenant.name!r} must be a DNS-1123 label of at most {MAX_TENANT_NAME} characters")
     for other in others:
-        if other.name == tenant.name:
-            problems.add(f"{path}.name", f"{tenant.name!r} is already used by {other.source}")
-
-    net = parse_cidr(tenant.network.cidr)
-    if net is None or not net.is_private:
-        problems.add(f"{path}.network.cidr", f"{tenant.network.cidr!r} is not a private IPv4 CIDR; try {suggest_cidr(facts, others)}")
-    elif not 16 <= net.prefixlen <= 26:
-        problems.add(f"{path}.network.cidr", f"{net} must be between /16 and /26 (a /22 fits 1000 nodes)")
-    else:
-        taken = [(what, c) for what, c in facts.reserved_cidrs] + list(TENANT_CLUSTER_CIDRS)
-        taken += [(f"tenant {o.name} ({o.source})", o.cidr) for o in others]
-        for what, cidr in taken:
-            if net.overlaps(ipaddress.IPv4Network(cidr)):
-                problems.add(f"{path}.network.cidr", f"{net} overlaps {what} {cidr}; try {suggest_cidr(facts, others)}")
+        with problems.checking(f"{path}.name"):
+            if other.name == tenant.name:
+                problems.add(f"{path}.name", f"{tenant.name!r} is already used by {other.source}")
+    _check_network(path, tenant, facts, others, problems)
 
     seen: dict[tuple, int] = {}
-    for i, pool in enumerate(tenant.gpu_pools):
-        pool_path = f"{path}.gpuPools[{i}]"
-        if pool.gpu not in facts.gpu_types:
-            problems.add(f"{pool_path}.gpu", f"{pool.gpu!r} is not offered by environment {facts.environment}; offered: {', '.join(facts.gpu_types)}")
-            continue
-        if pool.spot and not facts.spot:
-            problems.add(f"{pool_path}.spot", f"environment {facts.environment} offers no Spot node types (nodeProvider.spot is false)")
-            continue
-        if not facts.node_types_for(pool.gpu, pool.spot):
-            wanted, other = ("Spot", "on-demand") if pool.spot else ("on-demand", "Spot")
-            fix = f"set spot: {str(not pool.spot).lower()}" if facts.node_types_for(pool.gpu, not pool.spot) else "choose another GPU type"
+    with problems.checking(f"{path}.gpuPools"):
+        for i, pool in enumerate(tenant.gpu_pools):
+            _check_pool_zones(f"{path}.gpuPools[{i}]", pool, facts, problems)
+            with problems.checking(f"{path}.gpuPools[{i}]"):
+                _check_pool(f"{path}.gpuPools[{i}]", i, pool, facts, seen, problems)
+            _check_pool_timing(f"{path}.gpuPools[{i}]", pool, problems)
+
+    with problems.checking(f"{path}.cpuPool"):
+        cpu_types = facts.node_types_for(None, False)
+        smallest = min((nt.vcpus for nt in cpu_types), default=None)
+        if smallest is None:
+            problems.add(f"{path}.cpuPool", f"environment {facts.environment} offers no CPU node types")
+        elif tenant.cpu_pool.max_cpus < smallest:
             problems.add(
-                f"{pool_path}.spot",
-                f"environment {facts.environment} offers no {wanted} {pool.gpu} node types ({purchase_options(pool.gpu)}); {fix}"
-                + (f" for {other}" if fix.startswith("set") else ""),
+                f"{path}.cpuPool.maxCpus",
+                f"{tenant.cpu_pool.max_cpus} is below the smallest CPU node type ({smallest} vCPU): no node could start",
             )
-            continue
-        if pool.zones is not None and not _check_pool_zones(pool_path, pool, facts, problems):
-            continue
-        counts = sorted({nt.gpu_count for nt in facts.node_types_for(pool.gpu, pool.spot, zones=pool.zones)})
-        per_node = pool.gpus_per_node or (counts[0] if counts else None)
-        if per_node not in counts:
-            problems.add(
-                f"{pool_path}.gpusPerNode",
-                f"{pool.gpus_per_node} is not a shape of {pool.gpu} in environment {facts.environment}; shapes: {', '.join(map(str, counts))}",
-            )
-            continue
-        if pool.max_gpus % per_node:
-            problems.add(f"{pool_path}.maxGpus", f"{pool.max_gpus} is not a multiple of gpusPerNode {per_node}")
+    with problems.checking(f"{path}.access"):
+        for kind, names in (("users", tenant.access.users), ("teams", tenant.access.teams)):
+            for i, name in enumerate(names):
+                if not name or name != name.strip():
+                    problems.add(f"{path}.access.{kind}[{i}]", f"{name!r} is not a platform {kind[:-1]} name")
+    with problems.checking(f"{path}.gpuOperator.version"):
+        version = tenant.gpu_operator.version
+        if not (version.startswith("v") and len(version.split(".")) == 3 and all(p.isdigit() for p in version[1:].split("."))):
+            problems.add(f"{path}.gpuOperator.version", f"{version!r} is not a pinned release like {GPU_OPERATOR_VERSION}")
+
+
+def _check_network(path: str, tenant: Tenant, facts: EnvironmentFacts, others: list[TenantClaim], problems: Problems) -> None:
+    cidr_path = f"{path}.network.cidr"
+    net = None
+    with problems.checking(cidr_path):
+        net, problem = read_cidr(tenant.network.cidr, "10.160.0.0/22")
+        # A suggestion only where the facts allow one; the problem is reported either way.
+        free = derived(lambda: suggest_cidr(facts, others))
+        try_free = "" if isinstance(free, Broken) else f"; try {free}"
+        if problem:
+            problems.add(cidr_path, problem)
+            net = None
+        elif not net.is_private:
+            problems.add(cidr_path, f"{net} is not a private IPv4 range{try_free}")
+            net = None
+        elif not 16 <= net.prefixlen <= 26:
+            problems.add(cidr_path, f"{net} must be between /16 and /26 (a /22 fits 1000 nodes)")
+            net = None
+    if net is None:
+        return
+    taken: list[tuple[str, str]] = list(TENANT_CLUSTER_CIDRS)
+    with problems.checking(cidr_path):
+        taken = list(facts.reserved_cidrs) + taken
+    for what, cidr in taken:
+        with problems.checking(cidr_path):
+            if net.overlaps(ipaddress.IPv4Network(cidr)):
+                problems.add(cidr_path, f"{net} overlaps {what} {cidr}{try_free}")
+    for other in others:
+        with problems.checking(cidr_path):
+            if net.overlaps(ipaddress.IPv4Network(other.cidr)):
+                who = other.source if isinstance(other.name, Broken) else f"tenant {other.name} ({other.source})"
+                problems.add(cidr_path, f"{net} overlaps {who} {other.cidr}{try_free}")
+
+
+def _check_pool(pool_path: str, i: int, pool: GpuPool, facts: EnvironmentFacts, seen: dict[tuple, int], problems: Problems) -> None:
+    """The pool against what its environment offers."""
+    if pool.gpu not in facts.gpu_types:
+        problems.add(f"{pool_path}.gpu", f"{pool.gpu!r} is not offered by environment {facts.environment}; offered: {', '.join(facts.gpu_types)}")
+        return
+    if pool.spot and not facts.spot:
+        problems.add(f"{pool_path}.spot", f"environment {facts.environment} offers no Spot node types (nodeProvider.spot is false)")
+        return
+    if not facts.node_types_for(pool.gpu, pool.spot):
+        wanted, other = ("Spot", "on-demand") if pool.spot else ("on-demand", "Spot")
+        fix = f"set spot: {str(not pool.spot).lower()}" if facts.node_types_for(pool.gpu, not pool.spot) else "choose another GPU type"
+        problems.add(
+            f"{pool_path}.spot",
+            f"environment {facts.environment} offers no {wanted} {pool.gpu} node types ({purchase_options(pool.gpu)}); {fix}"
+            + (f" for {other}" if fix.startswith("set") else ""),
+        )
+        return
+    if problems.has_problems(f"{pool_path}.zones"):
+        return  # reported by _check_pool_zones; shapes are counted in the pool's zones
+    counts = sorted({nt.gpu_count for nt in facts.node_types_for(pool.gpu, pool.spot, zones=pool.zones)})
+    per_node = pool.gpus_per_node or (counts[0] if counts else None)
+    if per_node not in counts:
+        problems.add(
+            f"{pool_path}.gpusPerNode",
+            f"{pool.gpus_per_node} is not a shape of {pool.gpu} in environment {facts.environment}; shapes: {', '.join(map(str, counts))}",
+        )
+        return
+    if pool.max_gpus % per_node:
+        problems.add(f"{pool_path}.maxGpus", f"{pool.max_gpus} is not a multiple of gpusPerNode {per_node}")
+    with problems.checking(f"{pool_path}.machineTypes"):
         _check_shapes(pool_path, pool, per_node, facts, problems)
-        quota = facts.gpu_quota.get(pool.gpu, 0)
-        if pool.max_gpus > quota:
-            problems.add(f"{pool_path}.maxGpus", f"{pool.max_gpus} exceeds the environment's quota of {quota} {pool.gpu} GPUs in {facts.region}")
-        key = (pool.gpu, per_node, pool.spot)
-        if key in seen:
-            problems.add(pool_path, f"duplicates gpuPools[{seen[key]}] ({pool.gpu}, {per_node} per node, spot={pool.spot})")
-        seen[key] = i
-        for field, value in (("idleAfter", pool.idle_after), ("terminationGracePeriod", pool.termination_grace_period)):
+    quota = facts.gpu_quota.get(pool.gpu, 0)
+    if pool.max_gpus > quota:
+        problems.add(f"{pool_path}.maxGpus", f"{pool.max_gpus} exceeds the environment's quota of {quota} {pool.gpu} GPUs in {facts.region}")
+    key = (pool.gpu, per_node, pool.spot)
+    if key in seen:
+        problems.add(pool_path, f"duplicates gpuPools[{seen[key]}] ({pool.gpu}, {per_node} per node, spot={pool.spot})")
+    seen[key] = i
+
+
+def _check_pool_timing(pool_path: str, pool: GpuPool, problems: Problems) -> None:
+    """Durations need nothing from the environment: checked even when the rest of the pool is not."""
+    for field, attribute in (("idleAfter", "idle_after"), ("terminationGracePeriod", "termination_grace_period")):
+        with problems.checking(f"{pool_path}.{field}"):
+            value = getattr(pool, attribute)
             if not DURATION.match(value):
                 problems.add(f"{pool_path}.{field}", f"{value!r} is not a duration like 60s, 10m or 1h30m")
-        if DURATION.match(pool.termination_grace_period) and duration_seconds(pool.termination_grace_period) < 60:
-            problems.add(f"{pool_path}.terminationGracePeriod", f"{pool.termination_grace_period} is too short for a GPU job to checkpoint; at least 1m")
-
-    cpu_types = facts.node_types_for(None, False)
-    smallest = min((nt.vcpus for nt in cpu_types), default=None)
-    if smallest is None:
-        problems.add(f"{path}.cpuPool", f"environment {facts.environment} offers no CPU node types")
-    elif tenant.cpu_pool.max_cpus < smallest:
-        problems.add(
-            f"{path}.cpuPool.maxCpus",
-            f"{tenant.cpu_pool.max_cpus} is below the smallest CPU node type ({smallest} vCPU): no node could start",
-        )
-    for kind, names in (("users", tenant.access.users), ("teams", tenant.access.teams)):
-        for i, name in enumerate(names):
-            if not name or name != name.strip():
-                problems.add(f"{path}.access.{kind}[{i}]", f"{name!r} is not a platform {kind[:-1]} name")
-    version = tenant.gpu_operator.version
-    if not (version.startswith("v") and len(version.split(".")) == 3 and all(p.isdigit() for p in version[1:].split("."))):
-        problems.add(f"{path}.gpuOperator.version", f"{version!r} is not a pinned release like {GPU_OPERATOR_VERSION}")
+            elif field == "terminationGracePeriod" and duration_seconds(value) < 60:
+                problems.add(f"{pool_path}.{field}", f"{value} is too short for a GPU job to checkpoint; at least 1m")
 
 
-def _check_pool_zones(pool_path: str, pool: GpuPool, facts: EnvironmentFacts, problems: Problems) -> bool:
-    """A pool's zones: a non-empty subset of nodeProvider.zones, each offering the pool's GPU."""
-    offering = sorted({nt.zone for nt in facts.node_types_for(pool.gpu, pool.spot)})
-    before = len(problems.items)
-    if not pool.zones:
-        problems.add(f"{pool_path}.zones", "is empty; leave it out to use every zone")
-    for j, zone in enumerate(pool.zones or ()):
-        if zone in pool.zones[:j]:
-            problems.add(f"{pool_path}.zones[{j}]", f"{zone} is listed twice")
-        elif zone not in facts.zones:
-            problems.add(
-                f"{pool_path}.zones[{j}]",
-                f"{zone} is not in nodeProvider.zones of environment {facts.environment} ({', '.join(facts.zones)})",
-            )
-        elif zone not in offering:
-            capacity = "Spot" if pool.spot else "on-demand"
-            problems.add(
-                f"{pool_path}.zones[{j}]",
-                f"{zone} does not offer {pool.gpu} as {capacity} (config/catalog.yaml availability); zones that do: {', '.join(offering)}",
-            )
-    return len(problems.items) == before
+def _check_pool_zones(pool_path: str, pool: GpuPool, facts: EnvironmentFacts, problems: Problems) -> None:
+    """A pool's zones: a non-empty list without repeats (checked on its own), each in
+    nodeProvider.zones and offering the pool's GPU as the pool's capacity type (checked with the
+    pool against its environment; only where the GPU and capacity type are offered at all, as
+    otherwise that is the pool's problem, reported by _check_pool)."""
+    with problems.checking(f"{pool_path}.zones"):
+        zones = pool.zones
+        if zones is not None and not zones:
+            problems.add(f"{pool_path}.zones", "is empty; leave it out to use every zone")
+        for j, zone in enumerate(zones or ()):
+            if zone in zones[:j]:
+                problems.add(f"{pool_path}.zones[{j}]", f"{zone} is listed twice")
+                continue
+            with problems.checking(pool_path):  # against the environment, as the rest of the pool
+                if zone not in facts.zones:
+                    problems.add(
+                        f"{pool_path}.zones[{j}]",
+                        f"{zone} is not in nodeProvider.zones of environment {facts.environment} ({', '.join(facts.zones)})",
+                    )
+                elif pool.gpu in facts.gpu_types and (facts.spot or not pool.spot):
+                    offering = sorted({nt.zone for nt in facts.node_types_for(pool.gpu, pool.spot)})
+                    if offering and zone not in offering:
+                        capacity = "Spot" if pool.spot else "on-demand"
+                        problems.add(
+                            f"{pool_path}.zones[{j}]",
+                            f"{zone} does not offer {pool.gpu} as {capacity} (config/catalog.yaml availability); zones that do: {', '.join(offering)}",
+                        )
 
 
 def purchase_options(gpu: str) -> str:
@@ -398,12 +448,10 @@ def _mi(quantity: str) -> int:
 
 
 def suggest_cidr(facts: EnvironmentFacts, others: list[TenantClaim]) -> str:
-    taken = [ipaddress.IPv4Network(c) for _, c in facts.reserved_cidrs]
-    taken += [ipaddress.IPv4Network(c) for _, c in TENANT_CLUSTER_CIDRS]
-    for other in others:
-        net = parse_cidr(other.cidr)
-        if net is not None:
-            taken.append(net)
+    """A free /22 for a tenant, clear of every range known to be taken (ranges with problems are
+    not known, and do not hold the suggestion up)."""
+    claimed = [c for _, c in facts.reserved_cidrs] + [c for _, c in TENANT_CLUSTER_CIDRS] + [o.cidr for o in others]
+    taken = [net for net in (None if isinstance(c, Broken) else parse_cidr(c) for c in claimed) if net is not None]
     for candidate in TENANT_CIDR_POOL.subnets(new_prefix=22):
         if not any(candidate.overlaps(t) for t in taken):
             return str(candidate)

@@ -3,7 +3,7 @@
 One place, so a version bump is one reviewed diff. Sources: the chart repositories named below
 (https://charts.loft.sh index, NVIDIA/gpu-operator release tags), loft-sh/vcluster
 pkg/platform/version.go (the vCluster → platform minimum table) and loft-sh/vcluster-auto-nodes-gcp
-tags (templates).
+tags (templates); paths, tags and commits per pin in docs/sources.md "Pinned versions".
 """
 
 from __future__ import annotations

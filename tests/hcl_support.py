@@ -21,6 +21,7 @@ import subprocess
 from pathlib import Path
 
 import hcl2
+import pytest
 
 VARIABLE_TF = Path(__file__).resolve().parents[1] / "templates" / "vcluster_variable.tf"
 
@@ -105,9 +106,32 @@ def hcl_string(text: str) -> str:
     return json.dumps(text).replace("${", "$${").replace("%{", "%%{")
 
 
+# The release CI uses (.ci/run and .github/workflows/pulumi.yml pin the same; a test checks).
+OPENTOFU_VERSION = "1.8.8"
+MISSING_TOFU = (
+    "neither tofu nor terraform is on PATH, so the OpenTofu templates cannot be evaluated: install OpenTofu "
+    f"{OPENTOFU_VERSION} (https://opentofu.org/docs/intro/install/) or Terraform 1.11 (https://developer.hashicorp.com/terraform/install)"
+)
+
+
 def tofu() -> str | None:
     """The OpenTofu binary on PATH, else the Terraform one, else None."""
     return shutil.which("tofu") or shutil.which("terraform")
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def require_tofu() -> str:
+    """The binary the template tests evaluate with. Without one they fail in CI (a green run must
+    mean the templates were evaluated) and skip elsewhere, saying why."""
+    binary = tofu()
+    if binary is None:
+        if in_ci():
+            pytest.fail(MISSING_TOFU, pytrace=False)
+        pytest.skip(MISSING_TOFU)
+    return binary
 
 
 def run(binary: str, args: list[str], cwd: Path) -> subprocess.CompletedProcess:

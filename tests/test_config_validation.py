@@ -247,6 +247,126 @@ def test_tenant_stack_needs_its_environment_stack_file(stack_values):
     ]
 
 
+# --- every problem at once, never a traceback ---------------------------------------------------
+
+
+@pytest.mark.parametrize("index", [0, 1])
+def test_a_cidr_with_host_bits_is_malformed_and_the_network_is_suggested(stack_values, index):
+    """Issue 13: in the first tenant this was an internal error, in the last "not a private CIDR"."""
+    values = stack_values("dev")
+    cidr = values[f"{NS}:tenants"][index]["network"]["cidr"]  # 10.160.0.0/22, 10.160.4.0/22
+    values[f"{NS}:tenants"][index]["network"]["cidr"] = cidr.replace(".0/22", ".1/22")
+    assert problems(values) == [f"tenants[{index}].network.cidr: {cidr.replace('.0/22', '.1/22')!r} is malformed: host bits are set; did you mean {cidr}?"]
+
+
+def test_a_malformed_cidr_is_not_used_to_judge_other_tenants(stack_values):
+    values = stack_values("dev")
+    values[f"{NS}:tenants"][0]["network"]["cidr"] = "10.160.0.1/22"
+    with pytest.raises(ConfigError) as caught:
+        load_stack(values, stack="dev", project_dir=PROJECT_DIR)
+    assert [p.path for p in caught.value.problems] == ["tenants[0].network.cidr"]
+    assert caught.value.notes == ["not checked against tenants[0].network.cidr until it is fixed: tenants[1].network.cidr"]
+
+
+def test_every_bad_value_of_one_tenant_at_once(stack_values):
+    """Issue 13: four bad values in one tenant used to come one at a time. Types, syntax and checks
+    against the environment and the other tenants all come together, grouped by key."""
+    values = stack_values("dev")
+    speech = values[f"{NS}:tenants"][1]
+    speech["name"] = "Speech"
+    speech["network"]["cidr"] = "10.160.0.1/22"
+    speech["gpuPools"] = [
+        {"gpu": "nvidia-tesla-t4", "maxGpus": "four", "idleAfter": "soon"},  # a type error and a bad duration
+        {"gpu": "nvidia-h100-80gb", "maxGpus": 8},  # not offered in dev
+        {"gpu": "nvidia-l4", "maxGpus": 16},  # above the quota of 8
+    ]
+    speech["cpuPool"] = {"maxCpus": 1}
+    speech["access"] = {"users": [" alice"], "teams": "speech"}
+    speech["gpuOperator"] = {"version": "latest"}
+    values[f"{NS}:tenants"].append({"name": "nlp", "network": {"cidr": "10.160.2.0/23"}, "gpuPools": [{"gpu": "nvidia-l4", "maxGpus": 2}]})
+    with pytest.raises(ConfigError) as caught:
+        load_stack(values, stack="dev", project_dir=PROJECT_DIR)
+    assert [str(p) for p in caught.value.problems] == [
+        "tenants[1].gpuPools[0].maxGpus: 'four' is not a whole number",
+        "tenants[1].gpuPools[0].idleAfter: 'soon' is not a duration like 60s, 10m or 1h30m",
+        "tenants[1].gpuPools[1].gpu: 'nvidia-h100-80gb' is not offered by environment dev; offered: nvidia-tesla-t4, nvidia-l4",
+        "tenants[1].gpuPools[2].maxGpus: 16 exceeds the environment's quota of 8 nvidia-l4 GPUs in europe-west4",
+        "tenants[1].access.teams: expected a list, got a string",
+        "tenants[1].access.users[0]: ' alice' is not a platform user name",
+        "tenants[1].name: 'Speech' must be a DNS-1123 label of at most 16 characters",
+        "tenants[1].network.cidr: '10.160.0.1/22' is malformed: host bits are set; did you mean 10.160.0.0/22?",
+        "tenants[1].cpuPool.maxCpus: 1 is below the smallest CPU node type (2 vCPU): no node could start",
+        "tenants[1].gpuOperator.version: 'latest' is not a pinned release like v25.10.1",
+        "tenants[2].name: 'nlp' is already used by tenants[0]",
+        "tenants[2].network.cidr: 10.160.2.0/23 overlaps tenant nlp (tenants[0]) 10.160.0.0/22; try 10.160.4.0/22",
+    ]
+    # tenants[1]'s CIDR is malformed: tenants[2] was not compared with it, and the error says so.
+    assert caught.value.notes == ["not checked against tenants[1].network.cidr until it is fixed: tenants[2].network.cidr"]
+
+
+def test_environment_sections_are_checked_independently(stack_values):
+    values = stack_values("dev")
+    values[f"{NS}:cluster"]["name"] = "GPU Dev"
+    values[f"{NS}:cluster"]["systemPool"]["minNodes"] = "one"
+    values[f"{NS}:cluster"]["network"] = {"podsCidr": "10.4.0.1/14"}
+    values[f"{NS}:platform"] = {"roleIdPrefix": "x", "chartVersion": 4.11}
+    values[f"{NS}:nodeProvider"]["gpuQuota"]["nvidia-l4"] = "eight"
+    values[f"{NS}:tenants"][0]["network"]["cidr"] = "10.0.0.0/22"  # inside the GKE node subnet
+    with pytest.raises(ConfigError) as caught:
+        load_stack(values, stack="dev", project_dir=PROJECT_DIR)
+    assert [str(p) for p in caught.value.problems] == [
+        "cluster.systemPool.minNodes: 'one' is not a whole number",
+        "cluster.name: 'GPU Dev' must be a lowercase DNS label of at most 24 characters",
+        "cluster.network.podsCidr: '10.4.0.1/14' is malformed: host bits are set; did you mean 10.4.0.0/14?",
+        "platform.chartVersion: expected a string, got a number",
+        "platform.roleIdPrefix: 'x' must be 3–40 characters of [a-zA-Z0-9_.]",
+        "nodeProvider.gpuQuota.nvidia-l4: 'eight' is not a whole number",
+        # Still checked against the node subnet, which is sound; the pod range and pools wait (notes).
+        "tenants[0].network.cidr: 10.0.0.0/22 overlaps the GKE node subnet (cluster.network.nodesCidr) 10.0.0.0/20; try 10.160.0.0/22",
+    ]
+    assert caught.value.notes == [
+        "not checked against cluster.network.podsCidr until it is fixed: tenants[0].network.cidr, tenants[1].network.cidr",
+        "not checked against nodeProvider until it is fixed: tenants[0].gpuPools[0], tenants[0].cpuPool, tenants[1].gpuPools[0], tenants[1].cpuPool",
+    ]
+
+
+def test_a_tenant_stack_without_its_environment_is_still_checked_on_its_own(stack_values):
+    values = stack_values("team-vision-dev")
+    values[f"{NS}:environmentStack"] = "acme/gpu-platform/staging"  # no Pulumi.staging.yaml here
+    values[f"{NS}:tenant"]["name"] = "Vision"
+    values[f"{NS}:tenant"]["gpuPools"][0]["idleAfter"] = "5 minutes"
+    with pytest.raises(ConfigError) as caught:
+        load_stack(values, stack="team-vision-dev", project_dir=PROJECT_DIR)
+    assert [p.path for p in caught.value.problems] == ["environmentStack", "tenant.name", "tenant.gpuPools[0].idleAfter"]
+    assert caught.value.notes == [
+        "not checked against environmentStack until it is fixed: "
+        "tenant.name, tenant.network.cidr, tenant.gpuPools[0], tenant.gpuPools[1], tenant.cpuPool"
+    ]
+
+
+def test_a_value_that_fits_no_member_of_a_union_is_named_by_its_key():
+    """A key that takes one of several forms (a string or a mapping) is reported at its own path,
+    never at pydantic's member names (`project.str`, `project.Spec.id`)."""
+    from config.base import ConfigModel, parse
+    from config.errors import Problems
+
+    class Spec(ConfigModel):
+        id: str
+        create: bool = False
+
+    class Holder(ConfigModel):
+        project: str | Spec | None = None
+
+    found = Problems()
+    for i, raw in enumerate([{"project": 5}, {"project": {"id": 5, "crate": True}}]):
+        parse(f"t[{i}]", Holder, raw, found)
+    assert [str(p) for p in found.items] == [
+        "t[0].project: 5 is not allowed; allowed: a string or a mapping with keys id, create",
+        "t[1].project.id: expected a string, got a number",
+        "t[1].project.crate: unknown key; allowed: create, id",
+    ]
+
+
 # --- nothing is registered ------------------------------------------------------------------
 
 
@@ -263,17 +383,24 @@ def test_bad_config_registers_nothing(stack_values):
     assert caught.value.registrations == []
 
 
-def test_tenants_wait_for_a_sound_environment_and_say_so(stack_values):
+def test_checks_that_need_a_broken_section_wait_and_say_so(stack_values):
     values = stack_values("dev")
     values[f"{NS}:nodeProvider"]["zones"] = ["us-east1-b"]
-    values[f"{NS}:tenants"][0]["gpuPools"][0]["maxGpus"] = 40  # above quota, only checkable later
+    values[f"{NS}:tenants"][0]["gpuPools"][0]["maxGpus"] = 40  # above quota: needs the node provider
+    values[f"{NS}:tenants"][1]["name"] = "Speech"  # needs nothing from the environment
     with pytest.raises(ConfigError) as caught:
         load_stack(values, stack="dev", project_dir=PROJECT_DIR)
-    assert [str(p) for p in caught.value.problems] == ["nodeProvider.zones[0]: 'us-east1-b' is not in region europe-west4"]
-    assert caught.value.notes == [
-        "tenants were checked for structure only; they are checked against the environment once its own problems are fixed"
+    assert [str(p) for p in caught.value.problems] == [
+        "nodeProvider.zones[0]: 'us-east1-b' is not in region europe-west4",
+        "tenants[1].name: 'Speech' must be a DNS-1123 label of at most 16 characters",
     ]
-    assert str(caught.value).endswith("  Note: " + caught.value.notes[0])
+    assert caught.value.notes == [
+        # Which GPU types the zones offer, and how long node-type names get, wait for the zones.
+        "not checked against nodeProvider.zones until it is fixed: nodeProvider.gpuTypes, nodeProvider.name",
+        "not checked against nodeProvider until it is fixed: "
+        "tenants[0].gpuPools[0], tenants[0].cpuPool, tenants[1].gpuPools[0], tenants[1].cpuPool",
+    ]
+    assert str(caught.value).endswith("  Note: " + caught.value.notes[-1])
 
 
 def test_a_key_given_twice_in_a_stack_file_is_refused(tmp_path):

@@ -19,7 +19,7 @@ import pytest
 
 from components.templates import ENVIRONMENT_PLACEHOLDER, environment_template
 from config import node_properties as props
-from hcl_support import blocks, evaluate, expr, failures, parse, precondition, required_providers, run, tofu, unquote
+from hcl_support import blocks, evaluate, expr, failures, parse, precondition, require_tofu, required_providers, run, unquote
 
 ROOT = Path(__file__).resolve().parents[1]
 TEMPLATES = ROOT / "templates"
@@ -142,9 +142,7 @@ def test_project_and_region_refuse_wildcards(preconditions):
 
 
 def test_fmt_check():
-    binary = tofu()
-    if binary is None:
-        pytest.skip("neither tofu nor terraform on PATH")
+    binary = require_tofu()
     result = run(binary, ["fmt", "-check", "-diff", str(ENVIRONMENT_TF)], ROOT)
     assert result.returncode == 0, f"not formatted:\n{result.stdout}{result.stderr}"
 
@@ -201,9 +199,7 @@ def test_the_environment_is_written_in_when_the_node_provider_renders_it():
 
 @pytest.fixture(scope="module")
 def evaluated(doc, outputs, preconditions, tmp_path_factory):
-    binary = tofu()
-    if binary is None:
-        pytest.skip("neither tofu nor terraform on PATH")
+    binary = require_tofu()
     probe = {
         f"output.{name}": expr(body["value"])
         for name, body in outputs.items()

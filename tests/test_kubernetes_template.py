@@ -19,7 +19,7 @@ from config import node_properties as props
 from config import versions
 from config.stack import load_stack
 from config.stack_files import PROJECT_DIR, read_stack_values
-from hcl_support import blocks, evaluate, expr, failures, parse, required_providers, run, tofu
+from hcl_support import blocks, evaluate, expr, failures, parse, require_tofu, required_providers, run
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -82,9 +82,7 @@ def test_every_read_of_the_variable_is_unwrapped():
 
 
 def test_fmt_check():
-    binary = tofu()
-    if binary is None:
-        pytest.skip("neither tofu nor terraform on PATH")
+    binary = require_tofu()
     result = run(binary, ["fmt", "-check", "-diff", str(KUBERNETES_TEMPLATE)], ROOT)
     assert result.returncode == 0, result.stdout + result.stderr
 
@@ -109,9 +107,7 @@ def _vcluster(properties: dict[str, str], infrastructure: dict | None = None, na
 
 @pytest.fixture(scope="module")
 def evaluated(preconditions, tmp_path_factory):
-    binary = tofu()
-    if binary is None:
-        pytest.skip("neither tofu nor terraform on PATH")
+    binary = require_tofu()
     workdir = tmp_path_factory.mktemp("kubernetes-template")
     template = workdir / "main.tf"
     template.write_text(kubernetes_template(_zones("dev")))

@@ -1,7 +1,8 @@
 """The NodeProvider and VirtualClusterInstance objects the program builds use only field names of the
 management.loft.sh/v1 API (JSON names of the platform's OpenAPI spec, loft-sh/loft
 api/openapi-spec/swagger.json at tag v4.11.2; node types: `TerraformNodeTypeSpec` and
-`NodeTypeOverhead`). A misspelled field fails here, not in `pulumi up`."""
+`NodeTypeOverhead`; docs/sources.md "vCluster Platform API"). A misspelled field fails here, not in
+`pulumi up`."""
 
 from __future__ import annotations
 

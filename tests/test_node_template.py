@@ -20,7 +20,7 @@ from config import node_properties as props
 from config.catalog import BUILTIN, GUEST, load_catalog
 from config.stack import load_stack
 from config.stack_files import read_stack_values
-from hcl_support import VARIABLE_TF, blocks, evaluate, expr, failures, label, parse, precondition, run, tofu, unquote
+from hcl_support import VARIABLE_TF, blocks, evaluate, expr, failures, label, parse, precondition, require_tofu, run, unquote
 
 ROOT = Path(__file__).resolve().parents[1]
 TEMPLATES = ROOT / "templates"
@@ -400,9 +400,7 @@ def test_guest_series_equal_the_catalog(local_values):
 
 
 def test_fmt_check():
-    binary = tofu()
-    if binary is None:
-        pytest.skip("neither tofu nor terraform on PATH")
+    binary = require_tofu()
     for path in (NODE_TF, VARIABLE_TF):
         result = run(binary, ["fmt", "-check", "-diff", str(path)], ROOT)
         assert result.returncode == 0, f"{path} is not formatted:\n{result.stdout}{result.stderr}"
@@ -446,9 +444,7 @@ def _in_zone(base: dict[str, str], zone: str) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def evaluated(samples, instance, preconditions, local_values, tmp_path_factory):
-    binary = tofu()
-    if binary is None:
-        pytest.skip("neither tofu nor terraform on PATH")
+    binary = require_tofu()
     t4 = dict(samples["t4-n1"].properties)
     l4 = dict(samples["l4-g2"].properties)
     cpu = dict(samples["cpu-e2"].properties)

@@ -1,18 +1,26 @@
-"""The README is the user's contract: every config key documented, the security table equal to
-the role the program creates."""
+"""The README is the user's contract: every config key documented (here and in Pulumi.yaml), the
+security table equal to the role the program creates, every YAML example valid when pasted."""
 
 from __future__ import annotations
 
 import re
+import shutil
+import textwrap
+from pathlib import Path
 
 import pytest
+import yaml
 
+from components.vcluster_values import GPU_TAINT
 from config.environment import ClusterConfig, NodeProviderConfig, PlatformConfig
+from config.node_types import GPU_RESOURCE
 from config.permissions import AUTO_NODES, load_roles
-from config.stack_files import PROJECT_DIR
+from config.stack import CONFIG_MODELS, KNOWN_KEYS, NS, load_stack
+from config.stack_files import PROJECT_DIR, list_stacks, read_stack_values, stack_file
 from config.tenant import Tenant
 
 README = (PROJECT_DIR / "README.md").read_text()
+PULUMI_YAML = yaml.safe_load((PROJECT_DIR / "Pulumi.yaml").read_text())
 
 
 def section(title: str) -> str:
@@ -60,3 +68,99 @@ def test_the_costs_example_is_the_dev_plan():
     with contextlib.redirect_stdout(out):
         assert main(["--stack", "dev"]) == 0
     assert example in out.getvalue()
+
+
+# --- Pulumi.yaml describes the keys the program reads ------------------------------------------
+
+
+def test_pulumi_yaml_declares_exactly_the_keys_the_program_reads():
+    declared = {f"{NS}:{key}" for key in PULUMI_YAML["config"]}
+    assert declared == KNOWN_KEYS
+
+
+@pytest.mark.parametrize("key", [k for k in CONFIG_MODELS if k != "tenant"])
+def test_pulumi_yaml_descriptions_list_exactly_the_model_keys(key):
+    description = PULUMI_YAML["config"][key]["description"]
+    listed = re.search(r"\(([A-Za-z, ]+)\)\.?$", description)
+    assert listed, f"Pulumi.yaml: the description of {key} ends with its keys in parentheses"
+    keys = {f.alias for f in CONFIG_MODELS[key].model_fields.values()}
+    listed_keys = set(listed.group(1).split(", "))
+    assert (sorted(keys - listed_keys), sorted(listed_keys - keys)) == ([], []), "(missing, unknown to the program)"
+
+
+def test_tenant_stacks_take_the_same_fields_as_inline_tenants():
+    assert CONFIG_MODELS["tenant"] is CONFIG_MODELS["tenants"]
+    assert "same fields as an entry of `tenants`" in PULUMI_YAML["config"]["tenant"]["description"]
+
+
+# --- README's YAML examples work when pasted --------------------------------------------------
+
+YAML_BLOCKS = re.findall(r"(?:`([^`\n]+)`:\n\n)?```yaml\n(.*?)```", README, flags=re.S)
+
+
+def example_kind(document: dict) -> str:
+    if "config" in document:
+        return "stack file"
+    if document and all(k.startswith(f"{NS}:") for k in document):
+        return "stack values"
+    if "spec" in document:
+        return "workload"
+    return "unknown"
+
+
+def copy_of_project(tmp_path: Path) -> Path:
+    """This project's Pulumi.yaml and every committed stack file, in a scratch directory."""
+    for path in [PROJECT_DIR / "Pulumi.yaml", *(stack_file(PROJECT_DIR, s) for s in list_stacks(PROJECT_DIR))]:
+        shutil.copy(path, tmp_path / path.name)
+    return tmp_path
+
+
+def load_every_stack(project_dir: Path) -> set[str]:
+    """Every stack of the project loads; the warnings of all of them (e.g. GPU quota exceeded)."""
+    return {w for stack in list_stacks(project_dir) for w in load_stack(read_stack_values(project_dir, stack), stack=stack, project_dir=project_dir).warnings}
+
+
+COMMITTED_WARNINGS = load_every_stack(PROJECT_DIR)
+
+
+def test_every_yaml_example_is_one_the_tests_know():
+    kinds = [example_kind(yaml.safe_load(textwrap.dedent(text))) for _, text in YAML_BLOCKS]
+    assert "unknown" not in kinds
+    assert {"stack file", "stack values", "workload"} <= set(kinds)
+
+
+@pytest.mark.parametrize("index", [i for i, (_, text) in enumerate(YAML_BLOCKS) if example_kind(yaml.safe_load(textwrap.dedent(text))) == "stack values"])
+@pytest.mark.parametrize("environment", [s for s in list_stacks(PROJECT_DIR) if not read_stack_values(PROJECT_DIR, s)[f"{NS}:environmentStack"]])
+def test_stack_value_examples_fit_every_environment_stack(tmp_path, index, environment):
+    """An inline example added to a committed environment stack: that stack, and every team stack
+    of the repository (which is checked against it), stay valid."""
+    example = yaml.safe_load(textwrap.dedent(YAML_BLOCKS[index][1]))
+    project = copy_of_project(tmp_path)
+    document = yaml.safe_load(stack_file(project, environment).read_text())
+    for key, value in example.items():
+        current = document["config"].get(key)
+        document["config"][key] = current + value if isinstance(current, list) else value
+    stack_file(project, environment).write_text(yaml.safe_dump(document))
+    assert load_every_stack(project) == COMMITTED_WARNINGS  # e.g. no GPU quota exceeded by the new team
+
+
+@pytest.mark.parametrize("index", [i for i, (_, text) in enumerate(YAML_BLOCKS) if example_kind(yaml.safe_load(textwrap.dedent(text))) == "stack file"])
+def test_stack_file_examples_work_as_new_stacks(tmp_path, index):
+    """A stack file example, saved under the name README gives it next to the committed stacks,
+    is a valid new stack and leaves the committed ones valid; README's commands create exactly it."""
+    name, text = YAML_BLOCKS[index]
+    stack = re.fullmatch(r"Pulumi\.([a-z0-9-]+)\.yaml", name or "")
+    assert stack, "README names the file of each stack file example just before it: `Pulumi.<stack>.yaml`:"
+    assert stack.group(1) not in list_stacks(PROJECT_DIR), "the example must be a new stack, not a committed one"
+    assert f"pulumi stack init {stack.group(1)}\n" in README
+    project = copy_of_project(tmp_path)
+    stack_file(project, stack.group(1)).write_text(text)
+    assert load_every_stack(project) == COMMITTED_WARNINGS  # e.g. no GPU quota exceeded by the new team
+
+
+def test_workload_example_tolerates_the_gpu_taint_and_asks_for_gpus():
+    [text] = [text for _, text in YAML_BLOCKS if example_kind(yaml.safe_load(textwrap.dedent(text))) == "workload"]
+    spec = yaml.safe_load(textwrap.dedent(text))["spec"]
+    [toleration] = spec["tolerations"]
+    assert (toleration["key"], toleration["operator"], toleration["effect"]) == (GPU_TAINT["key"], "Exists", GPU_TAINT["effect"])
+    assert all(GPU_RESOURCE in c["resources"]["limits"] for c in spec["containers"])

@@ -219,3 +219,51 @@ def test_a_pool_limited_to_a_zone_selects_only_its_node_types(stack_values):
     speech = run.one(VCI, "speech")
     [other] = VClusterValues.parse(speech.input("spec", "template", "helmRelease", "values")).gpu_pools()
     assert all(r["property"] != props.ZONE for r in other.selector)
+
+
+# --- every problem at once ------------------------------------------------------------------------
+
+
+def test_pool_zone_problems_come_with_the_pool_s_other_problems(stack_values):
+    """A repeated zone needs nothing from the environment: it is reported with the environment's
+    own problems, while the checks against the broken node provider wait and say so."""
+    values = stack_values("dev")
+    values[f"{NS}:nodeProvider"]["name"] = "gpu-nodes-of-the-machine-learning-platform"
+    values[f"{NS}:tenants"][0]["gpuPools"][0].update(zones=["europe-west4-b", "europe-west4-b"], idleAfter="soon")
+    values[f"{NS}:tenants"][1]["gpuPools"][0]["zones"] = "europe-west4-b"
+    with pytest.raises(ConfigError) as caught:
+        load_stack(values, stack="dev", project_dir=PROJECT_DIR)
+    assert sorted(p.path for p in caught.value.problems) == [
+        "nodeProvider.name",
+        "tenants[0].gpuPools[0].idleAfter",
+        "tenants[0].gpuPools[0].zones[1]",
+        "tenants[1].gpuPools[0].zones",
+    ]
+    assert caught.value.notes == [
+        "not checked against nodeProvider until it is fixed: "
+        "tenants[0].gpuPools[0], tenants[0].cpuPool, tenants[1].gpuPools[0], tenants[1].cpuPool"
+    ]
+
+
+def test_pool_zones_and_the_pool_s_shape_are_checked_together(stack_values):
+    values = stack_values("dev")
+    values[f"{NS}:tenants"][0]["gpuPools"][0].update(zones=["europe-west4-c"], terminationGracePeriod="10s")
+    values[f"{NS}:tenants"][1]["gpuPools"][0].update(zones=["europe-west4-a", "europe-west4-a"], gpu="nvidia-h100-80gb")
+    assert problems(values) == [
+        "tenants[0].gpuPools[0].zones[0]: europe-west4-c is not in nodeProvider.zones of environment dev (europe-west4-a, europe-west4-b)",
+        "tenants[0].gpuPools[0].terminationGracePeriod: 10s is too short for a GPU job to checkpoint; at least 1m",
+        "tenants[1].gpuPools[0].zones[1]: europe-west4-a is listed twice",
+        "tenants[1].gpuPools[0].gpu: 'nvidia-h100-80gb' is not offered by environment dev; offered: nvidia-tesla-t4, nvidia-l4",
+    ]
+
+
+def test_availability_waits_for_sound_zones(stack_values):
+    """GPU availability and node-type name lengths are judged by the configured zones, so a broken
+    zone makes them wait (a note), while the GPU types are still checked against the catalog."""
+    values = stack_values("dev")
+    values[f"{NS}:nodeProvider"]["zones"] = ["europe-west4-a", 7]
+    values[f"{NS}:nodeProvider"]["gpuTypes"] = ["nvidia-l4", "nvidia-a10"]
+    with pytest.raises(ConfigError) as caught:
+        load_stack(values, stack="dev", project_dir=PROJECT_DIR)
+    assert [p.path for p in caught.value.problems][:2] == ["nodeProvider.zones[1]", "nodeProvider.gpuTypes[1]"]
+    assert "not checked against nodeProvider.zones until it is fixed: cluster.location, nodeProvider.gpuTypes, nodeProvider.name" in caught.value.notes
