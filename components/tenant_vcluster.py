@@ -78,7 +78,8 @@ class TenantVCluster(pulumi.ComponentResource):
             props.PROJECT: facts.project,
             props.REGION: facts.region,
             props.TENANT: tenant.name,
-            # The official kubernetes template installs the GCP CCM and PD CSI driver.
+            # Switches of the kubernetes environment template (templates/kubernetes/main.tf): the GCP
+            # CCM, its load-balancer controller, the PD CSI driver.
             props.CCM_ENABLED: "true",
             props.CCM_LB_ENABLED: str(tenant.load_balancer_services).lower(),
             props.CSI_ENABLED: str(tenant.persistent_disks).lower(),
