@@ -1,5 +1,6 @@
 """GcpNodeProvider: the environment's one `management.loft.sh/v1` NodeProvider. Its node types are
-generated from the catalog (config/node_types.py); its node template is ours, inline."""
+generated from the catalog (config/node_types.py); its node template and both environment templates
+are ours, inline (the official infrastructure template only in legacy mode)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ import pulumi_kubernetes as k8s
 
 from config import versions
 from config import node_properties as props
-from config.environment import GitTemplate
 from config.node_types import NodeType
 
 from .loft_api import (
@@ -24,7 +24,7 @@ from .loft_api import (
     TerraformTemplate,
 )
 from .options import depends_on_of
-from .templates import environment_template, node_template
+from .templates import environment_template, kubernetes_template, node_template
 
 # How long one `tofu apply` may take: GPU VMs in a busy zone can take a while to be granted.
 TEMPLATE_TIMEOUT = "30m"
@@ -37,7 +37,6 @@ class GcpNodeProviderArgs:
     project: str
     region: str
     node_types: tuple[NodeType, ...]
-    kubernetes_template: GitTemplate
     legacy_infrastructure: bool = False  # the official infrastructure template instead of ours
 
 
@@ -54,14 +53,10 @@ def node_provider_spec(args: GcpNodeProviderArgs) -> NodeProviderSpec:
         )
     else:
         infrastructure = TerraformTemplate(inline=environment_template(args.environment), timeout=TEMPLATE_TIMEOUT)
+    # Ours, not the official environment/kubernetes: its CCM would manage one zone only
+    # (templates/kubernetes/main.tf explains).
     kubernetes = TerraformTemplate(
-        git=GitSource(
-            repository=args.kubernetes_template.repository,
-            commit=args.kubernetes_template.commit,
-            tag=args.kubernetes_template.tag,
-            sub_path=args.kubernetes_template.sub_path,
-        ),
-        timeout=TEMPLATE_TIMEOUT,
+        inline=kubernetes_template(tuple(sorted({nt.zone for nt in args.node_types}))), timeout=TEMPLATE_TIMEOUT
     )
     return NodeProviderSpec(
         display_name=f"GCP GPU nodes ({args.region})",

@@ -6,9 +6,12 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
+from config import versions
+
 TEMPLATES_DIR = Path(__file__).resolve().parent.parent / "templates"
 NODE_TEMPLATE = TEMPLATES_DIR / "node" / "main.tf"
 ENVIRONMENT_TEMPLATE = TEMPLATES_DIR / "environment" / "main.tf"
+KUBERNETES_TEMPLATE = TEMPLATES_DIR / "kubernetes" / "main.tf"
 
 
 @functools.lru_cache(maxsize=None)
@@ -29,3 +32,28 @@ def environment_template(environment: str) -> str:
     if not environment.isidentifier():
         raise ValueError(f"{environment!r} is not an environment name")
     return read_template(ENVIRONMENT_TEMPLATE).replace(ENVIRONMENT_PLACEHOLDER, environment)
+
+
+# Placeholders of templates/kubernetes/main.tf → the pinned images (config/versions.py).
+KUBERNETES_IMAGES = {
+    "__GPU_PLATFORM_CCM_IMAGE__": versions.CCM_IMAGE,
+    "__GPU_PLATFORM_PD_CSI_DRIVER_IMAGE__": versions.PD_CSI_DRIVER_IMAGE,
+    "__GPU_PLATFORM_CSI_PROVISIONER_IMAGE__": versions.CSI_PROVISIONER_IMAGE,
+    "__GPU_PLATFORM_CSI_ATTACHER_IMAGE__": versions.CSI_ATTACHER_IMAGE,
+    "__GPU_PLATFORM_CSI_RESIZER_IMAGE__": versions.CSI_RESIZER_IMAGE,
+    "__GPU_PLATFORM_CSI_SNAPSHOTTER_IMAGE__": versions.CSI_SNAPSHOTTER_IMAGE,
+    "__GPU_PLATFORM_CSI_NODE_REGISTRAR_IMAGE__": versions.CSI_NODE_REGISTRAR_IMAGE,
+}
+ZONES_PLACEHOLDER = "__GPU_PLATFORM_NODE_TYPE_ZONES__"
+
+
+@functools.lru_cache(maxsize=None)
+def kubernetes_template(zones: tuple[str, ...]) -> str:
+    """The kubernetes environment template for a NodeProvider whose node types use `zones`: the
+    cloud controller manager it installs must manage every one of them."""
+    if not zones or any(not z or "," in z or '"' in z for z in zones):
+        raise ValueError(f"{zones!r} is not a list of zone names")
+    text = read_template(KUBERNETES_TEMPLATE).replace(ZONES_PLACEHOLDER, ",".join(sorted(set(zones))))
+    for placeholder, image in KUBERNETES_IMAGES.items():
+        text = text.replace(placeholder, image)
+    return text

@@ -17,6 +17,25 @@ SMOKE_TEST_IMAGE = "nvcr.io/nvidia/cuda:12.8.1-base-ubuntu24.04"
 
 _TOLERATE_GPU = {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}
 
+# The chart's own tolerations for the NFD worker (NVIDIA/gpu-operator tag v25.10.1,
+# deployments/gpu-operator/values.yaml `node-feature-discovery.worker.tolerations`). Helm replaces a
+# list given in values instead of merging it, so ours repeat these and add what we need.
+NFD_WORKER_DEFAULT_TOLERATIONS = (
+    {"key": "node-role.kubernetes.io/master", "operator": "Equal", "value": "", "effect": "NoSchedule"},
+    {"key": "node-role.kubernetes.io/control-plane", "operator": "Equal", "value": "", "effect": "NoSchedule"},
+    {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"},
+)
+# NFD's worker must reach the tainted GPU nodes to label them, or the operator never finds a GPU
+# and Karpenter never sees the node initialised.
+NFD_WORKER_TOLERATIONS = (_TOLERATE_GPU,)
+
+
+def nfd_worker_tolerations() -> list[dict[str, str]]:
+    """The chart's defaults, then ours that they do not already contain."""
+    tolerations = [dict(t) for t in NFD_WORKER_DEFAULT_TOLERATIONS]
+    tolerations += [dict(t) for t in NFD_WORKER_TOLERATIONS if t not in tolerations]
+    return tolerations
+
 
 def gpu_operator_values(service_monitor: bool) -> dict[str, Any]:
     return {
@@ -26,9 +45,7 @@ def gpu_operator_values(service_monitor: bool) -> dict[str, Any]:
         "devicePlugin": {"enabled": True},
         # ServiceMonitor needs the Prometheus Operator's CRDs; without them the operator stays NotReady.
         "dcgmExporter": {"enabled": True, "serviceMonitor": {"enabled": service_monitor}},
-        # NFD's worker must reach the tainted GPU nodes to label them, or the operator never
-        # finds a GPU and Karpenter never sees the node initialised.
-        "node-feature-discovery": {"worker": {"tolerations": [dict(_TOLERATE_GPU)]}},
+        "node-feature-discovery": {"worker": {"tolerations": nfd_worker_tolerations()}},
     }
 
 

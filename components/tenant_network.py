@@ -5,7 +5,7 @@ for a shared tenant.
 
 Each role below is granted to the tenant's node service account only, for the software that runs on
 the tenant's nodes with that identity: the GCP cloud controller manager (CCM) and the PD CSI driver
-that the official `environment/kubernetes` template installs into the tenant.
+that our kubernetes environment template (templates/kubernetes/main.tf) installs into the tenant.
 """
 
 from __future__ import annotations

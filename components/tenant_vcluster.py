@@ -95,7 +95,8 @@ class TenantVCluster(pulumi.ComponentResource):
             props.REGION: facts.region,
             props.TENANT: tenant.name,
             props.NODE_METADATA: tenant.node_metadata,
-            # The official kubernetes template installs the GCP CCM and PD CSI driver.
+            # Switches of the kubernetes environment template (templates/kubernetes/main.tf): the GCP
+            # CCM, its load-balancer controller, the PD CSI driver.
             props.CCM_ENABLED: "true",
             props.CCM_LB_ENABLED: str(tenant.load_balancer_services).lower(),
             props.CSI_ENABLED: str(tenant.persistent_disks).lower(),

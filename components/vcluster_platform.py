@@ -10,6 +10,7 @@ import pulumi_command as command
 import pulumi_kubernetes as k8s
 
 from config import versions
+from config.environment import INGRESS_TLS_SECRET, IngressTls
 
 from .auto_nodes_identity import PLATFORM_KSA, PLATFORM_NAMESPACE
 from .options import depends_on_of
@@ -37,7 +38,24 @@ class VClusterPlatformArgs:
     kubeconfig: pulumi.Input[str]  # secret; used only by the wait command
     public_host: str | None = None
     ingress_class: str | None = None
+    ingress_tls: IngressTls | None = None
     license_token: pulumi.Input[str] | None = None  # secret
+
+
+def ingress_values(host: str, ingress_class: str, tls: IngressTls | None) -> dict:
+    """The chart's `ingress` values (loft-sh/loft chart/templates/ingress.yaml at tag v4.11.2: the
+    Ingress names `ingress.tls.secret` when `ingress.tls.enabled`, and carries
+    `ingress.annotations`). cert-manager's ingress-shim issues the certificate of an Ingress
+    annotated cert-manager.io/cluster-issuer into the Secret its tls section names
+    (https://cert-manager.io/docs/usage/ingress/)."""
+    ingress: dict = {"enabled": True, "host": host, "ingressClass": ingress_class}
+    if tls is None or not tls.enabled:
+        ingress["tls"] = {"enabled": False}
+        return ingress
+    ingress["tls"] = {"enabled": True, "secret": tls.secret_name or INGRESS_TLS_SECRET}
+    if tls.cluster_issuer:
+        ingress["annotations"] = {"cert-manager.io/cluster-issuer": tls.cluster_issuer}
+    return ingress
 
 
 class VClusterPlatform(pulumi.ComponentResource):
@@ -79,7 +97,7 @@ class VClusterPlatform(pulumi.ComponentResource):
         if args.public_host:
             values["config"] = {"loftHost": args.public_host}
         if args.public_host and args.ingress_class:
-            values["ingress"] = {"enabled": True, "host": args.public_host, "ingressClass": args.ingress_class}
+            values["ingress"] = ingress_values(args.public_host, args.ingress_class, args.ingress_tls)
         if args.license_token is not None:
             secrets.append(
                 k8s.core.v1.Secret(

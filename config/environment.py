@@ -12,10 +12,12 @@ from typing import Literal
 from pydantic import Field
 
 from . import versions
+from .availability import check_gpu_availability
 from .base import DNS_LABEL, GCP_LABEL_KEY, GCP_LABEL_VALUE, REGION, ConfigModel, Syntax, read_cidr, zone_region
 from .catalog import Catalog, series_of
 from .errors import Broken, Problems, derived
 from .isolation import TenantProjects
+from .node_types import MAX_QUALIFIED_NAME, longest_qualified_name
 
 Environment = Literal["dev", "staging", "prod"]
 ENVIRONMENTS = ("dev", "staging", "prod")
@@ -68,11 +70,23 @@ class ClusterConfig(ConfigModel):
     labels: dict[str, str] = {}
 
 
+class IngressTls(ConfigModel):
+    """TLS of the chart's Ingress (platform.ingressClass)."""
+
+    enabled: bool = True  # false: TLS ends in front of the ingress controller
+    secret_name: str | None = None  # default with clusterIssuer: vcluster-platform-tls
+    cluster_issuer: str | None = None  # a cert-manager ClusterIssuer, which then creates secretName
+
+
+INGRESS_TLS_SECRET = "vcluster-platform-tls"
+
+
 class PlatformConfig(ConfigModel):
     chart_version: str = versions.PLATFORM_CHART_VERSION
     vcluster_version: str = versions.VCLUSTER_CHART_VERSION  # tenants' vcluster chart
     public_host: str | None = None  # sets config.loftHost; route it yourself, or set ingressClass
     ingress_class: str | None = None  # with publicHost: the chart's Ingress, of this class
+    ingress_tls: IngressTls | None = None  # required with ingressClass
     license_token_key: str | None = None  # name of a secret config key holding the license token
     # Custom role ids: <prefix>_autoNodes, _tenantSubnetUse, _tenantDisks, _tenantLoadBalancers.
     role_id_prefix: str | None = None  # default gpuPlatform_<environment>
@@ -89,13 +103,6 @@ class Disk(ConfigModel):
     type: str = "pd-balanced"
 
 
-class GitTemplate(ConfigModel):
-    repository: str
-    commit: str | None = None
-    tag: str | None = None
-    sub_path: str
-
-
 class NodeProviderConfig(ConfigModel):
     name: str = "gcp-gpu"
     zones: tuple[str, ...] = Field(min_length=1)
@@ -110,11 +117,6 @@ class NodeProviderConfig(ConfigModel):
     # When the tenants' GPU limits together exceed gpuQuota: warn, or fail (registers nothing).
     # Default: fail in prod, warn elsewhere.
     quota_policy: Literal["warn", "fail"] | None = None
-    kubernetes_template: GitTemplate = GitTemplate(
-        repository=versions.AUTO_NODES_GCP_REPOSITORY,
-        commit=versions.AUTO_NODES_GCP_COMMIT,
-        sub_path="environment/kubernetes",
-    )
     # Opt-in only: the official infrastructure template with the broad 59-permission role.
     legacy_infrastructure: bool = False
 
@@ -266,6 +268,7 @@ def check_platform(platform: PlatformConfig, problems: Problems) -> None:
     with problems.checking("platform.ingressClass"):
         if platform.ingress_class and not platform.public_host:
             problems.add("platform.ingressClass", "needs platform.publicHost (the host the Ingress serves)")
+    _check_ingress_tls(platform, problems)
     with problems.checking("platform.licenseTokenKey"):
         if platform.license_token_key is not None and not platform.license_token_key.isidentifier():
             problems.add("platform.licenseTokenKey", f"{platform.license_token_key!r} must be a config key name like vclusterLicenseToken")
@@ -275,6 +278,37 @@ def check_platform(platform: PlatformConfig, problems: Problems) -> None:
     with problems.checking("platform.serviceAccountId"):
         if not SERVICE_ACCOUNT_ID.match(platform.service_account_id):
             problems.add("platform.serviceAccountId", f"{platform.service_account_id!r} must be 6–30 characters of [a-z0-9-]")
+
+
+def _check_ingress_tls(platform: PlatformConfig, problems: Problems) -> None:
+    """The chart's Ingress would otherwise reference TLS Secret `loft-tls` (vcluster-platform chart
+    values.yaml `ingress.tls: {enabled: true, secret: loft-tls}`, loft-sh/loft tag v4.11.2), which
+    nothing creates: the ingress controller would serve its own default certificate."""
+    with problems.checking("platform.ingressTls"):
+        tls = platform.ingress_tls
+        if tls is None:
+            if platform.ingress_class:
+                problems.add(
+                    "platform.ingressTls",
+                    "required with ingressClass; allowed: {clusterIssuer: <a cert-manager ClusterIssuer>} (cert-manager issues the "
+                    f"certificate into Secret {INGRESS_TLS_SECRET}), {{secretName: <a kubernetes.io/tls Secret you create in namespace "
+                    "vcluster-platform>}, or {enabled: false} (TLS ends in front of the ingress controller)",
+                )
+        elif not platform.ingress_class:
+            problems.add("platform.ingressTls", "applies only with platform.ingressClass (the chart's Ingress)")
+    with problems.checking("platform.ingressTls"):
+        tls = platform.ingress_tls
+        if tls is not None:
+            named = bool(tls.secret_name or tls.cluster_issuer)
+            if not tls.enabled and named:
+                problems.add("platform.ingressTls", "enabled: false takes no secretName or clusterIssuer")
+            if tls.enabled and not named:
+                problems.add("platform.ingressTls", "name a clusterIssuer (cert-manager creates the Secret) or the secretName of a Secret you create")
+    for key, attribute in (("secretName", "secret_name"), ("clusterIssuer", "cluster_issuer")):
+        with problems.checking(f"platform.ingressTls.{key}"):
+            value = None if platform.ingress_tls is None else getattr(platform.ingress_tls, attribute)
+            if value is not None and not (len(value) <= 253 and all(DNS_LABEL.match(part) for part in value.split("."))):
+                problems.add(f"platform.ingressTls.{key}", f"{value!r} is not a Kubernetes object name (lowercase DNS subdomain)")
 
 
 def check_node_provider(region: str, np: NodeProviderConfig, catalog: Catalog, problems: Problems) -> None:
@@ -312,6 +346,20 @@ def check_node_provider(region: str, np: NodeProviderConfig, catalog: Catalog, p
                         f"nodeProvider.gpuQuota.{gpu}",
                         f"{quota} is below the smallest {gpu} shape ({min(catalog.gpu_counts(gpu))} GPUs): no node type could start",
                     )
+    # Availability and node-type names are judged by the zones only once these are sound.
+    zones = problems.derive(lambda: np.zones, "nodeProvider.zones")
+    with problems.checking("nodeProvider.gpuTypes"):
+        check_gpu_availability(region, zones, np.gpu_types, np.spot, catalog, problems)
+    with problems.checking("nodeProvider.name"):
+        known_gpus = tuple(g for g in np.gpu_types if g in catalog.gpus)
+        known_cpus = tuple(m for m in np.cpu_machine_types if m in catalog.machines)
+        longest = longest_qualified_name(np.name, catalog, known_gpus, known_cpus, zones)
+        if len(longest) > MAX_QUALIFIED_NAME:
+            problems.add(
+                "nodeProvider.name",
+                f"{np.name!r} is too long: the platform labels nodes with <provider>.<node type>, at most {MAX_QUALIFIED_NAME} "
+                f"characters, and {longest!r} has {len(longest)}",
+            )
     cpu_machines = catalog.cpu_machines()
     with problems.checking("nodeProvider.cpuMachineTypes"):
         for i, machine in enumerate(np.cpu_machine_types):
@@ -329,12 +377,6 @@ def check_node_provider(region: str, np: NodeProviderConfig, catalog: Catalog, p
             disk = np.gpu_disk if key == "gpuDisk" else np.cpu_disk
             if disk.type not in all_disk_types:
                 problems.add(f"nodeProvider.{key}.type", f"{disk.type!r} is not allowed; allowed: {', '.join(all_disk_types)}")
-    with problems.checking("nodeProvider.kubernetesTemplate"):
-        template = np.kubernetes_template
-        if bool(template.commit) == bool(template.tag):
-            problems.add("nodeProvider.kubernetesTemplate", "pin exactly one of commit or tag (a branch alone is never accepted)")
-        elif template.commit and not (len(template.commit) == 40 and all(c in "0123456789abcdef" for c in template.commit)):
-            problems.add("nodeProvider.kubernetesTemplate.commit", f"{template.commit!r} is not a full 40-character commit hash")
     with problems.checking("nodeProvider.gpuImageFamily"):
         if np.gpu_image_family is not None and not DNS_LABEL.match(np.gpu_image_family):
             problems.add("nodeProvider.gpuImageFamily", f"{np.gpu_image_family!r} is not an image family name")

@@ -61,11 +61,16 @@ class EnvironmentFacts:
     tenant_projects: TenantProjects | None = None  # where Pulumi creates teams' projects
     allow_shared_isolation: bool = False
 
-    def node_types_for(self, gpu: str | None, spot: bool, gpu_count: int | None = None) -> tuple[NodeType, ...]:
+    def node_types_for(
+        self, gpu: str | None, spot: bool, gpu_count: int | None = None, zones: tuple[str, ...] | None = None
+    ) -> tuple[NodeType, ...]:
         return tuple(
             nt
             for nt in self.node_types
-            if nt.gpu == gpu and nt.spot == spot and (gpu_count is None or nt.gpu_count == gpu_count)
+            if nt.gpu == gpu
+            and nt.spot == spot
+            and (gpu_count is None or nt.gpu_count == gpu_count)
+            and (zones is None or nt.zone in zones)
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -2,9 +2,10 @@
 the OpenTofu templates in templates/.
 
 Defined once: GcpNodeProvider writes these keys, tenants select on them, and the templates read them
-(tests/test_node_template.py proves that the templates read exactly these). Keys use the prefix
-``gpu-platform/`` so they can never collide with the platform's built-in properties
-(``vcluster.com/...``, ``karpenter.sh/...``, ``node.kubernetes.io/...``). Values must be valid
+(tests/test_node_template.py proves that the templates read exactly these). Our own keys use the
+prefix ``gpu-platform/`` so they can never collide with the platform's built-in properties
+(``vcluster.com/...``, ``karpenter.sh/...``, ``node.kubernetes.io/...``); the standard zone labels
+are the one deliberate exception (TOPOLOGY_KEYS). Values must be valid
 Kubernetes label values (≤ 63 characters of ``[A-Za-z0-9._-]``), which is why the node service
 account travels as its account id, not its e-mail.
 """
@@ -26,6 +27,21 @@ DISK_TYPE = PREFIX + "disk-type"
 IMAGE_FAMILY = PREFIX + "image-family"
 IMAGE_PROJECT = PREFIX + "image-project"
 
+# The standard zone labels, on every node type too, equal to gpu-platform/zone (deliberately the
+# keys of the platform's built-in properties; the platform documents `topology.kubernetes.io/zone`
+# as `global` unless set, and the API has no other way to set it). Node-type properties
+# become node labels and scheduling requirements (platform docs, node providers overview,
+# https://www.vcluster.com/docs/platform/administer/node-providers/overview "Properties"), so the
+# auto-nodes scheduler (Karpenter) can match a pod's zone constraints against them before a node
+# exists: a PersistentVolume of the PD CSI driver carries node affinity on topology.gke.io/zone
+# (the driver's topology key), zone spreading uses topology.kubernetes.io/zone. Once the node runs,
+# the same values are what the cloud controller manager (zone labels at initialization) and the
+# kubelet's CSI registration (topology.gke.io/zone) write, so the labels agree before and after.
+TOPOLOGY_ZONE = "topology.kubernetes.io/zone"
+TOPOLOGY_REGION = "topology.kubernetes.io/region"
+PD_CSI_ZONE = "topology.gke.io/zone"
+TOPOLOGY_KEYS = (TOPOLOGY_ZONE, TOPOLOGY_REGION, PD_CSI_ZONE)
+
 NODE_TYPE_KEYS = (
     INSTANCE_TYPE,
     ACCELERATOR,
@@ -36,11 +52,12 @@ NODE_TYPE_KEYS = (
     DISK_TYPE,
     IMAGE_FAMILY,
     IMAGE_PROJECT,
+    *TOPOLOGY_KEYS,
 )
 
 # Written on each tenant's auto-nodes entry (vcluster.yaml), read by templates/environment/main.tf,
-# which hands them on as the environment outputs the node template and the official kubernetes
-# template read. Pulumi created every object they name.
+# which hands them on as the environment outputs the node template and the kubernetes template
+# read. Pulumi created every object they name.
 NETWORK = PREFIX + "network"
 SUBNETWORK = PREFIX + "subnetwork"
 NODE_SERVICE_ACCOUNT = PREFIX + "node-service-account"  # account id; e-mail = id@project.iam…
@@ -53,8 +70,8 @@ TENANT_KEYS = (NETWORK, SUBNETWORK, NODE_SERVICE_ACCOUNT, TENANT)
 NODE_METADATA = PREFIX + "node-metadata"
 
 # Keys of the official templates' contract (loft-sh/vcluster-auto-nodes-gcp v0.1.1: main.tf,
-# locals.tf and validation/main.tf; docs/sources.md), written concretely: they reject wildcard
-# project/region.
+# locals.tf and validation/main.tf; docs/sources.md), which our templates keep; written
+# concretely: they reject wildcard project/region.
 PROJECT = "project"
 REGION = "region"
 CCM_ENABLED = "vcluster.com/ccm-enabled"

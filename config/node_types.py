@@ -7,7 +7,33 @@ platform's API defines them (loft-sh/loft api/openapi-spec/swagger.json at tag v
 `TerraformNodeTypeSpec`: "Resources lists the full resources for a single node", `NodeTypeOverhead`:
 "KubeReserved is the resource overhead for kubelet and other Kubernetes system daemons"); its cost is
 the region's list price; its capacity comes from the GPU quota. A pairing the catalog does not hold (E2 with a GPU, 8 × T4, L4 on N1)
-cannot be produced because only catalog shapes are iterated.
+cannot be produced because only catalog shapes are iterated, and a GPU node type exists only in the
+zones where the catalog records its machine family and only as the capacity types the family is
+sold with (config/availability.py).
+
+Names: `<machine type>[-<gpu>x<count>]-<zone>[-spot]`, one zone and one capacity type each, so a
+node claim's zone (a PersistentVolume's, a spread constraint's) is decided by the node type. The
+platform labels a node `node.kubernetes.io/instance-type` = its node type (platform docs, node
+providers overview, "In-built properties"), which inside the tenant's Karpenter is
+`<provider>.<node type>` (vcluster-docs vcluster/_fragments/deploy/auto-nodes-scheduling.mdx: the
+NodeClaim requirement `node.kubernetes.io/instance-type In [my-node-provider.large, …]`;
+platform/administer/projects/allowed/node-types.mdx: node types are named like `aws.large`). The
+cloud controller manager's node controller overwrites that label with the bare machine type when it
+initializes the node (kubernetes/cloud-provider-gcp at tag ccm/v33.1.1, the image the tenant runs:
+vendor/k8s.io/cloud-provider/controllers/node/node_controller.go `getNodeModifiersFromCloudProvider`
+sets the instance-type and zone labels unconditionally, providers/gce/gce_instances.go
+`InstanceMetadata` returns the machine type and the VM's zone). No node type name can equal that value
+(a `<provider>.` prefix on one side, a zone on the other): naming node types after machine types, as
+upstream does, would not make them agree either. So after initialization the label names no node
+type at all, never a wrong one; the zone labels (topology.kubernetes.io/zone, topology.gke.io/zone)
+do agree, as node_properties.py explains. Karpenter looks a running node's instance type up by that
+label for *underutilization* consolidation only (kubernetes-sigs/karpenter v1.14.1
+pkg/controllers/disruption/types.go `NewCandidate` "We only care if instanceType in non-empty
+consolidation"; consolidation.go `ShouldDisrupt` "Instance Type … not found"); empty nodes are
+removed regardless (emptiness.go `ShouldDisrupt`), which is what the GPU pools use (`WhenEmpty`).
+Karpenter before v1.2 refused every disruption of such a node (v1.1.0 types.go `NewCandidate`), as it
+would for upstream's nodes; which Karpenter vCluster embeds is not public, so `make acceptance`
+measures that an idle GPU VM is deleted.
 """
 
 from __future__ import annotations
@@ -16,6 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import node_properties as props
+from .availability import Availability, load_availability
 from .catalog import BUILTIN, GUEST, NONE, Catalog, Shape, reserve
 from .prices import Price
 
@@ -139,7 +166,9 @@ def generate_node_types(
     cpu_disk: tuple[int, str],
     gpu_image_family: str | None = None,
     prices: dict[str, float] | None = None,
+    availability: Availability | None = None,
 ) -> NodeTypeOffer:
+    availability = availability or load_availability()
     capacity_types = (False, True) if spot else (False,)
     node_types: list[NodeType] = []
     quota_use: list[QuotaUse] = []
@@ -152,8 +181,10 @@ def generate_node_types(
             if max_capacity == 0:
                 excluded.append(f"{shape.machine.name} ({shape.gpu_count} GPUs)")
                 continue
-            for zone in zones:
-                for is_spot in capacity_types:
+            family = availability.family_of(shape)
+            offered = family.zones_in(region) or ()
+            for zone in (z for z in zones if z in offered):
+                for is_spot in (c for c in capacity_types if c in family.capacity_types):
                     node_types.append(
                         _node_type(catalog, region, shape, zone, is_spot, max_capacity, gpu_disk, gpu_image_family, prices)
                     )
@@ -165,7 +196,7 @@ def generate_node_types(
         for zone in zones:
             node_types.append(
                 NodeType(
-                    name=f"{machine.name}-{zone}",
+                    name=_name(machine.name, zone, False),
                     machine_type=machine.name,
                     gpu=None,
                     gpu_count=0,
@@ -175,7 +206,7 @@ def generate_node_types(
                     **_shape_and_price(catalog, region, machine, price),
                     max_capacity=None,
                     properties=_properties(
-                        machine.name, props.NO_ACCELERATOR, 0, False, zone,
+                        machine.name, props.NO_ACCELERATOR, 0, False, region, zone,
                         _disk(cpu_disk, machine.disk_types), catalog.cpu_image.family, catalog.cpu_image.project,
                     ),
                 )
@@ -198,10 +229,9 @@ def _shape_and_price(catalog: Catalog, region: str, machine, price: Price | None
 
 def _node_type(catalog, region, shape: Shape, zone, is_spot, max_capacity, gpu_disk, image_family, prices) -> NodeType:
     machine = shape.machine
-    gpu = catalog.gpus[shape.gpu]
-    base = machine.name if shape.attach == BUILTIN else f"{machine.name}-{gpu.short}x{shape.gpu_count}"
+    base = _base_name(catalog, shape)
     return NodeType(
-        name=f"{base}-{zone}" + ("-spot" if is_spot else ""),
+        name=_name(base, zone, is_spot),
         machine_type=machine.name,
         gpu=shape.gpu,
         gpu_count=shape.gpu_count,
@@ -211,10 +241,32 @@ def _node_type(catalog, region, shape: Shape, zone, is_spot, max_capacity, gpu_d
         **_shape_and_price(catalog, region, machine, shape.price(catalog, region, is_spot, prices)),
         max_capacity=max_capacity,
         properties=_properties(
-            machine.name, shape.gpu, shape.gpu_count, is_spot, zone,
+            machine.name, shape.gpu, shape.gpu_count, is_spot, region, zone,
             _disk(gpu_disk, machine.disk_types), image_family or catalog.gpu_image.family, catalog.gpu_image.project,
         ),
     )
+
+
+def _base_name(catalog: Catalog, shape: Shape) -> str:
+    if shape.attach == BUILTIN:
+        return shape.machine.name
+    return f"{shape.machine.name}-{catalog.gpus[shape.gpu].short}x{shape.gpu_count}"
+
+
+def _name(base: str, zone: str, spot: bool) -> str:
+    return f"{base}-{zone}" + ("-spot" if spot else "")
+
+
+# The platform names a node type `<provider>.<name>` and labels nodes with it
+# (node.kubernetes.io/instance-type, vcluster.com/node-type; see the module docstring): a label value.
+MAX_QUALIFIED_NAME = 63
+
+
+def longest_qualified_name(provider: str, catalog: Catalog, gpu_types, cpu_machine_types, zones) -> str:
+    """The longest `<provider>.<node type>` the configuration can produce."""
+    bases = [_base_name(catalog, shape) for gpu in gpu_types for shape in catalog.shapes_for(gpu)]
+    bases += list(cpu_machine_types)
+    return max((f"{provider}.{_name(b, z, True)}" for b in bases for z in zones), key=len, default=provider)
 
 
 def _disk(requested: tuple[int, str], allowed: tuple[str, ...]) -> tuple[int, str]:
@@ -224,7 +276,7 @@ def _disk(requested: tuple[int, str], allowed: tuple[str, ...]) -> tuple[int, st
     return size, disk_type if disk_type in allowed else allowed[0]
 
 
-def _properties(machine, accelerator, count, spot, zone, disk, image_family, image_project) -> dict[str, str]:
+def _properties(machine, accelerator, count, spot, region, zone, disk, image_family, image_project) -> dict[str, str]:
     return {
         props.INSTANCE_TYPE: machine,
         props.ACCELERATOR: accelerator,
@@ -235,6 +287,9 @@ def _properties(machine, accelerator, count, spot, zone, disk, image_family, ima
         props.DISK_TYPE: disk[1],
         props.IMAGE_FAMILY: image_family,
         props.IMAGE_PROJECT: image_project,
+        props.TOPOLOGY_ZONE: zone,
+        props.TOPOLOGY_REGION: region,
+        props.PD_CSI_ZONE: zone,
     }
 
 

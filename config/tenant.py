@@ -16,7 +16,9 @@ from pydantic import Field, field_validator
 
 from . import isolation
 from . import node_properties as props
+from .availability import load_availability
 from .base import DNS_LABEL, DURATION, ConfigModel, Syntax, duration_seconds, parse_cidr, read_cidr
+from .catalog import load_catalog
 from .errors import Broken, Problems, derived, shown
 from .facts import TENANT_CLUSTER_CIDRS, EnvironmentFacts, TenantClaim
 from .isolation import GcpProject
@@ -42,6 +44,8 @@ class GpuPool(ConfigModel):
     machine_types: tuple[str, ...] | None = None
     max_vcpus_per_gpu: int | None = Field(None, ge=1)
     spot: bool = False
+    # Only these zones of nodeProvider.zones (e.g. where the team's volumes are); default: all.
+    zones: tuple[str, ...] | None = None
     idle_after: str = "60s"
     termination_grace_period: str = "30m"  # how long a GPU job gets to stop when its node goes
 
@@ -125,6 +129,7 @@ class PoolPlan:
     idle_after: str
     termination_grace_period: str
     consolidation_policy: str
+    zones: tuple[str, ...] = ()  # the pool's zones when limited, else every zone of its node types
 
     @property
     def max_gpus(self) -> int:
@@ -183,6 +188,10 @@ class PoolPlan:
         requirements.append(
             {"property": props.CAPACITY_TYPE, "operator": "In", "values": [props.SPOT if self.spot else props.ON_DEMAND]}
         )
+        if self.zones:
+            # Our own zone property: a custom property is passed through as written, while the
+            # built-in topology.kubernetes.io/zone has a platform default (`global`).
+            requirements.append({"property": props.ZONE, "operator": "In", "values": list(self.zones)})
         return requirements
 
 
@@ -237,6 +246,7 @@ def check_tenant(path: str, tenant: Tenant, facts: EnvironmentFacts, others: lis
     seen: dict[tuple, int] = {}
     with problems.checking(f"{path}.gpuPools"):
         for i, pool in enumerate(tenant.gpu_pools):
+            _check_pool_zones(f"{path}.gpuPools[{i}]", pool, facts, problems)
             with problems.checking(f"{path}.gpuPools[{i}]"):
                 _check_pool(f"{path}.gpuPools[{i}]", i, pool, facts, seen, problems)
             _check_pool_timing(f"{path}.gpuPools[{i}]", pool, problems)
@@ -303,7 +313,18 @@ def _check_pool(pool_path: str, i: int, pool: GpuPool, facts: EnvironmentFacts, 
     if pool.spot and not facts.spot:
         problems.add(f"{pool_path}.spot", f"environment {facts.environment} offers no Spot node types (nodeProvider.spot is false)")
         return
-    counts = sorted({nt.gpu_count for nt in facts.node_types_for(pool.gpu, pool.spot)})
+    if not facts.node_types_for(pool.gpu, pool.spot):
+        wanted, other = ("Spot", "on-demand") if pool.spot else ("on-demand", "Spot")
+        fix = f"set spot: {str(not pool.spot).lower()}" if facts.node_types_for(pool.gpu, not pool.spot) else "choose another GPU type"
+        problems.add(
+            f"{pool_path}.spot",
+            f"environment {facts.environment} offers no {wanted} {pool.gpu} node types ({purchase_options(pool.gpu)}); {fix}"
+            + (f" for {other}" if fix.startswith("set") else ""),
+        )
+        return
+    if problems.has_problems(f"{pool_path}.zones"):
+        return  # reported by _check_pool_zones; shapes are counted in the pool's zones
+    counts = sorted({nt.gpu_count for nt in facts.node_types_for(pool.gpu, pool.spot, zones=pool.zones)})
     per_node = pool.gpus_per_node or (counts[0] if counts else None)
     if per_node not in counts:
         problems.add(
@@ -335,8 +356,44 @@ def _check_pool_timing(pool_path: str, pool: GpuPool, problems: Problems) -> Non
                 problems.add(f"{pool_path}.{field}", f"{value} is too short for a GPU job to checkpoint; at least 1m")
 
 
+def _check_pool_zones(pool_path: str, pool: GpuPool, facts: EnvironmentFacts, problems: Problems) -> None:
+    """A pool's zones: a non-empty list without repeats (checked on its own), each in
+    nodeProvider.zones and offering the pool's GPU as the pool's capacity type (checked with the
+    pool against its environment; only where the GPU and capacity type are offered at all, as
+    otherwise that is the pool's problem, reported by _check_pool)."""
+    with problems.checking(f"{pool_path}.zones"):
+        zones = pool.zones
+        if zones is not None and not zones:
+            problems.add(f"{pool_path}.zones", "is empty; leave it out to use every zone")
+        for j, zone in enumerate(zones or ()):
+            if zone in zones[:j]:
+                problems.add(f"{pool_path}.zones[{j}]", f"{zone} is listed twice")
+                continue
+            with problems.checking(pool_path):  # against the environment, as the rest of the pool
+                if zone not in facts.zones:
+                    problems.add(
+                        f"{pool_path}.zones[{j}]",
+                        f"{zone} is not in nodeProvider.zones of environment {facts.environment} ({', '.join(facts.zones)})",
+                    )
+                elif pool.gpu in facts.gpu_types and (facts.spot or not pool.spot):
+                    offering = sorted({nt.zone for nt in facts.node_types_for(pool.gpu, pool.spot)})
+                    if offering and zone not in offering:
+                        capacity = "Spot" if pool.spot else "on-demand"
+                        problems.add(
+                            f"{pool_path}.zones[{j}]",
+                            f"{zone} does not offer {pool.gpu} as {capacity} (config/catalog.yaml availability); zones that do: {', '.join(offering)}",
+                        )
+
+
+def purchase_options(gpu: str) -> str:
+    """How the machine families carrying `gpu` are sold, for error messages."""
+    catalog, availability = load_catalog(), load_availability()
+    families = dict.fromkeys(availability.family_of(shape) for shape in catalog.shapes_for(gpu))
+    return "; ".join(f"{f.name} is sold as {f.sold_as()}" for f in families)
+
+
 def _check_shapes(path: str, pool: GpuPool, per_node: int, facts: EnvironmentFacts, problems: Problems) -> None:
-    shapes = sorted({nt.machine_type: nt.vcpus for nt in facts.node_types_for(pool.gpu, pool.spot, per_node)}.items(), key=lambda kv: kv[1])
+    shapes = sorted({nt.machine_type: nt.vcpus for nt in facts.node_types_for(pool.gpu, pool.spot, per_node, pool.zones)}.items(), key=lambda kv: kv[1])
     names = ", ".join(m for m, _ in shapes)
     if pool.machine_types is not None and pool.max_vcpus_per_gpu is not None:
         problems.add(f"{path}.maxVcpusPerGpu", "set either machineTypes or maxVcpusPerGpu, not both")
@@ -360,7 +417,7 @@ def _check_shapes(path: str, pool: GpuPool, per_node: int, facts: EnvironmentFac
 def pool_node_types(pool: GpuPool, per_node: int, facts: EnvironmentFacts) -> tuple[NodeType, ...]:
     """The node types a pool may get: its machineTypes, or those within maxVcpusPerGpu, or else
     the smallest machine type of its shape."""
-    eligible = facts.node_types_for(pool.gpu, pool.spot, per_node)
+    eligible = facts.node_types_for(pool.gpu, pool.spot, per_node, pool.zones)
     if pool.machine_types:
         wanted = set(pool.machine_types)
     elif pool.max_vcpus_per_gpu is not None:
@@ -374,7 +431,7 @@ def plan_tenant(tenant: Tenant, facts: EnvironmentFacts) -> TenantPlan:
     """The pools of a tenant that passed `check_tenant`."""
     gpu_pools = []
     for pool in tenant.gpu_pools:
-        counts = sorted({nt.gpu_count for nt in facts.node_types_for(pool.gpu, pool.spot)})
+        counts = sorted({nt.gpu_count for nt in facts.node_types_for(pool.gpu, pool.spot, zones=pool.zones)})
         per_node = pool.gpus_per_node or counts[0]
         eligible = pool_node_types(pool, per_node, facts)
         max_nodes = pool.max_gpus // per_node
@@ -391,6 +448,7 @@ def plan_tenant(tenant: Tenant, facts: EnvironmentFacts) -> TenantPlan:
                 termination_grace_period=pool.termination_grace_period,
                 # Never evict a running job to repack nodes: a GPU node goes only when empty.
                 consolidation_policy="WhenEmpty",
+                zones=tuple(pool.zones or ()),
             )
         )
     cpu_types = facts.node_types_for(None, False)

@@ -26,9 +26,22 @@ GPU_OPERATOR_CHART = "gpu-operator"
 GPU_OPERATOR_CHART_REPO = "https://helm.ngc.nvidia.com/nvidia"
 GPU_OPERATOR_VERSION = "v25.10.1"
 
-# Official GCP auto-nodes templates; we use only environment/kubernetes (CCM + PD CSI inside the
-# tenant), and environment/infrastructure only in the opt-in legacy mode. Pinned by commit: a tag
-# can be moved upstream, a commit cannot.
+# Inside each tenant cluster, applied by our kubernetes environment template
+# (templates/kubernetes/main.tf): the GCP cloud controller manager and the Compute Engine PD CSI
+# driver with its sidecars. Tags, not digests: registry.k8s.io tags of these projects are release
+# tags. The set is the one loft-sh/vcluster-auto-nodes-gcp tag v0.1.1 runs together
+# (environment/kubernetes/manifests/ccm.yaml.tftpl, csi.yaml.tftpl), each from its project:
+CCM_IMAGE = "registry.k8s.io/cloud-provider-gcp/cloud-controller-manager:v33.1.1"  # kubernetes/cloud-provider-gcp tag ccm/v33.1.1
+PD_CSI_DRIVER_IMAGE = "registry.k8s.io/cloud-provider-gcp/gcp-compute-persistent-disk-csi-driver:v1.13.9"  # kubernetes-sigs/gcp-compute-persistent-disk-csi-driver tag v1.13.9
+CSI_PROVISIONER_IMAGE = "registry.k8s.io/sig-storage/csi-provisioner:v5.2.0"  # kubernetes-csi/external-provisioner tag v5.2.0
+CSI_ATTACHER_IMAGE = "registry.k8s.io/sig-storage/csi-attacher:v4.8.1"  # kubernetes-csi/external-attacher tag v4.8.1
+CSI_RESIZER_IMAGE = "registry.k8s.io/sig-storage/csi-resizer:v1.13.2"  # kubernetes-csi/external-resizer tag v1.13.2
+CSI_SNAPSHOTTER_IMAGE = "registry.k8s.io/sig-storage/csi-snapshotter:v8.2.1"  # kubernetes-csi/external-snapshotter tag v8.2.1
+CSI_NODE_REGISTRAR_IMAGE = "registry.k8s.io/sig-storage/csi-node-driver-registrar:v2.13.0"  # kubernetes-csi/node-driver-registrar tag v2.13.0
+
+# Official GCP auto-nodes templates: only environment/infrastructure, only in the opt-in legacy
+# mode (our templates/ replace the rest). Pinned by commit: a tag can be moved upstream, a commit
+# cannot.
 AUTO_NODES_GCP_REPOSITORY = "https://github.com/loft-sh/vcluster-auto-nodes-gcp.git"
 AUTO_NODES_GCP_COMMIT = "3244616f0b4a59f75e28aec8fa3248ead06738eb"
 AUTO_NODES_GCP_TAG = "v0.1.1"  # the tag of that commit

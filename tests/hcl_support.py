@@ -76,6 +76,13 @@ def unquote(value: str) -> str:
     return value[1:-1]
 
 
+def required_providers(doc: dict) -> tuple[str, dict[str, tuple[str, str]]]:
+    """A template's `required_version` and its providers as {name: (source, version)}."""
+    (terraform,) = doc["terraform"]
+    providers = {k: v for block in terraform["required_providers"] for k, v in block.items() if not k.startswith("__")}
+    return unquote(terraform["required_version"]), {k: (unquote(v["source"]), unquote(v["version"])) for k, v in providers.items()}
+
+
 def precondition(preconditions: list[dict], pattern: str) -> dict:
     """The one precondition whose error message matches `pattern` (re.search); asserts there is
     exactly one."""

@@ -13,19 +13,30 @@ from hypothesis import strategies as st
 
 from config import node_properties as props
 from config.base import DNS_LABEL
+from config.availability import Availability, load_availability
 from config.catalog import BUILTIN, CATALOG_PATH, GUEST, CatalogError, allocatable, load_catalog, reserve
 from config.node_types import GPU_RESOURCE, generate_node_types
 
 CATALOG = load_catalog()
+AVAILABILITY = load_availability()
 ZONES = ("europe-west4-a", "europe-west4-b", "europe-west4-c")
 # Two regions with recorded prices and one without.
 REGIONS = ("europe-west4", "us-central1", "asia-east1")
 
 
-def offer_of(gpus, quota, spot=False, cpu=(), region="us-central1", prices=None):
+# For tests of prices and shapes, not of availability: every family sold on-demand and as Spot in
+# every zone of ZONES, whatever the region priced.
+EVERYWHERE = Availability(
+    AVAILABILITY.sources,
+    {name: dataclasses.replace(f, purchase=("on-demand", "spot"), zones={r: ZONES for r in REGIONS}) for name, f in AVAILABILITY.families.items()},
+)
+
+
+def offer_of(gpus, quota, spot=False, cpu=(), region="us-central1", prices=None, availability=EVERYWHERE):
     return generate_node_types(
         catalog=CATALOG, region=region, zones=ZONES[:1], gpu_types=tuple(gpus), spot=spot, gpu_quota=quota,
         cpu_machine_types=cpu, gpu_disk=(200, "pd-balanced"), cpu_disk=(50, "pd-balanced"), prices=prices,
+        availability=availability,
     )
 
 
@@ -33,12 +44,13 @@ def offer_of(gpus, quota, spot=False, cpu=(), region="us-central1", prices=None)
 def offers(draw):
     gpus = draw(st.lists(st.sampled_from(sorted(CATALOG.gpus)), min_size=1, max_size=4, unique=True))
     quota = {g: draw(st.integers(min_value=1, max_value=64)) for g in gpus}
-    zones = tuple(draw(st.lists(st.sampled_from(ZONES), min_size=1, max_size=3, unique=True)))
+    region = draw(st.sampled_from(REGIONS))
+    zones = tuple(f"{region}-{s}" for s in draw(st.lists(st.sampled_from("abc"), min_size=1, max_size=3, unique=True)))
     cpu = tuple(draw(st.lists(st.sampled_from(CATALOG.cpu_machines()), min_size=1, max_size=3, unique=True)))
     spot = draw(st.booleans())
     offer = generate_node_types(
         catalog=CATALOG,
-        region=draw(st.sampled_from(REGIONS)),
+        region=region,
         zones=zones,
         gpu_types=tuple(gpus),
         spot=spot,
@@ -87,20 +99,30 @@ def test_every_node_type_is_a_real_pairing_that_fits_its_shape(generated):
         # Capacity: no node type alone can exceed the regional quota.
         assert 1 <= nt.max_capacity and nt.max_capacity * nt.gpu_count <= quota[nt.gpu]
         assert nt.spot is False or spot
+        # Only where and as what its machine family can be created.
+        shape = next(sh for sh in CATALOG.shapes_for(nt.gpu) if sh.machine.name == nt.machine_type and sh.gpu_count == nt.gpu_count)
+        family = AVAILABILITY.family_of(shape)
+        assert nt.zone in family.zones_in(nt.properties[props.TOPOLOGY_REGION])
+        assert (props.SPOT if nt.spot else props.ON_DEMAND) in family.purchase
 
 
 @settings(max_examples=50, deadline=None)
 @given(offers())
 def test_quota_report_adds_up(generated):
-    offer, quota, _ = generated
+    offer, quota, spot = generated
     for use in offer.quota:
         types = [nt for nt in offer.node_types if nt.gpu == use.gpu]
         assert use.quota == quota[use.gpu]
-        # Shapes larger than the quota are excluded and reported, never offered.
+        # Shapes larger than the quota are excluded and reported, never offered; the others are
+        # offered wherever their family can be created in the zones.
+        zones = {nt.zone for nt in offer.node_types}  # the CPU types cover every zone asked for
+        region = offer.node_types[-1].properties[props.TOPOLOGY_REGION]
         for shape in CATALOG.shapes_for(use.gpu):
             offered = any(nt.machine_type == shape.machine.name for nt in types)
-            assert offered == (shape.gpu_count <= use.quota)
-            assert (f"{shape.machine.name} ({shape.gpu_count} GPUs)" in use.excluded) == (not offered)
+            family = AVAILABILITY.family_of(shape)
+            creatable = bool(zones & set(family.zones_in(region) or ())) and (spot or props.ON_DEMAND in family.purchase)
+            assert offered == (shape.gpu_count <= use.quota and creatable)
+            assert (f"{shape.machine.name} ({shape.gpu_count} GPUs)" in use.excluded) == (shape.gpu_count > use.quota)
 
 
 def test_spot_twins_are_cheaper_than_their_on_demand_types():

@@ -21,7 +21,7 @@ import pytest
 from components.templates import ENVIRONMENT_PLACEHOLDER, environment_template
 from config import node_properties as props
 from config.isolation import node_name_prefix, vm_name_condition
-from hcl_support import blocks, evaluate, expr, failures, parse, precondition, require_tofu, run, unquote
+from hcl_support import blocks, evaluate, expr, failures, parse, precondition, require_tofu, required_providers, run, unquote
 
 ROOT = Path(__file__).resolve().parents[1]
 TEMPLATES = ROOT / "templates"
@@ -70,12 +70,7 @@ def test_template_does_not_declare_the_platform_variable(doc):
 
 
 def test_providers_are_pinned_exactly(doc):
-    (terraform,) = doc["terraform"]
-    assert unquote(terraform["required_version"]) == ">= 1.6"
-    providers = {k: v for block in terraform["required_providers"] for k, v in block.items() if not k.startswith("__")}
-    assert set(providers) == {"google"}
-    assert unquote(providers["google"]["source"]) == "hashicorp/google"
-    assert unquote(providers["google"]["version"]) == "6.50.0"
+    assert required_providers(doc) == (">= 1.6", {"google": ("hashicorp/google", "6.50.0")})
 
 
 def test_creates_nothing(doc):

@@ -1,5 +1,5 @@
-"""GcpNodeProvider: node types from the catalog, our templates inline, the official kubernetes
-template pinned, and the opt-in legacy mode."""
+"""GcpNodeProvider: node types from the catalog, our three templates inline, and the opt-in legacy
+mode."""
 
 from __future__ import annotations
 
@@ -9,10 +9,9 @@ import components.templates as templates
 from components.node_provider import GcpNodeProviderArgs, node_provider_spec
 from config import versions
 from config.catalog import load_catalog
-from config.environment import GitTemplate
 from config.node_types import generate_node_types
 from config.stack import load_stack
-from config.stack_files import PROJECT_DIR
+from config.stack_files import PROJECT_DIR, read_stack_values
 from tools.mock_engine import run_program
 
 NODE_PROVIDER = "kubernetes:management.loft.sh/v1:NodeProvider"
@@ -33,14 +32,15 @@ def test_templates_are_ours_and_inline(dev_run):
     assert "git" not in terraform["nodeTemplate"] and "git" not in environment["infrastructure"]
 
 
-def test_official_kubernetes_template_is_pinned_to_a_commit(dev_run):
-    git = dev_run.one(NODE_PROVIDER).input("spec", "terraform", "nodeEnvironmentTemplate", "kubernetes", "git")
-    assert git == {
-        "repository": "https://github.com/loft-sh/vcluster-auto-nodes-gcp.git",
-        "commit": versions.AUTO_NODES_GCP_COMMIT,
-        "subPath": "environment/kubernetes",
-    }
-    assert len(git["commit"]) == 40
+def test_kubernetes_template_is_ours_with_the_zones_of_the_node_types(dev_run, prod_run):
+    for run in (dev_run, prod_run):
+        provider = run.one(NODE_PROVIDER)
+        kubernetes = provider.input("spec", "terraform", "nodeEnvironmentTemplate", "kubernetes")
+        zones = tuple(sorted({nt["properties"]["gpu-platform/zone"] for nt in provider.input("spec", "terraform", "nodeTypes")}))
+        assert kubernetes == {"inline": templates.kubernetes_template(zones), "timeout": "30m"}
+        assert f'compact(split(",", "{",".join(zones)}"))' in kubernetes["inline"]
+        assert "__GPU_PLATFORM_" not in kubernetes["inline"]
+    assert zones == ("us-central1-a", "us-central1-b", "us-central1-c")
 
 
 def test_project_and_region_are_concrete(dev_run):
@@ -74,19 +74,14 @@ def test_a_node_type_without_a_recorded_price_has_no_cost():
         catalog=load_catalog(), region="asia-east1", zones=("asia-east1-a",), gpu_types=("nvidia-l4",), spot=True,
         gpu_quota={"nvidia-l4": 1}, cpu_machine_types=(), gpu_disk=(200, "pd-balanced"), cpu_disk=(50, "pd-balanced"),
     )
-    args = GcpNodeProviderArgs(
-        name="gcp-gpu", environment="dev", project="p", region="asia-east1", node_types=offer.node_types,
-        kubernetes_template=GitTemplate(repository="https://example.com/t.git", commit="a" * 40, sub_path="k"),
-    )
+    args = GcpNodeProviderArgs(name="gcp-gpu", environment="dev", project="p", region="asia-east1", node_types=offer.node_types)
     rendered = node_provider_spec(args).to_dict()["terraform"]["nodeTypes"]
     assert rendered and all("cost" not in nt for nt in rendered)
 
 
 def test_a_template_change_changes_the_node_provider(tmp_path, monkeypatch):
-    args = GcpNodeProviderArgs(
-        name="gcp-gpu", environment="dev", project="p", region="europe-west4", node_types=(),
-        kubernetes_template=GitTemplate(repository="https://example.com/t.git", commit="a" * 40, sub_path="k"),
-    )
+    node_types = load_stack(read_stack_values(PROJECT_DIR, "dev"), stack="dev", project_dir=PROJECT_DIR).offer.node_types
+    args = GcpNodeProviderArgs(name="gcp-gpu", environment="dev", project="p", region="europe-west4", node_types=node_types)
     before = node_provider_spec(args).to_dict()
     changed = tmp_path / "main.tf"
     changed.write_text(templates.NODE_TEMPLATE.read_text() + "\n# a reviewed change\n")
@@ -100,14 +95,13 @@ def test_templates_are_read_once_per_program(stack_values):
     values = stack_values("dev")
     values["gpu-platform:tenants"] = values["gpu-platform:tenants"] * 1  # two tenants
     templates.read_template.cache_clear()
+    templates.kubernetes_template.cache_clear()
     run_program(values, stack="dev")
-    assert templates.read_template.cache_info().misses == 2  # node and environment template
+    assert templates.read_template.cache_info().misses == 3  # node, environment and kubernetes template
 
 
 @pytest.fixture(scope="module")
 def legacy_run():
-    from config.stack_files import read_stack_values
-
     values = read_stack_values(PROJECT_DIR, "dev")
     values["gpu-platform:nodeProvider"]["legacyInfrastructure"] = True
     return run_program(values, stack="dev")

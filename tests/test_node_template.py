@@ -458,6 +458,12 @@ def _with(base: dict[str, str], **changes: str) -> dict[str, str]:
     return {**base, **{props.PREFIX + k.replace("_", "-"): v for k, v in changes.items()}}
 
 
+def _in_zone(base: dict[str, str], zone: str) -> dict[str, str]:
+    """A node type moved to `zone`, its zone labels with it (an empty zone drops them)."""
+    labels = {props.TOPOLOGY_ZONE: zone, props.PD_CSI_ZONE: zone}
+    return {k: v for k, v in {**_with(base, zone=zone), **labels}.items() if v or k not in labels}
+
+
 @pytest.fixture(scope="module")
 def evaluated(samples, instance, preconditions, local_values, tmp_path_factory):
     binary = require_tofu()
@@ -471,7 +477,7 @@ def evaluated(samples, instance, preconditions, local_values, tmp_path_factory):
             "no-user-data": {k: v for k, v in _vcluster(t4).items() if k != "userData"},
             "null-user-data": {**_vcluster(t4), "userData": None},
             "comma-lists": _vcluster(t4, extra={props.PROJECT: f"{PROJECT},other", props.REGION: f"{REGION},europe-west4"}),
-            "zone-fallback": _vcluster(_with(t4, zone=""), extra={"zone": "us-central1-c,us-central1-f"}),
+            "zone-fallback": _vcluster(_in_zone(t4, ""), extra={"zone": "us-central1-c,us-central1-f"}),
             "odd-claim": _vcluster(t4, claim="9_GPU.Node/" + "x" * 90, extra={props.TENANT: "NLP.Team"}),
             "same-claim-other-project": _vcluster(t4, namespace="p-other"),
             "no-tenant": _vcluster(t4, drop=(props.TENANT,)),
@@ -488,9 +494,12 @@ def evaluated(samples, instance, preconditions, local_values, tmp_path_factory):
             "bad-project-wildcard": _vcluster(t4, extra={props.PROJECT: "*"}),
             "bad-project-missing": _vcluster(t4, drop=(props.PROJECT,)),
             "bad-region-glob": _vcluster(t4, extra={props.REGION: "us-*"}),
-            "bad-zone-wildcard": _vcluster(_with(t4, zone=""), extra={"zone": "*"}),
-            "bad-zone-glob": _vcluster(_with(t4, zone="us-central1-[ab]")),
-            "bad-zone-region": _vcluster(_with(t4, zone="europe-west4-a")),
+            "bad-zone-wildcard": _vcluster(_in_zone(t4, ""), extra={"zone": "*"}),
+            "bad-zone-glob": _vcluster(_in_zone(t4, "us-central1-[ab]")),
+            "bad-zone-region": _vcluster(_in_zone(t4, "europe-west4-a")),
+            "bad-zone-label": _vcluster({**t4, props.PD_CSI_ZONE: "us-central1-f"}),
+            "bad-zone-labels-fallback": _vcluster(_with(t4, zone=""), extra={"zone": "us-central1-c"}),
+            "bad-region-label": _vcluster({**t4, props.TOPOLOGY_REGION: "us-east1"}),
             "bad-missing-property": _vcluster(t4, drop=(props.DISK_TYPE,)),
             "bad-capacity": _vcluster(_with(t4, capacity_type="preemptible")),
             "bad-count-text": _vcluster(_with(t4, accelerator_count="two")),
@@ -693,6 +702,12 @@ def test_comma_lists_and_zone_fallback(evaluated):
         ("bad-zone-wildcard", [r"^No concrete zone"]),
         ("bad-zone-glob", [r"^No concrete zone"]),
         ("bad-zone-region", [r"^Zone europe-west4-a of node type test-type is not in region us-central1"]),
+        ("bad-zone-label", [r"^Node type test-type is labelled topology.gke.io/zone=us-central1-f but creates its VMs in zone us-central1-a;"]),
+        (
+            "bad-zone-labels-fallback",
+            [r"labelled topology.kubernetes.io/zone=us-central1-a, topology.gke.io/zone=us-central1-a but creates its VMs in zone us-central1-c"],
+        ),
+        ("bad-region-label", [r"labelled topology.kubernetes.io/region=us-east1 but creates its VMs in region us-central1\.$"]),
         ("bad-missing-property", [r"lacks the properties gpu-platform/disk-type;"]),
         ("bad-capacity", [r"capacity-type of node type test-type must be on-demand or spot \(got \"preemptible\"\)"]),
         ("bad-count-text", [r"accelerator-count of node type test-type must be a whole number \(got \"two\"\)"]),
@@ -715,3 +730,12 @@ def test_bad_input_fails_exactly_its_precondition(evaluated, scenario, expected)
     assert len(failed) == len(expected), failed
     for pattern, message in zip(expected, failed):
         assert re.search(pattern, message), (pattern, message)
+
+
+def test_what_needs_the_node_identity_runs_with_host_network():
+    """Concealment drops forwarded (pod) traffic only: the CCM and both PD CSI components of the
+    kubernetes environment template must run with hostNetwork to keep their credentials."""
+    kubernetes_tf = (TEMPLATES / "kubernetes" / "main.tf").read_text()
+    workloads = re.findall(r'kind\s*=\s*"(Deployment|DaemonSet)".*?(?=kind\s*=\s*"|\Z)', kubernetes_tf, flags=re.S)
+    assert sorted(workloads) == ["DaemonSet", "Deployment", "Deployment"]
+    assert len(re.findall(r"^\s*hostNetwork\s*=\s*true$", kubernetes_tf, flags=re.M)) == 3

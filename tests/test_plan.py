@@ -26,9 +26,9 @@ from config.catalog import CATALOG_PATH, load_catalog
 from config.stack import EnvironmentStack, TenantStack, load_stack
 from config.stack_files import PROJECT_DIR, list_stacks, read_stack_values
 from config.versions import (
-    AUTO_NODES_GCP_COMMIT,
-    AUTO_NODES_GCP_TAG,
+    CCM_IMAGE,
     GPU_OPERATOR_VERSION,
+    PD_CSI_DRIVER_IMAGE,
     PLATFORM_CHART_VERSION,
     VCLUSTER_CHART_VERSION,
 )
@@ -390,7 +390,6 @@ def test_out_nodeprovider_is_the_rendered_node_provider(dev_plan, dev_stack):
         project=dev_stack.project,
         region=dev_stack.region,
         node_types=dev_stack.offer.node_types,
-        kubernetes_template=np.kubernetes_template,
         legacy_infrastructure=np.legacy_infrastructure,
     )
     assert document["spec"] == node_provider_spec(args).to_dict()
@@ -461,8 +460,9 @@ def test_dev_plan_prints_the_pinned_versions_and_summarizes_structured_outputs(d
     assert f"platform chart: vcluster-platform {PLATFORM_CHART_VERSION} (https://charts.loft.sh)" in pinned
     assert f"vCluster chart: vcluster {VCLUSTER_CHART_VERSION}" in pinned
     assert f"GPU Operator chart: gpu-operator {GPU_OPERATOR_VERSION}" in pinned
-    assert f"commit {AUTO_NODES_GCP_COMMIT} ({AUTO_NODES_GCP_TAG})" in pinned
     assert re.search(r"node template: inline, sha256 [0-9a-f]{12}", pinned)
+    assert re.search(r"kubernetes template: inline, sha256 [0-9a-f]{12}", pinned)
+    assert f"cloud controller manager: {CCM_IMAGE}" in pinned and f"PD CSI driver: {PD_CSI_DRIVER_IMAGE}" in pinned
     outputs = section(out, "Stack outputs")
     facts = next(line for line in outputs.splitlines() if line.startswith("  environmentFacts = "))
     assert f"{len(dev_stack.offer.node_types)} node types" in facts and "inline tenants: nlp, speech" in facts

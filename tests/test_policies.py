@@ -408,7 +408,11 @@ def test_real_node_provider_templates_are_pinned(runs):
 
 
 def _kubernetes_git(props: dict) -> dict:
-    return props["spec"]["terraform"]["nodeEnvironmentTemplate"]["kubernetes"]["git"]
+    """The kubernetes environment template of a NodeProvider edited to come from git (ours is
+    inline): the upstream one, pinned by commit."""
+    git = {"repository": "https://github.com/loft-sh/vcluster-auto-nodes-gcp.git", "commit": "3244616f0b4a59f75e28aec8fa3248ead06738eb", "subPath": "environment/kubernetes"}
+    props["spec"]["terraform"]["nodeEnvironmentTemplate"]["kubernetes"] = {"git": git}
+    return git
 
 
 @pytest.mark.parametrize(

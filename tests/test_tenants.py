@@ -114,6 +114,33 @@ def test_gpu_operator_chart(dev_run):
     assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in values["node-feature-discovery"]["worker"]["tolerations"]
 
 
+# The chart's NFD worker tolerations, as NVIDIA/gpu-operator tag v25.10.1 deployments/gpu-operator/
+# values.yaml sets them (`node-feature-discovery.worker.tolerations`).
+CHART_NFD_WORKER_TOLERATIONS = [
+    {"key": "node-role.kubernetes.io/master", "operator": "Equal", "value": "", "effect": "NoSchedule"},
+    {"key": "node-role.kubernetes.io/control-plane", "operator": "Equal", "value": "", "effect": "NoSchedule"},
+    {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+]
+
+
+def _tolerates(toleration: dict, taint: dict) -> bool:
+    if toleration.get("effect") not in (None, "", taint["effect"]) or toleration.get("key") not in (None, "", taint["key"]):
+        return False
+    return toleration.get("operator") == "Exists" or toleration.get("value", "") == taint.get("value", "")
+
+
+def test_nfd_worker_keeps_the_chart_tolerations_and_reaches_gpu_nodes(dev_run):
+    """Helm replaces a list given in values: ours must repeat every default of the chart, in its
+    order, and add what GPU nodes need (their pool taint), each once."""
+    for tenant in ("nlp", "speech"):
+        [chart] = dev_run.one(VCI, tenant).input("spec", "template", "charts")
+        tolerations = yaml.safe_load(chart["values"])["node-feature-discovery"]["worker"]["tolerations"]
+        assert tolerations[: len(CHART_NFD_WORKER_TOLERATIONS)] == CHART_NFD_WORKER_TOLERATIONS
+        assert len(tolerations) == len({yaml.safe_dump(t) for t in tolerations})
+        taint = values_of(dev_run.one(VCI, tenant)).gpu_pools()[0].taints[0]
+        assert any(_tolerates(t, taint) for t in tolerations)
+
+
 def test_in_tenant_objects_are_valid_kubernetes(dev_run):
     speech = list(yaml.safe_load_all(dev_run.one(VCI, "speech").input("spec", "template", "objects")))
     nlp = list(yaml.safe_load_all(dev_run.one(VCI, "nlp").input("spec", "template", "objects")))

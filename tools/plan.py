@@ -32,7 +32,7 @@ from typing import Any
 import pulumi
 import yaml
 
-from components.templates import environment_template, node_template
+from components.templates import environment_template, kubernetes_template, node_template
 from components.vcluster_values import VClusterValues
 from config import node_properties as props
 from config import versions
@@ -207,16 +207,15 @@ def _versions(loaded: EnvironmentStack | TenantStack) -> list[tuple[str, str]]:
     if isinstance(loaded, EnvironmentStack):
         np = loaded.node_provider
         image = load_catalog().gpu_image
-        template = np.kubernetes_template
-        pinned = f"commit {template.commit}" if template.commit else f"tag {template.tag}"
-        if template.commit == versions.AUTO_NODES_GCP_COMMIT:
-            pinned += f" ({versions.AUTO_NODES_GCP_TAG})"
+        zones = tuple(sorted({nt.zone for nt in loaded.offer.node_types}))
         rows += [
             ("platform chart", f"{versions.PLATFORM_CHART} {loaded.platform.chart_version} ({versions.PLATFORM_CHART_REPO})"),
             ("GKE release channel", str(loaded.cluster.release_channel)),
             ("node template", digest(node_template())),
             ("environment template", "official environment/infrastructure, " + versions.AUTO_NODES_GCP_TAG if np.legacy_infrastructure else digest(environment_template(loaded.environment))),
-            ("kubernetes template", f"{template.repository} {template.sub_path} {pinned}"),
+            ("kubernetes template", digest(kubernetes_template(zones))),
+            ("cloud controller manager", versions.CCM_IMAGE),
+            ("PD CSI driver", f"{versions.PD_CSI_DRIVER_IMAGE} (sidecars: config/versions.py)"),
             ("GPU node image", f"{image.project}/{np.gpu_image_family or image.family} (family: the newest image of it at VM creation)"),
         ]
         vcluster = loaded.platform.vcluster_version

@@ -6,7 +6,8 @@
 # the tenant's auto-nodes entry as gpu-platform/network, gpu-platform/subnetwork and
 # gpu-platform/node-service-account (an account id: property values must be label values, an
 # e-mail is not). This template hands them on under the output names that the node template
-# (templates/node/main.tf) and the official kubernetes template read, plus the region's zones.
+# (templates/node/main.tf) and the kubernetes template (templates/kubernetes/main.tf) read, plus
+# the region's zones (the output the official templates define; nothing of ours reads it).
 #
 # It trusts none of those properties: anyone who can edit a virtual cluster's values could point
 # them at another tenant's network or identity. The names are derived instead from the vCluster's
@@ -69,8 +70,8 @@ locals {
   wildcard = "[*?\\[\\]{}]"
 }
 
-# The official kubernetes template reads `availability_zones` (CSI topology). Every check on the
-# inputs hangs off this data source, so a bad property fails before anything is read.
+# Every check on the inputs hangs off this data source, so a bad property fails before anything is
+# read; its result is the `availability_zones` output of the official templates' contract.
 data "google_compute_zones" "available" {
   project = local.project
   region  = local.region
@@ -108,7 +109,8 @@ data "google_compute_zones" "available" {
   }
 }
 
-# Output names are the contract with the node template and the official kubernetes template.
+# Output names are the contract with the node template and the kubernetes template (the same as
+# the official infrastructure template's, which legacy mode uses in this one's place).
 output "network_name" {
   value = local.network
 }

@@ -8,7 +8,7 @@
 # Inputs read:
 #   var.vcluster.properties                  project, region, zone (fallback), gpu-platform/tenant,
 #                                            gpu-platform/node-metadata
-#   var.vcluster.nodeType.spec.properties    gpu-platform/* keys of config/node_properties.py
+#   var.vcluster.nodeType.spec.properties    NODE_TYPE_KEYS of config/node_properties.py
 #   var.vcluster.nodeEnvironment.outputs     subnet_name, service_account_email, node_name_prefix
 #                                            (environment template)
 #   var.vcluster.userData                    cloud-init that joins the node to its vCluster
@@ -57,10 +57,15 @@ locals {
     "gpu-platform/disk-type"         = try(nonsensitive(var.vcluster.nodeType.spec.properties["gpu-platform/disk-type"]), "")
     "gpu-platform/image-family"      = try(nonsensitive(var.vcluster.nodeType.spec.properties["gpu-platform/image-family"]), "")
     "gpu-platform/image-project"     = try(nonsensitive(var.vcluster.nodeType.spec.properties["gpu-platform/image-project"]), "")
+    "topology.kubernetes.io/zone"    = try(nonsensitive(var.vcluster.nodeType.spec.properties["topology.kubernetes.io/zone"]), "")
+    "topology.kubernetes.io/region"  = try(nonsensitive(var.vcluster.nodeType.spec.properties["topology.kubernetes.io/region"]), "")
+    "topology.gke.io/zone"           = try(nonsensitive(var.vcluster.nodeType.spec.properties["topology.gke.io/zone"]), "")
   }
   node_type_name = try(nonsensitive(var.vcluster.nodeType.metadata.name), "(unnamed)")
-  # The zone alone may be absent: it then comes from the vCluster's `zone` property.
-  missing_node_type_properties = sort([for key, value in local.node_type : key if trimspace(value) == "" && key != "gpu-platform/zone"])
+  # The zone may be absent (it then comes from the vCluster's `zone` property), and so may the
+  # standard zone labels; where they are present they must name the VM's zone and region.
+  optional_node_type_properties = ["gpu-platform/zone", "topology.kubernetes.io/zone", "topology.kubernetes.io/region", "topology.gke.io/zone"]
+  missing_node_type_properties  = sort([for key, value in local.node_type : key if trimspace(value) == "" && !contains(local.optional_node_type_properties, key)])
 
   instance_type     = local.node_type["gpu-platform/instance-type"]
   machine_series    = split("-", local.instance_type)[0]
@@ -146,8 +151,8 @@ locals {
   # own traffic never does (it leaves through OUTPUT). Dropping it in raw PREROUTING, before any
   # routing or NAT, therefore blocks every pod without hostNetwork and leaves the kubelet, the
   # GCP cloud controller manager and the PD CSI controller and node plugin, which all run with
-  # hostNetwork (loft-sh/vcluster-auto-nodes-gcp v0.1.1 environment/kubernetes/manifests/
-  # ccm.yaml.tftpl, csi.yaml.tftpl), their access. Port 53 stays open: the metadata server is also the VPC's DNS resolver, which the
+  # hostNetwork (templates/kubernetes/main.tf, as upstream's loft-sh/vcluster-auto-nodes-gcp
+  # v0.1.1 environment/kubernetes/manifests/*.tftpl), their access. Port 53 stays open: the metadata server is also the VPC's DNS resolver, which the
   # tenant's CoreDNS forwards to.
   node_metadata    = trimspace(try(nonsensitive(var.vcluster.properties["gpu-platform/node-metadata"]), ""))
   conceal_metadata = local.node_metadata != "exposed"
@@ -211,6 +216,15 @@ locals {
   project_concrete = local.project != "" && !can(regex(local.wildcard, local.project))
   region_concrete  = local.region != "" && !can(regex(local.wildcard, local.region))
   zone_concrete    = local.zone != "" && !can(regex(local.wildcard, local.zone))
+
+  # Labels of the node type that would lie about where the VM runs: the auto-nodes scheduler
+  # matches volumes' node affinity and zone spreading against them, and the cloud controller
+  # manager writes the real zone and region over the standard ones once the node runs.
+  zone_labels_elsewhere = [
+    for key in ["topology.kubernetes.io/zone", "topology.gke.io/zone"] : "${key}=${local.node_type[key]}"
+    if local.node_type[key] != "" && local.node_type[key] != local.zone
+  ]
+  region_label_elsewhere = !contains(["", local.region], local.node_type["topology.kubernetes.io/region"])
 }
 
 resource "google_compute_instance" "node" {
@@ -294,6 +308,14 @@ resource "google_compute_instance" "node" {
     precondition {
       condition     = !(local.zone_concrete && local.region_concrete) || startswith(local.zone, "${local.region}-")
       error_message = "Zone ${local.zone} of node type ${local.node_type_name} is not in region ${local.region}."
+    }
+    precondition {
+      condition     = !local.zone_concrete || length(local.zone_labels_elsewhere) == 0
+      error_message = "Node type ${local.node_type_name} is labelled ${join(", ", local.zone_labels_elsewhere)} but creates its VMs in zone ${local.zone}; the zone labels must name the VM's zone."
+    }
+    precondition {
+      condition     = !local.region_concrete || !local.region_label_elsewhere
+      error_message = "Node type ${local.node_type_name} is labelled topology.kubernetes.io/region=${local.node_type["topology.kubernetes.io/region"]} but creates its VMs in region ${local.region}."
     }
     precondition {
       condition     = length(local.missing_node_type_properties) == 0

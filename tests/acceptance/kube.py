@@ -116,12 +116,15 @@ def tenant_kubeconfig(secret: dict[str, Any], local_port: int) -> str:
 
 def pick_gpu_zone(zones: tuple[str, ...], nodes: dict[str, Any], pods: dict[str, Any]) -> tuple[str | None, str]:
     """A configured zone other than the one the tenant's cloud controller manager runs in, so the
-    run proves that the CCM initializes nodes outside its own zone. None: no choice to make.
+    run proves that the CCM initializes nodes outside its own zone (our CCM runs with
+    `multizone = true`; without it a CCM manages only its own zone). None: no choice to make.
 
-    The official kubernetes template runs the CCM as Deployment `<provider>-cloud-controller-manager`
-    in kube-system, pods labelled app.kubernetes.io/name=<provider>-cloud-controller-manager, on the
-    provider's nodes (loft-sh/vcluster-auto-nodes-gcp environment/kubernetes/manifests/ccm.yaml.tftpl,
-    read at commit 0c203e5c).
+    Our kubernetes template (templates/kubernetes/main.tf) runs the CCM as Deployment
+    `gpu-platform-<hash>-cloud-controller-manager` in kube-system, its pods labelled
+    app.kubernetes.io/name with that name, on the provider's nodes. The name ends like the official
+    template's `<provider>-cloud-controller-manager` (loft-sh/vcluster-auto-nodes-gcp
+    environment/kubernetes/manifests/ccm.yaml.tftpl, read at commit 0c203e5c), so tenants created
+    with either are found; tests/test_kubernetes_template.py checks the ending.
     """
     if len(zones) < 2:
         return None, "one zone configured: the GPU node shares the CCM's zone"
