@@ -20,8 +20,9 @@ test: $(STAMP)
 	$(BIN)/python -m tools.plan --all --quiet
 
 ## Offline plan of one stack: make plan STACK=prod
+## ... and what changed since a git ref: make plan STACK=dev COMPARE=origin/main
 plan: $(STAMP)
-	$(BIN)/python -m tools.plan --stack $(STACK)
+	$(BIN)/python -m tools.plan --stack $(STACK) $(if $(COMPARE),--compare-to $(COMPARE))
 
 plan-all: $(STAMP)
 	$(BIN)/python -m tools.plan --all

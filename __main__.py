@@ -17,7 +17,7 @@ from components.node_provider import GcpNodeProvider, GcpNodeProviderArgs
 from components.tenant_vcluster import TenantVCluster, TenantVClusterArgs
 from components.vcluster_platform import VClusterPlatform, VClusterPlatformArgs
 from config.errors import ConfigError
-from config.facts import PLATFORM_NAMESPACE, PROJECT_NAMESPACE
+from config.facts import PLATFORM_NAMESPACE
 from config.runtime import is_set, runtime_values
 from config.stack import NS, EnvironmentStack, TenantStack, check_against_deployed, load_stack
 from config.stack_files import PROJECT_DIR
@@ -89,7 +89,9 @@ def deploy_environment(env: EnvironmentStack) -> None:
     tenants = [
         TenantVCluster(
             f"tenant-{plan.tenant.name}",
-            TenantVClusterArgs(plan, env.facts, apis=gke.tenant_apis, identity=identity.tenant_prerequisites),
+            TenantVClusterArgs(
+                plan, env.facts, apis=gke.tenant_apis, identity=identity.tenant_prerequisites, platform_api=(platform.api_ready,)
+            ),
             opts=pulumi.ResourceOptions(providers=[gke.provider, gcp_provider], depends_on=[node_provider, platform]),
         )
         for plan in env.tenants
@@ -102,7 +104,6 @@ def deploy_environment(env: EnvironmentStack) -> None:
     pulumi.export("clusterName", gke.cluster.name)
     pulumi.export("kubeconfig", gke.kubeconfig)
     pulumi.export("platformNamespace", PLATFORM_NAMESPACE)
-    pulumi.export("projectNamespace", PROJECT_NAMESPACE)
     pulumi.export("platformServiceAccount", identity.email)
     pulumi.export("nodeProviderName", node_provider.name)
     pulumi.export("nodeTypes", [{"name": nt.name, "properties": nt.properties} for nt in env.offer.node_types])
@@ -132,7 +133,8 @@ def deploy_tenant(stack: TenantStack) -> None:
     facts = stack.facts
     gcp_provider = gcp.Provider(
         "gcp",
-        project=checked.apply(lambda _: facts.project),
+        # The project the tenant's objects live in: its own, or the environment's when shared.
+        project=checked.apply(lambda _: stack.placement.project),
         region=facts.region,
         default_labels={"gpu-platform-environment": facts.environment, "managed-by": "pulumi"},
     )
@@ -153,8 +155,12 @@ def deploy_tenant(stack: TenantStack) -> None:
 def tenant_outputs(tenant: TenantVCluster) -> dict:
     return {
         "tenant": tenant.tenant_name,
+        "gcpProject": tenant.placement.project,
+        "isolation": tenant.placement.isolation,
+        "projectNamespace": tenant.project_namespace,
         "hostNamespace": tenant.host_namespace,
         "connectCommand": tenant.connect_command,
+        "natAddresses": tenant.nat_addresses,
         "gpuBudgetUsdPerHour": tenant.gpu_budget_usd_per_hour,
     }
 

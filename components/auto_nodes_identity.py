@@ -1,5 +1,10 @@
 """AutoNodesIdentity: the Google identity the vCluster Platform creates tenants' VMs with, reached
-from its pod through Workload Identity, and the two roles tenants' node identities may be given."""
+from its pod through Workload Identity, and the custom roles defined in the environment's project
+(the VM role and the tenant roles, which shared tenants bind there).
+
+The identity holds nothing on the environment's project by itself: each tenant grants it the VM
+role on the project its VMs live in, conditioned on the tenant's VM names
+(components/tenant_project.py). Only the opt-in legacy mode binds the broad official role here."""
 
 from __future__ import annotations
 
@@ -36,6 +41,7 @@ class AutoNodesIdentity(pulumi.ComponentResource):
     tenant_subnet_role: gcp.projects.IAMCustomRole
     tenant_disk_role: gcp.projects.IAMCustomRole
     tenant_load_balancer_role: gcp.projects.IAMCustomRole
+    role_binding: gcp.projects.IAMMember | None
     tenant_prerequisites: tuple[pulumi.Resource, ...]
     email: pulumi.Output[str]
     workload_identity_member: str
@@ -85,16 +91,20 @@ class AutoNodesIdentity(pulumi.ComponentResource):
             member=self.workload_identity_member,
             opts=pulumi.ResourceOptions(parent=self, depends_on=[*depends_on_of(opts), *([args.cluster] if args.cluster else [])]),
         )
-        # The role's full name is known before it exists, so previews (and the policy pack) see it.
-        self.role_binding = gcp.projects.IAMMember(
-            f"{name}-role-binding",
-            project=args.project,
-            role=f"projects/{args.project}/roles/{role_id(args.role_id_prefix, AUTO_NODES)}",
-            member=member,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[*depends_on_of(opts), self.role]),
-        )
+        # Legacy mode only: the official template builds networks and IAM in this project, from
+        # the platform's identity. The role's full name is known before it exists, so previews
+        # (and the policy pack) see it.
+        self.role_binding = None
+        if args.legacy:
+            self.role_binding = gcp.projects.IAMMember(
+                f"{name}-role-binding",
+                project=args.project,
+                role=f"projects/{args.project}/roles/{role_id(args.role_id_prefix, AUTO_NODES)}",
+                member=member,
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[*depends_on_of(opts), self.role]),
+            )
         # What a tenant's IAM bindings name: this account and the roles made for tenants.
-        self.tenant_prerequisites = (self.service_account, self.tenant_subnet_role, self.tenant_disk_role, self.tenant_load_balancer_role)
+        self.tenant_prerequisites = (self.service_account, self.role, self.tenant_subnet_role, self.tenant_disk_role, self.tenant_load_balancer_role)
         self.register_outputs(
             {
                 "email": self.email,

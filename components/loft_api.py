@@ -2,9 +2,10 @@
 
 The Kubernetes SDK has no types for these custom resources, so a misspelled field would only
 surface in a real `pulumi up`. These dataclasses are the only way the program builds them; their
-field names are checked in tests/test_loft_api.py against the API's JSON field lists (the
-platform's OpenAPI spec, loft-sh/loft api/openapi-spec/swagger.json at tag v4.11.2; see
-docs/sources.md "vCluster Platform API"). Unset fields (None) are left out.
+field names are checked in tests/test_loft_api.py against the API's JSON field lists (the platform's
+OpenAPI document, loft-sh/loft api/openapi-spec/swagger.json at tag v4.11.2, definitions
+com.github.loft-sh.api.v4.pkg.apis.management.v1.*; see docs/sources.md "vCluster Platform API").
+Unset fields (None) are left out.
 """
 
 from __future__ import annotations
@@ -162,9 +163,54 @@ class ClusterRef(ApiObject):
 
 
 @dataclass
+class ObjectAccess(ApiObject):
+    """storage.v1.Access: who may do what with the platform object itself (not inside it)."""
+
+    verbs: list[str]
+    name: str | None = None
+    users: list[str] | None = None
+    teams: list[str] | None = None
+    subresources: list[str] | None = None
+
+
+@dataclass
 class VirtualClusterInstanceSpec(ApiObject):
     template: VirtualClusterTemplate
     cluster_ref: ClusterRef
     display_name: str | None = None
     description: str | None = None
     extra_access_rules: list[AccessRule] | None = None
+    access: list[ObjectAccess] | None = None
+
+
+# --- Project (cluster-scoped; the platform creates its namespace p-<name>) ----------------------
+
+
+@dataclass
+class ProjectMember(ApiObject):
+    """storage.v1.Member: kind User or Team of group storage.loft.sh, with a project role."""
+
+    kind: str
+    name: str
+    cluster_role: str
+    group: str = "storage.loft.sh"
+
+
+@dataclass
+class AllowedCluster(ApiObject):
+    name: str
+
+
+@dataclass
+class AllowedNodeType(ApiObject):
+    name: str  # a NodeType's name, or "<provider>.*" for every node type of a NodeProvider
+
+
+@dataclass
+class ProjectSpec(ApiObject):
+    display_name: str | None = None
+    description: str | None = None
+    members: list[ProjectMember] | None = None
+    allowed_clusters: list[AllowedCluster] | None = None
+    # Unset: every node type is allowed; an empty list: none (management.v1.ProjectSpec).
+    allowed_node_types: list[AllowedNodeType] | None = None

@@ -1,5 +1,7 @@
 """TenantNetwork: everything durable a tenant's VMs need in GCP, owned by Pulumi so the platform's
-identity never creates networks, service accounts or IAM bindings (README "Security").
+identity never creates networks, service accounts or IAM bindings (README "Security"). All of it
+lives in the tenant's project (components/tenant_project.py): the team's own, or the environment's
+for a shared tenant.
 
 Each role below is granted to the tenant's node service account only, for the software that runs on
 the tenant's nodes with that identity: the GCP cloud controller manager (CCM) and the PD CSI driver
@@ -14,6 +16,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 from config.iam_grants import predefined_roles
+from config.isolation import TenantRoles, instance_name_condition, node_name_prefix
 
 # Google's load-balancer health checkers and Identity-Aware Proxy's TCP forwarding range.
 HEALTH_CHECK_RANGES = ["130.211.0.0/22", "35.191.0.0/16"]
@@ -34,14 +37,15 @@ class TenantNetworkArgs:
     region: str
     cidr: str
     platform_service_account: str  # e-mail of the AutoNodesIdentity
-    tenant_subnet_role: str  # projects/<p>/roles/<id>: subnetworks.use, granted on this subnet
-    tenant_disk_role: str  # projects/<p>/roles/<id>: instances.attachDisk/detachDisk
-    tenant_load_balancer_role: str  # projects/<p>/roles/<id>: firewall rules of Service LBs
+    # Custom roles defined in `project`: subnet_use (subnetworks.use, granted on this subnet),
+    # disks (instances.attachDisk/detachDisk), load_balancers (firewall rules of Service LBs).
+    roles: TenantRoles
+    nat_addresses: int = 1
     iap_ssh: bool = False
     persistent_disks: bool = True
     load_balancer_services: bool = False
-    # What must exist first when the environment is created in the same stack (inline tenants):
-    # the project's APIs before anything, the platform's identity and roles before the bindings.
+    # What must exist first: the project's APIs before anything, the platform's identity and the
+    # roles before the bindings that name them.
     apis: tuple[pulumi.Resource, ...] = ()
     identity: tuple[pulumi.Resource, ...] = ()
 
@@ -54,7 +58,9 @@ class TenantNetwork(pulumi.ComponentResource):
     network: gcp.compute.Network
     subnetwork: gcp.compute.Subnetwork
     router: gcp.compute.Router
+    nat_ips: list[gcp.compute.Address]
     nat: gcp.compute.RouterNat
+    nat_addresses: pulumi.Output[list[str]]
     firewalls: list[gcp.compute.Firewall]
     node_service_account: gcp.serviceaccount.Account
     platform_uses_subnet: gcp.compute.SubnetworkIAMMember
@@ -93,14 +99,30 @@ class TenantNetwork(pulumi.ComponentResource):
             f"{name}-router", name=gcp_name("router"), project=args.project, region=args.region, network=self.network.id, opts=child
         )
         # Nodes have no public IPs; they reach their control plane's LoadBalancer, the platform
-        # and image registries through NAT.
+        # and image registries through NAT, from these addresses only: the control plane accepts
+        # joins from them and from nowhere else (loadBalancerSourceRanges).
+        self.nat_ips = [
+            gcp.compute.Address(
+                f"{name}-nat-{i}",
+                name=gcp_name(f"nat-{i}"),
+                project=args.project,
+                region=args.region,
+                address_type="EXTERNAL",
+                network_tier="PREMIUM",
+                description=f"Cloud NAT egress address of {labels_note}",
+                opts=child,
+            )
+            for i in range(args.nat_addresses)
+        ]
+        self.nat_addresses = pulumi.Output.all(*[a.address for a in self.nat_ips])
         self.nat = gcp.compute.RouterNat(
             f"{name}-nat",
             name=gcp_name("nat"),
             project=args.project,
             region=args.region,
             router=self.router.name,
-            nat_ip_allocate_option="AUTO_ONLY",
+            nat_ip_allocate_option="MANUAL_ONLY",
+            nat_ips=[a.self_link for a in self.nat_ips],
             source_subnetwork_ip_ranges_to_nat="ALL_SUBNETWORKS_ALL_IP_RANGES",
             log_config=gcp.compute.RouterNatLogConfigArgs(enable=True, filter="ERRORS_ONLY"),
             opts=child,
@@ -164,7 +186,7 @@ class TenantNetwork(pulumi.ComponentResource):
             project=args.project,
             region=args.region,
             subnetwork=self.subnetwork.name,
-            role=args.tenant_subnet_role,
+            role=args.roles.subnet_use,
             member=f"serviceAccount:{args.platform_service_account}",
             opts=binding,
         )
@@ -178,23 +200,24 @@ class TenantNetwork(pulumi.ComponentResource):
             opts=binding,
         )
 
-        project_roles = dict(NODE_ROLES)
-        custom_roles: list[str] = []
+        # Bound on the tenant's project: in project mode they reach the team's objects and nothing
+        # else. Attaching volumes is narrowed to the tenant's own node VMs in either mode.
+        own_vms = gcp.projects.IAMMemberConditionArgs(**instance_name_condition(node_name_prefix(args.environment, args.tenant)))
+        roles: list[tuple[str, gcp.projects.IAMMemberConditionArgs | None]] = [(r, None) for r in NODE_ROLES]
         if args.persistent_disks:
-            project_roles.update(DISK_ROLES)
-            custom_roles.append(args.tenant_disk_role)
+            roles += [*((r, None) for r in DISK_ROLES), (args.roles.disks, own_vms)]
         if args.load_balancer_services:
-            project_roles.update(LOAD_BALANCER_ROLES)
-            custom_roles.append(args.tenant_load_balancer_role)
+            roles += [*((r, None) for r in LOAD_BALANCER_ROLES), (args.roles.load_balancers, None)]
         self.role_bindings = [
             gcp.projects.IAMMember(
                 f"{name}-{role.rsplit('/', 1)[-1].replace('.', '-').replace('_', '-').lower()}",
                 project=args.project,
                 role=role,
                 member=node_member,
+                condition=condition,
                 opts=binding,
             )
-            for role in [*project_roles, *custom_roles]
+            for role, condition in roles
         ]
         if args.persistent_disks:
             # The CSI driver attaches disks to VMs that run as this account.
@@ -213,5 +236,6 @@ class TenantNetwork(pulumi.ComponentResource):
                 "network": self.network.name,
                 "subnetwork": self.subnetwork.name,
                 "nodeServiceAccount": self.node_service_account.email,
+                "natAddresses": self.nat_addresses,
             }
         )

@@ -1,6 +1,10 @@
 """TenantVCluster: one ML team's virtual cluster, whose GPU nodes are private VMs created when a pod
 asks for `nvidia.com/gpu` and deleted when idle. Used the same way by an environment stack (inline
-tenants) and by a team's own stack."""
+tenants) and by a team's own stack.
+
+Children: the tenant's footprint in its GCP project (TenantProject), its network and node identity
+there (TenantNetwork), its vCluster Platform project, and the VirtualClusterInstance in that
+project's namespace."""
 
 from __future__ import annotations
 
@@ -11,56 +15,64 @@ import pulumi_kubernetes as k8s
 
 from config import node_properties as props
 from config import versions
-from config.facts import PROJECT_NAMESPACE, EnvironmentFacts
+from config.facts import EnvironmentFacts, project_namespace
+from config.isolation import Placement, placement, tenant_roles
 from config.tenant import TenantPlan
 
-from .options import depends_on_of
 from .loft_api import (
     API_VERSION,
-    AccessRule,
     ChartRef,
     ClusterRef,
     HelmRelease,
-    InstanceAccess,
     ProSettings,
     TemplateChart,
     VirtualClusterInstanceSpec,
     VirtualClusterTemplate,
 )
+from .options import depends_on_of
+from .platform_project import LOCAL_CLUSTER, in_cluster_access, instance_access, platform_project, platform_project_spec
 from .tenant_documents import GPU_OPERATOR_NAMESPACE, gpu_operator_values_yaml, tenant_objects_yaml
 from .tenant_network import TenantNetwork, TenantNetworkArgs
+from .tenant_project import TenantProject, TenantProjectArgs
 from .vcluster_values import render_values
 
-LOCAL_CLUSTER = "loft-cluster"
 READY_TIMEOUT_SECONDS = 1800  # control plane, LoadBalancer and first CPU node
+# On the instance: the GCP project its nodes live in. A change replaces the instance (below).
+GCP_PROJECT_ANNOTATION = "gpu-platform/gcp-project"
 
 
 @dataclass(frozen=True)
 class TenantVClusterArgs:
     plan: TenantPlan
     facts: EnvironmentFacts
-    project_namespace: str = PROJECT_NAMESPACE
     # What the tenant's GCP objects must wait for when the environment is created in the same stack
-    # (inline tenants): the project's APIs, and for IAM bindings the platform's identity and roles.
+    # (inline tenants): the environment's APIs, and for IAM bindings the platform's identity and roles.
     apis: tuple[pulumi.Resource, ...] = ()
     identity: tuple[pulumi.Resource, ...] = ()
+    # What the platform project waits for in the same stack: the management API. Not the
+    # NodeProvider (it only names it), so projects and the NodeProvider are created side by side.
+    platform_api: tuple[pulumi.Resource, ...] = ()
 
 
 def host_namespace(tenant: str) -> str:
     return f"vcluster-{tenant}"
 
 
-def connect_command(tenant: str, project_namespace: str = PROJECT_NAMESPACE) -> str:
-    project = project_namespace.removeprefix("p-")
-    return f"vcluster platform connect vcluster {tenant} --project {project}"
+def connect_command(tenant: str) -> str:
+    return f"vcluster platform connect vcluster {tenant} --project {tenant}"
 
 
 class TenantVCluster(pulumi.ComponentResource):
+    placement: Placement
+    gcp_project: TenantProject | None
     network: TenantNetwork | None
+    platform_project: k8s.apiextensions.CustomResource
     instance: k8s.apiextensions.CustomResource
     values: pulumi.Output[str]
+    nat_addresses: pulumi.Output[list[str]]
     tenant_name: str
     host_namespace: str
+    project_namespace: str
     connect_command: str
     gpu_budget_usd_per_hour: float | None  # None: no recorded prices in the region
 
@@ -68,16 +80,21 @@ class TenantVCluster(pulumi.ComponentResource):
         super().__init__("gpu-platform:tenants:VirtualCluster", name, None, opts)
         tenant = args.plan.tenant
         facts = args.facts
+        where = placement(tenant, environment=facts.environment, host_project=facts.project, tenant_projects=facts.tenant_projects)
+        assert where is not None, "config.isolation.check_placement refuses a tenant without a project"
+        self.placement = where
         self.tenant_name = tenant.name
         self.host_namespace = host_namespace(tenant.name)
-        self.connect_command = connect_command(tenant.name, args.project_namespace)
+        self.project_namespace = project_namespace(platform_project(tenant))
+        self.connect_command = connect_command(tenant.name)
         ceiling = args.plan.gpu_usd_per_hour_ceiling
         self.gpu_budget_usd_per_hour = None if ceiling is None else round(ceiling, 2)
 
         common = {
-            props.PROJECT: facts.project,
+            props.PROJECT: where.project,
             props.REGION: facts.region,
             props.TENANT: tenant.name,
+            props.NODE_METADATA: tenant.node_metadata,
             # Switches of the kubernetes environment template (templates/kubernetes/main.tf): the GCP
             # CCM, its load-balancer controller, the PD CSI driver.
             props.CCM_ENABLED: "true",
@@ -85,31 +102,50 @@ class TenantVCluster(pulumi.ComponentResource):
             props.CSI_ENABLED: str(tenant.persistent_disks).lower(),
         }
         if facts.legacy_infrastructure:
-            # Opt-in legacy mode: the official infrastructure template builds the network itself.
+            # Opt-in legacy mode (shared tenants only): the official infrastructure template builds
+            # the network, with NAT addresses Google picks, and the environment binds the broad role.
+            self.gcp_project = None
             self.network = None
             properties: pulumi.Input[dict] = {**common, "vcluster.com/vpc-cidr": tenant.network.cidr}
+            self.nat_addresses = pulumi.Output.from_input([])
             teardown_after: list[pulumi.Resource] = []
         else:
-            self.network = TenantNetwork(
-                f"{name}-gcp",
-                TenantNetworkArgs(
+            self.gcp_project = TenantProject(
+                f"{name}-project",
+                TenantProjectArgs(
                     tenant=tenant.name,
                     environment=facts.environment,
-                    project=facts.project,
-                    region=facts.region,
-                    cidr=tenant.network.cidr,
+                    placement=where,
+                    role_id_prefix=facts.role_id_prefix,
                     platform_service_account=facts.platform_service_account,
-                    tenant_subnet_role=facts.tenant_subnet_role,
-                    tenant_disk_role=facts.tenant_disk_role,
-                    tenant_load_balancer_role=facts.tenant_load_balancer_role,
-                    iap_ssh=tenant.network.iap_ssh,
-                    persistent_disks=tenant.persistent_disks,
-                    load_balancer_services=tenant.load_balancer_services,
+                    host_roles=tenant_roles(facts.project, facts.role_id_prefix),
+                    tenant_projects=facts.tenant_projects,
+                    protect=facts.environment == "prod",
                     apis=args.apis,
                     identity=args.identity,
                 ),
                 opts=pulumi.ResourceOptions(parent=self),
             )
+            self.network = TenantNetwork(
+                f"{name}-gcp",
+                TenantNetworkArgs(
+                    tenant=tenant.name,
+                    environment=facts.environment,
+                    project=where.project,
+                    region=facts.region,
+                    cidr=tenant.network.cidr,
+                    platform_service_account=facts.platform_service_account,
+                    roles=self.gcp_project.roles,
+                    nat_addresses=tenant.network.nat_addresses,
+                    iap_ssh=tenant.network.iap_ssh,
+                    persistent_disks=tenant.persistent_disks,
+                    load_balancer_services=tenant.load_balancer_services,
+                    apis=self.gcp_project.apis,
+                    identity=self.gcp_project.prerequisites,
+                ),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            self.nat_addresses = self.network.nat_addresses
             # The names Pulumi created, handed to the platform's environment template.
             properties = pulumi.Output.all(
                 self.network.network.name, self.network.subnetwork.name, self.network.node_service_account.account_id
@@ -122,29 +158,37 @@ class TenantVCluster(pulumi.ComponentResource):
                 }
             )
             # The instance's finalizers delete the tenant's VMs; only then can the VPC, NAT,
-            # firewalls and node identity go. Depending on them orders `pulumi destroy` that way.
-            teardown_after = [self.network]
+            # firewalls, node identity and the platform's grant go. Depending on them orders
+            # `pulumi destroy` that way.
+            teardown_after = [self.gcp_project, self.network]
 
         pools = [*args.plan.gpu_pools, args.plan.cpu_pool]
-        self.values = pulumi.Output.from_input(properties).apply(
-            lambda p: render_values(pools, facts.node_provider_name, p)
+        resources = tenant.control_plane.model_dump()
+        self.values = pulumi.Output.all(properties, self.nat_addresses).apply(
+            lambda v: render_values(
+                pools,
+                facts.node_provider_name,
+                v[0],
+                source_ranges=[f"{address}/32" for address in v[1]],
+                resources=resources,
+            )
         )
 
-        access = None
-        if tenant.access.users or tenant.access.teams:
-            access = InstanceAccess(
-                rules=[
-                    AccessRule(
-                        cluster_role="cluster-admin",
-                        users=list(tenant.access.users) or None,
-                        teams=list(tenant.access.teams) or None,
-                    )
-                ]
-            )
+        labels = {"gpu-platform/tenant": tenant.name, "gpu-platform/environment": facts.environment}
+        self.platform_project = k8s.apiextensions.CustomResource(
+            f"{name}-platform-project",
+            api_version=API_VERSION,
+            kind="Project",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=platform_project(tenant), labels=labels),
+            spec=platform_project_spec(tenant, facts.environment, facts.node_provider_name).to_dict(),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.platform_api)),
+        )
+
         spec = VirtualClusterInstanceSpec(
             display_name=f"{tenant.name} ({facts.environment})",
-            description=f"GPU tenant {tenant.name}: private GPU nodes from NodeProvider {facts.node_provider_name}",
+            description=f"GPU tenant {tenant.name}: private GPU nodes from NodeProvider {facts.node_provider_name} in GCP project {where.project}",
             cluster_ref=ClusterRef(cluster=LOCAL_CLUSTER, namespace=self.host_namespace),
+            access=instance_access(tenant),
             template=VirtualClusterTemplate(
                 helm_release=HelmRelease(
                     chart=ChartRef(name=versions.VCLUSTER_CHART, repo=versions.VCLUSTER_CHART_REPO, version=facts.vcluster_version),
@@ -161,7 +205,7 @@ class TenantVCluster(pulumi.ComponentResource):
                     )
                 ],
                 objects=tenant_objects_yaml(tenant.smoke_test),
-                access=access,
+                access=in_cluster_access(tenant),
                 # As `vcluster create --driver platform` sends them: private and auto nodes are
                 # platform features, and the tenant talks to the platform with a forwarded token.
                 pro=ProSettings(enabled=True),
@@ -174,22 +218,39 @@ class TenantVCluster(pulumi.ComponentResource):
             kind="VirtualClusterInstance",
             metadata=k8s.meta.v1.ObjectMetaArgs(
                 name=tenant.name,
-                namespace=args.project_namespace,
-                labels={"gpu-platform/tenant": tenant.name, "gpu-platform/environment": facts.environment},
+                # The platform creates the project's namespace; pulumi-kubernetes retries a create
+                # whose namespace does not exist yet (pulumi/pulumi-kubernetes#262).
+                namespace=self.project_namespace,
+                labels=labels,
                 annotations={
                     "pulumi.com/waitFor": "jsonpath={.status.phase}=Ready",
                     "pulumi.com/timeoutSeconds": str(READY_TIMEOUT_SECONDS),
+                    GCP_PROJECT_ANNOTATION: where.project,
                 },
             ),
             spec=spec.to_dict(),
-            # The caller's depends_on (NodeProvider, platform release) plus the tenant's own network.
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[*depends_on_of(opts), *teardown_after]),
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                # The caller's depends_on (NodeProvider, platform release), the platform project
+                # (destroy removes the instance first) and the tenant's GCP objects.
+                depends_on=[*depends_on_of(opts), self.platform_project, *teardown_after],
+                # Nodes cannot move between projects or networks: a tenant that moves to another
+                # GCP project gets a new virtual cluster, whose old one (and its VMs) is deleted
+                # first, so the old network is free to go. The same name and host namespace cannot
+                # exist twice.
+                replace_on_changes=[f'metadata.annotations["{GCP_PROJECT_ANNOTATION}"]'],
+                delete_before_replace=True,
+            ),
         )
         self.register_outputs(
             {
                 "tenant": self.tenant_name,
+                "gcpProject": where.project,
+                "isolation": where.isolation,
+                "platformProject": platform_project(tenant),
                 "hostNamespace": self.host_namespace,
                 "connectCommand": self.connect_command,
+                "natAddresses": self.nat_addresses,
                 "gpuBudgetUsdPerHour": self.gpu_budget_usd_per_hour,
             }
         )

@@ -24,11 +24,34 @@ POOL_LABEL = props.PREFIX + "pool"
 GPU_LABEL = props.PREFIX + "gpu"
 
 
-def render_values(pools: list, provider: str, properties: dict[str, str]) -> str:
+def render_values(
+    pools: list,
+    provider: str,
+    properties: dict[str, str],
+    *,
+    source_ranges: list[str] | tuple[str, ...] = (),
+    resources: dict[str, dict[str, str]] | None = None,
+) -> str:
     """vcluster.yaml for a tenant: private nodes joining through a LoadBalancer, one auto-nodes
-    entry on the environment's NodeProvider, one dynamic pool per `PoolPlan`."""
+    entry on the environment's NodeProvider, one dynamic pool per `PoolPlan`.
+
+    `source_ranges`: the only clients the control plane's LoadBalancer accepts (the tenant's NAT
+    addresses; controlPlane.service.spec is a free Service spec in the chart's schema). Operators
+    and CI reach the tenant through the platform, which talks to the control plane inside the host
+    cluster. `resources`: requests and limits of the control-plane pod
+    (controlPlane.statefulSet.resources); the chart's defaults fill what is not given."""
+    service_spec: dict[str, Any] = {"type": "LoadBalancer"}
+    if source_ranges:
+        service_spec["loadBalancerSourceRanges"] = list(source_ranges)
+    control_plane: dict[str, Any] = {"service": {"spec": service_spec}}
+    if resources:
+        control_plane["statefulSet"] = {"resources": resources}
     document = {
-        "controlPlane": {"service": {"spec": {"type": "LoadBalancer"}}},
+        "controlPlane": control_plane,
+        # The chart's own NetworkPolicies in the tenant's host namespace (chart/templates/
+        # networkpolicy.yaml at v0.36.1): the control plane accepts connections from its own pods,
+        # the platform and on its API port only, and talks to host DNS, API servers and the platform.
+        "policies": {"networkPolicy": {"enabled": True}},
         "privateNodes": {
             "enabled": True,
             "autoNodes": [

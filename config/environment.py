@@ -16,6 +16,7 @@ from .availability import check_gpu_availability
 from .base import DNS_LABEL, GCP_LABEL_KEY, GCP_LABEL_VALUE, REGION, ConfigModel, Syntax, read_cidr, zone_region
 from .catalog import Catalog, series_of
 from .errors import Broken, Problems, derived
+from .isolation import TenantProjects
 from .node_types import MAX_QUALIFIED_NAME, longest_qualified_name
 
 Environment = Literal["dev", "staging", "prod"]
@@ -90,6 +91,11 @@ class PlatformConfig(ConfigModel):
     # Custom role ids: <prefix>_autoNodes, _tenantSubnetUse, _tenantDisks, _tenantLoadBalancers.
     role_id_prefix: str | None = None  # default gpuPlatform_<environment>
     service_account_id: str | None = None  # default vcluster-platform-<environment>
+    # Where Pulumi creates the GCP projects of tenants that name none: <prefix>-<environment>-<team>.
+    tenant_projects: TenantProjects | None = None
+    # Tenants with isolation: shared (in the environment's project). Default: allowed in dev and
+    # staging, refused in prod.
+    allow_shared_isolation: bool | None = None
 
 
 class Disk(ConfigModel):
@@ -142,6 +148,9 @@ def resolve_platform_defaults(environment: str, platform: PlatformConfig) -> Pla
         update={
             "role_id_prefix": derived(lambda: platform.role_id_prefix or f"gpuPlatform_{environment}"),
             "service_account_id": derived(lambda: platform.service_account_id or f"vcluster-platform-{environment}"),
+            "allow_shared_isolation": derived(
+                lambda: environment != "prod" if platform.allow_shared_isolation is None else platform.allow_shared_isolation
+            ),
         }
     )
 

@@ -10,12 +10,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .isolation import TenantProjects
 from .node_types import NodeType
 
 # The tenant cluster's own networks (vcluster chart defaults): node subnets must stay clear of them.
 TENANT_CLUSTER_CIDRS = (("vCluster pod network", "10.244.0.0/16"), ("vCluster service network", "10.96.0.0/12"))
-PROJECT_NAMESPACE = "p-default"
 PLATFORM_NAMESPACE = "vcluster-platform"
+
+
+def project_namespace(platform_project: str) -> str:
+    """The namespace of a vCluster Platform project: the platform's default prefix "p-"
+    (loft-sh/vcluster v0.36.1 pkg/projectutil/projectutil.go, ProjectNamespace)."""
+    return f"p-{platform_project}"
 
 
 @dataclass(frozen=True)
@@ -25,6 +31,7 @@ class TenantClaim:
     name: str
     cidr: str
     source: str  # where it is declared, for error messages
+    project: str | None = None  # its own GCP project; None when shared (or not named)
 
 
 @dataclass(frozen=True)
@@ -47,6 +54,12 @@ class EnvironmentFacts:
     tenant_load_balancer_role: str
     legacy_infrastructure: bool
     prices_read: str | None  # when the region's prices were read; None: no recorded prices there
+    # Custom role ids <prefix>_<role>: defined in the environment's project, and in each team's
+    # project for the bindings made there.
+    role_id_prefix: str = ""
+    platform_role: str = ""  # projects/<project>/roles/<prefix>_autoNodes, for shared tenants
+    tenant_projects: TenantProjects | None = None  # where Pulumi creates teams' projects
+    allow_shared_isolation: bool = False
 
     def node_types_for(
         self, gpu: str | None, spot: bool, gpu_count: int | None = None, zones: tuple[str, ...] | None = None
@@ -72,7 +85,7 @@ class EnvironmentFacts:
             "gpuQuota": dict(self.gpu_quota),
             "nodeTypes": [nt.to_dict() for nt in self.node_types],
             "reservedCidrs": [{"what": w, "cidr": c} for w, c in self.reserved_cidrs],
-            "tenants": [{"name": t.name, "cidr": t.cidr, "source": t.source} for t in self.tenants],
+            "tenants": [{"name": t.name, "cidr": t.cidr, "source": t.source, "project": t.project} for t in self.tenants],
             "vclusterVersion": self.vcluster_version,
             "platformServiceAccount": self.platform_service_account,
             "tenantSubnetRole": self.tenant_subnet_role,
@@ -80,6 +93,10 @@ class EnvironmentFacts:
             "tenantLoadBalancerRole": self.tenant_load_balancer_role,
             "legacyInfrastructure": self.legacy_infrastructure,
             "pricesRead": self.prices_read,
+            "roleIdPrefix": self.role_id_prefix,
+            "platformRole": self.platform_role,
+            "tenantProjects": self.tenant_projects.model_dump(by_alias=True) if self.tenant_projects else None,
+            "allowSharedIsolation": self.allow_shared_isolation,
         }
 
     @classmethod
@@ -95,7 +112,7 @@ class EnvironmentFacts:
             gpu_quota={k: int(v) for k, v in data["gpuQuota"].items()},
             node_types=tuple(NodeType.from_dict(nt) for nt in data["nodeTypes"]),
             reserved_cidrs=tuple((r["what"], r["cidr"]) for r in data["reservedCidrs"]),
-            tenants=tuple(TenantClaim(t["name"], t["cidr"], t.get("source", "environment")) for t in data["tenants"]),
+            tenants=tuple(TenantClaim(t["name"], t["cidr"], t.get("source", "environment"), t.get("project")) for t in data["tenants"]),
             vcluster_version=data["vclusterVersion"],
             platform_service_account=data["platformServiceAccount"],
             tenant_subnet_role=data["tenantSubnetRole"],
@@ -103,4 +120,10 @@ class EnvironmentFacts:
             tenant_load_balancer_role=data["tenantLoadBalancerRole"],
             legacy_infrastructure=bool(data.get("legacyInfrastructure", False)),
             prices_read=data.get("pricesRead"),
+            # Absent in exports of environments deployed before teams had projects of their own;
+            # the identity check then asks for the environment to be deployed first.
+            role_id_prefix=data.get("roleIdPrefix", ""),
+            platform_role=data.get("platformRole", ""),
+            tenant_projects=TenantProjects.model_validate(data["tenantProjects"]) if data.get("tenantProjects") else None,
+            allow_shared_isolation=bool(data.get("allowSharedIsolation", False)),
         )

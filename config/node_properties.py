@@ -65,6 +65,10 @@ TENANT = PREFIX + "tenant"
 
 TENANT_KEYS = (NETWORK, SUBNETWORK, NODE_SERVICE_ACCOUNT, TENANT)
 
+# Written on each tenant's auto-nodes entry, read by templates/node/main.tf: "concealed" (or
+# absent) makes the node drop pod traffic to the metadata server, "exposed" leaves it reachable.
+NODE_METADATA = PREFIX + "node-metadata"
+
 # Keys of the official templates' contract (loft-sh/vcluster-auto-nodes-gcp v0.1.1: main.tf,
 # locals.tf and validation/main.tf; docs/sources.md), which our templates keep; written
 # concretely: they reject wildcard project/region.

@@ -17,6 +17,7 @@ from typing import Iterable
 from pydantic import ValidationError
 
 from .facts import EnvironmentFacts
+from .isolation import placement
 from .stack_files import StackFileError, list_stacks, read_stack_values, structured
 from .tenant import Tenant
 
@@ -53,13 +54,12 @@ class QuotaLine:
 
 
 def quota_scope(tenant: Tenant, facts: EnvironmentFacts) -> str:
-    """Whose quota a tenant's VMs count against: the host project's, or (isolation: project) its
-    own project's. Tenants without an isolation mode share the host project."""
-    if getattr(tenant, "isolation", "shared") != "project":
+    """Whose quota a tenant's VMs count against: the host project's (isolation: shared), or its
+    own project's (config/isolation.py placement)."""
+    where = placement(tenant, environment=facts.environment, host_project=facts.project, tenant_projects=facts.tenant_projects)
+    if where is None or where.shared:
         return f"host project {facts.project}"
-    project = getattr(tenant, "gcp_project", None)
-    project_id = getattr(project, "id", project)
-    return f"project {project_id}" if isinstance(project_id, str) and project_id else f"the project of tenant {tenant.name}"
+    return f"project {where.project}"
 
 
 def quota_lines(entries: Iterable[TenantEntry], facts: EnvironmentFacts) -> tuple[QuotaLine, ...]:

@@ -29,11 +29,11 @@ from .environment import (
 from .base import parse, parse_cidr
 from .errors import Broken, ConfigError, Problem, Problems, derived, shown
 from .facts import EnvironmentFacts, TenantClaim
+from .isolation import SHARED, Placement, check_tenant_projects, placement, shared_warning, tenant_roles
 from .node_types import NodeTypeOffer, generate_node_types
-from .permissions import TENANT_DISKS, TENANT_LOAD_BALANCERS, TENANT_SUBNET_USE, role_id
 from .quota import QuotaLine, TenantEntry, quota_lines, team_stack_tenants
 from .stack_files import StackFileError, list_stacks, read_stack_values, structured
-from .tenant import Tenant, TenantPlan, check_tenant, plan_tenant
+from .tenant import MAX_TENANT_NAME, Tenant, TenantPlan, check_tenant, plan_tenant
 
 NS = "gpu-platform"
 ENVIRONMENT_KEYS = ("cluster", "platform", "nodeProvider", "tenants")
@@ -70,6 +70,13 @@ class TenantStack:
     tenant: TenantPlan
     warnings: tuple[str, ...] = ()
     quota: tuple[QuotaLine, ...] = ()  # every tenant of the environment, this one included
+
+    @property
+    def placement(self) -> Placement:
+        t = self.tenant.tenant
+        where = placement(t, environment=self.facts.environment, host_project=self.facts.project, tenant_projects=self.facts.tenant_projects)
+        assert where is not None, "check_placement refuses a tenant without a project"
+        return where
 
 
 def load_stack(values: dict[str, Any], *, stack: str, project_dir: Path, catalog: Catalog | None = None) -> EnvironmentStack | TenantStack:
@@ -128,6 +135,9 @@ def _load_environment_stack(values, environment, stack, project_dir, catalog, pr
     platform = resolve_platform_defaults(environment, platform)
     with problems.checking("platform"):
         check_platform(platform, problems)
+    with problems.checking("platform.tenantProjects"):
+        if platform.tenant_projects is not None:
+            check_tenant_projects(environment, platform.tenant_projects, MAX_TENANT_NAME, problems)
     with problems.checking("platform.licenseTokenKey"):
         if platform.license_token_key and f"{NS}:{platform.license_token_key}" not in values:
             problems.add(
@@ -146,7 +156,7 @@ def _load_environment_stack(values, environment, stack, project_dir, catalog, pr
     facts = _facts(environment, project, region, cluster, platform, node_provider, offer, tenants, catalog, problems)
     for i, tenant in enumerate(tenants):
         # Earlier entries only: a collision is reported once, at the entry that causes it.
-        others = [_claim(t, f"tenants[{j}]", f"tenants[{j}]") for j, t in enumerate(tenants[:i])]
+        others = [_claim(t, f"tenants[{j}]", f"tenants[{j}]", facts) for j, t in enumerate(tenants[:i])]
         with problems.checking(f"tenants[{i}]"):
             check_tenant(f"tenants[{i}]", tenant, facts, others, problems)
     quota: tuple[QuotaLine, ...] = ()
@@ -171,7 +181,11 @@ def _load_environment_stack(values, environment, stack, project_dir, catalog, pr
         offer=offer,
         facts=facts,
         tenants=tuple(plan_tenant(t, facts) for t in tenants),
-        warnings=tuple(environment_warnings(environment, cluster, node_provider)) + quota_warnings,
+        warnings=(
+            *environment_warnings(environment, cluster, node_provider),
+            *(shared_warning(f"tenants[{i}]", t.name, project) for i, t in enumerate(tenants) if t.isolation == SHARED),
+            *quota_warnings,
+        ),
         quota=quota,
     )
 
@@ -204,10 +218,10 @@ def _load_tenant_stack(values, environment, stack, project_dir, catalog, problem
         # Without its environment the tenant is still checked on its own and against the other
         # team stacks; whatever needs the environment waits for environmentStack (see the notes).
         facts = unknown_facts(env.broken_path)
-        inline = [TenantClaim(env, env, "the environment's tenants")]
+        inline = [TenantClaim(env, env, "the environment's tenants", env)]
     others = inline
     if isinstance(reference, str) and len(reference.split("/")) == 3:
-        others = inline + _tenant_stack_claims(project_dir, environment_stack_name=reference.split("/")[2], exclude=stack)
+        others = inline + _tenant_stack_claims(project_dir, facts, environment_stack_name=reference.split("/")[2], exclude=stack)
     with problems.checking("tenant"):
         check_tenant("tenant", tenant, facts, others, problems)
     if problems:
@@ -219,6 +233,8 @@ def _load_tenant_stack(values, environment, stack, project_dir, catalog, problem
     warnings = _quota_verdict(quota, env.node_provider.quota_policy, lambda line: "tenant.gpuPools", problems)
     if problems:
         return None
+    if tenant.isolation == SHARED:
+        warnings = (shared_warning("tenant", tenant.name, env.project), *warnings)
     return TenantStack(stack, env.environment, reference, env.facts, plan_tenant(tenant, env.facts), warnings, quota)
 
 
@@ -248,13 +264,19 @@ def _environment_of(reference: Any, stack: str, project_dir: Path, catalog: Cata
     return env
 
 
-def _claim(tenant: Any, path: str, source: str) -> TenantClaim:
-    """What a tenant (as far as it parsed) claims in its environment: its name and its network.
-    A CIDR that is not a valid network is broken: others are not compared with it."""
+def _claim(tenant: Any, path: str, source: str, facts: EnvironmentFacts) -> TenantClaim:
+    """What a tenant (as far as it parsed) claims in its environment: its name, its network and
+    its own GCP project (None when shared). A CIDR that is not a valid network is broken: others
+    are not compared with it."""
     cidr = derived(lambda: tenant.network.cidr)
     if not isinstance(cidr, Broken) and parse_cidr(cidr) is None:
         cidr = Broken(f"{path}.network.cidr")
-    return TenantClaim(derived(lambda: tenant.name), cidr, source)
+
+    def project() -> str | None:
+        where = placement(tenant, environment=facts.environment, host_project=facts.project, tenant_projects=facts.tenant_projects)
+        return None if where is None or where.shared else where.project
+
+    return TenantClaim(derived(lambda: tenant.name), cidr, source, derived(project))
 
 
 def _quota_verdict(quota: tuple[QuotaLine, ...], policy: str | None, key, problems: Problems) -> tuple[str, ...]:
@@ -267,7 +289,7 @@ def _quota_verdict(quota: tuple[QuotaLine, ...], policy: str | None, key, proble
     return tuple(line.message() for line in exceeded)
 
 
-def _tenant_stack_claims(project_dir: Path, *, environment_stack_name: str, exclude: str) -> list[TenantClaim]:
+def _tenant_stack_claims(project_dir: Path, facts: EnvironmentFacts, *, environment_stack_name: str, exclude: str) -> list[TenantClaim]:
     """Tenants of other team stacks in this repo that use the same environment."""
     claims = []
     for other in list_stacks(project_dir):
@@ -282,7 +304,7 @@ def _tenant_stack_claims(project_dir: Path, *, environment_stack_name: str, excl
         if isinstance(reference, str) and reference.split("/")[-1] == environment_stack_name and isinstance(tenant, dict):
             source = f"stack {other} (Pulumi.{other}.yaml)"
             parsed = parse(f"Pulumi.{other}.yaml: tenant", Tenant, tenant, Problems())  # its problems are its own stack's
-            claims.append(_claim(parsed, f"Pulumi.{other}.yaml: tenant", source))
+            claims.append(_claim(parsed, f"Pulumi.{other}.yaml: tenant", source, facts))
     return claims
 
 
@@ -291,7 +313,8 @@ def _facts(environment, project, region, cluster, platform, node_provider, offer
     is judged by them; the stack is only deployed (and its facts exported) without problems."""
     provider = ("gcp:region", "nodeProvider")
     roles = ("gcp:project", "platform.roleIdPrefix")
-    return EnvironmentFacts(
+    names = problems.derive(lambda: tenant_roles(project, platform.role_id_prefix), *roles)
+    facts = EnvironmentFacts(
         environment=environment,
         project=project,
         region=region,
@@ -302,19 +325,22 @@ def _facts(environment, project, region, cluster, platform, node_provider, offer
         gpu_quota=problems.derive(lambda: dict(node_provider.gpu_quota), *provider),
         node_types=derived(lambda: offer.node_types),
         reserved_cidrs=_cluster_ranges(cluster, problems),
-        tenants=tuple(_claim(t, f"tenants[{i}]", "the environment's tenants") for i, t in enumerate(tenants)),
+        tenants=(),
         vcluster_version=derived(lambda: platform.vcluster_version),
         platform_service_account=derived(lambda: f"{platform.service_account_id}@{project}.iam.gserviceaccount.com"),
-        tenant_subnet_role=problems.derive(lambda: _role(project, platform, TENANT_SUBNET_USE), *roles),
-        tenant_disk_role=problems.derive(lambda: _role(project, platform, TENANT_DISKS), *roles),
-        tenant_load_balancer_role=problems.derive(lambda: _role(project, platform, TENANT_LOAD_BALANCERS), *roles),
+        tenant_subnet_role=derived(lambda: names.subnet_use),
+        tenant_disk_role=derived(lambda: names.disks),
+        tenant_load_balancer_role=derived(lambda: names.load_balancers),
         legacy_infrastructure=derived(lambda: node_provider.legacy_infrastructure),
         prices_read=derived(lambda: catalog.prices[region].read if region in catalog.prices else None),
+        role_id_prefix=problems.derive(lambda: platform.role_id_prefix, "platform.roleIdPrefix"),
+        platform_role=derived(lambda: names.vm),
+        tenant_projects=problems.derive(lambda: platform.tenant_projects, "platform.tenantProjects"),
+        allow_shared_isolation=derived(lambda: platform.allow_shared_isolation),
     )
-
-
-def _role(project: str, platform: PlatformConfig, role: str) -> str:
-    return f"projects/{project}/roles/{role_id(platform.role_id_prefix, role)}"
+    # Claims name each tenant's project, which follows from the facts above.
+    claims = tuple(_claim(t, f"tenants[{i}]", "the environment's tenants", facts) for i, t in enumerate(tenants))
+    return dataclasses.replace(facts, tenants=claims)
 
 
 def unknown_facts(because: str) -> EnvironmentFacts:
@@ -363,6 +389,9 @@ IDENTITY_FACTS = (
     "tenantLoadBalancerRole",
     "vclusterVersion",
     "legacyInfrastructure",
+    "roleIdPrefix",
+    "platformRole",
+    "tenantProjects",
 )
 
 

@@ -10,21 +10,26 @@ from __future__ import annotations
 import ipaddress
 import math
 from dataclasses import dataclass
+from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
+from . import isolation
 from . import node_properties as props
 from .availability import load_availability
-from .base import DNS_LABEL, DURATION, ConfigModel, duration_seconds, parse_cidr, read_cidr
+from .base import DNS_LABEL, DURATION, ConfigModel, Syntax, duration_seconds, parse_cidr, read_cidr
 from .catalog import load_catalog
-from .errors import Broken, Problems, derived
+from .errors import Broken, Problems, derived, shown
 from .facts import TENANT_CLUSTER_CIDRS, EnvironmentFacts, TenantClaim
+from .isolation import GcpProject
 from .node_types import GPU_RESOURCE, NodeType
 from .versions import GPU_OPERATOR_VERSION
 
 # Derived GCP names must fit: the node service account id "<env>-<name>-nodes" has at most 30
 # characters and environments have at most 7 ("staging").
 MAX_TENANT_NAME = 16
+# The platform's built-in project; teams' platform projects are named after the team.
+RESERVED_PLATFORM_PROJECT = "default"
 # Where `suggest_cidr` looks for free tenant subnets.
 TENANT_CIDR_POOL = ipaddress.IPv4Network("10.160.0.0/12")
 
@@ -62,6 +67,23 @@ class GpuOperator(ConfigModel):
 class TenantNetwork(ConfigModel):
     cidr: str
     iap_ssh: bool = False  # firewall rule for SSH through Identity-Aware Proxy
+    # Static external addresses of the tenant's Cloud NAT: its nodes' only egress addresses, and
+    # the only sources its control plane's LoadBalancer accepts. One serves up to 64512 connections
+    # at once to one destination; more for nodes that open many.
+    nat_addresses: int = Field(1, ge=1, le=8)
+
+
+class Resources(ConfigModel):
+    cpu: str
+    memory: str
+
+
+class ControlPlane(ConfigModel):
+    """Requests and limits of the tenant's control-plane pod on the host cluster: requests keep
+    room for it, limits keep it from starving the other tenants' control planes."""
+
+    requests: Resources = Resources(cpu="200m", memory="512Mi")
+    limits: Resources = Resources(cpu="2", memory="4Gi")
 
 
 class Tenant(ConfigModel):
@@ -78,6 +100,19 @@ class Tenant(ConfigModel):
     # Let the tenant's cloud controller manager create Google load balancers for its Services
     # (grants its node identity load-balancer and firewall rights). Off: Services stay internal.
     load_balancer_services: bool = False
+    # project: the team's VMs, disks, network and node identity in a GCP project of its own
+    # (gcpProject, or created under platform.tenantProjects); shared: in the environment's project.
+    isolation: Literal["project", "shared"] = "project"
+    gcp_project: GcpProject | None = None  # a project id, or {id, create}
+    # concealed: pods on the tenant's nodes cannot reach the metadata server (the node identity's
+    # token); exposed: they can, e.g. to use Google APIs as the node identity.
+    node_metadata: Literal["concealed", "exposed"] = "concealed"
+    control_plane: ControlPlane = ControlPlane()
+
+    @field_validator("gcp_project", mode="before")
+    @classmethod
+    def _project_id_alone(cls, value):
+        return isolation.coerce_gcp_project(value)
 
 
 @dataclass(frozen=True)
@@ -196,11 +231,17 @@ def check_tenant(path: str, tenant: Tenant, facts: EnvironmentFacts, others: lis
     with problems.checking(f"{path}.name"):
         if not DNS_LABEL.match(tenant.name) or len(tenant.name) > MAX_TENANT_NAME:
             problems.add(f"{path}.name", f"{tenant.name!r} must be a DNS-1123 label of at most {MAX_TENANT_NAME} characters")
+        elif tenant.name == RESERVED_PLATFORM_PROJECT:
+            problems.add(f"{path}.name", f"{tenant.name!r} is the vCluster Platform's own default project; each team gets a platform project named after it")
     for other in others:
         with problems.checking(f"{path}.name"):
             if other.name == tenant.name:
                 problems.add(f"{path}.name", f"{tenant.name!r} is already used by {other.source}")
     _check_network(path, tenant, facts, others, problems)
+    with problems.checking(f"{path}.isolation"):
+        isolation.check_placement(path, tenant, facts, others, problems)
+    with problems.checking(f"{path}.controlPlane"):
+        check_control_plane(f"{path}.controlPlane", tenant.control_plane, problems)
 
     seen: dict[tuple, int] = {}
     with problems.checking(f"{path}.gpuPools"):
@@ -456,3 +497,29 @@ def suggest_cidr(facts: EnvironmentFacts, others: list[TenantClaim]) -> str:
         if not any(candidate.overlaps(t) for t in taken):
             return str(candidate)
     return "a free private /22"
+
+
+_QUANTITY = Syntax(r"^([0-9]+(?:\.[0-9]+)?)(m|k|M|G|T|Ki|Mi|Gi|Ti)?$")
+_FACTORS = {None: 1, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+
+
+def quantity(text: str) -> float | None:
+    """A Kubernetes resource quantity (200m, 2, 512Mi, 4Gi) as a number, or None."""
+    match = _QUANTITY.match(text)
+    return None if match is None else float(match.group(1)) * _FACTORS[match.group(2)]
+
+
+def check_control_plane(path: str, control_plane: ControlPlane, problems: Problems) -> None:
+    values: dict[tuple[str, str], float | None] = {}
+    for kind in ("requests", "limits"):
+        for resource in ("cpu", "memory"):
+            with problems.checking(f"{path}.{kind}.{resource}"):
+                text = getattr(getattr(control_plane, kind), resource)
+                values[kind, resource] = quantity(text)
+                if values[kind, resource] is None:
+                    example = "500m or 2" if resource == "cpu" else "512Mi or 4Gi"
+                    problems.add(f"{path}.{kind}.{resource}", f"{shown(text)} is not a Kubernetes quantity like {example}")
+    for resource in ("cpu", "memory"):
+        request, limit = values.get(("requests", resource)), values.get(("limits", resource))
+        if request is not None and limit is not None and request > limit:
+            problems.add(f"{path}.requests.{resource}", f"{getattr(control_plane.requests, resource)} is above limits.{resource} {getattr(control_plane.limits, resource)}")

@@ -139,8 +139,25 @@ class VClusterValues:
         return (self.document.get("privateNodes") or {}).get("enabled") is True
 
     @property
+    def control_plane_service_spec(self) -> dict[str, Any]:
+        return dict(((self.document.get("controlPlane") or {}).get("service") or {}).get("spec") or {})
+
+    @property
     def control_plane_service_type(self) -> str | None:
-        return ((self.document.get("controlPlane") or {}).get("service") or {}).get("spec", {}).get("type")
+        return self.control_plane_service_spec.get("type")
+
+    @property
+    def load_balancer_source_ranges(self) -> list[str]:
+        """The only clients the control plane's LoadBalancer accepts (the tenant's NAT addresses)."""
+        return list(self.control_plane_service_spec.get("loadBalancerSourceRanges") or [])
+
+    @property
+    def control_plane_resources(self) -> dict[str, Any]:
+        return dict(((self.document.get("controlPlane") or {}).get("statefulSet") or {}).get("resources") or {})
+
+    @property
+    def network_policy_enabled(self) -> bool:
+        return ((self.document.get("policies") or {}).get("networkPolicy") or {}).get("enabled") is True
 
     @property
     def auto_nodes(self) -> list[dict[str, Any]]:

@@ -283,7 +283,7 @@ def test_every_bad_value_of_one_tenant_at_once(stack_values):
     speech["cpuPool"] = {"maxCpus": 1}
     speech["access"] = {"users": [" alice"], "teams": "speech"}
     speech["gpuOperator"] = {"version": "latest"}
-    values[f"{NS}:tenants"].append({"name": "nlp", "network": {"cidr": "10.160.2.0/23"}, "gpuPools": [{"gpu": "nvidia-l4", "maxGpus": 2}]})
+    values[f"{NS}:tenants"].append({"name": "nlp", "isolation": "shared", "network": {"cidr": "10.160.2.0/23"}, "gpuPools": [{"gpu": "nvidia-l4", "maxGpus": 2}]})
     with pytest.raises(ConfigError) as caught:
         load_stack(values, stack="dev", project_dir=PROJECT_DIR)
     assert [str(p) for p in caught.value.problems] == [
@@ -340,7 +340,7 @@ def test_a_tenant_stack_without_its_environment_is_still_checked_on_its_own(stac
     assert [p.path for p in caught.value.problems] == ["environmentStack", "tenant.name", "tenant.gpuPools[0].idleAfter"]
     assert caught.value.notes == [
         "not checked against environmentStack until it is fixed: "
-        "tenant.name, tenant.network.cidr, tenant.gpuPools[0], tenant.gpuPools[1], tenant.cpuPool"
+        "tenant.name, tenant.network.cidr, tenant.isolation, tenant.gpuPools[0], tenant.gpuPools[1], tenant.cpuPool"
     ]
 
 
@@ -414,3 +414,173 @@ def test_a_key_given_twice_in_a_stack_file_is_refused(tmp_path):
         read_stack_values(tmp_path, "x")
     assert "Pulumi.x.yaml: not valid YAML" in str(caught.value)
     assert "duplicate key 'gpu-platform:environment'" in str(caught.value)
+
+
+# --- isolation: each team's project ------------------------------------------------------------
+
+
+def test_shared_tenants_in_prod_need_the_override(stack_values):
+    values = stack_values("prod")
+    values[f"{NS}:tenants"][0]["isolation"] = "shared"
+    [message] = problems(values, "prod")
+    assert message.startswith("tenants[0].isolation: shared is not allowed in environment prod:")
+    assert "platform.allowSharedIsolation: true" in message and "isolation: project" in message
+    values[f"{NS}:platform"]["allowSharedIsolation"] = True
+    env = load_stack(values, stack="prod", project_dir=PROJECT_DIR)
+    [warning] = env.warnings
+    assert warning.startswith("tenants[0] (research) uses isolation: shared: its VMs, disks, network and node identity live in the environment's project acme-ml-prod")
+
+
+def test_a_shared_tenant_names_no_project(stack_values):
+    values = stack_values("dev")
+    values[f"{NS}:tenants"][0]["gcpProject"] = "acme-ml-dev-nlp"
+    [message] = problems(values)
+    assert message.startswith("tenants[0].gcpProject: must not be set with isolation: shared")
+
+
+def test_project_mode_needs_a_project(stack_values):
+    values = stack_values("dev")
+    del values[f"{NS}:tenants"][0]["isolation"]  # the default: project
+    [message] = problems(values)
+    assert message.startswith("tenants[0].gcpProject: required with isolation: project:")
+    assert "gcpProject: <project-id>" in message and "platform.tenantProjects" in message and "isolation: shared" in message
+
+
+@pytest.mark.parametrize(
+    "project, expected",
+    [
+        ("Acme_ML", "tenants[0].gcpProject: 'Acme_ML' is not a GCP project id: 6–30 characters of lowercase letters, digits and hyphens"),
+        ("ml", "tenants[0].gcpProject: 'ml' is not a GCP project id"),
+        ("acme-ml-dev-nlp-", "tenants[0].gcpProject: 'acme-ml-dev-nlp-' is not a GCP project id"),
+        ("my-google-team", "tenants[0].gcpProject: 'my-google-team' contains 'google', which project ids may not contain"),
+    ],
+)
+def test_malformed_project_ids(stack_values, project, expected):
+    values = stack_values("dev")
+    values[f"{NS}:tenants"][0].update(isolation="project", gcpProject=project)
+    [message] = problems(values)
+    assert message.startswith(expected)
+
+
+def test_the_host_project_is_no_tenant_project(stack_values):
+    values = stack_values("dev")
+    values[f"{NS}:tenants"][0].update(isolation="project", gcpProject="acme-ml-dev")
+    [message] = problems(values)
+    assert message.startswith("tenants[0].gcpProject: 'acme-ml-dev' is the environment's own project (gcp:project)")
+
+
+def test_two_tenants_cannot_share_a_project(stack_values):
+    values = stack_values("dev")
+    for tenant in values[f"{NS}:tenants"]:
+        tenant.update(isolation="project", gcpProject="acme-ml-dev-ml")
+    [message] = problems(values)
+    assert message == "tenants[1].gcpProject: 'acme-ml-dev-ml' is already the project of tenant nlp (tenants[0]); each team needs a project of its own"
+
+
+def test_a_team_stack_cannot_take_another_teams_project(tmp_path, stack_values):
+    import shutil
+
+    import yaml
+
+    project = tmp_path / "project"
+    project.mkdir()
+    for name in ("Pulumi.yaml", "Pulumi.dev.yaml", "Pulumi.team-vision-dev.yaml"):
+        shutil.copy(PROJECT_DIR / name, project)
+    other = yaml.safe_load((PROJECT_DIR / "Pulumi.team-vision-dev.yaml").read_text())
+    other["config"]["gpu-platform:tenant"].update(name="audio", network={"cidr": "10.160.12.0/22"})
+    (project / "Pulumi.team-audio-dev.yaml").write_text(yaml.safe_dump(other))
+    with pytest.raises(ConfigError) as caught:
+        load_stack(stack_values("team-vision-dev"), stack="team-vision-dev", project_dir=project)
+    assert [str(p) for p in caught.value.problems] == [
+        "tenant.gcpProject: 'acme-ml-dev-vision' is already the project of tenant audio (stack team-audio-dev (Pulumi.team-audio-dev.yaml)); "
+        "each team needs a project of its own"
+    ]
+
+
+def test_creating_a_project_needs_tenant_projects(stack_values):
+    values = stack_values("dev")
+    values[f"{NS}:tenants"][0].update(isolation="project", gcpProject={"id": "acme-ml-dev-nlp", "create": True})
+    [message] = problems(values)
+    assert message.startswith("tenants[0].gcpProject.create: Pulumi creates projects only under platform.tenantProjects {folder, billingAccount, prefix}")
+
+
+def test_tenant_projects_needs_folder_and_billing_account(stack_values):
+    values = stack_values("prod")
+    del values[f"{NS}:platform"]["tenantProjects"]["billingAccount"]
+    values[f"{NS}:platform"]["tenantProjects"]["folder"] = "acme-folder"
+    assert problems(values, "prod") == [
+        "platform.tenantProjects.billingAccount: required",
+        "platform.tenantProjects.folder: 'acme-folder' is not a folder; allowed: folders/<number> or the number, e.g. folders/123456789012",
+    ]
+    values[f"{NS}:platform"]["tenantProjects"]["billingAccount"] = "0123-4567"
+    found = problems(values, "prod")
+    assert "platform.tenantProjects.folder: 'acme-folder' is not a folder; allowed: folders/<number> or the number, e.g. folders/123456789012" in found
+    assert any(p.startswith("platform.tenantProjects.billingAccount: '0123-4567' is not a billing account id; allowed: XXXXXX-XXXXXX-XXXXXX") for p in found)
+
+
+def test_the_project_prefix_must_leave_room_for_every_team_name(stack_values):
+    values = stack_values("prod")
+    values[f"{NS}:platform"]["tenantProjects"]["prefix"] = "acme-research"
+    [message] = problems(values, "prod")
+    assert message == (
+        "platform.tenantProjects.prefix: 'acme-research' is too long: project ids <prefix>-prod-<team> have at most 30 characters "
+        "and team names up to 16, so the prefix may have at most 8 in environment prod"
+    )
+
+
+def test_a_generated_project_id_that_is_refused_says_how_to_choose_one(stack_values):
+    values = stack_values("prod")
+    values[f"{NS}:platform"]["tenantProjects"]["prefix"] = "google"
+    [message] = problems(values, "prod")
+    assert message.startswith("tenants[0].gcpProject: the generated project id 'google-prod-research' (platform.tenantProjects.prefix-prod-research) contains 'google'")
+    assert "reserved for 30 days" in message and "gcpProject: {id: <project-id>, create: true}" in message
+
+
+def test_project_mode_is_refused_in_legacy_mode(stack_values):
+    values = stack_values("team-vision-dev")
+    dev = stack_values("dev")
+    dev[f"{NS}:nodeProvider"]["legacyInfrastructure"] = True
+    dev[f"{NS}:tenants"][0].update(isolation="project", gcpProject="acme-ml-dev-nlp")
+    [message] = problems(dev)
+    assert message.startswith("tenants[0].isolation: project needs nodeProvider.legacyInfrastructure: false")
+    del values  # the team stack is checked against dev's file, which stays as committed
+
+
+def test_control_plane_resources_are_quantities(stack_values):
+    values = stack_values("dev")
+    values[f"{NS}:tenants"][0]["controlPlane"] = {"requests": {"cpu": "lots", "memory": "8Gi"}, "limits": {"cpu": "2", "memory": "4Gi"}}
+    assert problems(values) == [
+        "tenants[0].controlPlane.requests.cpu: 'lots' is not a Kubernetes quantity like 500m or 2",
+        "tenants[0].controlPlane.requests.memory: 8Gi is above limits.memory 4Gi",
+    ]
+
+
+def test_default_is_no_team_name(stack_values):
+    values = stack_values("dev")
+    values[f"{NS}:tenants"][0]["name"] = "default"
+    assert "tenants[0].name: 'default' is the vCluster Platform's own default project; each team gets a platform project named after it" in problems(values)
+
+
+def test_isolation_problems_come_together_and_register_nothing(stack_values):
+    values = stack_values("prod")
+    values[f"{NS}:tenants"] = [
+        {**values[f"{NS}:tenants"][0], "isolation": "shared"},
+        {**values[f"{NS}:tenants"][0], "name": "vision", "gcpProject": "acme-ml-prod", "network": {"cidr": "10.160.4.0/22"}},
+        {**values[f"{NS}:tenants"][0], "name": "audio", "gcpProject": "Audio!", "network": {"cidr": "10.160.8.0/22"}},
+    ]
+    with pytest.raises(pulumi.RunError) as caught:
+        run_program(values, stack="prod")
+    message = str(caught.value)
+    assert message.startswith("3 configuration problems in stack 'prod'; nothing was created:")
+    for path in ("tenants[0].isolation", "tenants[1].gcpProject: 'acme-ml-prod' is the environment's own project", "tenants[2].gcpProject: 'Audio!'"):
+        assert f"  - {path}" in message
+    assert caught.value.registrations == []
+
+
+def test_shared_tenants_names_keep_their_vms_apart(stack_values):
+    values = stack_values("dev")
+    values[f"{NS}:tenants"][1]["name"] = "nlp-audio"
+    [message] = problems(values)
+    assert message.startswith("tenants[1].name: 'nlp-audio' and 'nlp' (tenants[0]) both share the environment's project")
+    values[f"{NS}:tenants"][1].update(isolation="project", gcpProject="acme-ml-dev-audio")
+    load_stack(values, stack="dev", project_dir=PROJECT_DIR)  # in a project of its own: fine

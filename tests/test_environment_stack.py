@@ -90,10 +90,13 @@ def test_auto_nodes_identity(dev_run):
     assert wi.input("serviceAccountId") == "projects/acme-ml-dev/serviceAccounts/vcluster-platform-dev@acme-ml-dev.iam.gserviceaccount.com"
     # Bound only once the cluster (and so the workload pool) exists.
     assert dev_run.one(CLUSTER).urn in dev_run.depends_on(wi.urn)
-    [role_binding] = [
-        b for b in dev_run.of_type("gcp:projects/iAMMember:IAMMember") if b.input("role") == "projects/acme-ml-dev/roles/gpuPlatform_dev_autoNodes"
-    ]
-    assert role_binding.input("member") == "serviceAccount:vcluster-platform-dev@acme-ml-dev.iam.gserviceaccount.com"
+    # The environment itself binds nothing to the platform's identity on its project: each shared
+    # tenant binds the VM role there, narrowed to its own VMs (tests/test_least_privilege.py).
+    [identity] = dev_run.of_type("gpu-platform:iam:AutoNodesIdentity")
+    assert [r.type for r in dev_run.children(identity.urn) if r.type.endswith("/iAMMember:IAMMember")] == ["gcp:serviceaccount/iAMMember:IAMMember"]
+    bindings = [b for b in dev_run.of_type("gcp:projects/iAMMember:IAMMember") if b.input("role") == "projects/acme-ml-dev/roles/gpuPlatform_dev_autoNodes"]
+    assert sorted(b.name for b in bindings) == ["tenant-nlp-project-platform-vm-role", "tenant-speech-project-platform-vm-role"]
+    assert all(b.input("member") == "serviceAccount:vcluster-platform-dev@acme-ml-dev.iam.gserviceaccount.com" for b in bindings)
     assert not dev_run.of_type("gcp:serviceaccount/key:Key")
 
 
@@ -167,11 +170,16 @@ def test_tenants_are_deleted_before_the_node_provider_and_platform(dev_run):
 
 def test_exports_for_tenant_stacks(dev_run):
     out = dev_run.outputs
-    assert out["platformNamespace"] == "vcluster-platform" and out["projectNamespace"] == "p-default"
+    assert out["platformNamespace"] == "vcluster-platform" and "projectNamespace" not in out
     assert out["nodeProviderName"] == "gcp-gpu"
     assert out["region"] == "europe-west4" and out["zones"] == ["europe-west4-a", "europe-west4-b"]
     assert out["gcpProject"] == "acme-ml-dev"
     assert {nt["name"] for nt in out["nodeTypes"]} >= {"g2-standard-4-europe-west4-a", "n1-standard-4-t4x1-europe-west4-b-spot", "e2-standard-2-europe-west4-a"}
     assert out["environmentFacts"]["nodeProviderName"] == "gcp-gpu"
     assert set(out["tenants"]) == {"nlp", "speech"}
-    assert out["tenants"]["nlp"]["connectCommand"] == "vcluster platform connect vcluster nlp --project default"
+    nlp = out["tenants"]["nlp"]
+    assert nlp["connectCommand"] == "vcluster platform connect vcluster nlp --project nlp"
+    assert (nlp["projectNamespace"], nlp["gcpProject"], nlp["isolation"]) == ("p-nlp", "acme-ml-dev", "shared")
+    # One static NAT address, a documentation address under the mock engine (tools/mock_engine.py).
+    [address] = nlp["natAddresses"]
+    assert address.startswith("198.51.100.")

@@ -2,8 +2,9 @@
 
 It creates nothing: it hands on the names of what Pulumi created for the tenant (network, subnet,
 node service account, written as properties on the tenant's auto-nodes entry) under the output
-names the node template and the official kubernetes template read, plus the region's zones. It
-refuses properties that name anything but the vCluster's own objects.
+names the node template and the official kubernetes template read, plus the region's zones and the
+prefix of the tenant's VM names. It refuses properties that name anything but the vCluster's own
+objects, and any instance outside its team's platform project (namespace p-<team>).
 
 Structural tests parse the template with python-hcl2 ("${expr}" = expression, '"text"' = quoted
 template). Semantic tests evaluate its locals, outputs and preconditions with OpenTofu (or
@@ -19,6 +20,7 @@ import pytest
 
 from components.templates import ENVIRONMENT_PLACEHOLDER, environment_template
 from config import node_properties as props
+from config.isolation import node_name_prefix, vm_name_condition
 from hcl_support import blocks, evaluate, expr, failures, parse, precondition, require_tofu, required_providers, run, unquote
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,7 +28,7 @@ TEMPLATES = ROOT / "templates"
 ENVIRONMENT_TF = TEMPLATES / "environment" / "main.tf"
 NODE_TF = TEMPLATES / "node" / "main.tf"
 
-OUTPUTS = {"network_name", "subnet_name", "service_account_email", "availability_zones"}
+OUTPUTS = {"network_name", "subnet_name", "service_account_email", "availability_zones", "node_name_prefix"}
 VCLUSTER_PROPERTY = re.compile(r'var\.vcluster\.properties\["([^"]+)"\]')
 ENVIRONMENT_OUTPUT_READ = re.compile(r'var\.vcluster\.nodeEnvironment\.outputs\.infrastructure\["([^"]+)"\]')
 
@@ -90,8 +92,9 @@ def test_reads_exactly_the_tenant_keys_and_project_region():
     text = ENVIRONMENT_TF.read_text()
     expected = (set(props.TENANT_KEYS) - {props.TENANT}) | {props.PROJECT, props.REGION}
     assert set(VCLUSTER_PROPERTY.findall(text)) == expected
-    # Nothing else of the variable but the vCluster's name: no node type, no environment outputs.
-    assert re.findall(r"var\.vcluster\.instance[.\w]*", text) == ["var.vcluster.instance.metadata.name"]
+    # Nothing else of the variable but the vCluster's name and namespace: no node type, no
+    # environment outputs.
+    assert re.findall(r"var\.vcluster\.instance[.\w]*", text) == ["var.vcluster.instance.metadata.name", "var.vcluster.instance.metadata.namespace"]
     assert "var.vcluster.nodeType" not in text
     assert "var.vcluster.nodeEnvironment" not in text
 
@@ -99,12 +102,12 @@ def test_reads_exactly_the_tenant_keys_and_project_region():
 def test_every_read_of_the_variable_is_unwrapped():
     code = "\n".join(line.split("#", 1)[0] for line in ENVIRONMENT_TF.read_text().splitlines())
     reads = list(re.finditer(r"var\.vcluster\.", code))
-    assert len(reads) == 6
+    assert len(reads) == 7
     for match in reads:
         assert code[: match.start()].endswith("nonsensitive("), code[match.start() : match.start() + 60]
 
 
-def test_outputs_are_exactly_the_four_names(outputs):
+def test_outputs_are_exactly_the_five_names(outputs):
     assert set(outputs) == OUTPUTS
 
 
@@ -118,6 +121,7 @@ def test_output_values(outputs):
     assert expr(outputs["subnet_name"]["value"]) == "local.subnetwork"
     assert expr(outputs["service_account_email"]["value"]) == '"${local.node_service_account}@${local.project}.iam.gserviceaccount.com"'
     assert expr(outputs["availability_zones"]["value"]) == "data.google_compute_zones.available.names"
+    assert expr(outputs["node_name_prefix"]["value"]) == "local.node_name_prefix"
 
 
 @pytest.mark.parametrize(
@@ -128,6 +132,7 @@ def test_output_values(outputs):
         (r"^Property gpu-platform/network must be .*the network Pulumi created", "local.network == local.tenant_name"),
         (r"^Property gpu-platform/subnetwork must be .*the subnet Pulumi created", "local.subnetwork == local.tenant_name"),
         (r"^Property gpu-platform/node-service-account must be .*the node service account Pulumi created", "local.node_service_account == local.tenant_name"),
+        (r"^vCluster .* is in namespace .*, not in its team's platform project namespace", "local.vcluster_namespace == local.team_namespace"),
     ],
 )
 def test_precondition_for_each_input(preconditions, pattern, reads):
@@ -160,7 +165,7 @@ GOOD = {
 }
 
 
-def _vcluster(**changes: str | None) -> dict:
+def _vcluster(namespace: str = "p-nlp", **changes: str | None) -> dict:
     properties = dict(GOOD)
     for key, value in changes.items():
         name = {"project": props.PROJECT, "region": props.REGION, "network": props.NETWORK,
@@ -169,7 +174,7 @@ def _vcluster(**changes: str | None) -> dict:
             properties.pop(name)
         else:
             properties[name] = value
-    return {"name": "nlp", "properties": properties, "instance": {"metadata": {"name": "nlp", "namespace": "p-default"}}}
+    return {"name": "nlp", "properties": properties, "instance": {"metadata": {"name": "nlp", "namespace": namespace}}}
 
 
 SCENARIOS = {
@@ -186,13 +191,18 @@ SCENARIOS = {
     "bad-network-of-another-tenant": _vcluster(network="dev-speech-nodes"),
     "bad-account-of-another-tenant": _vcluster(account="dev-speech-nodes"),
     "bad-subnetwork-of-another-environment": _vcluster(subnetwork="prod-nlp-nodes"),
+    # An instance named after team nlp in another platform project (anyone allowed to create
+    # instances there could name one so) gets neither nlp's network nor its identity.
+    "bad-instance-in-another-platform-project": _vcluster(namespace="p-speech"),
+    "bad-instance-in-the-default-platform-project": _vcluster(namespace="p-default"),
+    "bad-instance-without-namespace": _vcluster(namespace=""),
 }
 
 
 def test_the_environment_is_written_in_when_the_node_provider_renders_it():
     assert ENVIRONMENT_TF.read_text().count(f'"{ENVIRONMENT_PLACEHOLDER}"') == 1
     rendered = environment_template("dev")
-    assert ENVIRONMENT_PLACEHOLDER not in rendered and 'environment   = "dev"' in rendered
+    assert ENVIRONMENT_PLACEHOLDER not in rendered and re.search(r'^  environment += "dev"$', rendered, flags=re.M)
     with pytest.raises(ValueError):
         environment_template('dev" } resource "x" "y" {')
 
@@ -222,7 +232,13 @@ def test_good_properties_give_the_outputs(evaluated):
     assert result["output.network_name"] == "dev-nlp-nodes"
     assert result["output.subnet_name"] == "dev-nlp-nodes"
     assert result["output.service_account_email"] == "dev-nlp-nodes@acme-ml-dev.iam.gserviceaccount.com"
+    assert result["output.node_name_prefix"] == "dev-nlp-"
     assert (result["zones.project"], result["zones.region"]) == ("acme-ml-dev", "europe-west4")
+
+
+def test_the_prefix_is_what_the_platforms_vm_role_is_conditioned_on(evaluated):
+    assert evaluated["good"]["output.node_name_prefix"] == node_name_prefix("dev", "nlp")
+    assert 'startsWith("dev-nlp-")' in vm_name_condition(node_name_prefix("dev", "nlp"))["expression"]
 
 
 def test_comma_lists_use_the_first_element(evaluated):
@@ -246,6 +262,9 @@ def test_comma_lists_use_the_first_element(evaluated):
         ("bad-network-of-another-tenant", r'^Property gpu-platform/network must be "dev-nlp-nodes", the network Pulumi created for vCluster nlp in environment dev \(got "dev-speech-nodes"\)'),
         ("bad-account-of-another-tenant", r"^Property gpu-platform/node-service-account must be .*run as its own identity only"),
         ("bad-subnetwork-of-another-environment", r'^Property gpu-platform/subnetwork must be .*\(got "prod-nlp-nodes"\)'),
+        ("bad-instance-in-another-platform-project", r'^vCluster nlp is in namespace "p-speech", not in its team\'s platform project namespace "p-nlp"'),
+        ("bad-instance-in-the-default-platform-project", r'^vCluster nlp is in namespace "p-default", not in its team\'s platform project namespace "p-nlp"'),
+        ("bad-instance-without-namespace", r'^vCluster nlp is in namespace "", not'),
     ],
 )
 def test_bad_input_fails_exactly_its_precondition(evaluated, scenario, pattern):

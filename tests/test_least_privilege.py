@@ -9,6 +9,7 @@ import pytest
 
 from components.tenant_network import HEALTH_CHECK_RANGES, IAP_RANGE
 from config import node_properties as props
+from config.isolation import instance_name_condition, vm_name_condition
 from config.permissions import AUTO_NODES, TENANT_DISKS, TENANT_LOAD_BALANCERS, TENANT_SUBNET_USE, load_roles
 from components.vcluster_values import VClusterValues
 from tools.mock_engine import run_program
@@ -50,11 +51,28 @@ def test_no_custom_role_can_grant_itself_more(dev_run, prod_run):
             assert set(custom.input("permissions")).isdisjoint(ROLES.forbidden_in_any_role), custom.name
 
 
-def test_the_platform_identity_holds_only_its_role_on_the_project(dev_run):
-    project_roles = [m.input("role") for m in dev_run.of_type(PROJECT_MEMBER) if m.input("member") == PLATFORM_SA]
-    assert project_roles == ["projects/acme-ml-dev/roles/gpuPlatform_dev_autoNodes"]
+def test_the_platform_identity_holds_its_role_only_on_shared_tenants_vms(dev_run):
+    """dev's tenants are shared: each grants the platform the VM role on the environment's
+    project, narrowed by a condition to the VMs and disks the node template names after it."""
+    grants = [m for m in dev_run.of_type(PROJECT_MEMBER) if m.input("member") == PLATFORM_SA]
+    assert sorted((g.input("project"), g.input("role"), g.name) for g in grants) == [
+        ("acme-ml-dev", "projects/acme-ml-dev/roles/gpuPlatform_dev_autoNodes", f"tenant-{t}-project-platform-vm-role") for t in ("nlp", "speech")
+    ]
+    for grant in grants:
+        tenant = grant.name.split("-")[1]
+        assert grant.input("condition") == vm_name_condition(f"dev-{tenant}-")
     # No project-wide serviceAccountUser for anyone.
     assert all(m.input("role") != "roles/iam.serviceAccountUser" for m in dev_run.of_type(PROJECT_MEMBER))
+
+
+def test_the_vm_condition_narrows_instances_and_disks_and_nothing_else():
+    expression = vm_name_condition("dev-nlp-")["expression"]
+    assert expression == (
+        '(resource.type != "compute.googleapis.com/Instance" || resource.name.extract("/instances/{name}").startsWith("dev-nlp-")) && '
+        '(resource.type != "compute.googleapis.com/Disk" || resource.name.extract("/disks/{name}").startsWith("dev-nlp-"))'
+    )
+    # Zones, zone operations and the project itself are other resource types: unaffected.
+    assert "compute.googleapis.com/Zone" not in expression and len(vm_name_condition("dev-nlp-")["title"]) <= 100
 
 
 def test_platform_acts_only_as_each_tenants_node_account(dev_run):
@@ -135,6 +153,12 @@ def test_node_identity_roles_follow_what_the_tenant_uses(dev_run, stack_values):
         "roles/compute.storageAdmin",
         "projects/acme-ml-dev/roles/gpuPlatform_dev_tenantDisks",
     }
+    # Volumes attach only to the tenant's own node VMs.
+    [attach] = [
+        m for m in dev_run.of_type(PROJECT_MEMBER)
+        if m.input("role").endswith("_tenantDisks") and m.input("member") == "serviceAccount:dev-nlp-nodes@acme-ml-dev.iam.gserviceaccount.com"
+    ]
+    assert attach.input("condition")["expression"] == instance_name_condition("dev-nlp-")["expression"]
     values = stack_values("dev")
     values["gpu-platform:tenants"][0].update(persistentDisks=False, loadBalancerServices=True)
     run = run_program(values, stack="dev")

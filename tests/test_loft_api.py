@@ -1,7 +1,9 @@
-"""The NodeProvider and VirtualClusterInstance objects the program builds use only field names of the
-management.loft.sh/v1 API (JSON names of the platform's OpenAPI spec, loft-sh/loft
-api/openapi-spec/swagger.json at tag v4.11.2; node types: `TerraformNodeTypeSpec` and
-`NodeTypeOverhead`; docs/sources.md "vCluster Platform API"). A misspelled field fails here, not in
+"""The NodeProvider, Project and VirtualClusterInstance objects the program builds use only field
+names of the management.loft.sh/v1 API: the JSON names of the platform's OpenAPI document
+(loft-sh/loft api/openapi-spec/swagger.json at tag v4.11.2, commit f524f4a6, definitions
+com.github.loft-sh.api.v4.pkg.apis.management.v1.* and the storage.v1 types they refer to; node
+types: `TerraformNodeTypeSpec` and `NodeTypeOverhead`; docs/sources.md "vCluster Platform API").
+A misspelled field fails here, not in
 `pulumi up`."""
 
 from __future__ import annotations
@@ -12,10 +14,12 @@ import pytest
 
 NODE_PROVIDER = "kubernetes:management.loft.sh/v1:NodeProvider"
 VCI = "kubernetes:management.loft.sh/v1:VirtualClusterInstance"
+PROJECT = "kubernetes:management.loft.sh/v1:Project"
 
 GIT = {"repository", "branch", "commit", "tag", "subPath", "credentials", "fetchInterval", "extraEnv"}
 TEMPLATE = {"inline": str, "git": GIT, "timeout": str}
 ACCESS_RULE = {"users", "teams", "clusterRole"}
+OBJECT_ACCESS = {"name", "verbs", "users", "teams", "subresources"}  # storage.v1.Access
 
 # field → allowed sub-fields (a set: leaf fields; a dict: nested objects; a list: items of the list).
 NODE_PROVIDER_SPEC = {
@@ -74,10 +78,30 @@ VCI_SPEC = {
     "clusterRef": {"cluster", "namespace", "virtualCluster"},
     "parameters": str,
     "extraAccessRules": [ACCESS_RULE],
-    "access": list,
+    "access": [OBJECT_ACCESS],
     "networkPeer": dict,
     "external": bool,
     "standalone": bool,
+}
+PROJECT_SPEC = {
+    "access": [OBJECT_ACCESS],
+    "allowedClusters": [{"name"}],
+    "allowedNodeProfiles": list,
+    "allowedNodeTypes": [{"name"}],
+    "allowedRunners": list,
+    "allowedTemplates": list,
+    "argoCD": dict,
+    "defaultNodeProfile": str,
+    "description": str,
+    "displayName": str,
+    "members": [{"clusterRole", "group", "kind", "name"}],
+    "namespacePattern": {"space", "virtualCluster"},
+    "namespaceTemplate": dict,
+    "owner": {"user", "team"},
+    "quotas": dict,
+    "requirePreset": dict,
+    "requireTemplate": dict,
+    "vault": dict,
 }
 
 
@@ -111,8 +135,20 @@ def test_node_provider_uses_only_api_fields(request, run_name):
 def test_virtual_cluster_instances_use_only_api_fields(dev_run, tenant_run):
     instances = dev_run.of_type(VCI) + tenant_run.of_type(VCI)
     assert len(instances) == 3
+    assert any(vci.input("spec").get("access") for vci in instances)
     for vci in instances:
         assert unknown_fields(vci.input("spec"), VCI_SPEC) == []
+
+
+def test_projects_use_only_api_fields(dev_run, tenant_run, prod_run):
+    projects = dev_run.of_type(PROJECT) + tenant_run.of_type(PROJECT) + prod_run.of_type(PROJECT)
+    assert len(projects) == 4
+    for project in projects:
+        assert set(project.input("metadata")) <= {"name", "labels"}, "a Project is cluster-scoped"
+        assert unknown_fields(project.input("spec"), PROJECT_SPEC) == []
+    # A member needs a role (storage.v1.Member requires clusterRole).
+    for member in [m for p in projects for m in p.input("spec").get("members") or []]:
+        assert member["clusterRole"] and member["kind"] in ("User", "Team") and member["group"] == "storage.loft.sh"
 
 
 def test_the_walker_catches_a_misspelled_field():

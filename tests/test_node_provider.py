@@ -125,5 +125,10 @@ def test_legacy_mode_uses_the_official_infrastructure_template_and_broad_role(le
 
 
 def test_legacy_mode_is_warned_about(legacy_run):
-    [warning] = legacy_run.warnings
+    [warning] = [w for w in legacy_run.warnings if "legacyInfrastructure" in w]
     assert warning.startswith("nodeProvider.legacyInfrastructure is true: the platform's identity gets the official broad role")
+    # Legacy mode binds its broad role on the environment's project, unconditionally, and builds
+    # no per-tenant grants of its own.
+    [binding] = [m for m in legacy_run.of_type("gcp:projects/iAMMember:IAMMember") if m.input("role") == "projects/acme-ml-dev/roles/gpuPlatform_dev_autoNodes"]
+    assert binding.input("condition") is None
+    assert not legacy_run.of_type("gpu-platform:tenants:Project")

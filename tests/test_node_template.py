@@ -11,6 +11,8 @@ Two kinds of tests, neither needs a cloud:
 
 from __future__ import annotations
 
+import email
+import email.message
 import re
 from pathlib import Path
 
@@ -236,13 +238,17 @@ def test_network_and_identity_come_from_the_environment(local_values, instance):
     assert [unquote(s) for s in account["scopes"]] == ["cloud-platform"]
 
 
-def test_user_data_passed_only_when_not_empty(instance, local_values):
+def test_user_data_is_concealing_unless_exposed(instance, local_values):
     assert expr(instance["metadata"]) == "local.metadata"
     metadata = expr(local_values["metadata"])
-    assert "local.has_user_data ? {user-data = var.vcluster.userData} : {}" in metadata
+    assert "local.conceal_metadata ? {user-data = local.concealed_user_data} : {}" in metadata
+    assert "!local.conceal_metadata && local.has_user_data ? {user-data = var.vcluster.userData} : {}" in metadata
     assert expr(local_values["has_user_data"]) == "try(nonsensitive(length(var.vcluster.userData) > 0), false)"
+    # Only "exposed" opts out: a missing or mistyped property conceals (and a precondition names it).
+    assert expr(local_values["conceal_metadata"]) == 'local.node_metadata != "exposed"'
+    assert 'var.vcluster.properties["gpu-platform/node-metadata"]' in expr(local_values["node_metadata"])
     # user-data appears nowhere else, in particular not unconditionally.
-    assert metadata.count("user-data") == 1
+    assert metadata.count("user-data") == 2
 
 
 def test_metadata_for_driver_ssh_and_os_login(local_values):
@@ -287,13 +293,19 @@ def test_labels_and_network_tag(instance, local_values):
     assert expr(local_values["vcluster_name"]) == 'try(nonsensitive(var.vcluster.instance.metadata.name), "")'
 
 
-def test_name_derived_from_claim(instance, local_values):
+def test_name_derived_from_prefix_and_claim(instance, local_values):
     assert expr(instance["name"]) == "local.instance_name"
     # Compute Engine takes only an FQDN as custom hostname; the VM name is the hostname.
     assert "hostname" not in instance
     assert "var.vcluster.nodeClaim.metadata.name" in expr(local_values["claim_name"])
     name = expr(local_values["instance_name"])
-    assert "local.claim_slug" in name and ", 0, 56)" in name and "md5(" in name
+    assert name.startswith('format("%s%s-%s", local.name_prefix,')
+    assert "local.claim_slug" in name and ", 0, 56 - length(local.name_prefix))" in name and "md5(" in name
+    assert expr(local_values["name_prefix"]) == 'try(nonsensitive(var.vcluster.nodeEnvironment.outputs.infrastructure["node_name_prefix"]), "")'
+    # The boot disk takes the VM's name (no name of its own), so the platform's condition on
+    # disk names holds for it too.
+    (disk,) = instance["boot_disk"]
+    assert "device_name" not in disk and "name" not in disk["initialize_params"][0]
 
 
 def test_every_read_of_the_variable_is_unwrapped():
@@ -330,6 +342,7 @@ def test_every_read_of_the_variable_is_unwrapped():
         (r"disk-size-gb .* must be a positive whole number", "local.disk_size_gb > 0 && floor(local.disk_size_gb) == local.disk_size_gb"),
         (r"is not a valid GCP network tag", 'can(regex("^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$", local.vcluster_name))'),
         (r"no node claim name", 'local.claim_name != ""'),
+        (r"^Property gpu-platform/node-metadata must be concealed or exposed", 'contains(["", "concealed", "exposed"], local.node_metadata)'),
     ],
 )
 def test_precondition(preconditions, pattern, condition):
@@ -410,16 +423,25 @@ def test_fmt_check():
 
 PROJECT, REGION = "acme-ml-prod", "us-central1"
 INFRASTRUCTURE = {
-    "network_name": "gpu-platform-nlp",
-    "subnet_name": "gpu-platform-nlp-nodes",
-    "service_account_email": "gpu-platform-nlp-nodes@acme-ml-prod.iam.gserviceaccount.com",
+    "network_name": "prod-nlp-nodes",
+    "subnet_name": "prod-nlp-nodes",
+    "service_account_email": "prod-nlp-nodes@acme-ml-prod.iam.gserviceaccount.com",
     "availability_zones": ["us-central1-a", "us-central1-b"],
+    "node_name_prefix": "prod-nlp-",
 }
-USER_DATA = "#cloud-config\nruncmd: [join]\n"
+# Shaped like the platform's join data as far as it is public: a cloud-init document. The text
+# after it exercises what a byte-for-byte copy must keep: a MIME-looking line, trailing spaces,
+# a blank line and no newline at the end.
+USER_DATA = "#cloud-config\nruncmd:\n  - curl -fsSLk 'https://203.0.113.10/node/join?token=abc.def' | sh -\n--not-a-boundary  \n\nfinal: true"
+MIME_USER_DATA = (
+    'Content-Type: multipart/mixed; boundary="platform"\nMIME-Version: 1.0\n\n--platform\n'
+    'Content-Type: text/cloud-config\n\n#cloud-config\nruncmd: [join]\n--platform--\n'
+)
 
 
 def _vcluster(properties: dict[str, str], *, user_data: str = USER_DATA, claim: str = "nlp-gpu-7xk2p", name: str = "nlp",
-              namespace: str = "p-default", extra: dict[str, str] | None = None, drop: tuple[str, ...] = ()) -> dict:
+              namespace: str = "p-nlp", extra: dict[str, str] | None = None, drop: tuple[str, ...] = (),
+              infrastructure: dict | None = None) -> dict:
     vcluster_properties = {props.PROJECT: PROJECT, props.REGION: REGION, props.TENANT: "nlp", **(extra or {})}
     return {
         "name": name,
@@ -428,7 +450,7 @@ def _vcluster(properties: dict[str, str], *, user_data: str = USER_DATA, claim: 
         "nodeType": {"metadata": {"name": "test-type"}, "spec": {"properties": {k: v for k, v in properties.items() if k not in drop}}},
         "nodeClaim": {"metadata": {"name": claim}},
         "instance": {"metadata": {"name": name, "namespace": namespace}},
-        "nodeEnvironment": {"outputs": {"infrastructure": INFRASTRUCTURE}},
+        "nodeEnvironment": {"outputs": {"infrastructure": INFRASTRUCTURE if infrastructure is None else infrastructure}},
     }
 
 
@@ -459,6 +481,15 @@ def evaluated(samples, instance, preconditions, local_values, tmp_path_factory):
             "odd-claim": _vcluster(t4, claim="9_GPU.Node/" + "x" * 90, extra={props.TENANT: "NLP.Team"}),
             "same-claim-other-project": _vcluster(t4, namespace="p-other"),
             "no-tenant": _vcluster(t4, drop=(props.TENANT,)),
+            "concealed": _vcluster(t4, extra={props.NODE_METADATA: "concealed"}),
+            "exposed": _vcluster(t4, extra={props.NODE_METADATA: "exposed"}),
+            "exposed-empty-user-data": _vcluster(t4, user_data="", extra={props.NODE_METADATA: "exposed"}),
+            "mime-user-data": _vcluster(t4, user_data=MIME_USER_DATA),
+            # The official infrastructure template (legacy mode) gives no name prefix.
+            "no-prefix": _vcluster(t4, infrastructure={k: v for k, v in INFRASTRUCTURE.items() if k != "node_name_prefix"}),
+            "no-prefix-odd-claim": _vcluster(t4, claim="9_GPU.Node/" + "x" * 90,
+                                             infrastructure={k: v for k, v in INFRASTRUCTURE.items() if k != "node_name_prefix"}),
+            "long-prefix": _vcluster(t4, claim="x" * 90, infrastructure={**INFRASTRUCTURE, "node_name_prefix": "staging-computer-vision1-"}),
             # Each of these must fail exactly the named precondition(s).
             "bad-project-wildcard": _vcluster(t4, extra={props.PROJECT: "*"}),
             "bad-project-missing": _vcluster(t4, drop=(props.PROJECT,)),
@@ -483,6 +514,7 @@ def evaluated(samples, instance, preconditions, local_values, tmp_path_factory):
             "bad-disk-size": _vcluster(_with(t4, disk_size_gb="0")),
             "bad-vcluster-name": _vcluster(t4, name="9lives"),
             "bad-no-claim": _vcluster(t4, claim=""),
+            "bad-node-metadata": _vcluster(t4, extra={props.NODE_METADATA: "hidden"}),
         }
     )
     probe = {f"local.{name}": f"local.{name}" for name in local_values}
@@ -561,17 +593,62 @@ def test_a3_uses_gvnic(evaluated):
     assert evaluated["l4-g2"]["arg.network_interface.nic_type"] is None
 
 
-def test_user_data_evaluated(evaluated):
-    assert evaluated["t4-n1"]["arg.metadata"]["user-data"] == USER_DATA
+def _parts(user_data: str) -> list[email.message.Message]:
+    message = email.message_from_string(user_data)
+    assert message.get_content_type() == "multipart/mixed" and message["MIME-Version"] == "1.0"
+    return message.get_payload()
+
+
+def _conceals(part: email.message.Message) -> None:
+    """The boothook part: a shell script that drops forwarded (pod) traffic to the metadata server
+    in raw PREROUTING, keeps DNS, and leaves OUTPUT (host network) alone."""
+    assert part.get_content_type() == "text/cloud-boothook"
+    script = part.get_payload()
+    assert script.startswith("#!/bin/sh\n")
+    assert "iptables -w -t raw -I PREROUTING 1 -d 169.254.169.254/32 -j GPU-PLATFORM-METADATA" in script
+    assert "iptables -w -t raw -A GPU-PLATFORM-METADATA -j DROP" in script
+    assert "-p udp --dport 53 -j RETURN" in script and "-p tcp --dport 53 -j RETURN" in script
+    assert "OUTPUT" not in script
+
+
+def test_user_data_conceals_the_metadata_server_and_keeps_the_platforms_data(evaluated):
+    for scenario in ("t4-n1", "concealed", "l4-g2", "cpu-e2"):
+        user_data = evaluated[scenario]["arg.metadata"]["user-data"]
+        boothook, platform = _parts(user_data)
+        _conceals(boothook)
+        # The platform's part, byte for byte, typed by cloud-init from its first line.
+        assert platform.get_content_type() == "text/plain"
+        assert platform.get_payload() == USER_DATA
+        assert failures(evaluated[scenario]) == []
+
+
+def test_user_data_of_a_mime_platform_keeps_its_own_headers(evaluated):
+    user_data = evaluated["mime-user-data"]["arg.metadata"]["user-data"]
+    assert MIME_USER_DATA in user_data
+    boothook, platform = _parts(user_data)
+    _conceals(boothook)
+    assert platform.get_content_type() == "multipart/mixed"
+    [inner] = platform.get_payload()
+    assert inner.get_content_type() == "text/cloud-config" and inner.get_payload() == "#cloud-config\nruncmd: [join]"
+
+
+def test_exposed_passes_the_platforms_data_alone(evaluated):
+    assert evaluated["exposed"]["arg.metadata"]["user-data"] == USER_DATA
+    assert "user-data" not in evaluated["exposed-empty-user-data"]["arg.metadata"]
+    assert failures(evaluated["exposed"]) == []
+
+
+def test_without_platform_data_the_node_still_conceals(evaluated):
     for scenario in ("empty-user-data", "no-user-data", "null-user-data"):
-        assert "user-data" not in evaluated[scenario]["arg.metadata"], scenario
+        [boothook] = _parts(evaluated[scenario]["arg.metadata"]["user-data"])
+        _conceals(boothook)
         assert failures(evaluated[scenario]) == []
 
 
 def test_labels_evaluated(evaluated):
     assert evaluated["l4-g2-spot"]["arg.labels"] == {
         "vcluster": "nlp",
-        "namespace": "p-default",
+        "namespace": "p-nlp",
         "cluster-name": "nlp",
         "gpu": "true",
         "accelerator": "nvidia-l4",
@@ -590,12 +667,18 @@ def test_labels_evaluated(evaluated):
 
 
 def test_instance_names_evaluated(evaluated):
-    names = {s: evaluated[s]["arg.name"] for s in ("t4-n1", "odd-claim", "same-claim-other-project", "l4-g2")}
+    scenarios = ("t4-n1", "odd-claim", "same-claim-other-project", "l4-g2", "no-prefix", "no-prefix-odd-claim", "long-prefix")
+    names = {s: evaluated[s]["arg.name"] for s in scenarios}
     for name in names.values():
         assert GCE_NAME.match(name) and len(name) <= 63, name
-    assert names["t4-n1"].startswith("nlp-gpu-7xk2p-")
-    assert names["odd-claim"].startswith("n-9-gpu-node-xxx")
-    assert len(names["odd-claim"]) == 63
+    # The tenant's prefix first: the platform's VM role is conditioned on it.
+    assert names["t4-n1"].startswith("prod-nlp-nlp-gpu-7xk2p-")
+    assert names["odd-claim"].startswith("prod-nlp-9-gpu-node-xxx")
+    assert len(names["odd-claim"]) == len(names["long-prefix"]) == 63
+    assert names["long-prefix"].startswith("staging-computer-vision1-xxx")
+    # Without a prefix (legacy mode) the name still starts with a letter.
+    assert names["no-prefix"].startswith("nlp-gpu-7xk2p-")
+    assert names["no-prefix-odd-claim"].startswith("n-9-gpu-node-xxx") and len(names["no-prefix-odd-claim"]) == 63
     # Same claim name in another platform project: another VM name.
     assert names["t4-n1"] != names["same-claim-other-project"]
     # Deterministic: the same claim always gives the same name (re-applies do not replace the VM).
@@ -639,6 +722,7 @@ def test_comma_lists_and_zone_fallback(evaluated):
         ("bad-disk-size", [r"disk-size-gb of node type test-type must be a positive whole number"]),
         ("bad-vcluster-name", [r"vCluster name \"9lives\" is not a valid GCP network tag"]),
         ("bad-no-claim", [r"no node claim name"]),
+        ("bad-node-metadata", [r'^Property gpu-platform/node-metadata must be concealed or exposed \(got "hidden"\)']),
     ],
 )
 def test_bad_input_fails_exactly_its_precondition(evaluated, scenario, expected):
@@ -646,3 +730,12 @@ def test_bad_input_fails_exactly_its_precondition(evaluated, scenario, expected)
     assert len(failed) == len(expected), failed
     for pattern, message in zip(expected, failed):
         assert re.search(pattern, message), (pattern, message)
+
+
+def test_what_needs_the_node_identity_runs_with_host_network():
+    """Concealment drops forwarded (pod) traffic only: the CCM and both PD CSI components of the
+    kubernetes environment template must run with hostNetwork to keep their credentials."""
+    kubernetes_tf = (TEMPLATES / "kubernetes" / "main.tf").read_text()
+    workloads = re.findall(r'kind\s*=\s*"(Deployment|DaemonSet)".*?(?=kind\s*=\s*"|\Z)', kubernetes_tf, flags=re.S)
+    assert sorted(workloads) == ["DaemonSet", "Deployment", "Deployment"]
+    assert len(re.findall(r"^\s*hostNetwork\s*=\s*true$", kubernetes_tf, flags=re.M)) == 3

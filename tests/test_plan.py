@@ -171,20 +171,37 @@ def test_node_types_option_lists_every_node_type_by_name(dev_stack):
 def test_dev_plan_adds_up_the_quota_of_every_tenant_of_the_environment(dev_plan, dev_stack):
     _, out, _, _ = dev_plan
     quota = section(out, "GPU quota of the environment").splitlines()
-    assert len(dev_stack.quota) == 2 and len(quota) == 2 + len(dev_stack.quota)
-    by_gpu = {q.gpu: q for q in dev_stack.quota}
-    # The inline tenants and the team stack team-vision-dev, against the host project's quota.
-    assert by_gpu["nvidia-l4"].asked == 4 + 4 and by_gpu["nvidia-tesla-t4"].asked == 4 + 2
+    assert len(dev_stack.quota) == 4 and len(quota) == 2 + len(dev_stack.quota)
+    scopes = {(q.scope, q.gpu): q for q in dev_stack.quota}
+    # The inline tenants share the host project's quota; team-vision-dev has a project of its own
+    # (team contract 2: each project that runs tenant VMs has its own quota).
+    assert scopes["host project acme-ml-dev", "nvidia-l4"].asked == 4 and scopes["host project acme-ml-dev", "nvidia-tesla-t4"].asked == 4
+    assert scopes["project acme-ml-dev-vision", "nvidia-l4"].asked == 4 and scopes["project acme-ml-dev-vision", "nvidia-tesla-t4"].asked == 2
     for line in dev_stack.quota:
-        row = next(r for r in quota if f" {line.gpu} " in r)
-        assert re.search(rf"host project acme-ml-dev +{line.gpu} +europe-west4 +{line.quota} +{line.asked} +ok ", row)
-        assert "(stack team-vision-dev)" in row
+        row = next(r for r in quota if f" {line.gpu} " in r and line.scope in r)
+        assert re.search(rf"{line.scope} +{line.gpu} +europe-west4 +{line.quota} +{line.asked} +ok ", row)
+    assert "(stack team-vision-dev)" in next(r for r in quota if "acme-ml-dev-vision" in r)
     # No "claimable" sum of every node type's maxCapacity any more: it said nothing a user could act on.
     assert "claimable" not in out
+    # dev's inline tenants share the environment's project, which the program warns about.
+    warnings = [w for w in section(out, "Warnings").splitlines()[1:] if w.startswith("  WARNING (program)")]
+    assert [w.split(" uses isolation: shared")[0] for w in warnings] == [
+        "  WARNING (program): tenants[0] (nlp)",
+        "  WARNING (program): tenants[1] (speech)",
+    ]
+
+
+def shared_team_stack(project: Path) -> None:
+    """The copy's team-vision-dev shares the environment's project (and so its GPU quota)."""
+    path = project / "Pulumi.team-vision-dev.yaml"
+    text = path.read_text()
+    assert "    gcpProject: acme-ml-dev-vision\n" in text
+    path.write_text(text.replace("    gcpProject: acme-ml-dev-vision\n", "    isolation: shared\n"))
 
 
 def test_tenants_asking_for_more_than_the_quota_are_warned_about(tmp_path):
     project = project_copy(tmp_path, "dev", "team-vision-dev")
+    shared_team_stack(project)
     text = (project / "Pulumi.dev.yaml").read_text()
     text = text.replace("{gpu: nvidia-l4, maxGpus: 4, idleAfter: 60s}", "{gpu: nvidia-l4, maxGpus: 8, idleAfter: 60s}")
     (project / "Pulumi.dev.yaml").write_text(text)
@@ -204,6 +221,7 @@ def test_tenants_asking_for_more_than_the_quota_are_warned_about(tmp_path):
 
 def test_quota_policy_fail_stops_every_stack_of_the_environment(tmp_path):
     project = project_copy(tmp_path, "dev", "team-vision-dev")
+    shared_team_stack(project)
     text = (project / "Pulumi.dev.yaml").read_text()
     text = text.replace("{gpu: nvidia-l4, maxGpus: 4, idleAfter: 60s}", "{gpu: nvidia-l4, maxGpus: 8, idleAfter: 60s}")
     text = text.replace("    spot: true\n", "    spot: true\n    quotaPolicy: fail\n", 1)
@@ -569,3 +587,55 @@ def test_command_line_entry_point(tmp_path):
     assert re.search(r"^FAIL +broken: ", result.stdout, re.M)
     assert "environment: 'qa' is not allowed" in result.stderr
     assert "Traceback" not in result.stdout + result.stderr
+
+
+# --- tenant isolation in the plan (tools/isolation_plan.py) -----------------------------------------
+
+
+def test_plan_shows_each_tenants_project_and_isolation(dev_plan, dev_json):
+    _, out, _, _ = dev_plan
+    tenants = section(out, "Tenants")
+    for name in ("nlp", "speech"):
+        assert re.search(rf"^  {name}: .*\n    isolation shared: GCP project acme-ml-dev \(shared with the environment", tenants, flags=re.M)
+    [nlp] = [t for t in dev_json["tenants"] if t["name"] == "nlp"]
+    assert (nlp["gcpProject"], nlp["isolation"], nlp["natAddresses"], nlp["nodeMetadata"]) == ("acme-ml-dev", "shared", 1, "concealed")
+
+
+def test_plan_of_a_team_stack_shows_its_own_project():
+    code, out, _ = plan("--stack", "team-vision-dev")
+    assert code == 0
+    assert "    isolation project: GCP project acme-ml-dev-vision (existing, the team's own)" in section(out, "Tenants")
+
+
+def test_compare_names_what_moving_a_tenant_to_its_own_project_replaces(dev_run, stack_values):
+    from tools import isolation_plan
+
+    values = stack_values("dev")
+    values["gpu-platform:tenants"][0].update(isolation="project", gcpProject="acme-ml-dev-nlp")
+    moved = run_program(values, stack="dev")
+    changes = isolation_plan.compare(isolation_plan.resources_of(dev_run), isolation_plan.resources_of(moved), ref="main", stack="dev")
+    assert [(m.tenant, m.before, m.after) for m in changes.moves] == [("nlp", "acme-ml-dev", "acme-ml-dev-nlp")]
+    replaced = {(c.type.split(":")[1], c.name) for c in changes.changes if c.action == "replace"}
+    for kind in ("compute/network", "compute/subnetwork", "compute/router", "compute/routerNat", "compute/address", "serviceaccount/account"):
+        assert any(k == kind and n.startswith("tenant-nlp-") for k, n in replaced), kind
+    assert ("management.loft.sh/v1", "tenant-nlp-instance") in replaced  # the VirtualClusterInstance
+    assert not any(n.startswith("tenant-speech-") for _, n in replaced)
+    created = {c.name for c in changes.changes if c.action == "create"}
+    assert {"tenant-nlp-project-compute", "tenant-nlp-project-role-vm"} <= created
+    text = isolation_plan.render_changes(changes, "acme-ml-dev")
+    assert "TENANT nlp MOVES from GCP project acme-ml-dev (shared) to acme-ml-dev-nlp (its own)" in text
+    assert "± replace gcp:compute/network:Network  tenant-nlp-gcp-vpc  (project: acme-ml-dev → acme-ml-dev-nlp)" in text
+    assert "VIRTUAL CLUSTER RE-CREATED: tenant-nlp-instance" in text
+    assert isolation_plan.compare(isolation_plan.resources_of(dev_run), isolation_plan.resources_of(dev_run), ref="HEAD", stack="dev").changes == []
+
+
+def test_compare_to_a_git_ref_from_the_command_line():
+    from tools import isolation_plan
+
+    if subprocess.run(["git", "-C", str(PROJECT_DIR), "rev-parse", "HEAD"], capture_output=True).returncode != 0:
+        pytest.skip("not a git checkout")
+    code, out, err = plan("--stack", "dev", "--compare-to", "HEAD", "--quiet")
+    assert code == 0, err
+    assert re.search(r"^Changes against HEAD \(stack dev\): \d+ to create, \d+ to delete, \d+ to replace, \d+ to update$", out, flags=re.M)
+    with pytest.raises(isolation_plan.CompareError, match="git cannot read 'no-such-ref-xyz'"):
+        isolation_plan.snapshot_at("no-such-ref-xyz", "dev", PROJECT_DIR)

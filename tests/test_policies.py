@@ -684,7 +684,7 @@ def test_pack_serves_the_policies_over_grpc(runs):
 def test_an_unknown_member_defers_the_iam_policies(runs):
     """A new service account's e-mail is unknown during the first preview: the grant is checked
     during `pulumi up`, never waved through."""
-    run, reg = one(runs, "dev", "gcp:projects/iAMMember:IAMMember", "auto-nodes-role-binding")
+    run, reg = one(runs, "dev", "gcp:projects/iAMMember:IAMMember", "tenant-nlp-project-platform-vm-role")
     props = {**reg.plain_inputs, "member": UNKNOWN_STRING_VALUE}
     for policy in (P.grant_allow_list, P.workload_identity_members):
         with pytest.raises(UnknownValueError):

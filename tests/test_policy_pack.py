@@ -71,7 +71,7 @@ def test_a_copy_of_policy_alone_serves_and_rejects(tmp_path, runs):
     copied = _copy_of_the_pack(tmp_path)
     with served_pack(copied, cwd=tmp_path) as analyzer:
         run = runs["dev"]
-        binding = run.one("gcp:projects/iAMMember:IAMMember", "auto-nodes-role-binding")
+        binding = run.one("gcp:projects/iAMMember:IAMMember", "tenant-nlp-project-platform-vm-role")
         assert analyze_remote(analyzer, binding.type, binding.plain_inputs, binding.urn, binding.name) == []
         widened = {**binding.plain_inputs, "role": "roles/iam.serviceAccountTokenCreator"}
         [diagnostic] = analyze_remote(analyzer, binding.type, widened, binding.urn, binding.name)

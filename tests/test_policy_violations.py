@@ -107,7 +107,7 @@ def test_a_binding_or_policy_is_checked_member_by_member():
 
 def test_the_program_grants_pass_only_in_their_own_project(runs):
     """The allow-list is per Pulumi project: the same grant in an unknown project is not by design."""
-    run, reg = one(runs, "dev", PROJECT_MEMBER, "auto-nodes-role-binding")
+    run, reg = one(runs, "dev", PROJECT_MEMBER, "tenant-nlp-project-platform-vm-role")
     assert violations(P.grant_allow_list, args_of(run, reg)) == []
     other = urn_of(reg.type, reg.name, project="someone-elses-project")
     [message] = violations(P.grant_allow_list, args_of(run, reg, urn=other))

@@ -3,8 +3,6 @@ the GPU quota of a whole environment: the sums, the scopes, warn or fail."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import pytest
 
 from config import node_properties as props
@@ -90,8 +88,10 @@ def test_bad_pool_shapes_are_errors_naming_the_key(stack_values):
 
 def test_quota_policy_fail_is_the_prod_default_and_an_error(stack_values):
     values = stack_values("prod")
+    # Shared tenants add up against the environment's project's quota.
+    values[f"{NS}:platform"]["allowSharedIsolation"] = True
     values[f"{NS}:tenants"] = [
-        {"name": f"team{i}", "network": {"cidr": f"10.160.{4 * i}.0/22"}, "gpuPools": [{"gpu": "nvidia-l4", "maxGpus": 8}]}
+        {"name": f"team{i}", "isolation": "shared", "network": {"cidr": f"10.160.{4 * i}.0/22"}, "gpuPools": [{"gpu": "nvidia-l4", "maxGpus": 8}]}
         for i in range(3)
     ]
     found = problems(values, "prod")
@@ -105,19 +105,39 @@ def test_quota_policy_fail_is_the_prod_default_and_an_error(stack_values):
     assert [w for w in env.warnings if w.startswith("GPU quota:")] and env.quota[0].exceeded
 
 
-def test_quota_scopes_follow_the_isolation_mode():
+def test_quota_scopes_follow_the_isolation_mode(stack_values):
     """Tenants sharing the host project add up together; a tenant in its own project counts alone
-    (team contract 2). Tenants without an isolation mode share the host project."""
-    facts = SimpleNamespace(project="host-1", region="europe-west4", gpu_quota={"nvidia-l4": 8})
-    pool = SimpleNamespace(gpu="nvidia-l4", max_gpus=6)
-    shared = SimpleNamespace(name="a", gpu_pools=(pool,))
-    also_shared = SimpleNamespace(name="b", gpu_pools=(pool,), isolation="shared")
-    own = SimpleNamespace(name="c", gpu_pools=(pool,), isolation="project", gcp_project="team-c")
-    own_created = SimpleNamespace(name="d", gpu_pools=(pool,), isolation="project", gcp_project=SimpleNamespace(id="team-d", create=True))
-    lines = quota_lines([TenantEntry(t, "test") for t in (shared, also_shared, own, own_created)], facts)  # type: ignore[arg-type]
-    assert [(q.scope, q.asked, q.exceeded) for q in lines] == [
-        ("host project host-1", 12, True),
-        ("project team-c", 6, False),
-        ("project team-d", 6, False),
+    (team contract 2), whether it names the project, Pulumi creates it under a name it chose, or
+    Pulumi generates the name."""
+    import dataclasses
+
+    from config.isolation import TenantProjects
+    from config.tenant import Tenant
+
+    env = load(stack_values("dev"))
+    facts = dataclasses.replace(
+        env.facts,
+        gpu_quota={"nvidia-l4": 8},
+        tenant_projects=TenantProjects(folder="123", billing_account="012345-6789AB-CDEF01", prefix="acme"),
+    )
+
+    def tenant(name: str, **isolation) -> Tenant:
+        return Tenant.model_validate(
+            {"name": name, "network": {"cidr": "10.160.0.0/22"}, "gpuPools": [{"gpu": "nvidia-l4", "maxGpus": 6}], **isolation}
+        )
+
+    tenants = [
+        tenant("a", isolation="shared"),
+        tenant("b", isolation="shared"),
+        tenant("c", gcpProject="team-c-project"),
+        tenant("d", gcpProject={"id": "team-d-project", "create": True}),
+        tenant("e"),
     ]
-    assert quota_scope(SimpleNamespace(name="e", isolation="project"), facts) == "the project of tenant e"  # type: ignore[arg-type]
+    lines = quota_lines([TenantEntry(t, "test") for t in tenants], facts)
+    assert [(q.scope, q.asked, q.exceeded) for q in lines] == [
+        ("host project acme-ml-dev", 12, True),
+        ("project team-c-project", 6, False),
+        ("project team-d-project", 6, False),
+        ("project acme-dev-e", 6, False),
+    ]
+    assert quota_scope(tenants[4], facts) == "project acme-dev-e"

@@ -30,7 +30,7 @@ def values_of(vci) -> VClusterValues:
 def test_instance_metadata_and_placement(dev_run):
     vci = dev_run.one(VCI, "nlp")
     assert vci.input("apiVersion") == "management.loft.sh/v1"
-    assert vci.input("metadata", "name") == "nlp" and vci.input("metadata", "namespace") == "p-default"
+    assert vci.input("metadata", "name") == "nlp" and vci.input("metadata", "namespace") == "p-nlp"
     assert vci.input("metadata", "annotations")["pulumi.com/waitFor"] == "jsonpath={.status.phase}=Ready"
     assert vci.input("spec", "clusterRef") == {"cluster": "loft-cluster", "namespace": "vcluster-nlp"}
     chart = vci.input("spec", "template", "helmRelease", "chart")
@@ -202,7 +202,7 @@ def test_tenant_stack_creates_only_the_teams_objects(tenant_run):
     assert vci.input("metadata", "name") == "vision"
     pools = {p.name for p in values_of(vci).dynamic_pools()}
     assert pools == {"l4-2x", "t4-1x-spot", "system"}
-    assert tenant_run.outputs["connectCommand"] == "vcluster platform connect vcluster vision --project default"
+    assert tenant_run.outputs["connectCommand"] == "vcluster platform connect vcluster vision --project vision"
     # The pools' ceilings at europe-west4 prices: 2 × g2-standard-24 (host + 2 L4) and 2 Spot
     # n1-standard-4 hosts with a Spot T4 each.
     assert tenant_run.outputs["gpuBudgetUsdPerHour"] == round(2 * (0.92571 + 2 * 0.58804) + 2 * (0.08367 + 0.175), 2)
@@ -248,3 +248,42 @@ def test_tenant_stack_refuses_an_environment_deployed_elsewhere_than_its_stack_f
         in str(caught.value)
     )
     assert [r for r in caught.value.registrations if r.custom] == []
+
+
+def test_tenant_stack_refuses_an_environment_deployed_before_teams_had_projects(dev_run, env_stack_ref):
+    """An environment deployed by an older version exports no role prefix or project settings:
+    the tenant would bind roles that may not exist. It must be deployed first."""
+    deployed = copy.deepcopy(dev_run.outputs)
+    for key in ("roleIdPrefix", "platformRole", "tenantProjects", "allowSharedIsolation"):
+        del deployed["environmentFacts"][key]
+    with pytest.raises(pulumi.RunError) as caught:
+        run_program(read_stack_values(PROJECT_DIR, "team-vision-dev"), stack="team-vision-dev", stack_outputs={env_stack_ref: deployed})
+    message = str(caught.value)
+    assert f"environmentStack: {env_stack_ref} is deployed with roleIdPrefix '', but its stack file in this repo says 'gpuPlatform_dev'" in message
+    assert [r for r in caught.value.registrations if r.custom] == []
+
+
+def test_tenant_stack_checks_its_project_against_the_deployed_environments_tenants(dev_run, env_stack_ref):
+    deployed = copy.deepcopy(dev_run.outputs)
+    deployed["environmentFacts"]["tenants"].append({"name": "old-vision", "cidr": "10.170.0.0/22", "source": "the environment's tenants", "project": "acme-ml-dev-vision"})
+    with pytest.raises(pulumi.RunError) as caught:
+        run_program(read_stack_values(PROJECT_DIR, "team-vision-dev"), stack="team-vision-dev", stack_outputs={env_stack_ref: deployed})
+    assert "tenant.gcpProject: 'acme-ml-dev-vision' is already the project of tenant old-vision (the environment's tenants)" in str(caught.value)
+
+
+def test_the_schema_record_knows_the_isolation_keys():
+    """controlPlane.statefulSet.resources and policies.networkPolicy as upstream's schema has them
+    (chart/values.schema.json at v0.36.1: ControlPlaneStatefulSet, Resources, Policies, NetworkPolicy)."""
+    validator = jsonschema.Draft202012Validator(SCHEMA)
+    good = {
+        "controlPlane": {"statefulSet": {"resources": {"requests": {"cpu": "200m"}, "limits": {"memory": "4Gi"}}}},
+        "policies": {"networkPolicy": {"enabled": True}},
+    }
+    assert list(validator.iter_errors(good)) == []
+    for bad in (
+        {"controlPlane": {"statefulSet": {"resource": {}}}},
+        {"controlPlane": {"statefulSet": {"resources": {"request": {}}}}},
+        {"policies": {"networkPolicies": {"enabled": True}}},
+        {"policies": {"networkPolicy": {"enable": True}}},
+    ):
+        assert list(validator.iter_errors(bad)), bad

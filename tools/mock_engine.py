@@ -12,6 +12,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import functools
+import hashlib
 import json
 import runpy
 from dataclasses import dataclass, field
@@ -47,6 +48,8 @@ class Registration:
     protect: bool
     deleted_with: str
     ignore_changes: list[str]
+    replace_on_changes: list[str] = field(default_factory=list)
+    delete_before_replace: bool = False
 
     @functools.cached_property
     def inputs(self) -> dict[str, Any]:
@@ -113,6 +116,8 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
                     protect=bool(request.protect),
                     deleted_with=request.deletedWith,
                     ignore_changes=list(request.ignoreChanges),
+                    replace_on_changes=list(request.replaceOnChanges),
+                    delete_before_replace=bool(request.deleteBeforeReplace),
                 )
             )
         return response
@@ -158,6 +163,18 @@ class PlatformMocks(pulumi_mocks.Mocks):
             scope = "global" if kind == "networks" else f"regions/{inputs.get('region', '')}"
             resource_id = f"projects/{project}/{scope}/{kind}/{inputs.get('name', args.name)}"
             state["selfLink"] = f"https://www.googleapis.com/compute/v1/{resource_id}"
+        elif typ == "gcp:compute/address:Address":
+            # A static external address is picked by Google at creation. The mock hands out one of
+            # TEST-NET-2 (198.51.100.0/24, RFC 5737: documentation only, never routed), derived from
+            # the address's project, region and name so that runs agree.
+            region, name = inputs.get("region", ""), inputs.get("name", args.name)
+            digest = hashlib.sha256(f"{project}/{region}/{name}".encode()).digest()
+            state["address"] = f"198.51.100.{1 + digest[0] % 254}"
+            resource_id = f"projects/{project}/regions/{region}/addresses/{name}"
+            state["selfLink"] = f"https://www.googleapis.com/compute/v1/{resource_id}"
+        elif typ == "gcp:organizations/project:Project":
+            state["number"] = f"{PLACEHOLDER}-project-number"
+            resource_id = f"projects/{inputs.get('projectId', args.name)}"
         elif typ in ("gcp:iam/workloadIdentityPool:WorkloadIdentityPool", "gcp:iam/workloadIdentityPoolProvider:WorkloadIdentityPoolProvider"):
             # Named by the project's NUMBER, which only the cloud knows.
             pool = f"projects/{PLACEHOLDER}-project-number/locations/global/workloadIdentityPools/{inputs['workloadIdentityPoolId']}"

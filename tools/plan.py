@@ -42,6 +42,7 @@ from config.permissions import AUTO_NODES, LEGACY_AUTO_NODES, load_roles
 from config.stack import NS, EnvironmentStack, TenantStack, load_stack
 from config.stack_files import PROJECT_DIR, SecureValue, StackFileError, list_stacks, read_stack_values, stack_file
 from config.tenant import TenantPlan
+from tools import isolation_plan
 from tools.mock_engine import ProgramRun, config_strings, run_program
 from tools.plan_costs import environment_costs, tenant_stack_costs
 from tools.plan_json import summary
@@ -406,6 +407,11 @@ def parser() -> argparse.ArgumentParser:
         "default: an offline evaluation of the environment's stack file",
     )
     p.add_argument("--project-dir", type=Path, default=PROJECT_DIR, metavar="DIR", help="directory with Pulumi.yaml and the stack files (default: this repository)")
+    p.add_argument(
+        "--compare-to",
+        metavar="GIT_REF",
+        help="also plan the stack as committed at GIT_REF and print what changes: created, deleted, replaced (e.g. a tenant moving to its own project), updated",
+    )
     return p
 
 
@@ -431,7 +437,8 @@ def main(argv: list[str] | None = None) -> int:
             plan = plan_stack(stack, project_dir, environment_outputs_file=args.environment_outputs, environment_cache=cache)
             if args.out is not None:
                 write_documents(plan, args.out)
-        except PlanError as e:
+            changes = isolation_plan.compare_plan(plan, args.compare_to) if args.compare_to else None
+        except (PlanError, isolation_plan.CompareError) as e:
             failed += 1
             _report_failure(stack, str(e), args, summaries)
             continue
@@ -440,13 +447,15 @@ def main(argv: list[str] | None = None) -> int:
             _report_failure(stack, "internal error (a bug, not a problem of the stack file):\n" + traceback.format_exc(), args, summaries)
             continue
         if args.json:
-            summaries.append(summary(plan))
+            summaries.append({**summary(plan), **({"changes": changes.to_dict()} if changes else {})})
         elif args.quiet:
             print(render_quiet(plan), flush=True)
         else:
             if i:
                 print("\n" + "=" * 100 + "\n")
             print(render_text(plan, all_node_types=args.node_types), end="", flush=True)
+        if changes and not args.json:
+            print(("\n" if not args.quiet else "") + isolation_plan.render_changes(changes, plan.loaded.facts.project), end="", flush=True)
     if args.json:
         print(json.dumps(summaries[0] if not args.all else {"stacks": summaries}, indent=2, default=str))
     return 1 if failed else 0

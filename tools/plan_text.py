@@ -12,6 +12,7 @@ import yaml
 from components.tenant_documents import GPU_OPERATOR_NAMESPACE
 from config.stack import NS, EnvironmentStack, TenantStack
 from config.stack_files import StackFileError, list_stacks, read_stack_values
+from tools import isolation_plan
 from tools.mock_engine import PLACEHOLDER, ProgramRun, Registration
 from tools.plan_costs import HOURS_PER_MONTH, NOT_INCLUDED
 from tools.plan_model import SECRET, StackPlan, has_placeholder
@@ -155,6 +156,7 @@ def _tenants(plan: StackPlan) -> list[str]:
             f"  {tenant.name}: network {t.network.cidr}, host namespace {tenant.host_namespace or '?'}, "
             f"GPU Operator {tenant.gpu_operator_version or '?'} (namespace {GPU_OPERATOR_NAMESPACE}), access: {access}"
         )
+        lines.append(f"    {isolation_plan.tenant_line(plan, tenant.plan)}")
         rows = []
         for p in tenant.pools:
             cost = pool_costs.get((tenant.name, p.name))

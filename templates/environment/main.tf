@@ -12,7 +12,15 @@
 # It trusts none of those properties: anyone who can edit a virtual cluster's values could point
 # them at another tenant's network or identity. The names are derived instead from the vCluster's
 # name (the tenant) and the environment, which GcpNodeProvider writes into this file, and a
-# property that names anything else is refused.
+# property that names anything else is refused. The vCluster's name alone is not enough: anyone
+# allowed to create an instance in some platform project could name it after another team. Each
+# team's instance lives in the team's own platform project, whose namespace is p-<team>
+# (components/platform_project.py), so an instance elsewhere is refused.
+#
+# `project` is the tenant's GCP project (its own, or the environment's for a shared tenant) and is
+# read from the properties: the names checked here exist only in the tenant's own project, and the
+# platform may use only the subnet and service account Pulumi made for the tenant (bindings on
+# those objects), so a different project yields no network and no identity.
 #
 # Its only input is `var.vcluster`, which the platform declares itself; do not declare it here
 # (templates/vcluster_variable.tf holds a copy for local checks only). The variable is
@@ -39,10 +47,17 @@ provider "google" {
 
 locals {
   # Rendered by GcpNodeProvider (components/templates.py): this file serves one environment.
-  environment   = "__GPU_PLATFORM_ENVIRONMENT__"
-  vcluster_name = try(nonsensitive(var.vcluster.instance.metadata.name), "")
+  environment        = "__GPU_PLATFORM_ENVIRONMENT__"
+  vcluster_name      = try(nonsensitive(var.vcluster.instance.metadata.name), "")
+  vcluster_namespace = try(nonsensitive(var.vcluster.instance.metadata.namespace), "")
+  # The team's platform project is named after the team; its namespace has the platform's default
+  # prefix "p-" (loft-sh/vcluster v0.36.1 pkg/projectutil/projectutil.go).
+  team_namespace = "p-${local.vcluster_name}"
   # components/tenant_network.py names all three "<environment>-<tenant>-nodes".
   tenant_name = "${local.environment}-${local.vcluster_name}-nodes"
+  # templates/node/main.tf names every VM of the tenant with this prefix; the platform's VM role
+  # is conditioned on it (config/isolation.py node_name_prefix).
+  node_name_prefix = "${local.environment}-${local.vcluster_name}-"
 
   # project and region may be comma lists; the first element is used, wildcards are refused.
   project = trimspace(split(",", try(nonsensitive(var.vcluster.properties["project"]), ""))[0])
@@ -76,6 +91,10 @@ data "google_compute_zones" "available" {
       error_message = "The platform passed no vCluster name (instance.metadata.name); the tenant's network and identity are named after it."
     }
     precondition {
+      condition     = local.vcluster_namespace == local.team_namespace
+      error_message = "vCluster ${local.vcluster_name} is in namespace \"${local.vcluster_namespace}\", not in its team's platform project namespace \"${local.team_namespace}\": only the team's own instance gets the team's network and identity."
+    }
+    precondition {
       condition     = local.network == local.tenant_name
       error_message = "Property gpu-platform/network must be \"${local.tenant_name}\", the network Pulumi created for vCluster ${local.vcluster_name} in environment ${local.environment} (got \"${local.network}\"): a vCluster's VMs start in its own network only."
     }
@@ -106,4 +125,8 @@ output "service_account_email" {
 
 output "availability_zones" {
   value = data.google_compute_zones.available.names
+}
+
+output "node_name_prefix" {
+  value = local.node_name_prefix
 }

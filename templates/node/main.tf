@@ -6,9 +6,11 @@
 # (templates/vcluster_variable.tf holds a copy for local checks only).
 #
 # Inputs read:
-#   var.vcluster.properties                  project, region, zone (fallback), gpu-platform/tenant
+#   var.vcluster.properties                  project, region, zone (fallback), gpu-platform/tenant,
+#                                            gpu-platform/node-metadata
 #   var.vcluster.nodeType.spec.properties    NODE_TYPE_KEYS of config/node_properties.py
-#   var.vcluster.nodeEnvironment.outputs     subnet_name, service_account_email (environment template)
+#   var.vcluster.nodeEnvironment.outputs     subnet_name, service_account_email, node_name_prefix
+#                                            (environment template)
 #   var.vcluster.userData                    cloud-init that joins the node to its vCluster
 #   var.vcluster.instance / nodeClaim        names for the VM, its labels and network tag
 #
@@ -104,19 +106,25 @@ locals {
   # properties; the subnet is in the tenant's network, which has Cloud NAT.
   subnet_name           = nonsensitive(var.vcluster.nodeEnvironment.outputs.infrastructure["subnet_name"])
   service_account_email = nonsensitive(var.vcluster.nodeEnvironment.outputs.infrastructure["service_account_email"])
+  # "<environment>-<tenant>-" from our environment template; absent with the official one (legacy
+  # mode), whose VMs keep names derived from the claim alone.
+  name_prefix = try(nonsensitive(var.vcluster.nodeEnvironment.outputs.infrastructure["node_name_prefix"]), "")
 
-  # Names. The VM name is derived from the claim (unique per claim), made a valid instance name
-  # ([a-z]([-a-z0-9]*[a-z0-9])?, at most 63 characters) and suffixed with a hash of namespace and
-  # claim, because claims in different platform projects may share a name. No custom `hostname`:
-  # Compute Engine requires an FQDN there, and the default hostname (= VM name) is what the cloud
-  # controller manager maps node names to.
+  # Names. The VM name starts with the tenant's prefix (the platform may create, change and delete
+  # only VMs and disks so named: components/tenant_project.py), continues with the claim (unique
+  # per claim), is a valid instance name ([a-z]([-a-z0-9]*[a-z0-9])?, at most 63 characters) and
+  # ends with a hash of namespace and claim, because claims in different platform projects may
+  # share a name. The boot disk is named after the VM. No custom `hostname`: Compute Engine
+  # requires an FQDN there, and the default hostname (= VM name) is what the cloud controller
+  # manager maps node names to.
   vcluster_name      = try(nonsensitive(var.vcluster.instance.metadata.name), "")
   vcluster_namespace = try(nonsensitive(var.vcluster.instance.metadata.namespace), "")
   claim_name         = try(nonsensitive(var.vcluster.nodeClaim.metadata.name), "")
   claim_slug         = replace(lower(local.claim_name), "/[^a-z0-9-]/", "-")
   instance_name = format(
-    "%s-%s",
-    substr(can(regex("^[a-z]", local.claim_slug)) ? local.claim_slug : "n-${local.claim_slug}", 0, 56),
+    "%s%s-%s",
+    local.name_prefix,
+    substr(local.name_prefix != "" || can(regex("^[a-z]", local.claim_slug)) ? local.claim_slug : "n-${local.claim_slug}", 0, 56 - length(local.name_prefix)),
     substr(md5("${local.vcluster_namespace}/${local.claim_name}"), 0, 6),
   )
 
@@ -133,7 +141,63 @@ locals {
     } : key => substr(replace(lower(value), "/[^a-z0-9_-]/", "-"), 0, 63) if value != ""
   }
 
-  has_user_data = try(nonsensitive(length(var.vcluster.userData) > 0), false)
+  has_user_data      = try(nonsensitive(length(var.vcluster.userData) > 0), false)
+  platform_user_data = local.has_user_data ? var.vcluster.userData : ""
+
+  # Metadata concealment (tenant nodeMetadata, property gpu-platform/node-metadata; anything but
+  # "exposed" conceals). Pods must not reach the metadata server (169.254.169.254), which hands
+  # the node service account's token to whoever asks. Pod traffic is forwarded by the node: it
+  # enters the host's network stack from a pod interface and passes PREROUTING, which the host's
+  # own traffic never does (it leaves through OUTPUT). Dropping it in raw PREROUTING, before any
+  # routing or NAT, therefore blocks every pod without hostNetwork and leaves the kubelet, the
+  # GCP cloud controller manager and the PD CSI controller and node plugin, which all run with
+  # hostNetwork (templates/kubernetes/main.tf, as upstream's loft-sh/vcluster-auto-nodes-gcp
+  # v0.1.1 environment/kubernetes/manifests/*.tftpl), their access. Port 53 stays open: the metadata server is also the VPC's DNS resolver, which the
+  # tenant's CoreDNS forwards to.
+  node_metadata    = trimspace(try(nonsensitive(var.vcluster.properties["gpu-platform/node-metadata"]), ""))
+  conceal_metadata = local.node_metadata != "exposed"
+  # Content-Type text/cloud-boothook names the part's kind, so the script needs no
+  # "#cloud-boothook" line of its own.
+  conceal_script = <<-EOT
+    #!/bin/sh
+    # gpu-platform: pods cannot reach the metadata server (templates/node/main.tf). Runs at every boot.
+    set -e
+    iptables -w -t raw -N GPU-PLATFORM-METADATA 2>/dev/null || iptables -w -t raw -F GPU-PLATFORM-METADATA
+    iptables -w -t raw -A GPU-PLATFORM-METADATA -p udp --dport 53 -j RETURN
+    iptables -w -t raw -A GPU-PLATFORM-METADATA -p tcp --dport 53 -j RETURN
+    iptables -w -t raw -A GPU-PLATFORM-METADATA -j DROP
+    iptables -w -t raw -C PREROUTING -d 169.254.169.254/32 -j GPU-PLATFORM-METADATA 2>/dev/null ||
+      iptables -w -t raw -I PREROUTING 1 -d 169.254.169.254/32 -j GPU-PLATFORM-METADATA
+  EOT
+  # The platform's user data (cloud-init that joins the node) goes on unchanged, as the second
+  # part of a MIME multipart document after our boothook. cloud-init runs boothooks at every boot
+  # in its init stage, before network-online.target and so before the kubelet the join installs,
+  # and types a text/plain part by its first line (#cloud-config, #!, …: canonical/cloud-init
+  # cloudinit/user_data.py, TYPE_NEEDED). Platform data that is MIME already keeps its own
+  # headers. The boundary is derived from the data, so it cannot occur in it (and has at most
+  # 70 characters, RFC 2046).
+  mime_boundary = "gpu-platform-${substr(sha256(local.platform_user_data), 0, 40)}"
+  platform_part = startswith(local.platform_user_data, "Content-Type:") ? local.platform_user_data : join("\n", [
+    "Content-Type: text/plain; charset=\"utf-8\"",
+    "Content-Disposition: attachment; filename=\"vcluster-platform\"",
+    "",
+    local.platform_user_data,
+  ])
+  concealed_user_data = join("\n", concat(
+    [
+      "Content-Type: multipart/mixed; boundary=\"${local.mime_boundary}\"",
+      "MIME-Version: 1.0",
+      "",
+      "--${local.mime_boundary}",
+      "Content-Type: text/cloud-boothook; charset=\"us-ascii\"",
+      "Content-Disposition: attachment; filename=\"gpu-platform-conceal-metadata\"",
+      "",
+      trimsuffix(local.conceal_script, "\n"),
+    ],
+    local.has_user_data ? ["--${local.mime_boundary}", local.platform_part] : [],
+    ["--${local.mime_boundary}--", ""],
+  ))
+
   metadata = merge(
     {
       block-project-ssh-keys = "TRUE" # no project-wide SSH keys on tenant nodes
@@ -141,8 +205,10 @@ locals {
     },
     # The Deep Learning VM image already has the NVIDIA driver; don't let it offer an install.
     local.gpu ? { install-nvidia-driver = "False" } : {},
-    # No user-data key at all when the platform passes none (as upstream does since v0.1.1).
-    local.has_user_data ? { user-data = var.vcluster.userData } : {},
+    # Exposed: the platform's user data as it is, and no user-data key at all when the platform
+    # passes none (as upstream does since v0.1.1).
+    local.conceal_metadata ? { user-data = local.concealed_user_data } : {},
+    !local.conceal_metadata && local.has_user_data ? { user-data = var.vcluster.userData } : {},
   )
 
   # Concrete values only: not empty, no glob characters (the platform allows "*" in properties).
@@ -294,6 +360,10 @@ resource "google_compute_instance" "node" {
     precondition {
       condition     = local.claim_name != ""
       error_message = "The platform passed no node claim name (nodeClaim.metadata.name); the VM name is derived from it."
+    }
+    precondition {
+      condition     = contains(["", "concealed", "exposed"], local.node_metadata)
+      error_message = "Property gpu-platform/node-metadata must be concealed or exposed (got \"${local.node_metadata}\"); Pulumi writes it from the tenant's nodeMetadata."
     }
   }
 }

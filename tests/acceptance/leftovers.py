@@ -146,6 +146,8 @@ def find_by_hand(names: RunNames) -> list[str]:
         f'gcloud compute target-pools list {p} --filter="{described}"',
         f'gcloud compute firewall-rules list {p} --filter="name~^({prefixes}) OR {described}"',
         f'gcloud compute routers list {p} --filter="name~^({prefixes})"',
+        # The tenant's static Cloud NAT addresses (<environment>-<tenant>-nat-<i>).
+        f'gcloud compute addresses list {p} --filter="name~^({prefixes})"',
         f'gcloud compute networks subnets list {p} --filter="name~^({prefixes})"',
         f'gcloud compute networks list {p} --filter="name~^({prefixes})"',
         f'gcloud iam service-accounts list {p} --filter="email~^({names.platform_service_account}|{prefixes})"',

@@ -95,6 +95,8 @@ def stack_values(settings: Settings, run_id: str) -> dict[str, Any]:
         f"{NS}:tenants": [
             {
                 "name": f"acc-{run_id}",
+                # The run deploys into one project: the tenant shares it (allowed in dev, warned).
+                "isolation": "shared",
                 "network": {"cidr": TENANT_CIDR},
                 # One node's worth of GPUs: the smoke Job needs one GPU, the pool may make one VM.
                 "gpuPools": [{"gpu": settings.gpu, "maxGpus": settings.gpus_per_node, "gpusPerNode": settings.gpus_per_node}],
