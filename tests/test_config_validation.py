@@ -555,6 +555,13 @@ def test_control_plane_resources_are_quantities(stack_values):
     ]
 
 
+def test_control_plane_values_are_checked_against_the_defaults_they_keep(stack_values):
+    """Only requests.cpu set: it is checked against the default limit it is merged with."""
+    values = stack_values("dev")
+    values[f"{NS}:tenants"][1]["controlPlane"] = {"requests": {"cpu": "3"}}
+    assert problems(values) == ["tenants[1].controlPlane.requests.cpu: 3 is above limits.cpu 2"]
+
+
 def test_default_is_no_team_name(stack_values):
     values = stack_values("dev")
     values[f"{NS}:tenants"][0]["name"] = "default"
