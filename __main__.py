@@ -50,12 +50,13 @@ def deploy_environment(env: EnvironmentStack) -> None:
     )
 
     config = pulumi.Config(NS)
-    generated_password = None
+    # A generated password is not exported: every reader of the stack's outputs (a team stack's
+    # StackReference among them) would get it. It stays a secret in the state and in the
+    # Kubernetes Secret the chart reads (README "Deploy an environment" says how to read it).
     if is_set(f"{NS}:platformAdminPassword"):
         admin_password = config.require_secret("platformAdminPassword")
     else:
-        generated_password = random.RandomPassword("platform-admin-password", length=32, special=False)
-        admin_password = generated_password.result
+        admin_password = random.RandomPassword("platform-admin-password", length=32, special=False).result
     license_key = env.platform.license_token_key
 
     platform = VClusterPlatform(
@@ -108,8 +109,6 @@ def deploy_environment(env: EnvironmentStack) -> None:
     pulumi.export("nodeProviderName", node_provider.name)
     pulumi.export("nodeTypes", [{"name": nt.name, "properties": nt.properties} for nt in env.offer.node_types])
     pulumi.export("environmentFacts", env.facts.to_dict())
-    if generated_password is not None:
-        pulumi.export("platformAdminPassword", pulumi.Output.secret(generated_password.result))
     pulumi.export("tenants", {t.tenant_name: tenant_outputs(t) for t in tenants})
 
 

@@ -48,9 +48,11 @@ def render_values(
         control_plane["statefulSet"] = {"resources": resources}
     document = {
         "controlPlane": control_plane,
-        # The chart's own NetworkPolicies in the tenant's host namespace (chart/templates/
-        # networkpolicy.yaml at v0.36.1): the control plane accepts connections from its own pods,
-        # the platform and on its API port only, and talks to host DNS, API servers and the platform.
+        # The chart's own NetworkPolicies in the tenant's host namespace (loft-sh/vcluster
+        # chart/templates/networkpolicy.yaml at v0.36.1; with private nodes only `vc-cp-<name>`):
+        # the control plane accepts TCP 8443 from any source, every port from `app: loft` pods of
+        # any namespace, its own peers and `app: vcluster-snapshot` pods; it sends to host DNS,
+        # TCP 443/8443/6443 of any address, its peers and the platform (README "Security").
         "policies": {"networkPolicy": {"enabled": True}},
         "privateNodes": {
             "enabled": True,

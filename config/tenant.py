@@ -73,17 +73,23 @@ class TenantNetwork(ConfigModel):
     nat_addresses: int = Field(1, ge=1, le=8)
 
 
-class Resources(ConfigModel):
-    cpu: str
-    memory: str
+class Requests(ConfigModel):
+    cpu: str = "200m"
+    memory: str = "512Mi"
+
+
+class Limits(ConfigModel):
+    cpu: str = "2"
+    memory: str = "4Gi"
 
 
 class ControlPlane(ConfigModel):
     """Requests and limits of the tenant's control-plane pod on the host cluster: requests keep
-    room for it, limits keep it from starving the other tenants' control planes."""
+    room for it, limits keep it from starving the other tenants' control planes. Each of the four
+    values has its own default, so `{limits: {memory: 8Gi}}` changes that one value only."""
 
-    requests: Resources = Resources(cpu="200m", memory="512Mi")
-    limits: Resources = Resources(cpu="2", memory="4Gi")
+    requests: Requests = Requests()
+    limits: Limits = Limits()
 
 
 class Tenant(ConfigModel):

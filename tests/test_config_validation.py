@@ -555,6 +555,13 @@ def test_control_plane_resources_are_quantities(stack_values):
     ]
 
 
+def test_control_plane_values_are_checked_against_the_defaults_they_keep(stack_values):
+    """Only requests.cpu set: it is checked against the default limit it is merged with."""
+    values = stack_values("dev")
+    values[f"{NS}:tenants"][1]["controlPlane"] = {"requests": {"cpu": "3"}}
+    assert problems(values) == ["tenants[1].controlPlane.requests.cpu: 3 is above limits.cpu 2"]
+
+
 def test_default_is_no_team_name(stack_values):
     values = stack_values("dev")
     values[f"{NS}:tenants"][0]["name"] = "default"
@@ -584,3 +591,17 @@ def test_shared_tenants_names_keep_their_vms_apart(stack_values):
     assert message.startswith("tenants[1].name: 'nlp-audio' and 'nlp' (tenants[0]) both share the environment's project")
     values[f"{NS}:tenants"][1].update(isolation="project", gcpProject="acme-ml-dev-audio")
     load_stack(values, stack="dev", project_dir=PROJECT_DIR)  # in a project of its own: fine
+
+
+def test_legacy_mode_in_prod_needs_shared_tenants_and_the_override(stack_values):
+    """README "Configuration reference" (`legacyInfrastructure`): every tenant shared, which prod
+    allows only with platform.allowSharedIsolation: true."""
+    values = stack_values("prod")
+    values[f"{NS}:nodeProvider"]["legacyInfrastructure"] = True
+    [message] = problems(values, "prod")
+    assert message.startswith("tenants[0].isolation: project needs nodeProvider.legacyInfrastructure: false")
+    values[f"{NS}:tenants"][0]["isolation"] = "shared"
+    [message] = problems(values, "prod")
+    assert message.startswith("tenants[0].isolation:") and "platform.allowSharedIsolation: true" in message
+    values[f"{NS}:platform"]["allowSharedIsolation"] = True
+    load_stack(values, stack="prod", project_dir=PROJECT_DIR)

@@ -3,6 +3,8 @@ each resource receives, secrets, providers and ordering."""
 
 from __future__ import annotations
 
+import json
+
 import yaml
 
 from components.gke_cluster import REQUIRED_APIS
@@ -116,9 +118,13 @@ def test_platform_release_keeps_the_password_out_of_helm_values(dev_run):
     assert secret.input("stringData") == {"password": "placeholder-generated-password"}
 
 
-def test_generated_admin_password_is_exported_as_a_secret(dev_run):
-    assert dev_run.outputs["platformAdminPassword"] == "placeholder-generated-password"
-    assert "platformAdminPassword" in dev_run.secret_outputs
+def test_generated_admin_password_is_not_a_stack_output(dev_run, tenant_run):
+    """Readers of the environment's outputs (a team stack's StackReference) never get it: it stays
+    in the Kubernetes Secret (above), where README "Deploy an environment" reads it."""
+    assert dev_run.of_type("random:index/randomPassword:RandomPassword")
+    assert "platformAdminPassword" not in dev_run.outputs
+    assert "placeholder-generated-password" not in json.dumps(dev_run.outputs)
+    assert "placeholder-generated-password" not in json.dumps(tenant_run.outputs)
 
 
 def test_configured_admin_password_is_used_and_not_generated(stack_values):

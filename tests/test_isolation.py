@@ -65,14 +65,15 @@ def values_of(vci: Registration) -> VClusterValues:
 @pytest.fixture(scope="module")
 def variant(stack_values) -> ProgramRun:
     """dev with nlp in a project of its own (existing), three NAT addresses, metadata exposed and
-    a larger control plane; speech stays shared."""
+    a larger control plane (two of its four values set: the others keep their defaults); speech
+    stays shared."""
     values = stack_values("dev")
     nlp = values["gpu-platform:tenants"][0]
     nlp.update(
         isolation="project",
         gcpProject="acme-ml-dev-nlp",
         nodeMetadata="exposed",
-        controlPlane={"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"cpu": "4", "memory": "8Gi"}},
+        controlPlane={"requests": {"cpu": "500m"}, "limits": {"memory": "8Gi"}},
     )
     nlp["network"]["natAddresses"] = 3
     return run_program(values, stack="dev")
@@ -272,9 +273,10 @@ def test_host_namespaces_get_network_policies_and_control_planes_requests_and_li
         values = values_of(vci)
         assert values.network_policy_enabled
         assert values.control_plane_resources == {"requests": {"cpu": "200m", "memory": "512Mi"}, "limits": {"cpu": "2", "memory": "4Gi"}}
+    # Set values replace their defaults one by one; the values not set keep theirs.
     assert values_of(variant.one(VCI, "nlp")).control_plane_resources == {
-        "requests": {"cpu": "500m", "memory": "1Gi"},
-        "limits": {"cpu": "4", "memory": "8Gi"},
+        "requests": {"cpu": "500m", "memory": "512Mi"},
+        "limits": {"cpu": "2", "memory": "8Gi"},
     }
 
 

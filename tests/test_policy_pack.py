@@ -119,6 +119,12 @@ def test_every_policy_the_readme_table_needs_is_a_resource_or_stack_policy():
 
 
 def test_readme_enables_the_committed_pack_version():
+    """README reads the version from policy/PulumiPolicy.yaml rather than naming it, so a bump
+    cannot leave it stale."""
     version = yaml.safe_load((POLICY_DIR / "PulumiPolicy.yaml").read_text())["version"]
     readme = (PROJECT_DIR / "README.md").read_text()
-    assert f"pulumi policy enable <your-org>/gpu-platform-guardrails {version} --policy-group gpu-platform-guardrails" in readme
+    assert version not in readme
+    found = re.search(r'pulumi policy enable <your-org>/gpu-platform-guardrails "\$\((sed [^)]+)\)" --policy-group gpu-platform-guardrails\n', readme)
+    assert found
+    printed = subprocess.run(found.group(1), shell=True, cwd=PROJECT_DIR, capture_output=True, text=True, check=True).stdout
+    assert printed == f"{version}\n"

@@ -3,6 +3,7 @@ security table equal to the role the program creates, every YAML example valid w
 
 from __future__ import annotations
 
+import functools
 import re
 import shutil
 import textwrap
@@ -56,18 +57,24 @@ def test_the_first_command_is_the_offline_plan():
     assert first.startswith("make plan")
 
 
-def test_the_costs_example_is_the_dev_plan():
-    """README "Costs" shows dev's cost table exactly as `make plan` prints it."""
+@functools.cache
+def dev_plan() -> str:
+    """What `make plan` prints for dev."""
     import contextlib
     import io
 
     from tools.plan import main
 
-    example = re.search(r"```text\n(.+?)\n```", section("Costs"), flags=re.DOTALL).group(1)
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         assert main(["--stack", "dev"]) == 0
-    assert example in out.getvalue()
+    return out.getvalue()
+
+
+def test_the_costs_example_is_the_dev_plan():
+    """README "Costs" shows dev's cost table exactly as `make plan` prints it."""
+    example = re.search(r"```text\n(.+?)\n```", section("Costs"), flags=re.DOTALL).group(1)
+    assert example in dev_plan()
 
 
 # --- Pulumi.yaml describes the keys the program reads ------------------------------------------
@@ -152,7 +159,7 @@ def test_stack_file_examples_work_as_new_stacks(tmp_path, index):
     stack = re.fullmatch(r"Pulumi\.([a-z0-9-]+)\.yaml", name or "")
     assert stack, "README names the file of each stack file example just before it: `Pulumi.<stack>.yaml`:"
     assert stack.group(1) not in list_stacks(PROJECT_DIR), "the example must be a new stack, not a committed one"
-    assert f"pulumi stack init {stack.group(1)}\n" in README
+    assert f"pulumi stack init <your-org>/{stack.group(1)}\n" in README
     project = copy_of_project(tmp_path)
     stack_file(project, stack.group(1)).write_text(text)
     assert load_every_stack(project) == COMMITTED_WARNINGS  # e.g. no GPU quota exceeded by the new team
@@ -164,3 +171,63 @@ def test_workload_example_tolerates_the_gpu_taint_and_asks_for_gpus():
     [toleration] = spec["tolerations"]
     assert (toleration["key"], toleration["operator"], toleration["effect"]) == (GPU_TAINT["key"], "Exists", GPU_TAINT["effect"])
     assert all(GPU_RESOURCE in c["resources"]["limits"] for c in spec["containers"])
+
+
+# --- what README says the program and the plan do ---------------------------------------------
+
+
+def test_every_stack_init_names_the_organization():
+    """One form everywhere, `pulumi stack init <your-org>/<stack>`, as team stacks' environmentStack
+    (`<org>/gpu-platform/<env>`) expects."""
+    inits = re.findall(r"pulumi stack init (\S+)", README)
+    assert inits and [i for i in inits if not re.fullmatch(r'"?<your-org>/[a-z0-9$-]+"?', i)] == []
+
+
+def test_the_exports_are_the_program_outputs(dev_run, tenant_run):
+    text = re.search(r"^Exports: (.+?)(?:\n\n|\Z)", section("What a stack creates"), flags=re.S | re.M).group(1)
+    environment, tenant = text.split("A tenant (")
+    assert set(re.findall(r"`([A-Za-z]+)`", environment)) == set(dev_run.outputs)
+    exported = tenant.split(") exports ", 1)[1]
+    assert set(re.findall(r"`([A-Za-z]+)`", exported)) == set(tenant_run.outputs) == set(dev_run.outputs["tenants"]["nlp"])
+
+
+def test_the_admin_password_is_read_from_the_secret_the_program_creates(dev_run):
+    from components.vcluster_platform import ADMIN_SECRET
+    from config.facts import PLATFORM_NAMESPACE
+
+    secret = dev_run.one("kubernetes:core/v1:Secret", "admin-password")
+    assert (secret.input("metadata", "name"), secret.input("metadata", "namespace")) == (ADMIN_SECRET, PLATFORM_NAMESPACE)
+    command = f"kubectl -n {PLATFORM_NAMESPACE} get secret {ADMIN_SECRET} -o jsonpath='{{.data.password}}' | base64 -d"
+    assert command in section("Deploy an environment")
+    assert "stack output platformAdminPassword" not in README.replace("`pulumi stack output platformAdminPassword`", "")
+
+
+def test_the_first_plan_ends_with_the_warnings_try_it_announces():
+    """Try it: "It ends with 2 warnings": one per shared tenant of dev, nothing else."""
+    count = int(re.search(r"It ends with (\d+) warnings", section("Try it")).group(1))
+    warnings = dev_plan().split(f"\nWarnings ({count})\n", 1)[1].splitlines()
+    assert len(warnings) == count
+    shared = re.findall(r"^  WARNING \(program\): tenants\[\d\] \(([a-z-]+)\) uses isolation: shared: ", "\n".join(warnings), flags=re.M)
+    assert len(shared) == count and all(name in section("Try it") for name in shared)
+
+
+def test_availability_names_the_regions_with_zones_and_with_prices():
+    from config.catalog import CATALOG_PATH
+
+    catalog = yaml.safe_load(CATALOG_PATH.read_text())
+    text = section("GPU nodes").split("### Availability", 1)[1]
+    with_zones = re.search(r"\(zones per region: (.+?)\) and how", text, flags=re.S).group(1)
+    named = set(re.findall(r"\b[a-z]+-[a-z]+\d\b", with_zones))
+    assert named == {r for family in catalog["availability"]["families"].values() for r in family["zones"]}
+    priced = re.search(r"\*\*Prices are recorded for (.+?) only\.\*\*", text).group(1)
+    assert set(re.findall(r"\b[a-z]+-[a-z]+\d\b", priced)) == set(catalog["prices"])
+
+
+def test_team_stacks_are_not_described_as_a_privilege_boundary():
+    """The review's findings stay fixed: whoever deploys a team stack is trusted like a platform
+    admin, and README never says otherwise."""
+    assert "What it is not: a privilege boundary." in section("Add a team")
+    for claim in ("needs rights on its own project only", "deployed by their teams\n", "deployed by their teams.", "and deployed by their teams"):
+        assert claim not in README
+    rows = re.findall(r"^\| a (?:team stack's|shared team's stack) deployer[^|]*\|", section("Security"), flags=re.M)
+    assert len(rows) == 2 and all("the environment's deployer" in row for row in rows)

@@ -142,7 +142,7 @@ class PlatformMocks(pulumi_mocks.Mocks):
             if name not in self.stack_outputs:
                 raise KeyError(f"no outputs for stack reference {name!r}")
             state["outputs"] = self.stack_outputs[name]
-            state["secretOutputNames"] = [k for k in ("kubeconfig", "platformAdminPassword") if k in self.stack_outputs[name]]
+            state["secretOutputNames"] = [k for k in ("kubeconfig",) if k in self.stack_outputs[name]]
         elif typ == "gcp:container/cluster:Cluster":
             location = inputs.get("location", "")
             state["endpoint"] = "203.0.113.10"  # TEST-NET-3: a documentation address, never real

@@ -11,8 +11,9 @@ node types, GPU quota, tenants' pools), list-price cost ceilings and every warni
 cloud can compute come back as placeholders and are labelled as such.
 
 A tenant stack needs its environment's outputs: from --environment-outputs FILE (the output of
-`pulumi stack output --json --show-secrets` of the environment stack), or else from an offline
-evaluation of the environment's stack file in this project, which the plan says.
+`pulumi stack output --json` of the environment stack; secret outputs such as the kubeconfig may
+stay `[secret]`, the plan reads none of them), or else from an offline evaluation of the
+environment's stack file in this project, which the plan says.
 
 Exit status: 0 when every stack planned, 1 when one did not (its configuration problems are printed,
 all at once, without a traceback), 2 for a wrong command line.
@@ -170,7 +171,7 @@ def _read_outputs_file(path: Path, reference: str) -> dict[str, Any]:
     if missing:
         raise PlanError(
             f"--environment-outputs {path}: missing output(s) {', '.join(missing)}; expected the output of "
-            f"`pulumi stack output --json --show-secrets --stack {reference}`"
+            f"`pulumi stack output --json --stack {reference}`"
         )
     return document
 
@@ -403,7 +404,7 @@ def parser() -> argparse.ArgumentParser:
         "--environment-outputs",
         type=Path,
         metavar="FILE",
-        help="tenant stacks: the environment stack's outputs, JSON or YAML (`pulumi stack output --json --show-secrets`); "
+        help="tenant stacks: the environment stack's outputs, JSON or YAML (`pulumi stack output --json`; `[secret]` values are fine); "
         "default: an offline evaluation of the environment's stack file",
     )
     p.add_argument("--project-dir", type=Path, default=PROJECT_DIR, metavar="DIR", help="directory with Pulumi.yaml and the stack files (default: this repository)")
