@@ -257,7 +257,7 @@ def test_comma_lists_use_the_first_element(evaluated):
     "scenario, pattern",
     [
         ("bad-project-wildcard", r'^Property project must be .*\(got "\*"\)'),
-        ("bad-project-missing", r'^Property project must be .*\(got ""\)'),
+        ("bad-project-missing", r'^Property project must be .*\(got ""\)\. Pulumi sets it on each tenant\'s auto-nodes entry'),
         ("bad-region-glob", r'^Property region must be .*\(got "europe-\*"\)'),
         ("bad-network-missing", r'^Property gpu-platform/network must be "dev-nlp-nodes", .* \(got ""\)'),
         ("bad-network-wildcard", r'^Property gpu-platform/network must be "dev-nlp-nodes", .* \(got "\*"\)'),

@@ -173,6 +173,7 @@ def test_node_type_zones_outside_the_region_are_refused(evaluated):
     ]
     [message] = failures(evaluated["bad-region-wildcard"])
     assert message.startswith("Property region must be a concrete GCP region")
+    assert message.endswith("Pulumi sets it on each tenant's auto-nodes entry (TenantVCluster).")  # not on the NodeProvider
     [message] = failures(evaluated["bad-no-network"])
     assert "network_name or subnet_name" in message
     [message] = failures(evaluated["bad-no-names"])

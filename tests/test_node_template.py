@@ -785,7 +785,7 @@ def test_comma_lists_and_zone_fallback(evaluated):
     "scenario, expected",
     [
         ("bad-project-wildcard", [r"^Property project must be .*got \"\*\""]),
-        ("bad-project-missing", [r"^Property project must be .*got \"\""]),
+        ("bad-project-missing", [r"^Property project must be .*got \"\"\)\. Pulumi sets it on each tenant's auto-nodes entry"]),
         ("bad-region-glob", [r"^Property region must be .*got \"us-\*\""]),
         ("bad-zone-wildcard", [r"^No concrete zone"]),
         ("bad-zone-glob", [r"^No concrete zone"]),

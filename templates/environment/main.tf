@@ -82,11 +82,11 @@ data "google_compute_zones" "available" {
   lifecycle {
     precondition {
       condition     = local.project != "" && !can(regex(local.wildcard, local.project))
-      error_message = "Property project must be a concrete GCP project id, not empty or a wildcard (got \"${local.project}\"). Pulumi sets it on the NodeProvider and on each tenant's auto-nodes entry."
+      error_message = "Property project must be a concrete GCP project id, not empty or a wildcard (got \"${local.project}\"). Pulumi sets it on each tenant's auto-nodes entry (TenantVCluster)."
     }
     precondition {
       condition     = local.region != "" && !can(regex(local.wildcard, local.region))
-      error_message = "Property region must be a concrete GCP region, not empty or a wildcard (got \"${local.region}\"). Pulumi sets it on the NodeProvider and on each tenant's auto-nodes entry."
+      error_message = "Property region must be a concrete GCP region, not empty or a wildcard (got \"${local.region}\"). Pulumi sets it on each tenant's auto-nodes entry (TenantVCluster)."
     }
     precondition {
       condition     = local.vcluster_name != ""

@@ -540,7 +540,7 @@ resource "terraform_data" "inputs" {
     }
     precondition {
       condition     = local.region_concrete
-      error_message = "Property region must be a concrete GCP region, not empty or a wildcard (got \"${local.region}\"). Pulumi sets it on the NodeProvider and on each tenant's auto-nodes entry."
+      error_message = "Property region must be a concrete GCP region, not empty or a wildcard (got \"${local.region}\"). Pulumi sets it on each tenant's auto-nodes entry (TenantVCluster)."
     }
     precondition {
       condition     = length(local.node_type_zones) > 0

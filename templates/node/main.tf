@@ -346,11 +346,11 @@ resource "google_compute_instance" "node" {
   lifecycle {
     precondition {
       condition     = local.project_concrete
-      error_message = "Property project must be a concrete GCP project id, not empty or a wildcard (got \"${local.project}\"). GcpNodeProvider sets it in the NodeProvider's properties."
+      error_message = "Property project must be a concrete GCP project id, not empty or a wildcard (got \"${local.project}\"). Pulumi sets it on each tenant's auto-nodes entry (TenantVCluster)."
     }
     precondition {
       condition     = local.region_concrete
-      error_message = "Property region must be a concrete GCP region, not empty or a wildcard (got \"${local.region}\"). GcpNodeProvider sets it in the NodeProvider's properties."
+      error_message = "Property region must be a concrete GCP region, not empty or a wildcard (got \"${local.region}\"). Pulumi sets it on each tenant's auto-nodes entry (TenantVCluster)."
     }
     precondition {
       condition     = local.zone_concrete
