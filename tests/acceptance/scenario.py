@@ -34,7 +34,7 @@ class Live:
     names: RunNames
     settings: Settings
     host: Kubectl
-    gcloud: Gcloud
+    gcloud: Gcloud  # in the project of the tenant's VMs (the team's in project mode)
     report: Report
     workdir: Path
     gpu_machines: dict[str, bool]  # machine type → GPUs are guest accelerators
@@ -216,7 +216,7 @@ def inspect_gpu_node(live: Live, smoke: SmokeJob) -> dict[str, Any] | None:
         live.settle("GPU offered to pods", lambda: _allocatable(smoke.refresh_node(), names.gpus_per_node), timeout=GPU_TIMEOUT)
         report.mark("gpu_allocatable", live.clock.now())
     finally:
-        findings = kube.node_findings(smoke.node, project=names.project, zones=names.zones, gpus=names.gpus_per_node, zone_wanted=smoke.zone)
+        findings = kube.node_findings(smoke.node, project=names.vm_project, zones=names.zones, gpus=names.gpus_per_node, zone_wanted=smoke.zone)
         for finding in findings:
             report.add(finding, live.say)
         vm = check_vm(live, smoke.node)
