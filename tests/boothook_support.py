@@ -22,7 +22,9 @@ DROPIN_NAME = "50-gpu-platform-metadata.conf"
 
 # Built-in chains per table (iptables-extensions(8), "TABLES"); targets that are not chains.
 BUILTIN_CHAINS = {"raw": ["PREROUTING", "OUTPUT"], "mangle": ["PREROUTING", "INPUT", "FORWARD", "OUTPUT", "POSTROUTING"]}
-FAKE_IPTABLES = f"""#!{sys.executable}
+# -IS: isolated, no site packages: a fast start for a command the boothook calls often (one
+# shebang argument: Linux passes everything after the interpreter as one).
+FAKE_IPTABLES = f"""#!{sys.executable} -IS
 import json, os, sys
 args = sys.argv[1:]
 with open(os.environ["FAKE_CALLS"], "a") as log:
