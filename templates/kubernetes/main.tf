@@ -329,6 +329,16 @@ locals {
     ]
   ])
 
+  # StorageClasses, named <provider>-<key>. disk-default (upstream's name) is the default class.
+  # hyperdisk-balanced serves machine series that take Hyperdisk only (A3 Ultra, a3-ultragpu-8g),
+  # chosen by name, never the default: the pinned driver creates hyperdisk-balanced disks (tag
+  # v1.13.9, pkg/gce-cloud-provider/compute/gce-compute.go `hyperdiskTypes`), with the disk type's
+  # default IOPS and throughput.
+  storage_classes = {
+    disk-default       = { type = "pd-balanced", default = true }
+    hyperdisk-balanced = { type = "hyperdisk-balanced", default = false }
+  }
+
   csi_manifests = concat(
     [
       for component in ["controller", "node"] : {
@@ -484,12 +494,14 @@ locals {
         metadata   = { name = "pd.csi.storage.gke.io", annotations = local.annotations, labels = local.labels }
         spec       = { attachRequired = true, podInfoOnMount = false, fsGroupPolicy = "File" }
       },
-      {
+    ],
+    [
+      for name, class in local.storage_classes : {
         apiVersion = "storage.k8s.io/v1"
         kind       = "StorageClass"
         metadata = {
-          name        = "${local.node_provider_name}-disk-default"
-          annotations = merge(local.annotations, { "storageclass.kubernetes.io/is-default-class" = "true" })
+          name        = "${local.node_provider_name}-${name}"
+          annotations = merge(local.annotations, class.default ? { "storageclass.kubernetes.io/is-default-class" = "true" } : {})
           labels      = local.labels
         }
         provisioner = "pd.csi.storage.gke.io"
@@ -497,26 +509,8 @@ locals {
         volumeBindingMode    = "WaitForFirstConsumer"
         allowVolumeExpansion = true
         reclaimPolicy        = "Delete"
-        parameters           = { type = "pd-balanced", "csi.storage.k8s.io/fstype" = "ext4" }
-      },
-      {
-        # For machine series that take Hyperdisk only (A3 Ultra, a3-ultragpu-8g), chosen by name,
-        # never the default. The pinned driver creates hyperdisk-balanced disks (tag v1.13.9,
-        # pkg/gce-cloud-provider/compute/gce-compute.go `hyperdiskTypes`); IOPS and throughput are
-        # the disk type's defaults.
-        apiVersion = "storage.k8s.io/v1"
-        kind       = "StorageClass"
-        metadata = {
-          name        = "${local.node_provider_name}-hyperdisk-balanced"
-          annotations = local.annotations
-          labels      = local.labels
-        }
-        provisioner          = "pd.csi.storage.gke.io"
-        volumeBindingMode    = "WaitForFirstConsumer"
-        allowVolumeExpansion = true
-        reclaimPolicy        = "Delete"
-        parameters           = { type = "hyperdisk-balanced", "csi.storage.k8s.io/fstype" = "ext4" }
-      },
+        parameters           = { type = class.type, "csi.storage.k8s.io/fstype" = "ext4" }
+      }
     ],
   )
 
