@@ -29,8 +29,11 @@ plan-all: $(STAMP)
 
 ## Acceptance test against a real GCP project (README "Acceptance test"): deploys an ephemeral
 ## environment with one tenant, checks a GPU node end to end, destroys everything. Costs money.
-##   make acceptance PROJECT=<id> [REGION=us-central1] [ZONES=<region>-a,<region>-b] [GPU=nvidia-tesla-t4] [GPU_QUOTA=1]
+##   make acceptance PROJECT=<id> [TEAM_PROJECT=<id>] [REGION=us-central1] [ZONES=<region>-a,<region>-b] [GPU=nvidia-tesla-t4] [GPU_QUOTA=1]
+## With TEAM_PROJECT (an existing project) the tenant runs in project mode there; without, shared.
 PROJECT          ?=
+TEAM_PROJECT     ?=
+ISOLATION        ?=
 REGION           ?= us-central1
 ZONES            ?= $(REGION)-a,$(REGION)-b
 GPU              ?= nvidia-tesla-t4
@@ -44,10 +47,11 @@ ACCEPTANCE_FLAGS ?=
 
 # Passed through the environment, never pasted into the command line: the workflow's inputs end up
 # in these variables, and the shell expands "$$VAR" without interpreting its value.
-export PROJECT REGION ZONES GPU GPU_QUOTA GPUS_PER_NODE BACKEND IDLE_MARGIN NODE_TIMEOUT ACCEPTANCE_OUT
+export PROJECT TEAM_PROJECT ISOLATION REGION ZONES GPU GPU_QUOTA GPUS_PER_NODE BACKEND IDLE_MARGIN NODE_TIMEOUT ACCEPTANCE_OUT
 
 acceptance: $(STAMP)
-	@$(BIN)/python -m tests.acceptance.run --project "$$PROJECT" --region "$$REGION" --zones "$$ZONES" \
+	@$(BIN)/python -m tests.acceptance.run --project "$$PROJECT" --team-project "$$TEAM_PROJECT" --isolation "$$ISOLATION" \
+	  --region "$$REGION" --zones "$$ZONES" \
 	  --gpu "$$GPU" --gpu-quota "$$GPU_QUOTA" --gpus-per-node "$$GPUS_PER_NODE" --backend "$$BACKEND" \
 	  --idle-margin "$$IDLE_MARGIN" --node-timeout "$$NODE_TIMEOUT" --out "$$ACCEPTANCE_OUT" $(ACCEPTANCE_FLAGS)
 

@@ -78,7 +78,6 @@ def deploy_environment(env: EnvironmentStack) -> None:
         GcpNodeProviderArgs(
             name=env.node_provider.name,
             environment=env.environment,
-            project=env.project,
             region=env.region,
             node_types=env.offer.node_types,
             legacy_infrastructure=env.node_provider.legacy_infrastructure,

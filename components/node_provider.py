@@ -10,7 +10,6 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from config import versions
-from config import node_properties as props
 from config.node_types import NodeType
 
 from .loft_api import (
@@ -34,7 +33,6 @@ TEMPLATE_TIMEOUT = "30m"
 class GcpNodeProviderArgs:
     name: str
     environment: str
-    project: str
     region: str
     node_types: tuple[NodeType, ...]
     legacy_infrastructure: bool = False  # the official infrastructure template instead of ours
@@ -60,8 +58,14 @@ def node_provider_spec(args: GcpNodeProviderArgs) -> NodeProviderSpec:
     )
     return NodeProviderSpec(
         display_name=f"GCP GPU nodes ({args.region})",
-        # Concrete project and region for every claim: the templates refuse wildcards.
-        properties={props.PROJECT: args.project, props.REGION: args.region},
+        # No properties of its own, `project` and `region` in particular: each tenant's auto-nodes
+        # entry sets both (components/tenant_vcluster.py; the templates refuse an empty value), and
+        # in project mode the tenant's `project` is the team's, not the host's. How the platform
+        # would combine a second value set here is not public (the entry's properties also become
+        # Karpenter requirements: vcluster-docs vcluster/_fragments/deploy/auto-nodes-scheduling.mdx),
+        # and either outcome would put a tenant's VMs in the wrong project. `region` is left out
+        # too although every tenant has the environment's: one owner per property.
+        properties=None,
         terraform=TerraformSpec(
             node_template=TerraformTemplate(inline=node_template(), timeout=TEMPLATE_TIMEOUT),
             node_environment_template=NodeEnvironmentTemplate(infrastructure=infrastructure, kubernetes=kubernetes),

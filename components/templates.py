@@ -7,6 +7,7 @@ import functools
 from pathlib import Path
 
 from config import versions
+from config.facts import PROJECT_NAMESPACE_PREFIX
 
 TEMPLATES_DIR = Path(__file__).resolve().parent.parent / "templates"
 NODE_TEMPLATE = TEMPLATES_DIR / "node" / "main.tf"
@@ -24,14 +25,20 @@ def node_template() -> str:
 
 
 ENVIRONMENT_PLACEHOLDER = "__GPU_PLATFORM_ENVIRONMENT__"
+PROJECT_NAMESPACE_PREFIX_PLACEHOLDER = "__GPU_PLATFORM_PROJECT_NAMESPACE_PREFIX__"
 
 
 def environment_template(environment: str) -> str:
     """The environment template for one environment: it derives each tenant's network and identity
-    names from the environment and the vCluster's name, so it need not trust the properties."""
+    names from the environment and the vCluster's name, so it need not trust the properties, and
+    checks the instance's namespace with the prefix the platform is configured with."""
     if not environment.isidentifier():
         raise ValueError(f"{environment!r} is not an environment name")
-    return read_template(ENVIRONMENT_TEMPLATE).replace(ENVIRONMENT_PLACEHOLDER, environment)
+    return (
+        read_template(ENVIRONMENT_TEMPLATE)
+        .replace(ENVIRONMENT_PLACEHOLDER, environment)
+        .replace(PROJECT_NAMESPACE_PREFIX_PLACEHOLDER, PROJECT_NAMESPACE_PREFIX)
+    )
 
 
 # Placeholders of templates/kubernetes/main.tf → the pinned images (config/versions.py).

@@ -11,6 +11,7 @@ import pulumi_kubernetes as k8s
 
 from config import versions
 from config.environment import INGRESS_TLS_SECRET, IngressTls
+from config.facts import PROJECT_NAMESPACE_PREFIX
 
 from .auto_nodes_identity import PLATFORM_KSA, PLATFORM_NAMESPACE
 from .options import depends_on_of
@@ -94,8 +95,11 @@ class VClusterPlatform(pulumi.ComponentResource):
                 "annotations": {"iam.gke.io/gcp-service-account": args.service_account_email},
             },
         }
+        # The chart writes `config` into the platform's config (loft-sh/loft v4.11.2
+        # chart/templates/secret.yaml); Helm merges it with the chart's own `config` defaults.
+        values["config"] = {"projectNamespacePrefix": PROJECT_NAMESPACE_PREFIX}
         if args.public_host:
-            values["config"] = {"loftHost": args.public_host}
+            values["config"]["loftHost"] = args.public_host
         if args.public_host and args.ingress_class:
             values["ingress"] = ingress_values(args.public_host, args.ingress_class, args.ingress_tls)
         if args.license_token is not None:

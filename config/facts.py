@@ -18,10 +18,18 @@ TENANT_CLUSTER_CIDRS = (("vCluster pod network", "10.244.0.0/16"), ("vCluster se
 PLATFORM_NAMESPACE = "vcluster-platform"
 
 
+# The prefix of vCluster Platform project namespaces. The platform's config key
+# `projectNamespacePrefix` ("Omitted defaults to \"p-\"": vcluster-docs
+# platform/api/_partials/resources/config/reference.mdx; loft-sh/loft v4.11.2
+# api/openapi-spec/swagger.json `ConfigStatus`) is set to it explicitly in the platform's Helm values
+# (components/vcluster_platform.py), and the environment template's namespace check is rendered
+# with it (components/templates.py): all three agree by construction, whatever the default becomes.
+PROJECT_NAMESPACE_PREFIX = "p-"
+
+
 def project_namespace(platform_project: str) -> str:
-    """The namespace of a vCluster Platform project: the platform's default prefix "p-"
-    (loft-sh/vcluster v0.36.1 pkg/projectutil/projectutil.go, ProjectNamespace)."""
-    return f"p-{platform_project}"
+    """The namespace of a vCluster Platform project."""
+    return f"{PROJECT_NAMESPACE_PREFIX}{platform_project}"
 
 
 @dataclass(frozen=True)

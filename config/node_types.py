@@ -31,9 +31,10 @@ label for *underutilization* consolidation only (kubernetes-sigs/karpenter v1.14
 pkg/controllers/disruption/types.go `NewCandidate` "We only care if instanceType in non-empty
 consolidation"; consolidation.go `ShouldDisrupt` "Instance Type … not found"); empty nodes are
 removed regardless (emptiness.go `ShouldDisrupt`), which is what the GPU pools use (`WhenEmpty`).
-Karpenter before v1.2 refused every disruption of such a node (v1.1.0 types.go `NewCandidate`), as it
-would for upstream's nodes; which Karpenter vCluster embeds is not public, so `make acceptance`
-measures that an idle GPU VM is deleted.
+Karpenter v1.0.x refused every disruption of such a node ("Instance Type … not found": v1.0.0 to
+v1.0.9 pkg/controllers/disruption/types.go `NewCandidate`), as it would for upstream's nodes; from
+v1.1.0 the same function no longer does. Which Karpenter vCluster embeds is not public, so
+`make acceptance` measures that an idle GPU VM is deleted.
 """
 
 from __future__ import annotations

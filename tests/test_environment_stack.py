@@ -4,10 +4,12 @@ each resource receives, secrets, providers and ordering."""
 from __future__ import annotations
 
 import json
+import re
 
 import yaml
 
 from components.gke_cluster import REQUIRED_APIS
+from config.facts import PROJECT_NAMESPACE_PREFIX
 
 CLUSTER = "gcp:container/cluster:Cluster"
 NODE_POOL = "gcp:container/nodePool:NodePool"
@@ -153,6 +155,19 @@ def test_license_token_travels_in_a_secret(stack_values):
     env = run.one(RELEASE).input("values", "envValueFrom")
     assert env == {"LICENSE_TOKEN": {"secretKeyRef": {"name": "vcluster-platform-license", "key": "token"}}}
     assert "placeholder-decrypted-secret" not in yaml.safe_dump(run.one(RELEASE).input("values"))
+
+
+def test_the_platforms_project_namespace_prefix_is_the_one_the_environment_template_checks(dev_run, prod_run):
+    """The platform is told its project namespace prefix rather than left at its default ("Omitted
+    defaults to p-"), and the environment template refuses an instance outside `<prefix><team>`
+    with that same prefix: the two cannot drift apart."""
+    for run in (dev_run, prod_run):
+        assert run.one(RELEASE).input("values", "config", "projectNamespacePrefix") == PROJECT_NAMESPACE_PREFIX == "p-"
+        infrastructure = run.one(NODE_PROVIDER).input("spec", "terraform", "nodeEnvironmentTemplate", "infrastructure", "inline")
+        assert re.search(r'^  team_namespace = "p-\$\{local\.vcluster_name\}"$', infrastructure, flags=re.M)
+        assert "__GPU_PLATFORM_" not in infrastructure
+        for instance in run.of_type(VCI):
+            assert instance.input("metadata", "namespace") == f"{PROJECT_NAMESPACE_PREFIX}{instance.input('metadata', 'name')}"
 
 
 def test_ordering_cluster_platform_api_node_provider(dev_run):

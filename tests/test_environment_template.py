@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from components.templates import ENVIRONMENT_PLACEHOLDER, environment_template
+from components.templates import ENVIRONMENT_PLACEHOLDER, PROJECT_NAMESPACE_PREFIX_PLACEHOLDER, environment_template
 from config import node_properties as props
+from config.facts import PROJECT_NAMESPACE_PREFIX
 from config.isolation import node_name_prefix, vm_name_condition
 from hcl_support import blocks, evaluate, expr, failures, parse, precondition, require_tofu, required_providers, run, unquote
 
@@ -203,6 +204,10 @@ def test_the_environment_is_written_in_when_the_node_provider_renders_it():
     assert ENVIRONMENT_TF.read_text().count(f'"{ENVIRONMENT_PLACEHOLDER}"') == 1
     rendered = environment_template("dev")
     assert ENVIRONMENT_PLACEHOLDER not in rendered and re.search(r'^  environment += "dev"$', rendered, flags=re.M)
+    # The namespace prefix comes from the same constant as the platform's Helm values.
+    assert ENVIRONMENT_TF.read_text().count(PROJECT_NAMESPACE_PREFIX_PLACEHOLDER) == 1
+    assert PROJECT_NAMESPACE_PREFIX_PLACEHOLDER not in rendered
+    assert f'team_namespace = "{PROJECT_NAMESPACE_PREFIX}${{local.vcluster_name}}"' in rendered
     with pytest.raises(ValueError):
         environment_template('dev" } resource "x" "y" {')
 
@@ -252,7 +257,7 @@ def test_comma_lists_use_the_first_element(evaluated):
     "scenario, pattern",
     [
         ("bad-project-wildcard", r'^Property project must be .*\(got "\*"\)'),
-        ("bad-project-missing", r'^Property project must be .*\(got ""\)'),
+        ("bad-project-missing", r'^Property project must be .*\(got ""\)\. Pulumi sets it on each tenant\'s auto-nodes entry'),
         ("bad-region-glob", r'^Property region must be .*\(got "europe-\*"\)'),
         ("bad-network-missing", r'^Property gpu-platform/network must be "dev-nlp-nodes", .* \(got ""\)'),
         ("bad-network-wildcard", r'^Property gpu-platform/network must be "dev-nlp-nodes", .* \(got "\*"\)'),

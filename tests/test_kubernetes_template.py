@@ -173,6 +173,7 @@ def test_node_type_zones_outside_the_region_are_refused(evaluated):
     ]
     [message] = failures(evaluated["bad-region-wildcard"])
     assert message.startswith("Property region must be a concrete GCP region")
+    assert message.endswith("Pulumi sets it on each tenant's auto-nodes entry (TenantVCluster).")  # not on the NodeProvider
     [message] = failures(evaluated["bad-no-network"])
     assert "network_name or subnet_name" in message
     [message] = failures(evaluated["bad-no-names"])
@@ -241,12 +242,56 @@ def test_pd_csi_driver_with_topology_on_the_host_network(evaluated):
 
 
 def test_default_storage_class_binds_where_the_pod_lands(evaluated):
-    (storage_class,) = _of(evaluated["tenant"], "StorageClass")
-    assert storage_class["metadata"]["name"] == "gcp-gpu-disk-default"
+    classes = {c["metadata"]["name"]: c for c in _of(evaluated["tenant"], "StorageClass")}
+    assert set(classes) == {"gcp-gpu-disk-default", "gcp-gpu-hyperdisk-balanced"}
+    storage_class = classes["gcp-gpu-disk-default"]  # upstream's name (README "GPU nodes")
     assert storage_class["metadata"]["annotations"]["storageclass.kubernetes.io/is-default-class"] == "true"
     assert storage_class["provisioner"] == "pd.csi.storage.gke.io"
     assert storage_class["volumeBindingMode"] == "WaitForFirstConsumer"
     assert storage_class["parameters"]["type"] == "pd-balanced"
+
+
+def test_a_second_class_for_hyperdisk_only_machines_is_never_the_default(evaluated):
+    """A3 Ultra takes Hyperdisk only: its pods name this class; everything else keeps pd-balanced."""
+    hyperdisk = next(c for c in _of(evaluated["tenant"], "StorageClass") if c["metadata"]["name"] == "gcp-gpu-hyperdisk-balanced")
+    assert "storageclass.kubernetes.io/is-default-class" not in hyperdisk["metadata"]["annotations"]
+    assert hyperdisk["provisioner"] == "pd.csi.storage.gke.io"
+    assert hyperdisk["parameters"] == {"type": "hyperdisk-balanced", "csi.storage.k8s.io/fstype": "ext4"}
+    assert (hyperdisk["volumeBindingMode"], hyperdisk["allowVolumeExpansion"], hyperdisk["reclaimPolicy"]) == ("WaitForFirstConsumer", True, "Delete")
+    # The PD CSI driver this template pins creates hyperdisk-balanced disks from v1.13 on.
+    assert versions.PD_CSI_DRIVER_IMAGE.endswith(":v1.13.9")
+
+
+def test_single_hostnetwork_controllers_are_replaced_not_surged(evaluated):
+    """Both controllers run one hostNetwork pod; a RollingUpdate's surge pod could not bind the
+    same node's ports (or, with declared ports, would stay Pending), and the rollout would stall."""
+    for part in ("cloud-controller-manager", "pd-csi"):
+        spec = _deployment(evaluated["tenant"], part)["spec"]
+        assert spec["replicas"] == 1 and spec["template"]["spec"]["hostNetwork"] is True
+        assert spec["strategy"] == {"type": "Recreate"}, part
+
+
+def test_the_ccm_writes_only_its_uid_configmap_in_kube_system(evaluated):
+    result = evaluated["tenant"]
+    ccm = _deployment(result, "cloud-controller-manager")["spec"]["template"]["spec"]["serviceAccountName"]
+
+    def rules(kind: str, binding_kind: str) -> list[tuple[str, dict]]:
+        bound = {b["roleRef"]["name"]: b for b in _of(result, binding_kind) if any(s["name"] == ccm for s in b["subjects"])}
+        return [(r["metadata"].get("namespace", ""), rule) for r in _of(result, kind) if r["metadata"]["name"] in bound for rule in r["rules"]]
+
+    cluster_wide = rules("ClusterRole", "ClusterRoleBinding")
+    assert cluster_wide and not [rule for _, rule in cluster_wide if "configmaps" in rule["resources"]]
+    configmaps = [(ns, rule) for ns, rule in rules("Role", "RoleBinding") if "configmaps" in rule["resources"]]
+    assert configmaps == [
+        ("kube-system", {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["ingress-uid"], "verbs": ["get", "list", "watch"]}),
+        ("kube-system", {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]}),
+    ]
+
+
+def test_the_provisioner_publishes_read_only_volumes_read_only(evaluated):
+    controller = _deployment(evaluated["tenant"], "pd-csi")["spec"]["template"]["spec"]
+    provisioner = next(c for c in controller["containers"] if c["name"] == "csi-provisioner")
+    assert "--controller-publish-readonly=true" in provisioner["args"]
 
 
 def test_every_service_account_is_bound_and_every_binding_names_a_role_it_defines(evaluated):

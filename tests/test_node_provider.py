@@ -4,6 +4,7 @@ mode."""
 from __future__ import annotations
 
 import pytest
+import yaml
 
 import components.templates as templates
 from components.node_provider import GcpNodeProviderArgs, node_provider_spec
@@ -15,6 +16,7 @@ from config.stack_files import PROJECT_DIR, read_stack_values
 from tools.mock_engine import run_program
 
 NODE_PROVIDER = "kubernetes:management.loft.sh/v1:NodeProvider"
+VCI = "kubernetes:management.loft.sh/v1:VirtualClusterInstance"
 
 
 def test_node_provider_is_cluster_scoped_and_named(dev_run):
@@ -28,7 +30,11 @@ def test_templates_are_ours_and_inline(dev_run):
     terraform = dev_run.one(NODE_PROVIDER).input("spec", "terraform")
     assert terraform["nodeTemplate"]["inline"] == templates.NODE_TEMPLATE.read_text()
     environment = terraform["nodeEnvironmentTemplate"]
-    assert environment["infrastructure"]["inline"] == templates.ENVIRONMENT_TEMPLATE.read_text().replace(templates.ENVIRONMENT_PLACEHOLDER, "dev")
+    assert environment["infrastructure"]["inline"] == (
+        templates.ENVIRONMENT_TEMPLATE.read_text()
+        .replace(templates.ENVIRONMENT_PLACEHOLDER, "dev")
+        .replace(templates.PROJECT_NAMESPACE_PREFIX_PLACEHOLDER, "p-")
+    )
     assert "git" not in terraform["nodeTemplate"] and "git" not in environment["infrastructure"]
 
 
@@ -43,8 +49,23 @@ def test_kubernetes_template_is_ours_with_the_zones_of_the_node_types(dev_run, p
     assert zones == ("us-central1-a", "us-central1-b", "us-central1-c")
 
 
-def test_project_and_region_are_concrete(dev_run):
-    assert dev_run.one(NODE_PROVIDER).input("spec", "properties") == {"project": "acme-ml-dev", "region": "europe-west4"}
+def test_the_node_provider_sets_no_project_or_region_each_tenant_sets_both(dev_run, prod_run, tenant_run):
+    """`project` is the team's in project mode: a second value on the NodeProvider (the host's)
+    would meet it in the platform's merge or as a Karpenter requirement. Each tenant's auto-nodes
+    entry is the one place both are set, concretely."""
+    for run in (dev_run, prod_run):
+        spec = run.one(NODE_PROVIDER).input("spec")
+        assert not spec.get("properties")
+        for node_type in spec["terraform"]["nodeTypes"]:
+            assert not {"project", "region"} & set(node_type["properties"])
+    instances = [(i, "europe-west4") for run in (dev_run, tenant_run) for i in run.of_type(VCI)] + [(i, "us-central1") for i in prod_run.of_type(VCI)]
+    assert len(instances) >= 4
+    for instance, region in instances:
+        values = yaml.safe_load(instance.input("spec", "template", "helmRelease", "values"))
+        [entry] = values["privateNodes"]["autoNodes"]
+        assert entry["properties"]["region"] == region
+        # The tenant's own project (the team's in project mode), as the instance's annotation says.
+        assert entry["properties"]["project"] == instance.input("metadata", "annotations", "gpu-platform/gcp-project")
 
 
 def test_node_types_are_the_generated_offer(dev_run, stack_values):
@@ -74,14 +95,14 @@ def test_a_node_type_without_a_recorded_price_has_no_cost():
         catalog=load_catalog(), region="asia-east1", zones=("asia-east1-a",), gpu_types=("nvidia-l4",), spot=True,
         gpu_quota={"nvidia-l4": 1}, cpu_machine_types=(), gpu_disk=(200, "pd-balanced"), cpu_disk=(50, "pd-balanced"),
     )
-    args = GcpNodeProviderArgs(name="gcp-gpu", environment="dev", project="p", region="asia-east1", node_types=offer.node_types)
+    args = GcpNodeProviderArgs(name="gcp-gpu", environment="dev", region="asia-east1", node_types=offer.node_types)
     rendered = node_provider_spec(args).to_dict()["terraform"]["nodeTypes"]
     assert rendered and all("cost" not in nt for nt in rendered)
 
 
 def test_a_template_change_changes_the_node_provider(tmp_path, monkeypatch):
     node_types = load_stack(read_stack_values(PROJECT_DIR, "dev"), stack="dev", project_dir=PROJECT_DIR).offer.node_types
-    args = GcpNodeProviderArgs(name="gcp-gpu", environment="dev", project="p", region="europe-west4", node_types=node_types)
+    args = GcpNodeProviderArgs(name="gcp-gpu", environment="dev", region="europe-west4", node_types=node_types)
     before = node_provider_spec(args).to_dict()
     changed = tmp_path / "main.tf"
     changed.write_text(templates.NODE_TEMPLATE.read_text() + "\n# a reviewed change\n")

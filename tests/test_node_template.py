@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import email
 import email.message
+import json
 import re
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from config import node_properties as props
 from config.catalog import BUILTIN, GUEST, load_catalog
 from config.stack import load_stack
 from config.stack_files import read_stack_values
+from boothook_support import DROPIN_DIR_LINE, Node
 from hcl_support import VARIABLE_TF, blocks, evaluate, expr, failures, label, parse, precondition, require_tofu, run, unquote
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -437,6 +439,12 @@ MIME_USER_DATA = (
     'Content-Type: multipart/mixed; boundary="platform"\nMIME-Version: 1.0\n\n--platform\n'
     'Content-Type: text/cloud-config\n\n#cloud-config\nruncmd: [join]\n--platform--\n'
 )
+# As Python's email package writes a MIME document: MIME-Version first.
+MIME_VERSION_FIRST = (
+    'MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary="platform"\n\n--platform\n'
+    'Content-Type: text/cloud-config\n\n#cloud-config\nruncmd: [join]\n--platform--\n'
+)
+MIME_MENTIONED = "#!/bin/sh\n# writes a MIME-Version: 1.0 header\necho join"
 
 
 def _vcluster(properties: dict[str, str], *, user_data: str = USER_DATA, claim: str = "nlp-gpu-7xk2p", name: str = "nlp",
@@ -485,6 +493,9 @@ def evaluated(samples, instance, preconditions, local_values, tmp_path_factory):
             "exposed": _vcluster(t4, extra={props.NODE_METADATA: "exposed"}),
             "exposed-empty-user-data": _vcluster(t4, user_data="", extra={props.NODE_METADATA: "exposed"}),
             "mime-user-data": _vcluster(t4, user_data=MIME_USER_DATA),
+            "mime-version-first": _vcluster(t4, user_data=MIME_VERSION_FIRST),
+            "mime-lower-case": _vcluster(t4, user_data=MIME_VERSION_FIRST.replace("MIME-Version", "mime-version").replace("Content-Type", "content-type")),
+            "mime-mentioned": _vcluster(t4, user_data=MIME_MENTIONED),
             # The official infrastructure template (legacy mode) gives no name prefix.
             "no-prefix": _vcluster(t4, infrastructure={k: v for k, v in INFRASTRUCTURE.items() if k != "node_name_prefix"}),
             "no-prefix-odd-claim": _vcluster(t4, claim="9_GPU.Node/" + "x" * 90,
@@ -600,14 +611,11 @@ def _parts(user_data: str) -> list[email.message.Message]:
 
 
 def _conceals(part: email.message.Message) -> None:
-    """The boothook part: a shell script that drops forwarded (pod) traffic to the metadata server
-    in raw PREROUTING, keeps DNS, and leaves OUTPUT (host network) alone."""
+    """The boothook part: the concealment script (what it does on a node: the boothook tests
+    below), which never touches OUTPUT (the host network's own traffic)."""
     assert part.get_content_type() == "text/cloud-boothook"
     script = part.get_payload()
-    assert script.startswith("#!/bin/sh\n")
-    assert "iptables -w -t raw -I PREROUTING 1 -d 169.254.169.254/32 -j GPU-PLATFORM-METADATA" in script
-    assert "iptables -w -t raw -A GPU-PLATFORM-METADATA -j DROP" in script
-    assert "-p udp --dport 53 -j RETURN" in script and "-p tcp --dport 53 -j RETURN" in script
+    assert script.startswith("#!/bin/sh\n") and DROPIN_DIR_LINE in script
     assert "OUTPUT" not in script
 
 
@@ -630,6 +638,84 @@ def test_user_data_of_a_mime_platform_keeps_its_own_headers(evaluated):
     assert platform.get_content_type() == "multipart/mixed"
     [inner] = platform.get_payload()
     assert inner.get_content_type() == "text/cloud-config" and inner.get_payload() == "#cloud-config\nruncmd: [join]"
+
+
+@pytest.mark.parametrize("scenario", ["mime-version-first", "mime-lower-case"])
+def test_user_data_starting_with_mime_version_is_mime_too(evaluated, scenario):
+    """cloud-init takes data with a MIME-Version header for MIME (cloudinit/user_data.py
+    `convert_string`, any case): such data keeps its own headers instead of becoming the text of
+    a text/plain part, which cloud-init would not run."""
+    user_data = evaluated[scenario]["arg.metadata"]["user-data"]
+    boothook, platform = _parts(user_data)
+    _conceals(boothook)
+    assert platform.get_content_type() == "multipart/mixed"
+    [inner] = platform.get_payload()
+    assert inner.get_content_type() == "text/cloud-config" and inner.get_payload() == "#cloud-config\nruncmd: [join]"
+
+
+def test_user_data_that_only_mentions_mime_further_down_stays_text(evaluated):
+    boothook, platform = _parts(evaluated["mime-mentioned"]["arg.metadata"]["user-data"])
+    assert platform.get_content_type() == "text/plain" and platform.get_payload() == MIME_MENTIONED
+
+
+# --- the boothook on a node (tests/boothook_support.py: fake iptables, scratch drop-in dir) -------
+
+RAW_JUMP = "-d 169.254.169.254/32 -j GPU-PLATFORM-METADATA"
+METADATA_CHAIN = ["-p udp --dport 53 -j RETURN", "-p tcp --dport 53 -j RETURN", "-j DROP"]
+
+
+@pytest.fixture
+def boothook(evaluated) -> str:
+    [boothook, _] = _parts(evaluated["t4-n1"]["arg.metadata"]["user-data"])
+    assert boothook.get_payload() == evaluated["t4-n1"]["local.conceal_script"].rstrip("\n")
+    return boothook.get_payload()
+
+
+def test_the_boothook_drops_pod_traffic_to_the_metadata_server_before_and_after_nat(boothook, tmp_path):
+    node = Node(tmp_path)
+    boot = node.boot(boothook)
+    assert (boot.status, boot.powered_off) == (0, False), boot.stderr
+    raw, mangle = boot.tables["raw"], boot.tables["mangle"]
+    # First in raw PREROUTING (before NAT) and in mangle FORWARD (after DNAT, before filter).
+    assert raw["PREROUTING"] == [RAW_JUMP] and mangle["FORWARD"] == [RAW_JUMP]
+    assert raw["GPU-PLATFORM-METADATA"] == mangle["GPU-PLATFORM-METADATA"] == METADATA_CHAIN
+    assert raw["OUTPUT"] == mangle["OUTPUT"] == []  # the host's own traffic (hostNetwork pods) passes
+    # Run again in the same boot: no second jump.
+    again = node.boot(boothook)
+    assert again.status == 0 and again.tables == boot.tables
+
+
+def test_the_kubelet_cannot_start_without_every_rule(boothook, tmp_path):
+    node = Node(tmp_path)
+    boot = node.boot(boothook)
+    assert boot.dropin.splitlines()[:3] == ["[Unit]", "After=cloud-init.service cloud-init-network.service", "[Service]"]
+    assert node.kubelet_may_start(boot.dropin)
+    for table, chain, rule in [("raw", "PREROUTING", RAW_JUMP), ("mangle", "FORWARD", RAW_JUMP), ("mangle", "GPU-PLATFORM-METADATA", "-j DROP")]:
+        tables = json.loads(json.dumps(boot.tables))
+        tables[table][chain].remove(rule)
+        node.state.write_text(json.dumps(tables))
+        assert not node.kubelet_may_start(boot.dropin), (table, chain)
+    node.reboot()  # the rules are gone until the boothook runs again
+    assert not node.kubelet_may_start(boot.dropin)
+
+
+@pytest.mark.parametrize(
+    "iptables, fail, why",
+    [
+        (False, "", "chain in raw"),  # no iptables at all
+        (True, "-t raw -N", "chain in raw"),
+        (True, "-t mangle -A GPU-PLATFORM-METADATA -j DROP", "drop rule in mangle"),
+        (True, "-t raw -I PREROUTING", "raw PREROUTING"),
+        (True, "-t mangle -I FORWARD", "mangle FORWARD"),
+    ],
+)
+def test_a_node_that_cannot_conceal_powers_off_and_its_kubelet_cannot_start(boothook, tmp_path, iptables, fail, why):
+    node = Node(tmp_path, iptables=iptables)
+    boot = node.boot(boothook, fail=fail)
+    assert boot.status != 0 and boot.powered_off, boot.calls
+    assert f"metadata concealment failed ({why})" in boot.stderr
+    # The drop-in was written first, so even a kubelet that is started anyway does not run.
+    assert boot.dropin is not None and not node.kubelet_may_start(boot.dropin)
 
 
 def test_exposed_passes_the_platforms_data_alone(evaluated):
@@ -697,7 +783,7 @@ def test_comma_lists_and_zone_fallback(evaluated):
     "scenario, expected",
     [
         ("bad-project-wildcard", [r"^Property project must be .*got \"\*\""]),
-        ("bad-project-missing", [r"^Property project must be .*got \"\""]),
+        ("bad-project-missing", [r"^Property project must be .*got \"\"\)\. Pulumi sets it on each tenant's auto-nodes entry"]),
         ("bad-region-glob", [r"^Property region must be .*got \"us-\*\""]),
         ("bad-zone-wildcard", [r"^No concrete zone"]),
         ("bad-zone-glob", [r"^No concrete zone"]),

@@ -387,7 +387,6 @@ def test_out_nodeprovider_is_the_rendered_node_provider(dev_plan, dev_stack):
     args = GcpNodeProviderArgs(
         name=np.name,
         environment=dev_stack.environment,
-        project=dev_stack.project,
         region=dev_stack.region,
         node_types=dev_stack.offer.node_types,
         legacy_infrastructure=np.legacy_infrastructure,

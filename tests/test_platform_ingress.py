@@ -43,7 +43,7 @@ def test_cert_manager_issues_the_certificate_the_ingress_names(stack_values):
         "tls": {"enabled": True, "secret": "vcluster-platform-tls"},
         "annotations": {"cert-manager.io/cluster-issuer": "letsencrypt"},
     }
-    assert run.one(RELEASE).input("values", "config") == {"loftHost": HOST}
+    assert run.one(RELEASE).input("values", "config") == {"loftHost": HOST, "projectNamespacePrefix": "p-"}
 
 
 def test_own_secret_or_no_tls():

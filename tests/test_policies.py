@@ -544,30 +544,25 @@ def test_real_scopes_are_concrete(runs):
             assert violations(P.concrete_scope, args_of(run, reg)) == [], reg.name
 
 
-@pytest.mark.parametrize(
-    "key, value, problem",
-    [
-        ("project", "*", "'*' is a wildcard"),
-        ("project", "", "is empty"),
-        ("region", "europe-west4,us-central1", "'europe-west4,us-central1' is a list"),
-        ("region", "europe-*", "'europe-*' is a wildcard"),
-    ],
-)
-def test_node_provider_scope_wildcards(runs, key, value, problem):
+@pytest.mark.parametrize("key, value", [("project", "acme-ml-dev"), ("region", "europe-west4"), ("project", "*")])
+def test_node_provider_sets_no_scope(runs, key, value):
+    """Each tenant's auto-nodes entry sets project and region; the same key on the NodeProvider,
+    even concrete, would conflict with it (the team's project in project mode)."""
     run, reg = one(runs, "dev", P.NODE_PROVIDER)
     props = copy.deepcopy(reg.plain_inputs)
-    props["spec"]["properties"][key] = value
+    props["spec"]["properties"] = {key: value}
     assert violations(P.concrete_scope, args_of(run, reg, props=props)) == [
-        f"spec.properties.{key}: {problem}; allowed: one concrete name (not empty, no '*', no comma-separated list)"
+        f"spec.properties.{key}: {value!r} is not allowed; allowed: no {key} on the NodeProvider "
+        f"(each tenant's auto-nodes entry sets its own {key}; two values would conflict)"
     ]
 
 
-def test_node_type_scope_wildcard(runs):
+def test_node_type_scope(runs):
     run, reg = one(runs, "dev", P.NODE_PROVIDER)
     props = copy.deepcopy(reg.plain_inputs)
     props["spec"]["terraform"]["nodeTypes"][0]["properties"]["region"] = "*"
     found = violations(P.concrete_scope, args_of(run, reg, props=props))
-    assert len(found) == 1 and found[0].startswith("spec.terraform.nodeTypes[0].properties.region: '*' is a wildcard")
+    assert len(found) == 1 and found[0].startswith("spec.terraform.nodeTypes[0].properties.region: '*' is not allowed")
 
 
 def test_auto_nodes_scope_wildcard(runs):
@@ -579,6 +574,18 @@ def test_auto_nodes_scope_wildcard(runs):
     found = violations(P.concrete_scope, args_of(run, reg, props=edit_values(reg.plain_inputs, widen)))
     prefix = "spec.template.helmRelease.values privateNodes.autoNodes[0].properties"
     assert [m.split(";")[0] for m in found] == [f"{prefix}.project: '*' is a wildcard", f"{prefix}.region: is empty"]
+
+
+@pytest.mark.parametrize("key", ["project", "region"])
+def test_auto_nodes_scope_missing(runs, key):
+    """Nothing else supplies them: the NodeProvider sets neither."""
+    run, reg = one(runs, "team-vision-dev", P.VIRTUAL_CLUSTER_INSTANCE)
+
+    def drop(document):
+        del document["privateNodes"]["autoNodes"][0]["properties"][key]
+
+    found = violations(P.concrete_scope, args_of(run, reg, props=edit_values(reg.plain_inputs, drop)))
+    assert [m.split(";")[0] for m in found] == [f"spec.template.helmRelease.values privateNodes.autoNodes[0].properties.{key}: is not set"]
 
 
 # --- e. Cost -------------------------------------------------------------------------------------

@@ -79,37 +79,47 @@ SCOPE_KEYS = ("project", "region")
 
 
 def validate_concrete_scope(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
-    """`project` and `region` are single concrete names wherever nodes get their scope: a
-    NodeProvider's spec.properties and node types, and a tenant's auto-nodes properties."""
-    allowed = "allowed: one concrete name (not empty, no '*', no comma-separated list)"
+    """`project` and `region` are set in one place, each tenant's auto-nodes entry, as one concrete
+    name each. The NodeProvider and its node types set neither: in project mode a tenant's project
+    is the team's, and a second value on the NodeProvider (the host's) would meet it in the
+    platform's merge or as a Karpenter requirement (vcluster-docs
+    vcluster/_fragments/deploy/auto-nodes-scheduling.mdx), with the VMs in the wrong project or none."""
     if args.resource_type == NODE_PROVIDER:
         scopes: list[tuple[str, Any]] = [("spec.properties", get(args.props, "spec", "properties"))]
         node_types = get(args.props, "spec", "terraform", "nodeTypes")
         for i, node_type in enumerate(node_types if is_list(node_types) else []):
             scopes.append((f"spec.terraform.nodeTypes[{i}].properties", get(node_type, "properties")))
-    elif args.resource_type == VIRTUAL_CLUSTER_INSTANCE:
-        parsed = Values(args.props)
-        if parsed.values is None:
-            return  # reported by vcluster-private-nodes-isolation
-        scopes = [
-            (f"{Values.FIELD} privateNodes.autoNodes[{i}].properties", get(entry, "properties"))
-            for i, entry in enumerate(parsed.values.auto_nodes)
-        ]
-    else:
+        for path, properties in scopes:
+            for key in SCOPE_KEYS:
+                if isinstance(properties, Mapping) and key in properties:
+                    report_violation(
+                        f"{path}.{key}: {show(properties[key])} is not allowed; allowed: no {key} on the NodeProvider "
+                        f"(each tenant's auto-nodes entry sets its own {key}; two values would conflict)",
+                        None,
+                    )
         return
-    for path, properties in scopes:
-        if not isinstance(properties, Mapping):
-            continue
+    if args.resource_type != VIRTUAL_CLUSTER_INSTANCE:
+        return
+    parsed = Values(args.props)
+    if parsed.values is None:
+        return  # reported by vcluster-private-nodes-isolation
+    allowed = "allowed: one concrete name (not empty, no '*', no comma-separated list)"
+    for i, entry in enumerate(parsed.values.auto_nodes):
+        path = f"{Values.FIELD} privateNodes.autoNodes[{i}].properties"
+        properties = get(entry, "properties")
+        properties = properties if isinstance(properties, Mapping) else {}
         for key in SCOPE_KEYS:
-            if key in properties:
-                problem = wildcard_problem(properties[key])
-                if problem:
-                    report_violation(f"{path}.{key}: {problem}; {allowed}", None)
+            problem = wildcard_problem(properties[key]) if key in properties else "is not set"
+            if problem:
+                report_violation(f"{path}.{key}: {problem}; {allowed}", None)
 
 
 concrete_scope = ResourceValidationPolicy(
     name="concrete-project-and-region",
-    description="NodeProvider and auto-nodes properties name one concrete GCP project and region, never a wildcard or a list.",
+    description=(
+        "Every auto-nodes entry names one concrete GCP project and region; the NodeProvider and its node types name "
+        "neither (a second value would conflict with the tenant's)."
+    ),
     validate=validate_concrete_scope,
     enforcement_level=EnforcementLevel.MANDATORY,
     severity=Severity.HIGH,

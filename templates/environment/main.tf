@@ -50,9 +50,11 @@ locals {
   environment        = "__GPU_PLATFORM_ENVIRONMENT__"
   vcluster_name      = try(nonsensitive(var.vcluster.instance.metadata.name), "")
   vcluster_namespace = try(nonsensitive(var.vcluster.instance.metadata.namespace), "")
-  # The team's platform project is named after the team; its namespace has the platform's default
-  # prefix "p-" (loft-sh/vcluster v0.36.1 pkg/projectutil/projectutil.go).
-  team_namespace = "p-${local.vcluster_name}"
+  # The team's platform project is named after the team; its namespace carries the prefix the
+  # platform is configured with (`config.projectNamespacePrefix` in its Helm values, rendered in by
+  # GcpNodeProvider from config/facts.py; the platform config reference, vcluster-docs
+  # platform/api/_partials/resources/config/reference.mdx: "Omitted defaults to p-").
+  team_namespace = "__GPU_PLATFORM_PROJECT_NAMESPACE_PREFIX__${local.vcluster_name}"
   # components/tenant_network.py names all three "<environment>-<tenant>-nodes".
   tenant_name = "${local.environment}-${local.vcluster_name}-nodes"
   # templates/node/main.tf names every VM of the tenant with this prefix; the platform's VM role
@@ -80,11 +82,11 @@ data "google_compute_zones" "available" {
   lifecycle {
     precondition {
       condition     = local.project != "" && !can(regex(local.wildcard, local.project))
-      error_message = "Property project must be a concrete GCP project id, not empty or a wildcard (got \"${local.project}\"). Pulumi sets it on the NodeProvider and on each tenant's auto-nodes entry."
+      error_message = "Property project must be a concrete GCP project id, not empty or a wildcard (got \"${local.project}\"). Pulumi sets it on each tenant's auto-nodes entry (TenantVCluster)."
     }
     precondition {
       condition     = local.region != "" && !can(regex(local.wildcard, local.region))
-      error_message = "Property region must be a concrete GCP region, not empty or a wildcard (got \"${local.region}\"). Pulumi sets it on the NodeProvider and on each tenant's auto-nodes entry."
+      error_message = "Property region must be a concrete GCP region, not empty or a wildcard (got \"${local.region}\"). Pulumi sets it on each tenant's auto-nodes entry (TenantVCluster)."
     }
     precondition {
       condition     = local.vcluster_name != ""

@@ -19,10 +19,17 @@
 #   also mark the cluster regional, which only GKE's cluster listing reads (gce_clusters.go). The
 #   cloud-config has no key for a list of zones: the CCM manages every zone of its region, and the
 #   check below makes sure every zone the node types use (rendered in by GcpNodeProvider) is in it.
-# - Pinned versions from config/versions.py (rendered in), and our own object names, so a tenant
-#   can run both this and objects left behind by the official template.
-# - The StorageClass uses pd-balanced and is the default class (vCluster's local-path class is a
-#   default too; Kubernetes uses the newest default, and this one is created later).
+# - Pinned versions from config/versions.py (rendered in). Our own names (gpu-platform-<hash>-…)
+#   for the CCM and the PD CSI workloads and their RBAC; the CSIDriver (pd.csi.storage.gke.io, the
+#   driver's name) and the StorageClass <provider>-disk-default keep upstream's names, so both
+#   collide with the official template's: a tenant made with that one cannot switch in place
+#   (README "GPU nodes", Zones, says what to do).
+# - The StorageClass <provider>-disk-default uses pd-balanced and is the default class (vCluster's
+#   local-path class is a default too; Kubernetes uses the newest default, and this one is created
+#   later); <provider>-hyperdisk-balanced, not a default, serves machine series that take only
+#   Hyperdisk.
+# - Strategy Recreate for both single-replica hostNetwork Deployments, and the CCM's ConfigMap
+#   rights in kube-system only (see there).
 # - The CCM and both PD CSI components run with hostNetwork, as upstream: they reach the metadata
 #   server for their credentials, while pods on tenant nodes may be cut off from it.
 #
@@ -131,10 +138,31 @@ locals {
         # No serviceaccounts or serviceaccounts/token: the controllers run with the CCM's own
         # account (--use-service-account-credentials=false), and minting tokens for other accounts
         # would let the CCM act as any of them. No endpoints: leader election uses a Lease.
-        # The GCE provider keeps the cluster's load-balancer UID in ConfigMap kube-system/ingress-uid.
-        { apiGroups = [""], resources = ["configmaps"], verbs = ["create", "get", "list", "watch", "update", "patch"] },
+        # No ConfigMaps: the one the CCM writes is in kube-system (the Role below).
         { apiGroups = ["coordination.k8s.io"], resources = ["leases"], verbs = ["create", "get", "list", "watch", "update"] },
       ]
+    },
+    {
+      # The GCE provider keeps the cluster's load-balancer UID in ConfigMap kube-system/ingress-uid
+      # and touches no other ConfigMap: it watches that one name only (a metadata.name field
+      # selector) and creates it when missing, never updates it (kubernetes/cloud-provider-gcp tag
+      # ccm/v33.1.1, providers/gce/gce_clusterid.go `watchClusterID`, `getOrInitialize`). Reads
+      # are limited to that name (RBAC honours resourceNames for list/watch with such a selector);
+      # create cannot be limited by name (https://kubernetes.io/docs/reference/access-authn-authz/rbac/#referring-to-resources).
+      apiVersion = "rbac.authorization.k8s.io/v1"
+      kind       = "Role"
+      metadata   = { name = local.ccm, namespace = "kube-system", annotations = local.annotations, labels = local.labels }
+      rules = [
+        { apiGroups = [""], resources = ["configmaps"], resourceNames = ["ingress-uid"], verbs = ["get", "list", "watch"] },
+        { apiGroups = [""], resources = ["configmaps"], verbs = ["create"] },
+      ]
+    },
+    {
+      apiVersion = "rbac.authorization.k8s.io/v1"
+      kind       = "RoleBinding"
+      metadata   = { name = local.ccm, namespace = "kube-system", annotations = local.annotations, labels = local.labels }
+      roleRef    = { apiGroup = "rbac.authorization.k8s.io", kind = "Role", name = local.ccm }
+      subjects   = [{ kind = "ServiceAccount", name = local.ccm, namespace = "kube-system" }]
     },
     {
       apiVersion = "rbac.authorization.k8s.io/v1"
@@ -162,6 +190,11 @@ locals {
       metadata   = { name = local.ccm, namespace = "kube-system", annotations = local.annotations, labels = local.labels }
       spec = {
         replicas = 1
+        # The old pod goes before the new one starts: with hostNetwork a second pod on the same
+        # node cannot bind the CCM's port (10258), so a RollingUpdate's surge pod never gets Ready
+        # and the rollout stalls (https://kubernetes.io/docs/concepts/workloads/controllers/deployment/#recreate-deployment).
+        # Upstream sets no strategy (loft-sh/vcluster-auto-nodes-gcp v0.1.1 ccm.yaml.tftpl).
+        strategy = { type = "Recreate" }
         selector = { matchLabels = { "app.kubernetes.io/name" = local.ccm } }
         template = {
           metadata = {
@@ -260,7 +293,10 @@ locals {
       probe = true
       # Topology: volumes are created in the zone of the node the pod was scheduled to
       # (WaitForFirstConsumer), and carry node affinity on topology.gke.io/zone.
-      args = ["--feature-gates=Topology=true", "--extra-create-metadata", "--default-fstype=ext4", "--timeout=250s"]
+      # --controller-publish-readonly: a ReadOnlyMany volume is attached read-only, as upstream
+      # deploys the driver (kubernetes-sigs/gcp-compute-persistent-disk-csi-driver tag v1.13.9,
+      # deploy/kubernetes/base/controller/controller.yaml; also the official template's csi.yaml.tftpl).
+      args = ["--feature-gates=Topology=true", "--extra-create-metadata", "--default-fstype=ext4", "--timeout=250s", "--controller-publish-readonly=true"]
     }
     attacher    = { image = local.images.csi_attacher, port = 22012, probe = true, args = ["--timeout=250s", "--default-fstype=ext4"] }
     resizer     = { image = local.images.csi_resizer, port = 22013, probe = true, args = ["--handle-volume-inuse-error=false"] }
@@ -292,6 +328,16 @@ locals {
       },
     ]
   ])
+
+  # StorageClasses, named <provider>-<key>. disk-default (upstream's name) is the default class.
+  # hyperdisk-balanced serves machine series that take Hyperdisk only (A3 Ultra, a3-ultragpu-8g),
+  # chosen by name, never the default: the pinned driver creates hyperdisk-balanced disks (tag
+  # v1.13.9, pkg/gce-cloud-provider/compute/gce-compute.go `hyperdiskTypes`), with the disk type's
+  # default IOPS and throughput.
+  storage_classes = {
+    disk-default       = { type = "pd-balanced", default = true }
+    hyperdisk-balanced = { type = "hyperdisk-balanced", default = false }
+  }
 
   csi_manifests = concat(
     [
@@ -335,6 +381,9 @@ locals {
         metadata   = { name = "${local.csi}-controller", namespace = "kube-system", annotations = local.annotations, labels = local.labels }
         spec = {
           replicas = 1
+          # As the CCM's: its hostNetwork sidecars claim host ports 22011-22014, so the scheduler
+          # puts no second controller pod on that node and a surge pod stays Pending.
+          strategy = { type = "Recreate" }
           selector = { matchLabels = { "app.kubernetes.io/name" = "${local.csi}-controller" } }
           template = {
             metadata = { labels = { "app.kubernetes.io/name" = "${local.csi}-controller", "app.kubernetes.io/part-of" = "gpu-platform" } }
@@ -445,12 +494,14 @@ locals {
         metadata   = { name = "pd.csi.storage.gke.io", annotations = local.annotations, labels = local.labels }
         spec       = { attachRequired = true, podInfoOnMount = false, fsGroupPolicy = "File" }
       },
-      {
+    ],
+    [
+      for name, class in local.storage_classes : {
         apiVersion = "storage.k8s.io/v1"
         kind       = "StorageClass"
         metadata = {
-          name        = "${local.node_provider_name}-disk-default"
-          annotations = merge(local.annotations, { "storageclass.kubernetes.io/is-default-class" = "true" })
+          name        = "${local.node_provider_name}-${name}"
+          annotations = merge(local.annotations, class.default ? { "storageclass.kubernetes.io/is-default-class" = "true" } : {})
           labels      = local.labels
         }
         provisioner = "pd.csi.storage.gke.io"
@@ -458,8 +509,8 @@ locals {
         volumeBindingMode    = "WaitForFirstConsumer"
         allowVolumeExpansion = true
         reclaimPolicy        = "Delete"
-        parameters           = { type = "pd-balanced", "csi.storage.k8s.io/fstype" = "ext4" }
-      },
+        parameters           = { type = class.type, "csi.storage.k8s.io/fstype" = "ext4" }
+      }
     ],
   )
 
@@ -483,7 +534,7 @@ resource "terraform_data" "inputs" {
     }
     precondition {
       condition     = local.region_concrete
-      error_message = "Property region must be a concrete GCP region, not empty or a wildcard (got \"${local.region}\"). Pulumi sets it on the NodeProvider and on each tenant's auto-nodes entry."
+      error_message = "Property region must be a concrete GCP region, not empty or a wildcard (got \"${local.region}\"). Pulumi sets it on each tenant's auto-nodes entry (TenantVCluster)."
     }
     precondition {
       condition     = length(local.node_type_zones) > 0

@@ -147,37 +147,88 @@ locals {
   # Metadata concealment (tenant nodeMetadata, property gpu-platform/node-metadata; anything but
   # "exposed" conceals). Pods must not reach the metadata server (169.254.169.254), which hands
   # the node service account's token to whoever asks. Pod traffic is forwarded by the node: it
-  # enters the host's network stack from a pod interface and passes PREROUTING, which the host's
-  # own traffic never does (it leaves through OUTPUT). Dropping it in raw PREROUTING, before any
-  # routing or NAT, therefore blocks every pod without hostNetwork and leaves the kubelet, the
-  # GCP cloud controller manager and the PD CSI controller and node plugin, which all run with
-  # hostNetwork (templates/kubernetes/main.tf, as upstream's loft-sh/vcluster-auto-nodes-gcp
-  # v0.1.1 environment/kubernetes/manifests/*.tftpl), their access. Port 53 stays open: the metadata server is also the VPC's DNS resolver, which the
-  # tenant's CoreDNS forwards to.
+  # enters the host's network stack from a pod interface and passes PREROUTING and FORWARD, which
+  # the host's own traffic never does (it leaves through OUTPUT). So the kubelet, the GCP cloud
+  # controller manager and the PD CSI controller and node plugin, which all run with hostNetwork
+  # (templates/kubernetes/main.tf, as upstream's loft-sh/vcluster-auto-nodes-gcp v0.1.1
+  # environment/kubernetes/manifests/*.tftpl), keep their access. Port 53 stays open: the metadata
+  # server is also the VPC's DNS resolver, which the tenant's CoreDNS forwards to.
+  #
+  # Two rules, because a destination can be rewritten on the way:
+  # - raw PREROUTING sees the packet before any NAT, so a pod's own request to 169.254.169.254 is
+  #   dropped whatever kube-proxy or the CNI later does with it;
+  # - mangle FORWARD sees it after DNAT: a Service whose endpoints someone pointed at the metadata
+  #   server (a selector-less Service with a hand-made EndpointSlice, a NodePort, a hostPort) sends
+  #   pods to its own address, which kube-proxy rewrites to 169.254.169.254 in nat PREROUTING,
+  #   after raw. mangle rather than filter: kube-proxy and CNIs insert ACCEPT rules at the top of
+  #   filter FORWARD, and mangle FORWARD runs before filter, so none of them can jump past it.
+  #
+  # It fails closed, twice, because cloud-init runs a failing boothook, logs it and goes on to the
+  # platform's join (canonical/cloud-init tag 24.4, cloudinit/handlers/boot_hook.py `handle_part`):
+  # - a systemd drop-in for the kubelet (the join installs /etc/systemd/system/kubelet.service:
+  #   vcluster-docs vcluster/deploy/worker-nodes/private-nodes/join.mdx), written before any rule,
+  #   whose ExecStartPre checks every rule: the kubelet cannot start, at this boot or any later one,
+  #   while a rule is missing (if iptables is missing, the check fails too). It also orders the
+  #   kubelet after cloud-init's network stage, where boothooks run (that stage is ordered before
+  #   sysinit.target on Debian and Ubuntu anyway: cloud-init 24.4 systemd/cloud-init-network.service.tmpl,
+  #   cloud-init.service before 24.3);
+  # - and, when a rule cannot be installed, the VM powers off at once: the join script's "reset"
+  #   of node components (join.mdx, --skip-reset) is not public, and if it removed the drop-in the
+  #   kubelet would start unchecked. A powered-off VM never joins; the platform's claim fails and
+  #   costs no GPU time.
   node_metadata    = trimspace(try(nonsensitive(var.vcluster.properties["gpu-platform/node-metadata"]), ""))
   conceal_metadata = local.node_metadata != "exposed"
+  # The kubelet drop-in's check (systemd runs it with /bin/sh; no "$" and no "%", which systemd
+  # would expand).
+  metadata_rules_present = join(" && ", [
+    "iptables -w -t raw -C PREROUTING -d 169.254.169.254/32 -j GPU-PLATFORM-METADATA",
+    "iptables -w -t raw -C GPU-PLATFORM-METADATA -j DROP",
+    "iptables -w -t mangle -C FORWARD -d 169.254.169.254/32 -j GPU-PLATFORM-METADATA",
+    "iptables -w -t mangle -C GPU-PLATFORM-METADATA -j DROP",
+  ])
   # Content-Type text/cloud-boothook names the part's kind, so the script needs no
   # "#cloud-boothook" line of its own.
   conceal_script = <<-EOT
     #!/bin/sh
-    # gpu-platform: pods cannot reach the metadata server (templates/node/main.tf). Runs at every boot.
-    set -e
-    iptables -w -t raw -N GPU-PLATFORM-METADATA 2>/dev/null || iptables -w -t raw -F GPU-PLATFORM-METADATA
-    iptables -w -t raw -A GPU-PLATFORM-METADATA -p udp --dport 53 -j RETURN
-    iptables -w -t raw -A GPU-PLATFORM-METADATA -p tcp --dport 53 -j RETURN
-    iptables -w -t raw -A GPU-PLATFORM-METADATA -j DROP
+    # gpu-platform: pods cannot reach the metadata server (templates/node/main.tf). Runs at every
+    # boot. Fails closed: the kubelet cannot start without the rules, and a node whose rules
+    # cannot be installed powers off before it joins.
+    dropin_dir=/etc/systemd/system/kubelet.service.d
+    fail() {
+      echo "gpu-platform: metadata concealment failed ($1); powering off so that this node never joins" >&2
+      systemctl --no-block poweroff || poweroff -f
+      exit 1
+    }
+    mkdir -p "$dropin_dir" || fail "kubelet drop-in directory"
+    printf '%s\n' '[Unit]' 'After=cloud-init.service cloud-init-network.service' '[Service]' \
+      "ExecStartPre=/bin/sh -c '${local.metadata_rules_present}'" \
+      >"$dropin_dir/50-gpu-platform-metadata.conf" || fail "kubelet drop-in"
+    for table in raw mangle; do
+      iptables -w -t "$table" -N GPU-PLATFORM-METADATA 2>/dev/null || iptables -w -t "$table" -F GPU-PLATFORM-METADATA || fail "chain in $table"
+      iptables -w -t "$table" -A GPU-PLATFORM-METADATA -p udp --dport 53 -j RETURN || fail "DNS rule in $table"
+      iptables -w -t "$table" -A GPU-PLATFORM-METADATA -p tcp --dport 53 -j RETURN || fail "DNS rule in $table"
+      iptables -w -t "$table" -A GPU-PLATFORM-METADATA -j DROP || fail "drop rule in $table"
+    done
     iptables -w -t raw -C PREROUTING -d 169.254.169.254/32 -j GPU-PLATFORM-METADATA 2>/dev/null ||
-      iptables -w -t raw -I PREROUTING 1 -d 169.254.169.254/32 -j GPU-PLATFORM-METADATA
+      iptables -w -t raw -I PREROUTING 1 -d 169.254.169.254/32 -j GPU-PLATFORM-METADATA || fail "raw PREROUTING"
+    iptables -w -t mangle -C FORWARD -d 169.254.169.254/32 -j GPU-PLATFORM-METADATA 2>/dev/null ||
+      iptables -w -t mangle -I FORWARD 1 -d 169.254.169.254/32 -j GPU-PLATFORM-METADATA || fail "mangle FORWARD"
   EOT
   # The platform's user data (cloud-init that joins the node) goes on unchanged, as the second
   # part of a MIME multipart document after our boothook. cloud-init runs boothooks at every boot
   # in its init stage, before network-online.target and so before the kubelet the join installs,
   # and types a text/plain part by its first line (#cloud-config, #!, …: canonical/cloud-init
-  # cloudinit/user_data.py, TYPE_NEEDED). Platform data that is MIME already keeps its own
-  # headers. The boundary is derived from the data, so it cannot occur in it (and has at most
-  # 70 characters, RFC 2046).
-  mime_boundary = "gpu-platform-${substr(sha256(local.platform_user_data), 0, 40)}"
-  platform_part = startswith(local.platform_user_data, "Content-Type:") ? local.platform_user_data : join("\n", [
+  # tag 24.4, cloudinit/user_data.py, TYPE_NEEDED). Platform data that is MIME already keeps its
+  # own headers (they become the part's headers). cloud-init takes data for MIME when
+  # "mime-version:" (any case) occurs in its first 4096 bytes (same file, `convert_string`); we
+  # take it for MIME when it starts with a MIME header, MIME-Version or Content-Type, any case.
+  # Data that mentions the header only further down does not start with headers: cloud-init, left
+  # to parse it alone, would find no headers, read it all as a text/plain body and type it by its
+  # first line, exactly what wrapping it as text/plain does. The boundary is derived from the
+  # data, so it cannot occur in it (and has at most 70 characters, RFC 2046).
+  mime_boundary    = "gpu-platform-${substr(sha256(local.platform_user_data), 0, 40)}"
+  platform_is_mime = can(regex("^(?i)(mime-version|content-type):", local.platform_user_data))
+  platform_part = local.platform_is_mime ? local.platform_user_data : join("\n", [
     "Content-Type: text/plain; charset=\"utf-8\"",
     "Content-Disposition: attachment; filename=\"vcluster-platform\"",
     "",
@@ -295,11 +346,11 @@ resource "google_compute_instance" "node" {
   lifecycle {
     precondition {
       condition     = local.project_concrete
-      error_message = "Property project must be a concrete GCP project id, not empty or a wildcard (got \"${local.project}\"). GcpNodeProvider sets it in the NodeProvider's properties."
+      error_message = "Property project must be a concrete GCP project id, not empty or a wildcard (got \"${local.project}\"). Pulumi sets it on each tenant's auto-nodes entry (TenantVCluster)."
     }
     precondition {
       condition     = local.region_concrete
-      error_message = "Property region must be a concrete GCP region, not empty or a wildcard (got \"${local.region}\"). GcpNodeProvider sets it in the NodeProvider's properties."
+      error_message = "Property region must be a concrete GCP region, not empty or a wildcard (got \"${local.region}\"). Pulumi sets it on each tenant's auto-nodes entry (TenantVCluster)."
     }
     precondition {
       condition     = local.zone_concrete

@@ -101,13 +101,15 @@ def mentions_namespace(description: str | None, namespace: str) -> bool:
     return any(v == namespace or str(v).startswith(f"{namespace}/") for v in parsed.values())
 
 
-def scan(listings: dict[str, list[dict[str, Any]]], names: RunNames) -> list[Leftover]:
-    """Everything of the run in the listings, in deletion order."""
+def scan(listings: dict[str, list[dict[str, Any]]], names: RunNames, project: str | None = None) -> list[Leftover]:
+    """Everything of the run in one project's listings (default: the environment's), in deletion
+    order. In project mode the tenant's project is scanned as well (its network, node identity,
+    custom roles, VMs and disks are there)."""
     found = []
     for kind in LISTINGS:
         for obj in listings.get(kind) or []:
             if belongs_to_run(kind, obj, names):
-                found.append(leftover(kind, obj, names.project))
+                found.append(leftover(kind, obj, project or names.project))
     return found
 
 
@@ -133,8 +135,13 @@ def leftover(kind: str, obj: dict[str, Any], project: str) -> Leftover:
 
 
 def find_by_hand(names: RunNames) -> list[str]:
-    """gcloud listings that show what the run may have left, for when the scan cannot run."""
-    p = f"--project {names.project}"
+    """gcloud listings that show what the run may have left, for when the scan cannot run: in the
+    environment's project, then (project mode) the same in the tenant's."""
+    return [command for project in names.projects for command in _listings(names, project)]
+
+
+def _listings(names: RunNames, project: str) -> list[str]:
+    p = f"--project {project}"
     prefixes = "|".join((names.cluster, f"gke-{names.cluster}-", names.tenant_prefix))
     owned = f"labels.vcluster={names.tenant} OR labels.goog-k8s-cluster-name={names.cluster}"
     described = f"description~{names.host_namespace}"

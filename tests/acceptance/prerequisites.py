@@ -51,14 +51,22 @@ def missing_credentials(succeeds: Callable[[list[str]], bool] = shell.succeeds) 
     return missing
 
 
-def missing_project_access(settings: Settings, gcloud: shell.Gcloud) -> list[str]:
-    try:
-        region = gcloud.json("compute", "regions", "describe", settings.region)
-        project_info = gcloud.json("compute", "project-info", "describe")
-    except (shell.CommandError, subprocess.TimeoutExpired) as e:
-        return [f"read access to project {settings.project}'s Compute Engine quotas with the Compute Engine API enabled ({e})"]
-    problem = quota_problem(region, project_info, settings.gpu, settings.gpus_per_node)
-    return [problem] if problem else []
+def missing_project_access(settings: Settings, gcloud_for: Callable[[str], shell.Gcloud] = shell.Gcloud) -> list[str]:
+    """Read access to every project of the run, and free GPU quota where the tenant's VM runs
+    (the team's project in project mode: quota is per project)."""
+    found = []
+    for project in dict.fromkeys((settings.project, settings.vm_project)):
+        gcloud = gcloud_for(project)
+        try:
+            region = gcloud.json("compute", "regions", "describe", settings.region)
+            project_info = gcloud.json("compute", "project-info", "describe")
+        except (shell.CommandError, subprocess.TimeoutExpired) as e:
+            found.append(f"read access to project {project}'s Compute Engine quotas with the Compute Engine API enabled ({e})")
+            continue
+        problem = quota_problem(region, project_info, settings.gpu, settings.gpus_per_node) if project == settings.vm_project else None
+        if problem:
+            found.append(f"in project {project}: {problem}")
+    return found
 
 
 def missing(settings: Settings) -> list[str]:
@@ -77,7 +85,7 @@ def missing(settings: Settings) -> list[str]:
     if shutil.which("gcloud"):
         found += missing_credentials()
     if not found:
-        found += missing_project_access(settings, shell.Gcloud(settings.project))
+        found += missing_project_access(settings)
     return found
 
 

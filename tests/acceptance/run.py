@@ -60,7 +60,9 @@ def say(line: str) -> None:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     defaults = Settings(project="")
     parser = argparse.ArgumentParser(prog="python -m tests.acceptance.run", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--project", default="", help="GCP project id (billing and GPU quota)")
+    parser.add_argument("--project", default="", help="GCP project id of the environment (billing; GPU quota in shared mode)")
+    parser.add_argument("--team-project", default="", help="an existing GCP project for the tenant (project mode; its GPU quota)")
+    parser.add_argument("--isolation", default="", help="project or shared (default: project with --team-project, else shared)")
     parser.add_argument("--region", default=defaults.region)
     parser.add_argument("--zones", default="", help="comma-separated zones of the region (default <region>-a,<region>-b)")
     parser.add_argument("--gpu", default=defaults.gpu)
@@ -79,6 +81,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
     zones = [z.strip() for z in args.zones.split(",") if z.strip()] or [f"{args.region}-a", f"{args.region}-b"]
     return Settings(
         project=args.project.strip(),
+        team_project=args.team_project.strip(),
+        isolation=args.isolation.strip(),
         region=args.region.strip(),
         zones=tuple(zones),
         gpu=args.gpu.strip(),
@@ -138,7 +142,8 @@ class AcceptanceRun:
     def execute(self) -> int:
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self.save_record(cleaned=False)
-        say(f"run {self.run_id}: stack {self.names.stack} in project {self.names.project}, cluster {self.names.cluster}, tenant {self.names.tenant}")
+        where = f"its own project {self.names.vm_project}" if self.names.isolation == "project" else "the same project, shared"
+        say(f"run {self.run_id}: stack {self.names.stack} in project {self.names.project}, cluster {self.names.cluster}, tenant {self.names.tenant} in {where}")
         for line in render_cost(cost_estimate(self.env), self.env.facts.prices_read):
             say(line)
         say(f"state and program copy in {self.run_dir.root}; logs and report in {self.out_dir}")
@@ -175,7 +180,7 @@ class AcceptanceRun:
             names=self.names,
             settings=self.settings,
             host=Kubectl(kubeconfig),
-            gcloud=Gcloud(self.names.project),
+            gcloud=Gcloud(self.names.vm_project),
             report=self.report,
             workdir=self.run_dir.root,
             gpu_machines=gpu_machines,
@@ -268,13 +273,17 @@ def remove(stack: auto.Stack) -> bool:
 
 
 def scan_project(names: RunNames):
-    gcloud = Gcloud(names.project)
-    try:
-        listings = {kind: gcloud.json(*args) or [] for kind, args in LISTINGS.items()}
-    except CommandError as e:
-        say(f"the leftover scan could not list the project: {e}")
-        return None
-    return scan(listings, names)
+    """The leftover scan of every project the run used (None: one could not be listed)."""
+    found = []
+    for project in names.projects:
+        gcloud = Gcloud(project)
+        try:
+            listings = {kind: gcloud.json(*args) or [] for kind, args in LISTINGS.items()}
+        except CommandError as e:
+            say(f"the leftover scan could not list project {project}: {e}")
+            return None
+        found += scan(listings, names, project)
+    return found
 
 
 def manual_cleanup(names: RunNames, backend: Backend, run_dir: RunDir, leftovers) -> list[str]:

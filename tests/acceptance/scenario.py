@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 from config.base import duration_seconds
 
-from . import gce, kube
+from . import gce, kube, metadata
 from .kube import Finding
 from .report import Report
 from .settings import RunNames, Settings
@@ -26,6 +26,7 @@ PLATFORM_TIMEOUT = 600
 TENANT_TIMEOUT = 1800
 READY_TIMEOUT = 600  # node registered → Ready, and Ready → initialized
 GPU_TIMEOUT = 900  # Ready → nvidia.com/gpu allocatable (GPU Operator: toolkit, device plugin)
+PROBE_TIMEOUT = 300  # the metadata probe pods: image pull and two requests
 
 
 @dataclass
@@ -33,7 +34,7 @@ class Live:
     names: RunNames
     settings: Settings
     host: Kubectl
-    gcloud: Gcloud
+    gcloud: Gcloud  # in the project of the tenant's VMs (the team's in project mode)
     report: Report
     workdir: Path
     gpu_machines: dict[str, bool]  # machine type → GPUs are guest accelerators
@@ -67,6 +68,7 @@ def run_checks(live: Live, outputs: dict[str, Any]) -> None:
     namespace, release = check_tenant_instance(live)
     with live.tenant_access(live.host, namespace, release, live.workdir) as tenant:
         live.settle("tenant API reachable", lambda: Finding("", True, f"{len(kube.items(tenant.json('get', 'nodes')))} node(s)"), timeout=300)
+        check_metadata_concealment(live, tenant)
         check_gpu_job(live, tenant)
 
 
@@ -103,6 +105,33 @@ def check_tenant_instance(live: Live) -> tuple[str, str]:
 
     live.settle(f"tenant {live.names.tenant} Ready", instance, timeout=TENANT_TIMEOUT)
     return kube.virtual_cluster_ref(found["item"])
+
+
+def check_metadata_concealment(live: Live, tenant: TenantAccess) -> None:
+    """On a node of the tenant (nodeMetadata: concealed, the default): an ordinary pod gets no
+    answer from the metadata server, a hostNetwork pod does. Recorded; the run goes on either way."""
+    node = metadata.probe_node(tenant.json("get", "nodes"))
+    if node is None:
+        live.report.add(Finding("metadata concealment checked on a node", False, "no Ready node in the tenant"), live.say)
+        return
+    live.say(f"probing the metadata server from node {node}")
+    tenant.apply(metadata.documents(node, live.names.run_id))
+    try:
+        live.settle(f"metadata probes ran on node {node}", lambda: metadata.done(tenant.json("get", "pods", "-n", metadata.NAMESPACE)), timeout=PROBE_TIMEOUT)
+    except CheckFailed:
+        pass  # recorded; the findings below say what each probe did get to
+    logs = {}
+    for name in metadata.HOST_NETWORK:
+        try:
+            logs[name] = tenant.text("logs", name, "-n", metadata.NAMESPACE)
+        except CommandError as e:
+            logs[name] = f"(no logs: {e})"
+    for finding in metadata.findings(tenant.json("get", "pods", "-n", metadata.NAMESPACE), logs):
+        live.report.add(finding, live.say)
+    try:
+        tenant.text("delete", "namespace", metadata.NAMESPACE, "--wait=false")
+    except CommandError as e:
+        live.say(f"could not delete namespace {metadata.NAMESPACE} (the destroy removes it with the tenant): {e}")
 
 
 @dataclass
@@ -187,7 +216,7 @@ def inspect_gpu_node(live: Live, smoke: SmokeJob) -> dict[str, Any] | None:
         live.settle("GPU offered to pods", lambda: _allocatable(smoke.refresh_node(), names.gpus_per_node), timeout=GPU_TIMEOUT)
         report.mark("gpu_allocatable", live.clock.now())
     finally:
-        findings = kube.node_findings(smoke.node, project=names.project, zones=names.zones, gpus=names.gpus_per_node, zone_wanted=smoke.zone)
+        findings = kube.node_findings(smoke.node, project=names.vm_project, zones=names.zones, gpus=names.gpus_per_node, zone_wanted=smoke.zone)
         for finding in findings:
             report.add(finding, live.say)
         vm = check_vm(live, smoke.node)

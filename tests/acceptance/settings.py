@@ -2,7 +2,9 @@
 configuration, built here and validated by the program's own loader (`config.stack.load_stack`)
 before anything is created.
 
-The stack is a `dev` environment (zonal cluster, no deletion protection) with exactly one tenant.
+The stack is a `dev` environment (zonal cluster, no deletion protection) with exactly one tenant,
+in project mode (the default, as in prod) when a team project is given (TEAM_PROJECT, an existing
+project: its network, node identity, VMs and disks go there), else shared (in the run's project).
 Every name that GCP keeps globally or per project carries the run id, so runs never collide with
 each other or with a real environment in the same project, and the leftover scan can tell this
 run's objects from everything else.
@@ -19,11 +21,13 @@ from typing import Any
 from components.tenant_network import tenant_resource_name
 from components.tenant_vcluster import host_namespace
 from config.catalog import load_catalog
+from config.isolation import placement
 from config.stack import NS, EnvironmentStack, load_stack
 from config.stack_files import PROJECT_DIR, project_defaults
 from tools.plan_costs import NOT_INCLUDED, environment_costs
 
 ENVIRONMENT = "dev"  # zonal cluster, no deletion protection: cheap and destroyable
+PROJECT_MODE, SHARED_MODE = "project", "shared"
 RUN_LABEL = "gpu-platform-acceptance"  # GCP label on the cluster and its nodes: value = run id
 TENANT_CIDR = "10.160.0.0/22"  # the run's own cluster and VPCs: nothing else to overlap
 RUN_ID_LENGTH = 6
@@ -41,6 +45,8 @@ class Settings:
     """What the user chooses (make variables; README "Acceptance test")."""
 
     project: str
+    team_project: str = ""  # an existing project for the tenant (project mode)
+    isolation: str = ""  # "project" | "shared" | "": project with a team project, else shared
     region: str = "us-central1"
     zones: tuple[str, ...] = ("us-central1-a", "us-central1-b")
     gpu: str = "nvidia-tesla-t4"
@@ -50,11 +56,31 @@ class Settings:
     idle_margin_seconds: int = 600  # VM deleted within idleAfter plus this
     node_timeout_seconds: int = 1200  # a GPU node must register within this after the Job
 
+    @property
+    def mode(self) -> str:
+        """The tenant's isolation: as asked, else project mode when there is a team project."""
+        return self.isolation or (PROJECT_MODE if self.team_project else SHARED_MODE)
+
+    @property
+    def vm_project(self) -> str:
+        """Where the tenant's VMs run, and so where the GPU quota must be."""
+        return self.team_project if self.mode == PROJECT_MODE else self.project
+
     def problems(self) -> list[str]:
         """What is wrong with the settings themselves; the config loader checks the rest."""
         problems = []
         if not PROJECT_ID.match(self.project):
             problems.append(f"PROJECT={self.project!r} is not a GCP project id (6–30 characters of [a-z0-9-])")
+        if self.isolation not in ("", PROJECT_MODE, SHARED_MODE):
+            problems.append(f"ISOLATION={self.isolation!r}: allowed: project, shared, or empty (project with TEAM_PROJECT, else shared)")
+        elif self.mode == PROJECT_MODE and not self.team_project:
+            problems.append("ISOLATION=project needs TEAM_PROJECT=<an existing project for the tenant, other than PROJECT>")
+        elif self.mode == SHARED_MODE and self.team_project:
+            problems.append("TEAM_PROJECT is for ISOLATION=project; a shared tenant runs in PROJECT (leave TEAM_PROJECT out)")
+        if self.team_project and not PROJECT_ID.match(self.team_project):
+            problems.append(f"TEAM_PROJECT={self.team_project!r} is not a GCP project id (6–30 characters of [a-z0-9-])")
+        elif self.team_project and self.team_project == self.project:
+            problems.append("TEAM_PROJECT must differ from PROJECT: the tenant's project is not the environment's")
         if not self.zones:
             problems.append("ZONES is empty; give one or more zones of REGION, comma-separated")
         if self.gpus_per_node < 1 or self.gpu_quota < self.gpus_per_node:
@@ -95,8 +121,10 @@ def stack_values(settings: Settings, run_id: str) -> dict[str, Any]:
         f"{NS}:tenants": [
             {
                 "name": f"acc-{run_id}",
-                # The run deploys into one project: the tenant shares it (allowed in dev, warned).
-                "isolation": "shared",
+                # Project mode: the team's existing project. Shared: the run's own project (allowed
+                # in dev, warned).
+                "isolation": settings.mode,
+                **({"gcpProject": settings.team_project} if settings.mode == PROJECT_MODE else {}),
                 "network": {"cidr": TENANT_CIDR},
                 # One node's worth of GPUs: the smoke Job needs one GPU, the pool may make one VM.
                 "gpuPools": [{"gpu": settings.gpu, "maxGpus": settings.gpus_per_node, "gpusPerNode": settings.gpus_per_node}],
@@ -137,6 +165,19 @@ class RunNames:
     gpu: str
     gpus_per_node: int
     idle_after: str
+    # Records of runs from before project mode lack these: they were shared.
+    isolation: str = SHARED_MODE
+    tenant_project: str = ""  # the tenant's GCP project; "" = `project`
+
+    @property
+    def vm_project(self) -> str:
+        """The project of the tenant's network, node identity, VMs and disks."""
+        return self.tenant_project or self.project
+
+    @property
+    def projects(self) -> tuple[str, ...]:
+        """Every project the run puts something in: the environment's, then the tenant's."""
+        return tuple(dict.fromkeys((self.project, self.vm_project)))
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -171,6 +212,8 @@ def run_names(env: EnvironmentStack, run_id: str) -> RunNames:
         gpu=pool.gpu,
         gpus_per_node=pool.gpus_per_node,
         idle_after=pool.idle_after,
+        isolation=plan.tenant.isolation,
+        tenant_project=placement(plan.tenant, environment=env.environment, host_project=env.project, tenant_projects=env.facts.tenant_projects).project,
     )
 
 

@@ -144,3 +144,41 @@ def test_find_by_hand_names_the_run(names):
     text = "\n".join(commands)
     for name in ("gpu-acc-k3x9q2", "labels.vcluster=acc-k3x9q2", "vcluster-acc-k3x9q2", "vcp-acc-k3x9q2", "gpuPlatformAcc_k3x9q2_", "dev-acc-k3x9q2-"):
         assert name in text
+
+
+def test_in_project_mode_both_projects_are_scanned_and_listed_by_hand(monkeypatch):
+    """The tenant's VMs, disks, network, node identity and roles are in the team's project: the
+    scan after the destroy lists it as well as the environment's, and says where each thing is."""
+    from tests.acceptance import run as runner
+
+    names = run_names(load_run_stack(Settings(project="acme-acceptance", team_project="acme-acceptance-team"), "k3x9q2"), "k3x9q2")
+    failed = load("gcloud/leftovers-after-failed-destroy.json")
+    in_team_project = {"instance", "disk", "router", "subnetwork", "address"}
+    per_project = {
+        "acme-acceptance": {kind: objs for kind, objs in failed.items() if kind not in in_team_project},
+        "acme-acceptance-team": {kind: objs for kind, objs in failed.items() if kind in in_team_project},
+    }
+    listed = []
+
+    class Gcloud:
+        def __init__(self, project):
+            self.project = project
+
+        def json(self, *args):
+            listed.append(self.project)
+            kind = next(k for k, v in leftovers.LISTINGS.items() if v == args)
+            return per_project[self.project].get(kind, [])
+
+    monkeypatch.setattr(runner, "Gcloud", Gcloud)
+    found = runner.scan_project(names)
+    assert sorted(set(listed)) == ["acme-acceptance", "acme-acceptance-team"]
+    where = {(item.kind, item.name): item.command.split("--project ")[1] for item in found}
+    assert where["instance", "acc-k3x9q2-gpu-8w2mf-3f9a1c"] == "acme-acceptance-team --quiet"
+    assert where["cluster", "gpu-acc-k3x9q2"] == "acme-acceptance --quiet"
+    # The same things a one-project scan of everything would find, each in its own project.
+    assert sorted((i.kind, i.name) for i in found) == sorted((i.kind, i.name) for i in leftovers.scan(failed, names))
+    by_hand = leftovers.find_by_hand(names)
+    assert len(by_hand) == 2 * len(leftovers.find_by_hand(run_names(load_run_stack(Settings(project="acme-acceptance"), "k3x9q2"), "k3x9q2")))
+    assert [c for c in by_hand if "--project acme-acceptance-team" in c] == [
+        c.replace("--project acme-acceptance", "--project acme-acceptance-team") for c in by_hand if "--project acme-acceptance " in c
+    ]

@@ -41,7 +41,10 @@ class World:
     initializes: bool = True  # False: the CCM never initializes the GPU node (wrong zone)
     vm_deleted_after: float = 760
     job_fails: bool = False  # the container cannot reach the GPU
+    metadata_exposed: bool = False  # the node's concealment does not hold
     applied: list[dict[str, Any]] | None = None
+    probes: list[dict[str, Any]] | None = None  # the metadata probe's documents
+    deleted: list[str] | None = None
 
     @property
     def since(self) -> float | None:
@@ -73,6 +76,9 @@ class World:
             return self.nodes()
         if args == ("get", "pods", "--all-namespaces"):
             return load("kubectl/tenant-pods-all.json")
+        if args == ("get", "pods", "-n", "gpu-platform-acceptance"):
+            assert self.probes is not None, "probe pods listed before they were applied"
+            return load("kubectl/metadata-probe-pods-succeeded.json")
         if args == ("get", "pods", "-n", "gpu-smoke-test"):
             return load("kubectl/smoke-pods-pending.json" if running else "kubectl/smoke-pods-succeeded.json")
         if args == ("get", "node", GPU_NODE):
@@ -98,6 +104,12 @@ class FakeTenant(Fake):
         self.world = world
 
     def text(self, *args: str) -> str:
+        if args[:1] == ("delete",):
+            self.world.deleted = [*(self.world.deleted or []), " ".join(args)]
+            return ""
+        if args in (("logs", "metadata-from-pod", "-n", "gpu-platform-acceptance"), ("logs", "metadata-from-host", "-n", "gpu-platform-acceptance")):
+            pod_log = "exposed" if self.world.metadata_exposed else "concealed"
+            return load(f"kubectl/metadata-probe-from-pod-{pod_log}.log" if args[1] == "metadata-from-pod" else "kubectl/metadata-probe-from-host.log")
         assert args == ("logs", "job/nvidia-smi", "-n", "gpu-smoke-test"), args
         return load("kubectl/nvidia-smi-no-driver.log" if self.world.job_fails else "kubectl/nvidia-smi-t4.log")
 
@@ -108,6 +120,9 @@ class FakeTenant(Fake):
         return None
 
     def apply(self, documents):
+        if not any(d["kind"] == "Job" for d in documents):
+            self.world.probes = documents
+            return
         self.world.applied = documents
         self.world.clock.t = 0
 
@@ -137,13 +152,19 @@ def test_a_healthy_run_passes_every_check_and_measures_every_span(tmp_path):
     run_checks(live, OUTPUTS)
     failed = [f for f in live.report.findings if not f.ok]
     assert failed == []
-    assert [f.check for f in live.report.findings][:5] == [
+    assert [f.check for f in live.report.findings][:8] == [
         "the stack deployed exactly one tenant",
         "platform API Available",
         "NodeProvider acc-k3x9q2 ready",
         "tenant acc-k3x9q2 Ready",
         "tenant API reachable",
+        "metadata probes ran on node acc-k3x9q2-cpu-r2n7d-9be14a",
+        "an ordinary pod cannot reach the metadata server",
+        "a hostNetwork pod reaches the metadata server",
     ]
+    # Both probes on the tenant's CPU node, before the GPU Job; their namespace removed after.
+    assert {p["spec"]["nodeName"] for p in world.probes if p["kind"] == "Pod"} == {"acc-k3x9q2-cpu-r2n7d-9be14a"}
+    assert world.deleted == ["delete namespace gpu-platform-acceptance --wait=false"]
     assert {"GPU node initialized by the cloud controller manager", "Job logs show nvidia-smi", "node in the zone the Job asked for"} <= {
         f.check for f in live.report.findings
     }
@@ -156,6 +177,17 @@ def test_a_healthy_run_passes_every_check_and_measures_every_span(tmp_path):
     assert all(v is not None for v in spans.values()), spans
     assert spans["pod pending → node Ready"] == 258
     assert 500 <= spans["time to GPU: pod pending → GPU allocatable"] <= 510  # polled every 10 s
+
+
+def test_pods_that_reach_the_metadata_server_fail_the_run_and_the_gpu_checks_still_run(tmp_path):
+    world = World(FakeClock(), metadata_exposed=True)
+    live = live_run(world, tmp_path)
+    run_checks(live, OUTPUTS)
+    failed = {f.check: f.detail for f in live.report.findings if not f.ok}
+    assert set(failed) == {"an ordinary pod cannot reach the metadata server"}
+    assert "node identity's token" in failed["an ordinary pod cannot reach the metadata server"]
+    assert not live.report.checks_passed
+    assert "Job logs show nvidia-smi" in {f.check for f in live.report.findings}
 
 
 def test_a_vm_that_outlives_idle_after_plus_the_margin_fails(tmp_path):

@@ -28,6 +28,7 @@ from tools.plan_costs import environment_costs
 
 RUN_ID = "k3x9q2"
 DEFAULTS = Settings(project="acme-acceptance")
+TEAM = Settings(project="acme-acceptance", team_project="acme-acceptance-team")  # project mode
 
 
 @pytest.fixture(scope="module")
@@ -41,9 +42,15 @@ def names(env):
 
 
 @pytest.fixture(scope="module")
+def team_names():
+    return run_names(load_run_stack(TEAM, RUN_ID), RUN_ID)
+
+
+@pytest.fixture(scope="module")
 def run():
-    """The real program under the mock engine, with the run's configuration."""
-    return run_program({**project_defaults(PROJECT_DIR), **stack_values(DEFAULTS, RUN_ID)}, stack=f"acceptance-{RUN_ID}")
+    """The real program under the mock engine, with the run's configuration in project mode (the
+    shared tenant's program is the committed dev stack's)."""
+    return run_program({**project_defaults(PROJECT_DIR), **stack_values(TEAM, RUN_ID)}, stack=f"acceptance-{RUN_ID}")
 
 
 def test_the_default_run_is_a_dev_environment_with_one_tenant(env):
@@ -70,11 +77,48 @@ def test_runs_share_no_name():
     a = run_names(load_run_stack(DEFAULTS, "aaaaaa"), "aaaaaa").to_dict()
     b = run_names(load_run_stack(DEFAULTS, "bbbbbb"), "bbbbbb").to_dict()
     shared = {k for k in a if a[k] == b[k]}
-    assert shared == {"project", "region", "zones", "environment", "cluster_location", "gpu", "gpus_per_node", "idle_after"}
+    assert shared == {"project", "region", "zones", "environment", "cluster_location", "gpu", "gpus_per_node", "idle_after", "isolation", "tenant_project"}
 
 
-def test_run_names_survive_the_run_record(names):
+def test_run_names_survive_the_run_record(names, team_names):
     assert RunNames.from_dict(names.to_dict()) == names
+    assert RunNames.from_dict(team_names.to_dict()) == team_names
+    # A record written before project mode existed reads as shared, in its one project.
+    old = {k: v for k, v in names.to_dict().items() if k not in ("isolation", "tenant_project")}
+    assert (RunNames.from_dict(old).isolation, RunNames.from_dict(old).projects) == ("shared", ("acme-acceptance",))
+
+
+def test_without_a_team_project_the_tenant_shares_the_runs_project(names):
+    assert DEFAULTS.mode == "shared" and DEFAULTS.vm_project == "acme-acceptance"
+    [tenant] = stack_values(DEFAULTS, RUN_ID)["gpu-platform:tenants"]
+    assert tenant["isolation"] == "shared" and "gcpProject" not in tenant
+    assert (names.isolation, names.vm_project, names.projects) == ("shared", "acme-acceptance", ("acme-acceptance",))
+
+
+def test_with_a_team_project_the_tenant_runs_in_project_mode_there(team_names):
+    assert TEAM.mode == "project" and TEAM.vm_project == "acme-acceptance-team" and TEAM.problems() == []
+    [tenant] = stack_values(TEAM, RUN_ID)["gpu-platform:tenants"]
+    assert (tenant["isolation"], tenant["gcpProject"]) == ("project", "acme-acceptance-team")
+    assert (team_names.isolation, team_names.vm_project) == ("project", "acme-acceptance-team")
+    assert team_names.projects == ("acme-acceptance", "acme-acceptance-team")  # both scanned after the destroy
+    # An explicit ISOLATION agrees with the default it would get.
+    assert Settings(project="acme-acceptance", team_project="acme-acceptance-team", isolation="project").mode == "project"
+    assert Settings(project="acme-acceptance", isolation="shared").mode == "shared"
+
+
+@pytest.mark.parametrize(
+    "settings, problem",
+    [
+        (Settings(project="acme-acceptance", isolation="project"), "ISOLATION=project needs TEAM_PROJECT="),
+        (Settings(project="acme-acceptance", isolation="isolated"), "ISOLATION='isolated': allowed: project, shared, or empty"),
+        (Settings(project="acme-acceptance", team_project="acme-acceptance-team", isolation="shared"), "TEAM_PROJECT is for ISOLATION=project"),
+        (Settings(project="acme-acceptance", team_project="Team_1"), "TEAM_PROJECT='Team_1' is not a GCP project id"),
+        (Settings(project="acme-acceptance", team_project="acme-acceptance"), "TEAM_PROJECT must differ from PROJECT"),
+    ],
+)
+def test_isolation_settings_problems(settings, problem):
+    [found] = settings.problems()
+    assert found.startswith(problem), found
 
 
 def test_a_bad_choice_fails_in_the_loader_naming_the_key():
@@ -90,7 +134,8 @@ def test_settings_problems():
     assert [p.split("=")[0].split(" ")[0] for p in problems] == ["PROJECT", "ZONES", "GPU_QUOTA"]
 
 
-def test_the_program_deploys_one_tenant_with_the_runs_names(run, names):
+def test_the_program_deploys_one_tenant_with_the_runs_names(run, team_names):
+    names = team_names
     (cluster,) = run.of_type("gcp:container/cluster:Cluster")
     assert cluster.plain_inputs["name"] == names.cluster
     assert cluster.plain_inputs["resourceLabels"][RUN_LABEL] == RUN_ID
@@ -126,22 +171,31 @@ GO_WITH_THEIR_PARENT_OR_BILL_NOTHING = {
 }
 
 
-def test_the_leftover_scan_would_find_every_gcp_object_the_program_creates(run, names):
+def test_the_leftover_scan_would_find_every_gcp_object_the_program_creates(run, team_names):
+    """In project mode, in whichever of the run's projects the object is: the scan lists both."""
+    names = team_names
     unknown = sorted({r.type for r in run.registrations if r.type.startswith("gcp:") and r.type not in SCANNED} - GO_WITH_THEIR_PARENT_OR_BILL_NOTHING)
     assert unknown == [], "new GCP resource types: teach tests/acceptance/leftovers.py to find them after a destroy"
-    checked = 0
+    checked = {project: 0 for project in names.projects}
     for registration in run.registrations:
         if registration.type not in SCANNED:
             continue
         kind, key = SCANNED[registration.type]
         value = registration.plain_inputs[key]
+        project = registration.plain_inputs.get("project") or names.project
+        assert project in names.projects, f"{registration.type} {value} is in project {project}, which the scan does not list"
         listed = {
-            "service account": {"email": f"{value}@{names.project}.iam.gserviceaccount.com"},
-            "custom role": {"name": f"projects/{names.project}/roles/{value}"},
+            "service account": {"email": f"{value}@{project}.iam.gserviceaccount.com"},
+            "custom role": {"name": f"projects/{project}/roles/{value}"},
         }.get(kind, {"name": value})
-        assert leftovers.belongs_to_run(kind, listed, names), f"{registration.type} {value} would not be found after a destroy"
-        checked += 1
-    assert checked >= 12
+        [found] = leftovers.scan({kind: [listed]}, names, project)
+        assert found.command.endswith(f"--project {project} --quiet"), found
+        checked[project] += 1
+    # The environment's objects in PROJECT; the tenant's network, NAT, firewalls, node identity
+    # and roles in TEAM_PROJECT.
+    assert checked["acme-acceptance"] >= 6 and checked["acme-acceptance-team"] >= 7, checked
+    tenant_objects = [r for r in run.registrations if r.type in SCANNED and names.tenant_prefix in str(r.plain_inputs.get(SCANNED[r.type][1]))]
+    assert tenant_objects and {r.plain_inputs.get("project") for r in tenant_objects} == {"acme-acceptance-team"}
 
 
 def test_the_cost_estimate_of_the_defaults_is_the_plans_cost_model(env):
@@ -177,3 +231,31 @@ def test_missing_credentials_are_named():
 def test_the_skip_is_one_line():
     line = prerequisites.skip_line(["the Pulumi CLI", "kubectl"])
     assert line == "acceptance: skipped, it needs: the Pulumi CLI; kubectl" and "\n" not in line
+
+
+def test_gpu_quota_is_checked_where_the_tenants_vm_runs():
+    """Quota is per project: in project mode the team's project needs the GPU, the environment's
+    only needs to be readable (it runs the GKE cluster)."""
+    from tests.acceptance.recorded import load
+
+    def gcloud_for(quota_in: str, unreadable: str = ""):
+        class Gcloud:
+            def __init__(self, project):
+                self.project = project
+
+            def json(self, *args):
+                if self.project == unreadable:
+                    raise prerequisites.shell.CommandError("PERMISSION_DENIED")
+                doc = load("gcloud/regions-describe-us-central1.json" if args[1] == "regions" else "gcloud/project-info-describe.json")
+                if args[1] == "regions" and self.project != quota_in:
+                    doc["quotas"] = [q for q in doc["quotas"] if q["metric"] != "NVIDIA_T4_GPUS"] + [{"metric": "NVIDIA_T4_GPUS", "limit": 0.0, "usage": 0.0}]
+                return doc
+
+        return Gcloud
+
+    assert prerequisites.missing_project_access(TEAM, gcloud_for("acme-acceptance-team")) == []
+    [problem] = prerequisites.missing_project_access(TEAM, gcloud_for("acme-acceptance"))
+    assert problem.startswith("in project acme-acceptance-team: 1 free NVIDIA_T4_GPUS quota")
+    assert prerequisites.missing_project_access(DEFAULTS, gcloud_for("acme-acceptance")) == []
+    [problem] = prerequisites.missing_project_access(TEAM, gcloud_for("acme-acceptance-team", unreadable="acme-acceptance"))
+    assert problem.startswith("read access to project acme-acceptance's Compute Engine quotas")

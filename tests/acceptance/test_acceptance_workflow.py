@@ -66,13 +66,15 @@ def test_the_variable_table_is_the_makefiles():
 
 def test_make_passes_every_variable_to_the_runner_and_the_runner_defaults_agree():
     dry = make_dry_run("acceptance", "PROJECT=acme-acceptance")
-    for flag in ("--project", "--region", "--zones", "--gpu", "--gpu-quota", "--gpus-per-node", "--backend", "--idle-margin", "--node-timeout", "--out"):
+    for flag in ("--project", "--team-project", "--isolation", "--region", "--zones", "--gpu", "--gpu-quota", "--gpus-per-node", "--backend", "--idle-margin", "--node-timeout", "--out"):
         assert f"{flag} " in dry
     exported = re.search(r"^export (.+)$", MAKEFILE, flags=re.MULTILINE).group(1).split()
     assert set(exported) == set(make_variables()) - {"ACCEPTANCE_FLAGS"}
     variables = make_variables()
     settings = settings_from(parse_args(["--project", "acme-acceptance"]))
     assert settings == Settings(project="acme-acceptance")
+    assert (settings.team_project, settings.isolation) == (variables["TEAM_PROJECT"], variables["ISOLATION"]) == ("", "")
+    assert settings_from(parse_args(["--project", "p-host1", "--team-project", "p-team1"])).mode == "project"
     assert (settings.region, settings.gpu, str(settings.gpu_quota), str(settings.gpus_per_node)) == (
         variables["REGION"],
         variables["GPU"],
@@ -113,7 +115,8 @@ def triggers() -> dict:
 def test_started_by_hand_only_with_the_runs_inputs():
     assert set(triggers()) == {"workflow_dispatch"}
     inputs = triggers()["workflow_dispatch"]["inputs"]
-    assert set(inputs) == {"project", "region", "zones", "gpu", "gpu_quota"}
+    assert set(inputs) == {"project", "team_project", "region", "zones", "gpu", "gpu_quota"}
+    assert not inputs["team_project"]["required"] and inputs["team_project"]["default"] == ""
     assert inputs["project"]["required"] and "default" not in inputs["project"]
     variables = make_variables()
     assert inputs["region"]["default"] == variables["REGION"] and inputs["gpu"]["default"] == variables["GPU"]
@@ -175,6 +178,7 @@ def test_the_test_requires_its_prerequisites_and_the_cleanup_always_runs():
 def test_inputs_reach_make_through_the_environment_never_a_script():
     assert JOB["env"] == {
         "PROJECT": "${{ inputs.project }}",
+        "TEAM_PROJECT": "${{ inputs.team_project }}",
         "REGION": "${{ inputs.region }}",
         "ZONES": "${{ inputs.zones }}",
         "GPU": "${{ inputs.gpu }}",
@@ -184,20 +188,21 @@ def test_inputs_reach_make_through_the_environment_never_a_script():
         assert "${{" not in step.get("run", ""), step
 
 
-@pytest.mark.parametrize("variable", ["PROJECT", "REGION", "ZONES", "GPU", "GPU_QUOTA", "BACKEND"])
+@pytest.mark.parametrize("variable", ["PROJECT", "TEAM_PROJECT", "ISOLATION", "REGION", "ZONES", "GPU", "GPU_QUOTA", "BACKEND"])
 def test_make_never_pastes_a_value_into_the_shell(variable):
     recipe = MAKEFILE[MAKEFILE.index("acceptance: $(STAMP)") : MAKEFILE.index("acceptance-cleanup:")]
     assert f"$({variable})" not in recipe and f'"$${variable}"' in recipe
 
 
 def test_every_readme_example_is_a_valid_run_configuration():
-    flags = {"PROJECT": "--project", "REGION": "--region", "ZONES": "--zones", "GPU": "--gpu", "GPU_QUOTA": "--gpu-quota", "GPUS_PER_NODE": "--gpus-per-node"}
+    flags = {"PROJECT": "--project", "TEAM_PROJECT": "--team-project", "ISOLATION": "--isolation", "REGION": "--region", "ZONES": "--zones", "GPU": "--gpu", "GPU_QUOTA": "--gpu-quota", "GPUS_PER_NODE": "--gpus-per-node"}
+    placeholders = {"PROJECT": "acme-acceptance", "TEAM_PROJECT": "acme-acceptance-team"}
     examples = re.findall(r"^make acceptance (PROJECT=.*?)(?:\s+#.*)?$", README, flags=re.MULTILINE)
-    assert len(examples) >= 2
+    assert len(examples) >= 3 and any("TEAM_PROJECT=" in e for e in examples)
     for example in examples:
         argv = []
         for name, value in re.findall(r"([A-Z_]+)=(\S+)", example):
-            argv += [flags[name], "acme-acceptance" if name == "PROJECT" else value]
+            argv += [flags[name], placeholders.get(name, value)]
         settings = settings_from(parse_args(argv))
         assert settings.problems() == [], example
         load_run_stack(settings, "k3x9q2")  # raises ConfigError naming the key if the example is wrong
