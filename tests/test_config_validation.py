@@ -584,3 +584,13 @@ def test_shared_tenants_names_keep_their_vms_apart(stack_values):
     assert message.startswith("tenants[1].name: 'nlp-audio' and 'nlp' (tenants[0]) both share the environment's project")
     values[f"{NS}:tenants"][1].update(isolation="project", gcpProject="acme-ml-dev-audio")
     load_stack(values, stack="dev", project_dir=PROJECT_DIR)  # in a project of its own: fine
+
+
+@pytest.mark.parametrize("account", ["dev-x-nodes", "gpu-ci-dev-platform"])
+def test_the_platform_account_is_never_named_like_a_node_or_ci_account(stack_values, account):
+    """The policy pack tells the platform's grants from node and CI grants by their accounts' names."""
+    values = stack_values("dev")
+    values[f"{NS}:platform"] = {"serviceAccountId": account}
+    assert problems(values) == [
+        f"platform.serviceAccountId: {account!r} is not allowed; allowed: an id that neither ends in -nodes (node accounts) nor starts with gpu-ci- (CI's)"
+    ]
