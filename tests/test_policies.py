@@ -528,7 +528,16 @@ def test_unknown_values_defer_to_the_update_instead_of_failing(runs):
     run, reg = one(runs, "dev", P.VIRTUAL_CLUSTER_INSTANCE, "nlp")
     props = copy.deepcopy(reg.plain_inputs)
     props["spec"]["template"]["helmRelease"]["values"] = UNKNOWN_STRING_VALUE
-    for policy in (P.tenant_isolation, P.concrete_scope, P.gpu_ceiling_nonprod, P.single_node_provider, P.unprivileged_control_plane, P.no_host_cluster_role):
+    for policy in (
+        P.tenant_isolation,
+        P.concrete_scope,
+        P.gpu_ceiling_nonprod,
+        P.single_node_provider,
+        P.unprivileged_control_plane,
+        P.no_host_cluster_role,
+        P.values_by_design,
+        P.control_plane_isolation,
+    ):
         with pytest.raises(UnknownValueError):
             violations(policy, args_of(run, reg, props=props))
     assert violations(P.instance_chart_versions, args_of(run, reg, props=props)) == []
@@ -682,6 +691,6 @@ def test_an_unknown_member_defers_the_iam_policies(runs):
     during `pulumi up`, never waved through."""
     run, reg = one(runs, "dev", "gcp:projects/iAMMember:IAMMember", "tenant-nlp-project-platform-vm-role")
     props = {**reg.plain_inputs, "member": UNKNOWN_STRING_VALUE}
-    for policy in (P.grant_allow_list, P.workload_identity_members):
+    for policy in (P.grant_allow_list, P.workload_identity_members, P.conditioned_grants):
         with pytest.raises(UnknownValueError):
             violations(policy, args_of(run, reg, props=props))

@@ -374,6 +374,7 @@ def test_private_and_google_ranges_pass(runs):
         (lambda s: s["allowedNodeTypes"].append({"name": "other.*"}), "spec.allowedNodeTypes: ['gcp-gpu.*', 'other.*'] is not allowed"),
         (lambda s: s.update(allowedNodeTypes=[{"name": "*"}]), "spec.allowedNodeTypes: ['*'] is not allowed"),
         (lambda s: s.update(allowedTemplates=[{"kind": "VirtualClusterTemplate", "name": "*"}]), "spec.allowedTemplates: is not a field gpu-platform sets"),
+        (lambda s: s.update(access=[{"verbs": ["*"], "teams": ["nlp"]}]), "spec.access: is not a field gpu-platform sets"),
     ],
 )
 def test_a_project_wider_than_the_program_makes_it_is_rejected(runs, edit, message):
@@ -390,7 +391,9 @@ def test_a_project_wider_than_the_program_makes_it_is_rejected(runs, edit, messa
         (lambda s: s["access"][0].update(verbs=["*"]), "spec.access[0].verbs: ['*'] is not allowed"),
         (lambda s: s["access"][0].update(subresources=["kubeconfig"]), "spec.access[0].subresources: ['kubeconfig'] is not allowed; allowed: none"),
         (lambda s: s.update(templateRef={"name": "anything"}), "spec.templateRef: is not a field gpu-platform sets"),
-        (lambda s: s["template"].update(spaceTemplate={"metadata": {}}), "spec.template.spaceTemplate: is not a field gpu-platform sets"),
+        # The instance's API reachable through an ingress of the host cluster.
+        (lambda s: s["template"].update(accessPoint={"ingress": {"enabled": True}}), "spec.template.accessPoint: is not a field gpu-platform sets"),
+        (lambda s: s.update(networkPeer=True), "spec.networkPeer: is not a field gpu-platform sets"),
     ],
 )
 def test_an_instance_wider_than_the_program_makes_it_is_rejected(runs, edit, message):
