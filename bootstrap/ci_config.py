@@ -16,6 +16,11 @@ from typing import Any
 MAIN_REF = "refs/heads/main"  # the protected branch: only reviewed code runs from it
 GITHUB_ISSUER = "https://token.actions.githubusercontent.com"
 IDENTITY_KINDS = ("deploy", "preview", "drift")
+POOL_ID = "github-actions"  # the Workload Identity pool and its GitHub provider
+PROVIDER_ID = "github"
+# GitHub's OIDC token carries `actor`, the account that started the run (kept on re-runs): a
+# Dependabot pull request's runs have this one. Its pull_request subject is every pull request's.
+DEPENDABOT = "dependabot[bot]"
 
 _REPOSITORY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,38}/[A-Za-z0-9._-]{1,100}$")
 _ENVIRONMENT_NAME = re.compile(r"^[a-z][a-z0-9]{0,11}$")  # fits service account ids gpu-ci-<env>-preview
@@ -23,6 +28,7 @@ _GITHUB_ENVIRONMENT = re.compile(r"^[A-Za-z0-9._-]{1,255}$")
 _PROJECT_ID = re.compile(r"^[a-z][-a-z0-9]{4,28}[a-z0-9]$")
 _STACK = re.compile(r"^[A-Za-z0-9._-]+$")
 _ROLE_PREFIX = re.compile(r"^[A-Za-z][A-Za-z0-9]{0,40}$")
+_BILLING_ACCOUNT = re.compile(r"^[0-9A-F]{6}-[0-9A-F]{6}-[0-9A-F]{6}$")
 
 
 class ConfigProblems(ValueError):
@@ -60,6 +66,30 @@ class Environment:
     deploy: GitHubJobs
     preview: GitHubJobs
     tenant_projects: TenantProjects = field(default_factory=TenantProjects)
+    # Existing GCP projects of the environment stack's inline tenants (`gcpProject: <id>`): its
+    # deployer builds their networks and identities there, previews and drift read them.
+    team_projects: tuple[str, ...] = ()
+
+
+def account_id(environment: str, kind: str) -> str:
+    return f"gpu-ci-{environment}-{kind}"
+
+
+@dataclass(frozen=True)
+class Identity:
+    """One CI service account: whose, of which kind, reachable by which token subject, on what."""
+
+    environment: Environment
+    kind: str
+    subject: str
+
+    @property
+    def account_id(self) -> str:
+        return account_id(self.environment.name, self.kind)
+
+    @property
+    def email(self) -> str:
+        return f"{self.account_id}@{self.environment.project}.iam.gserviceaccount.com"
 
 
 @dataclass(frozen=True)
@@ -84,6 +114,9 @@ class BootstrapConfig:
     def jobs(self, environment: Environment, kind: str) -> GitHubJobs:
         return {"deploy": environment.deploy, "preview": environment.preview, "drift": self.drift}[kind]
 
+    def identities(self) -> list[Identity]:
+        return [Identity(e, kind, self.jobs(e, kind).subject(self.repository)) for e in self.environments for kind in IDENTITY_KINDS]
+
     def main_only_subjects(self) -> list[str]:
         """Subjects of GitHub environments that may only run from the protected branch: every
         deployment environment and the drift environment (GitHub puts no ref in those subjects,
@@ -91,14 +124,19 @@ class BootstrapConfig:
         subjects = [e.deploy.subject(self.repository) for e in self.environments if e.deploy.environment]
         return [*subjects, self.drift.subject(self.repository)]
 
+    def pull_request_subject(self) -> str:
+        return GitHubJobs(pull_requests=True).subject(self.repository)
+
     def attribute_condition(self) -> str:
-        """The Workload Identity provider's condition (CEL): tokens of this repository only, and the
-        deployment and drift environments only from the protected branch."""
+        """The Workload Identity provider's condition (CEL): tokens of this repository only, the
+        deployment and drift environments only from the protected branch, and no pull-request token
+        of a Dependabot run (the workflow gives those `make test` only; the trust agrees)."""
         clauses = [f"assertion.repository == '{self.repository}'"]
         if self.repository_id:
             clauses.append(f"assertion.repository_id == '{self.repository_id}'")
         not_main_only = " && ".join(f"assertion.sub != '{s}'" for s in self.main_only_subjects())
         clauses.append(f"(assertion.ref == '{MAIN_REF}' || ({not_main_only}))")
+        clauses.append(f"(assertion.sub != '{self.pull_request_subject()}' || assertion.actor != '{DEPENDABOT}')")
         return " && ".join(clauses)
 
 
@@ -137,9 +175,9 @@ def _environment(raw: Any, i: int, problems: list[str]) -> Environment | None:
     if not isinstance(raw, dict):
         problems.append(f"{key}: {raw!r} is not a mapping")
         return None
-    unknown = sorted(set(raw) - {"name", "project", "stacks", "deploy", "preview", "tenantProjects"})
+    unknown = sorted(set(raw) - {"name", "project", "stacks", "deploy", "preview", "tenantProjects", "teamProjects"})
     if unknown:
-        problems.append(f"{key}: unknown key(s) {unknown}; allowed: name, project, stacks, deploy, preview, tenantProjects")
+        problems.append(f"{key}: unknown key(s) {unknown}; allowed: name, project, stacks, deploy, preview, tenantProjects, teamProjects")
     name, project = str(raw.get("name", "")), str(raw.get("project", ""))
     if not _ENVIRONMENT_NAME.match(name):
         problems.append(f"{key}.name: {name!r} is not allowed; allowed: a lowercase name of at most 12 letters and digits, e.g. dev or prod")
@@ -159,7 +197,15 @@ def _environment(raw: Any, i: int, problems: list[str]) -> Environment | None:
     folder, billing = tenant.get("folder"), tenant.get("billingAccount")
     if folder is not None and not re.match(r"^folders/\d+$", str(folder)):
         problems.append(f"{key}.tenantProjects.folder: {folder!r} is not allowed; allowed: folders/<numeric id>")
-    return Environment(name, project, tuple(stacks), deploy, preview, TenantProjects(folder, billing))
+    if billing is not None and not _BILLING_ACCOUNT.match(str(billing)):
+        problems.append(f"{key}.tenantProjects.billingAccount: {billing!r} is not allowed; allowed: a billing account id XXXXXX-XXXXXX-XXXXXX")
+    team_projects = raw.get("teamProjects") or []
+    if not isinstance(team_projects, list) or not all(isinstance(p, str) and _PROJECT_ID.match(p) for p in team_projects):
+        problems.append(f"{key}.teamProjects: {team_projects!r} is not allowed; allowed: a list of GCP project ids")
+        team_projects = []
+    elif project in team_projects or len(set(team_projects)) != len(team_projects):
+        problems.append(f"{key}.teamProjects: {team_projects} names the environment's project or a project twice; allowed: each team project once")
+    return Environment(name, project, tuple(stacks), deploy, preview, TenantProjects(folder, billing), tuple(team_projects))
 
 
 def parse(values: dict[str, Any], pool_project: str | None) -> BootstrapConfig:

@@ -23,13 +23,11 @@ import pulumi
 import pulumi_gcp as gcp
 import yaml
 
-from ci_config import GITHUB_ISSUER, IDENTITY_KINDS, BootstrapConfig, Environment
+from ci_config import GITHUB_ISSUER, IDENTITY_KINDS, POOL_ID, PROVIDER_ID, BootstrapConfig, Environment, account_id
 
 ROLES_PATH = Path(__file__).with_name("ci_roles.yaml")
 CUSTOM = "custom:"
 WORKLOAD_IDENTITY_USER = "roles/iam.workloadIdentityUser"
-POOL_ID = "github-actions"
-PROVIDER_ID = "github"
 # What the pool project and each environment project must serve for the token exchange.
 POOL_APIS = ("iam.googleapis.com", "iamcredentials.googleapis.com", "sts.googleapis.com", "cloudresourcemanager.googleapis.com")
 ENVIRONMENT_APIS = ("iam.googleapis.com", "iamcredentials.googleapis.com", "cloudresourcemanager.googleapis.com")
@@ -56,10 +54,6 @@ def load_ci_roles(path: Path = ROLES_PATH) -> dict:
 
 def identity_roles(kind: str, scope: str) -> list[RoleGrant]:
     return [RoleGrant(e["role"], e["why"]) for e in load_ci_roles()["identities"][kind].get(scope) or []]
-
-
-def account_id(environment: str, kind: str) -> str:
-    return f"gpu-ci-{environment}-{kind}"
 
 
 class GithubTrust(pulumi.ComponentResource):
@@ -141,6 +135,11 @@ class EnvironmentIdentities(pulumi.ComponentResource):
                     member=member,
                     opts=pulumi.ResourceOptions(parent=self, depends_on=[*apis, *([role_resource] if role_resource else [])]),
                 )
+            for team_project in environment.team_projects:
+                for grant in identity_roles(kind, "teamProject"):
+                    gcp.projects.IAMMember(
+                        f"{name}-{kind}-{team_project}-{_suffix(grant.role)}", project=team_project, role=grant.role, member=member, opts=child
+                    )
             if environment.tenant_projects.folder:
                 for grant in identity_roles(kind, "folder"):
                     gcp.folder.IAMMember(

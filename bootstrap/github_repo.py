@@ -6,6 +6,9 @@
   run, no admin bypass, and only protected branches may deploy to it.
 - Each preview environment (`production-preview`): required reviewers, not self-approved.
 - The drift environment: only protected branches (no reviewers: it runs on a schedule).
+- Actions' own token: read-only by default, and it may not approve pull requests. A preview job
+  holds `pull-requests: write` (its comment) while running the branch's code: with approvals
+  allowed, that code could approve its own pull request and count as the review `main` requires.
 - The repository variables the workflows read (no secrets exist).
 
 GitHub's environment rules are what the subjects `repo:<r>:environment:<name>` stand for; the
@@ -24,6 +27,7 @@ TEST_CHECK = "Unit tests and offline plan"  # .github/workflows/pulumi.yml, job 
 
 class GithubRepository(pulumi.ComponentResource):
     environments: dict[str, github.RepositoryEnvironment]
+    workflow_permissions: github.WorkflowRepositoryPermissions
 
     def __init__(self, name: str, config: BootstrapConfig, variables: dict[str, pulumi.Input[str]], opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-platform-bootstrap:ci:GithubRepository", name, None, opts)
@@ -45,6 +49,17 @@ class GithubRepository(pulumi.ComponentResource):
                 )
             ],
             required_status_checks=[github.BranchProtectionRequiredStatusCheckArgs(strict=True, contexts=[TEST_CHECK])],
+            opts=child,
+        )
+
+        # pulumi-github 6.15.0 WorkflowRepositoryPermissions (GitHub "Workflow permissions" of the
+        # repository's Actions settings): GITHUB_TOKEN read-only unless a job asks for more, and
+        # never able to approve a pull request.
+        self.workflow_permissions = github.WorkflowRepositoryPermissions(
+            f"{name}-workflow-permissions",
+            repository=repository,
+            default_workflow_permissions="read",
+            can_approve_pull_request_reviews=False,
             opts=child,
         )
 

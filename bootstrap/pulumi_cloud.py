@@ -18,7 +18,7 @@ import pulumi
 import pulumi_pulumiservice as ps
 import yaml
 
-from ci_config import GITHUB_ISSUER, MAIN_REF, BootstrapConfig
+from ci_config import DEPENDABOT, GITHUB_ISSUER, MAIN_REF, BootstrapConfig
 
 POLICY_PACK = "gpu-platform-guardrails"  # policy/__main__.py PolicyPack(name=…)
 POLICY_PACK_FILE = Path(__file__).resolve().parent.parent / "policy" / "PulumiPolicy.yaml"
@@ -47,7 +47,11 @@ class PulumiCloudAccess(pulumi.ComponentResource):
         identity = {"repository": repo, "aud": f"urn:pulumi:org:{org}", **({"repository_id": config.repository_id} if config.repository_id else {})}
 
         self.teams = {}
+        # First, before every allow rule: a Dependabot pull request's token gets no team token,
+        # as the Google trust refuses it (ci_config.attribute_condition). Pulumi's docs do not say
+        # how a deny and an allow matching the same token combine; the Google side holds alone.
         policies: list[ps.AuthPolicyDefinitionArgs] = []
+        deny_dependabot = {**identity, "sub": config.pull_request_subject(), "actor": DEPENDABOT}
         for env in config.environments:
             read = self._team(f"{name}-{env.name}-read", org, team_name(env.name, "read"), f"Previews and drift checks of {env.name}", child)
             write = self._team(f"{name}-{env.name}-deploy", org, team_name(env.name, "deploy"), f"Deploys the {env.name} stack", child)
@@ -74,6 +78,13 @@ class PulumiCloudAccess(pulumi.ComponentResource):
             preview_rules = {**identity, "sub": env.preview.subject(repo)}
             drift_rules = {**identity, "sub": config.drift.subject(repo), "ref": MAIN_REF}
             deploy_rules = {**identity, "sub": env.deploy.subject(repo), "ref": MAIN_REF}
+            if env.preview.pull_requests:
+                policies.insert(
+                    0,
+                    ps.AuthPolicyDefinitionArgs(
+                        decision=ps.AuthPolicyDecision.DENY, token_type=ps.AuthPolicyTokenType.TEAM, team_name=read.name, rules=deny_dependabot
+                    ),
+                )
             for team, rules in ((read, preview_rules), (read, drift_rules), (write, deploy_rules)):
                 policies.append(
                     ps.AuthPolicyDefinitionArgs(

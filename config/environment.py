@@ -278,6 +278,12 @@ def check_platform(platform: PlatformConfig, problems: Problems) -> None:
     with problems.checking("platform.serviceAccountId"):
         if not SERVICE_ACCOUNT_ID.match(platform.service_account_id):
             problems.add("platform.serviceAccountId", f"{platform.service_account_id!r} must be 6–30 characters of [a-z0-9-]")
+        elif platform.service_account_id.endswith("-nodes") or platform.service_account_id.startswith("gpu-ci-"):
+            # The policy pack tells identities apart by their names (config/iam_grants.py).
+            problems.add(
+                "platform.serviceAccountId",
+                f"{platform.service_account_id!r} is not allowed; allowed: an id that neither ends in -nodes (node accounts) nor starts with gpu-ci- (CI's)",
+            )
 
 
 def _check_ingress_tls(platform: PlatformConfig, problems: Problems) -> None:

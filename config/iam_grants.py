@@ -8,13 +8,51 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import yaml_io
+from .environment import ENVIRONMENTS
+from .isolation import instance_name_condition, vm_name_condition
 
 GRANTS_PATH = Path(__file__).with_name("iam_grants.yaml")
 
 PRINCIPALS = ("platform", "gkeNodes", "tenantNodes")
 SCOPES = ("project", "serviceAccount", "subnetwork")
 WHEN = ("persistentDisks", "loadBalancerServices")
+TARGETS = ("platform", "tenantNodes", "self")
+CONDITIONS = {"vmNames": vm_name_condition, "instanceNames": instance_name_condition}
 CUSTOM_PREFIX = "custom:"
+NODE_ACCOUNT_SUFFIX = "-nodes"
+
+# How a principal's account is named: the platform's is platform.serviceAccountId (default
+# vcluster-platform-<environment>, config/environment.py, which refuses ids ending in -nodes), the
+# host cluster's nodes run as <cluster name>-nodes (components/gke_cluster.py), a tenant's as
+# <environment>-<tenant>-nodes (components/tenant_network.py). Every account is a user-managed one
+# of a project: <id>@<project>.iam.gserviceaccount.com.
+_PROJECT = r"(?P<project>[a-z][-a-z0-9]{4,28}[a-z0-9])"
+_DOMAIN = r"\.iam\.gserviceaccount\.com$"
+_LABEL = r"[a-z]([-a-z0-9]*[a-z0-9])?"
+
+
+def member_patterns() -> dict[str, str]:
+    """principal → the regular expression its members match (named groups: project, and for
+    tenant nodes environment and tenant)."""
+    environments = "|".join(ENVIRONMENTS)
+    return {
+        "platform": _account(r"(?!gpu-ci-)(?P<id>[a-z][a-z0-9-]{4,28}[a-z0-9])(?<!" + NODE_ACCOUNT_SUFFIX + ")"),
+        "gkeNodes": _account(r"(?P<id>[a-z]([-a-z0-9]{0,22}[a-z0-9])?" + NODE_ACCOUNT_SUFFIX + ")"),
+        "tenantNodes": _account(f"(?P<id>(?P<environment>{environments})-(?P<tenant>{_LABEL}){NODE_ACCOUNT_SUFFIX})"),
+    }
+
+
+def _account(account_id: str) -> str:
+    return "^serviceAccount:" + account_id + "@" + _PROJECT + _DOMAIN
+
+
+PREFIX_PLACEHOLDER = "<PREFIX>"
+
+
+def condition_templates() -> dict[str, dict[str, str]]:
+    """condition name → the condition the program writes, with <PREFIX> where the VM name
+    prefix <environment>-<tenant>- goes."""
+    return {name: build(PREFIX_PLACEHOLDER) for name, build in CONDITIONS.items()}
 
 
 @dataclass(frozen=True)
@@ -25,6 +63,9 @@ class Grant:
     scope: str
     why: str
     when: str | None = None
+    target: str | None = None  # scope serviceAccount: whose account it is bound on
+    condition: str | None = None  # a key of CONDITIONS: the IAM condition it always carries
+    own_project: bool = False  # scope project: only on the project of the member's account
 
     @property
     def custom_role_key(self) -> str | None:
@@ -35,10 +76,24 @@ class Grant:
 def load_grants(path: Path = GRANTS_PATH) -> tuple[Grant, ...]:
     grants = []
     for i, raw in enumerate(yaml_io.load(path.read_text())["grants"]):
-        grant = Grant(raw["principal"], raw["member"], raw["role"], raw["scope"], raw["why"], raw.get("when"))
+        grant = Grant(
+            raw["principal"],
+            raw["member"],
+            raw["role"],
+            raw["scope"],
+            raw["why"],
+            raw.get("when"),
+            raw.get("target"),
+            raw.get("condition"),
+            raw.get("ownProject", False),
+        )
         where = f"{path.name} grants[{i}]"
         if grant.principal not in PRINCIPALS or grant.scope not in SCOPES or grant.when not in (None, *WHEN):
             raise ValueError(f"{where}: principal, scope or when is not one of {PRINCIPALS}, {SCOPES}, {WHEN}")
+        if (grant.target is not None) != (grant.scope == "serviceAccount") or grant.target not in (None, *TARGETS):
+            raise ValueError(f"{where}: a grant on a serviceAccount names its target, one of {TARGETS}; others none")
+        if grant.condition not in (None, *CONDITIONS) or (grant.own_project and grant.scope != "project"):
+            raise ValueError(f"{where}: condition is not one of {tuple(CONDITIONS)}, or ownProject is set off a project")
         if not (grant.member == "serviceAccount" or grant.member.startswith("workloadIdentity:")):
             raise ValueError(f"{where}: member {grant.member!r} is neither serviceAccount nor workloadIdentity:<ns>/<ksa>")
         grants.append(grant)

@@ -13,7 +13,7 @@ program itself uses (vcluster_reader.py).
 
 from __future__ import annotations
 
-from guardrails import cost, gke, iam, supply_chain, tenancy
+from guardrails import cost, gke, iam, platform_objects, supply_chain, tenancy, vcluster_values
 from guardrails.common import (  # noqa: F401  (re-exported for the tests and the README check)
     BOOTSTRAP_PROJECT,
     CLUSTER_ENVIRONMENT_LABEL,
@@ -26,6 +26,7 @@ from guardrails.common import (  # noqa: F401  (re-exported for the tests and th
     INSTANCE_ENVIRONMENT_LABEL,
     NETWORK_PEERINGS,
     NODE_PROVIDER,
+    PLATFORM_PROJECT,
     PROGRAM_PROJECT,
     PROJECT,
     SERVICE_ACCOUNT_KEY,
@@ -49,8 +50,10 @@ from guardrails.gke import (  # noqa: F401
     project_without_default_network,
 )
 from guardrails.iam import (  # noqa: F401
+    conditioned_grants,
     custom_role_least_privilege,
     custom_role_permissions,
+    federation_trust,
     grant_allow_list,
     member_kind,
     no_basic_roles,
@@ -59,6 +62,7 @@ from guardrails.iam import (  # noqa: F401
     role_key,
     workload_identity_members,
 )
+from guardrails.platform_objects import one_node_provider, platform_objects_by_design  # noqa: F401
 from guardrails.supply_chain import helm_release_version, instance_chart_versions, node_provider_templates  # noqa: F401
 from guardrails.tenancy import (  # noqa: F401
     concrete_scope,
@@ -67,5 +71,19 @@ from guardrails.tenancy import (  # noqa: F401
     tenant_isolation,
     unprivileged_control_plane,
 )
+from guardrails.vcluster_values import control_plane_isolation, values_by_design  # noqa: F401
 
-POLICIES = [*gke.POLICIES, *iam.POLICIES, *supply_chain.POLICIES, *tenancy.POLICIES, *cost.POLICIES]
+POLICIES = [
+    *gke.POLICIES,
+    *iam.POLICIES,
+    *supply_chain.POLICIES,
+    *tenancy.POLICIES,
+    *vcluster_values.POLICIES,
+    *platform_objects.POLICIES,
+    *cost.POLICIES,
+]
+
+# What the opt-in legacy mode (nodeProvider.legacyInfrastructure: true) violates on purpose: the
+# official broad role, bound unconditioned, and control planes open to any joining node. A stack
+# that opts in lowers exactly these through policy config (README "Guardrails").
+LEGACY_MODE_POLICIES = [custom_role_permissions, custom_role_least_privilege, conditioned_grants, control_plane_isolation]

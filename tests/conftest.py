@@ -44,6 +44,14 @@ def tenant_run(dev_run):
 
 
 @pytest.fixture(scope="session")
+def legacy_dev_run():
+    """dev in the opt-in legacy mode (the official infrastructure template and its broad role)."""
+    values = copy.deepcopy(read_stack_values(PROJECT_DIR, "dev"))
+    values["gpu-platform:nodeProvider"]["legacyInfrastructure"] = True
+    return run_program(values, stack="dev")
+
+
+@pytest.fixture(scope="session")
 def bootstrap_run():
     """The CI bootstrap (bootstrap/), evaluated from its committed stack file."""
     bootstrap = PROJECT_DIR / "bootstrap"

@@ -111,6 +111,23 @@ def violations(policy: Policy, args: ResourceValidationArgs | StackValidationArg
     return found
 
 
+def rejected(args: ResourceValidationArgs) -> list[tuple[str, str]]:
+    """(policy, message) of every mandatory resource policy of the pack that rejects `args`."""
+    found = []
+    for policy in P.POLICIES:
+        if isinstance(policy, StackValidationPolicy) or policy.enforcement_level != EnforcementLevel.MANDATORY:
+            continue
+        found += [(policy.name, m) for m in violations(policy, args)]
+    return found
+
+
+def only(found: list[tuple[str, str]], policy: Policy) -> str:
+    """The one message `policy` reports among `found`."""
+    messages = [m for name, m in found if name == policy.name]
+    assert len(messages) == 1, found
+    return messages[0]
+
+
 def analyze(run: ProgramRun, levels: dict[str, EnforcementLevel] | None = None) -> list[tuple[EnforcementLevel, str, str, str]]:
     """(level, policy, resource, message) for every policy of the pack over a run: resource policies
     on every custom resource, stack policies on the whole stack."""

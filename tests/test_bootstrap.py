@@ -15,7 +15,7 @@ import yaml
 from ci_config import MAIN_REF
 from policy_support import analyze, args_of, requirement_pins, violations
 
-from config.stack_files import PROJECT_DIR, read_stack_values
+from config.stack_files import PROJECT_DIR, list_stacks, read_stack_values
 from tools.mock_engine import ProgramRun, run_program
 
 BOOTSTRAP_DIR = PROJECT_DIR / "bootstrap"
@@ -43,10 +43,16 @@ def bootstrap(bootstrap_run) -> ProgramRun:
     return bootstrap_run
 
 
+TEAM_PROJECT = "acme-ml-dev-vision"
+
+
 @pytest.fixture(scope="module")
-def with_tenant_projects() -> ProgramRun:
+def variant() -> ProgramRun:
+    """The committed configuration with prod creating no team projects, dev's inline tenants in an
+    existing team project, and no Pulumi Cloud management."""
     values = committed_values()
-    values[NS + "environments"][1]["tenantProjects"] = {"folder": "folders/123456789", "billingAccount": "000000-AAAAAA-BBBBBB"}
+    del values[NS + "environments"][1]["tenantProjects"]
+    values[NS + "environments"][0]["teamProjects"] = [TEAM_PROJECT]
     values[NS + "pulumiCloud"]["manage"] = False
     return run_bootstrap(values)
 
@@ -57,13 +63,13 @@ def with_tenant_projects() -> ProgramRun:
 def evaluate(condition: str, claims: dict[str, str]) -> bool:
     """Evaluates the provider's CEL condition, as generated (==, !=, &&, ||, parentheses, string
     literals and assertion.<claim>), for a GitHub token's claims."""
-    assert re.fullmatch(r"[\sA-Za-z0-9_.'=!&|()/:\-]+", condition), condition
+    assert re.fullmatch(r"[\sA-Za-z0-9_.'=!&|()/:\[\]\-]+", condition), condition
     python = re.sub(r"assertion\.([a-z_]+)", r"claims.get('\1')", condition).replace("&&", " and ").replace("||", " or ")
     return bool(eval(python, {"__builtins__": {}}, {"claims": claims}))  # noqa: S307 - our own generated expression
 
 
-def token(sub_kind: str, ref: str, repository: str = REPO, repository_id: str = "812345678") -> dict[str, str]:
-    return {"sub": f"repo:{repository}:{sub_kind}", "ref": ref, "repository": repository, "repository_id": repository_id}
+def token(sub_kind: str, ref: str, repository: str = REPO, repository_id: str = "812345678", actor: str = "octocat") -> dict[str, str]:
+    return {"sub": f"repo:{repository}:{sub_kind}", "ref": ref, "repository": repository, "repository_id": repository_id, "actor": actor}
 
 
 @pytest.mark.parametrize(
@@ -79,6 +85,9 @@ def token(sub_kind: str, ref: str, repository: str = REPO, repository_id: str = 
         (token("pull_request", "refs/pull/7/merge", repository="acme/other"), False),  # same owner, other repository
         (token("pull_request", "refs/pull/7/merge", repository="mallory/gpu-platform"), False),  # a fork
         (token(f"ref:{MAIN_REF}", MAIN_REF, repository_id="999"), False),  # a re-created repository of the same name
+        (token("pull_request", "refs/pull/8/merge", actor="dependabot[bot]"), False),  # a Dependabot pull request
+        (token("pull_request", "refs/pull/8/merge", actor="alice"), True),  # …a person's commit on top of it
+        (token(f"ref:{MAIN_REF}", MAIN_REF, actor="dependabot[bot]"), True),  # `@dependabot merge` deploys as usual
     ],
 )
 def test_the_provider_condition(bootstrap, claims, accepted):
@@ -132,13 +141,15 @@ def test_no_service_account_keys(bootstrap):
 def readme_roles() -> set[tuple[str, str, str]]:
     start = README.index("## Continuous delivery")
     section = README[start : README.find("\n## ", start + 1)]
-    rows = re.findall(r"^\| (deploy|preview|drift) \| (project|folder|billing account) \| `([^`]+)` \|", section, flags=re.MULTILINE)
+    rows = re.findall(r"^\| (deploy|preview|drift) \| (project|team project|folder|billing account) \| `([^`]+)` \|", section, flags=re.MULTILINE)
     assert rows, "README Continuous delivery has no role table"
-    return {(identity, scope.replace("billing account", "billingAccount"), role) for identity, scope, role in rows}
+    scopes = {"project": "project", "team project": "teamProject", "folder": "folder", "billing account": "billingAccount"}
+    return {(identity, scopes[scope], role) for identity, scope, role in rows}
 
 
 def data_roles() -> set[tuple[str, str, str]]:
-    return {(kind, scope, e["role"]) for kind, spec in CI_ROLES["identities"].items() for scope in ("project", "folder", "billingAccount") for e in spec.get(scope) or []}
+    scopes = ("project", "teamProject", "folder", "billingAccount")
+    return {(kind, scope, e["role"]) for kind, spec in CI_ROLES["identities"].items() for scope in scopes for e in spec.get(scope) or []}
 
 
 def registered_roles(*runs: ProgramRun) -> set[tuple[str, str, str]]:
@@ -147,15 +158,16 @@ def registered_roles(*runs: ProgramRun) -> set[tuple[str, str, str]]:
     for run in runs:
         for typ, scope in scopes.items():
             for reg in run.of_type(typ):
-                kind = re.match(r"serviceAccount:gpu-ci-[a-z0-9]+-([a-z]+)@", reg.input("member")).group(1)
+                environment, kind = re.match(r"serviceAccount:gpu-ci-([a-z0-9]+)-([a-z]+)@", reg.input("member")).groups()
+                on = "teamProject" if scope == "project" and reg.input("project") != f"acme-ml-{environment}" else scope
                 role = reg.input("role")
                 custom = re.fullmatch(r"projects/[^/]+/roles/gpuPlatformCi_(\w+)", role)
-                found.add((kind, scope, f"custom:{custom.group(1)}" if custom else role))
+                found.add((kind, on, f"custom:{custom.group(1)}" if custom else role))
     return found
 
 
-def test_roles_exactly_as_readme_lists_them(bootstrap, with_tenant_projects):
-    assert readme_roles() == data_roles() == registered_roles(bootstrap, with_tenant_projects)
+def test_roles_exactly_as_readme_lists_them(bootstrap, variant):
+    assert readme_roles() == data_roles() == registered_roles(bootstrap, variant)
 
 
 def test_every_environment_gets_its_own_identities_on_its_own_project(bootstrap):
@@ -167,7 +179,7 @@ def test_every_environment_gets_its_own_identities_on_its_own_project(bootstrap)
 def test_preview_and_drift_identities_cannot_write():
     readers = {"roles/compute.viewer", "roles/container.viewer", "roles/iam.roleViewer", "roles/iam.securityReviewer", "roles/iam.serviceAccountViewer", "roles/serviceusage.serviceUsageViewer"}
     for kind in ("preview", "drift"):
-        for scope in ("project", "folder"):
+        for scope in ("project", "teamProject", "folder"):
             for entry in CI_ROLES["identities"][kind][scope]:
                 role = entry["role"]
                 if role.startswith("custom:"):
@@ -179,11 +191,21 @@ def test_preview_and_drift_identities_cannot_write():
     assert not any(r.startswith("custom:") for r in preview), "pull requests never read cluster Secrets"
 
 
-def test_tenant_project_grants_only_when_configured(bootstrap, with_tenant_projects):
-    assert bootstrap.of_type("gcp:folder/iAMMember:IAMMember") == []
-    folder = with_tenant_projects.of_type("gcp:folder/iAMMember:IAMMember")
-    assert folder and {r.input("folder") for r in folder} == {"folders/123456789"}
+def test_tenant_project_grants_only_when_configured(bootstrap, variant):
+    folder = bootstrap.of_type("gcp:folder/iAMMember:IAMMember")
+    assert folder and {r.input("folder") for r in folder} == {"folders/123456789012"}
     assert all("gpu-ci-prod-" in r.input("member") for r in folder)  # only the environment that set it
+    [billing] = bootstrap.of_type("gcp:billing/accountIamMember:AccountIamMember")
+    assert billing.input("billingAccountId") == "012345-6789AB-CDEF01" and billing.input("member").startswith("serviceAccount:gpu-ci-prod-deploy@")
+    assert variant.of_type("gcp:folder/iAMMember:IAMMember") == variant.of_type("gcp:billing/accountIamMember:AccountIamMember") == []
+
+
+def test_existing_team_projects_get_exactly_the_team_project_roles(bootstrap, variant):
+    assert not [r for r in bootstrap.of_type(PROJECT_MEMBER) if r.input("project") == TEAM_PROJECT]
+    granted = {(r.input("member").split("@")[0].removeprefix("serviceAccount:"), r.input("role")) for r in variant.of_type(PROJECT_MEMBER) if r.input("project") == TEAM_PROJECT}
+    expected = {(f"gpu-ci-dev-{kind}", e["role"]) for kind, spec in CI_ROLES["identities"].items() for e in spec["teamProject"]}
+    assert granted == expected
+    assert not {role for _, role in granted} & {"roles/container.admin", "roles/iam.serviceAccountUser"}  # no cluster there, no actAs
 
 
 # --- Pulumi Cloud ---------------------------------------------------------------------------------
@@ -192,8 +214,14 @@ def test_tenant_project_grants_only_when_configured(bootstrap, with_tenant_proje
 def test_each_kind_of_job_gets_one_team_token(bootstrap):
     issuer = bootstrap.one("pulumiservice:index:OidcIssuer")
     assert issuer.input("url") == "https://token.actions.githubusercontent.com"
-    rules = {(p["teamName"], p["rules"]["sub"]): p["rules"] for p in issuer.input("policies")}
-    assert all(p["tokenType"] == "team" and p["decision"] == "allow" for p in issuer.input("policies"))
+    policies = issuer.input("policies")
+    # First a deny rule for Dependabot's pull-request tokens, as the Google trust has.
+    [deny] = [p for p in policies if p["decision"] == "deny"]
+    assert policies[0] == deny and deny["tokenType"] == "team" and deny["teamName"] == "gpu-platform-ci-dev-read"
+    assert deny["rules"] == {"repository": REPO, "aud": "urn:pulumi:org:acme", "repository_id": "812345678", "sub": f"repo:{REPO}:pull_request", "actor": "dependabot[bot]"}
+    policies = policies[1:]
+    rules = {(p["teamName"], p["rules"]["sub"]): p["rules"] for p in policies}
+    assert all(p["tokenType"] == "team" and p["decision"] == "allow" for p in policies)
     assert set(rules) == {
         ("gpu-platform-ci-dev-read", f"repo:{REPO}:pull_request"),
         ("gpu-platform-ci-dev-read", f"repo:{REPO}:environment:drift"),
@@ -238,8 +266,8 @@ def test_github_variables(bootstrap):
     assert variables["PULUMI_READ_TEAM_DEV"] == "gpu-platform-ci-dev-read" and variables["PULUMI_ORG"] == "acme"
 
 
-def test_without_pulumi_cloud_management_nothing_of_it_is_registered(with_tenant_projects):
-    assert not [r for r in with_tenant_projects.registrations if r.type.startswith("pulumiservice:")]
+def test_without_pulumi_cloud_management_nothing_of_it_is_registered(variant):
+    assert not [r for r in variant.registrations if r.type.startswith("pulumiservice:")]
 
 
 # --- The guardrails hold for the bootstrap too ----------------------------------------------------
@@ -347,3 +375,64 @@ def test_reviewers_are_required_when_github_is_managed():
         run_bootstrap(values)
     values[NS + "github"]["manage"] = False
     assert not [r for r in run_bootstrap(values).registrations if r.type.startswith("github:")]
+
+
+def test_actions_cannot_approve_pull_requests(bootstrap):
+    """A preview job holds pull-requests: write while running the branch's code: it must not be
+    able to approve its own pull request (pulumi-github 6.15.0 WorkflowRepositoryPermissions)."""
+    permissions = bootstrap.one("github:index/workflowRepositoryPermissions:WorkflowRepositoryPermissions")
+    assert permissions.plain_inputs == {"repository": "gpu-platform", "defaultWorkflowPermissions": "read", "canApprovePullRequestReviews": False}
+    workflow = yaml.safe_load((PROJECT_DIR / ".github" / "workflows" / "pulumi.yml").read_text())
+    assert workflow["jobs"]["preview"]["permissions"]["pull-requests"] == "write"  # why it matters
+
+
+# --- Every committed stack has what it needs in the bootstrap ------------------------------------------
+
+
+def committed_stacks() -> dict[str, dict]:
+    return {stack: copy.deepcopy(read_stack_values(PROJECT_DIR, stack)) for stack in list_stacks(PROJECT_DIR)}
+
+
+def coverage_problems(environments: list[dict], stacks: dict[str, dict]) -> list[str]:
+    """What the stack files need from the bootstrap's `environments` and lack: every stack listed
+    under its environment (policy group, read team), the folder and billing account of an
+    environment stack that creates team projects, the existing projects of its inline tenants."""
+    problems = []
+    by_name = {e["name"]: e for e in environments}
+    for stack, values in stacks.items():
+        environment = by_name.get(values["gpu-platform:environment"])
+        if environment is None or stack not in environment.get("stacks", []):
+            problems.append(f"{stack}: not in the stacks of bootstrap environment {values['gpu-platform:environment']!r}")
+            continue
+        if values.get("gpu-platform:environmentStack"):
+            continue  # a team stack, deployed by its team
+        wanted = (values.get("gpu-platform:platform") or {}).get("tenantProjects")
+        given = environment.get("tenantProjects") or {}
+        if wanted and (given.get("folder"), given.get("billingAccount")) != (wanted["folder"], wanted["billingAccount"]):
+            problems.append(f"{stack}: creates team projects in {wanted['folder']}, billed to {wanted['billingAccount']}; its bootstrap entry grants {given or 'nothing'}")
+        for tenant in values.get("gpu-platform:tenants") or []:
+            project = tenant.get("gcpProject")
+            spec = {"id": project} if isinstance(project, str) else project or {}
+            if spec.get("id") and not spec.get("create") and spec["id"] not in environment.get("teamProjects", []):
+                problems.append(f"{stack}: tenant {tenant['name']}'s existing project {spec['id']} is not in the bootstrap entry's teamProjects")
+    return problems
+
+
+def test_every_committed_stack_gets_what_it_needs_from_the_bootstrap():
+    assert coverage_problems(committed_values()[NS + "environments"], committed_stacks()) == []
+
+
+def test_the_coverage_check_fails_on_what_the_review_found():
+    environments = committed_values()[NS + "environments"]
+    del environments[1]["tenantProjects"]  # prod's deployer could not create the team projects
+    environments[0]["stacks"].remove("team-vision-dev")  # outside the policy group
+    stacks = committed_stacks()
+    stacks["dev"]["gpu-platform:tenants"][0]["gcpProject"] = "acme-ml-dev-nlp"  # dev's deployer has no rights there
+    assert coverage_problems(environments, stacks) == [
+        "dev: tenant nlp's existing project acme-ml-dev-nlp is not in the bootstrap entry's teamProjects",
+        "prod: creates team projects in folders/123456789012, billed to 012345-6789AB-CDEF01; its bootstrap entry grants nothing",
+        "team-vision-dev: not in the stacks of bootstrap environment 'dev'",
+    ]
+    environments[0].update(teamProjects=["acme-ml-dev-nlp"], stacks=["dev", "team-vision-dev"])
+    environments[1]["tenantProjects"] = {"folder": "folders/123456789012", "billingAccount": "012345-6789AB-CDEF01"}
+    assert coverage_problems(environments, stacks) == []

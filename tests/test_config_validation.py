@@ -605,3 +605,13 @@ def test_legacy_mode_in_prod_needs_shared_tenants_and_the_override(stack_values)
     assert message.startswith("tenants[0].isolation:") and "platform.allowSharedIsolation: true" in message
     values[f"{NS}:platform"]["allowSharedIsolation"] = True
     load_stack(values, stack="prod", project_dir=PROJECT_DIR)
+
+
+@pytest.mark.parametrize("account", ["dev-x-nodes", "gpu-ci-dev-platform"])
+def test_the_platform_account_is_never_named_like_a_node_or_ci_account(stack_values, account):
+    """The policy pack tells the platform's grants from node and CI grants by their accounts' names."""
+    values = stack_values("dev")
+    values[f"{NS}:platform"] = {"serviceAccountId": account}
+    assert problems(values) == [
+        f"platform.serviceAccountId: {account!r} is not allowed; allowed: an id that neither ends in -nodes (node accounts) nor starts with gpu-ci- (CI's)"
+    ]

@@ -122,10 +122,8 @@ def test_templates_are_read_once_per_program(stack_values):
 
 
 @pytest.fixture(scope="module")
-def legacy_run():
-    values = read_stack_values(PROJECT_DIR, "dev")
-    values["gpu-platform:nodeProvider"]["legacyInfrastructure"] = True
-    return run_program(values, stack="dev")
+def legacy_run(legacy_dev_run):
+    return legacy_dev_run  # one run of the legacy mode per session (tests/conftest.py)
 
 
 def test_legacy_mode_uses_the_official_infrastructure_template_and_broad_role(legacy_run):

@@ -33,17 +33,9 @@ from pulumi_policy import EnforcementLevel, ResourceValidationPolicy, StackValid
 from pulumi_policy.proxy import UNKNOWN_STRING_VALUE, UnknownValueError
 
 from config.permissions import load_roles
-from config.stack_files import PROJECT_DIR, list_stacks, read_stack_values
-from tools.mock_engine import ProgramRun, run_program
+from config.stack_files import PROJECT_DIR, list_stacks
 
 POLICY_DIR = PROJECT_DIR / "policy"
-
-
-@pytest.fixture(scope="module")
-def legacy_dev_run() -> ProgramRun:
-    values = copy.deepcopy(read_stack_values(PROJECT_DIR, "dev"))
-    values["gpu-platform:nodeProvider"]["legacyInfrastructure"] = True
-    return run_program(values, stack="dev")
 
 
 # --- The whole pack ------------------------------------------------------------------------------
@@ -340,13 +332,17 @@ def test_legacy_mode_role_violates_on_purpose(legacy_dev_run):
     found = violations(P.custom_role_permissions, args_of(run, role))
     assert len(found) == 1
     assert found[0].startswith(f"permissions: {', '.join(held)} are not allowed in any custom role")
-    # Its role is all the legacy stack violates, and lowering the two custom-role policies through
-    # policy config (as their descriptions say) clears the way.
+    # What the legacy stack violates is its broad role, its unconditioned binding and the control
+    # planes open to any joining node (the official template's NAT addresses are Google's pick);
+    # lowering those four policies through policy config (README "Guardrails") clears the way.
     assert sorted({(p, n) for p, n, _ in mandatory(analyze(run))}) == [
         (P.custom_role_least_privilege.name, "auto-nodes-role"),
         (P.custom_role_permissions.name, "auto-nodes-role"),
+        (P.conditioned_grants.name, "auto-nodes-role-binding"),
+        (P.control_plane_isolation.name, "tenant-nlp-instance"),
+        (P.control_plane_isolation.name, "tenant-speech-instance"),
     ]
-    lowered = {p.name: EnforcementLevel.ADVISORY for p in (P.custom_role_permissions, P.custom_role_least_privilege)}
+    lowered = {p.name: EnforcementLevel.ADVISORY for p in P.LEGACY_MODE_POLICIES}
     assert mandatory(analyze(run, lowered)) == []
     assert "legacyInfrastructure" in P.custom_role_permissions.description
 
@@ -532,7 +528,16 @@ def test_unknown_values_defer_to_the_update_instead_of_failing(runs):
     run, reg = one(runs, "dev", P.VIRTUAL_CLUSTER_INSTANCE, "nlp")
     props = copy.deepcopy(reg.plain_inputs)
     props["spec"]["template"]["helmRelease"]["values"] = UNKNOWN_STRING_VALUE
-    for policy in (P.tenant_isolation, P.concrete_scope, P.gpu_ceiling_nonprod, P.single_node_provider, P.unprivileged_control_plane, P.no_host_cluster_role):
+    for policy in (
+        P.tenant_isolation,
+        P.concrete_scope,
+        P.gpu_ceiling_nonprod,
+        P.single_node_provider,
+        P.unprivileged_control_plane,
+        P.no_host_cluster_role,
+        P.values_by_design,
+        P.control_plane_isolation,
+    ):
         with pytest.raises(UnknownValueError):
             violations(policy, args_of(run, reg, props=props))
     assert violations(P.instance_chart_versions, args_of(run, reg, props=props)) == []
@@ -693,6 +698,6 @@ def test_an_unknown_member_defers_the_iam_policies(runs):
     during `pulumi up`, never waved through."""
     run, reg = one(runs, "dev", "gcp:projects/iAMMember:IAMMember", "tenant-nlp-project-platform-vm-role")
     props = {**reg.plain_inputs, "member": UNKNOWN_STRING_VALUE}
-    for policy in (P.grant_allow_list, P.workload_identity_members):
+    for policy in (P.grant_allow_list, P.workload_identity_members, P.conditioned_grants):
         with pytest.raises(UnknownValueError):
             violations(policy, args_of(run, reg, props=props))

@@ -115,7 +115,7 @@ def test_the_allow_list_is_generated_from_the_grants_the_components_read():
 def test_every_policy_the_readme_table_needs_is_a_resource_or_stack_policy():
     kinds = {type(p).__name__ for p in P.POLICIES}
     assert kinds == {"ResourceValidationPolicy", "StackValidationPolicy"}
-    assert [p.name for p in P.POLICIES if isinstance(p, StackValidationPolicy)] == [P.no_grants_on_host_network.name]
+    assert [p.name for p in P.POLICIES if isinstance(p, StackValidationPolicy)] == [P.no_grants_on_host_network.name, P.one_node_provider.name]
 
 
 def test_readme_enables_the_committed_pack_version():

@@ -535,3 +535,37 @@ def test_a_stack_of_an_environment_without_ci_identities_fails_the_step(workflow
     result = _changed_stacks(workflow, tmp_path, lambda repo: (repo / "Pulumi.staging.yaml").write_text("config:\n  gpu-platform:environment: staging\n"))
     assert isinstance(result, subprocess.CompletedProcess) and result.returncode != 0
     assert "Pulumi.staging.yaml: environment 'staging' has no CI identities" in result.stderr
+
+
+# --- Review: caches, the acceptance test's branch, Dependabot's trust ------------------------------------
+
+
+def test_the_approved_prod_preview_restores_no_dependency_cache(workflow):
+    """preview-prod runs in the pull request's cache scope, which unapproved runs of the same pull
+    request (test, preview) could have filled: it restores nothing and installs from PyPI."""
+    job = workflow["jobs"]["preview-prod"]
+    [setup] = [s for s in steps(job) if action(s) == "actions/setup-python"]
+    assert not setup["with"].get("cache") and "cache-dependency-path" not in setup["with"]
+    assert not [s for s in steps(job) if action(s) in ("actions/cache", "actions/cache/restore")]
+    # The unapproved jobs of a pull request do cache, which is why this one must not.
+    assert workflow["jobs"]["test"]["steps"][1]["with"]["cache"] == "pip"
+
+
+def test_the_acceptance_test_runs_from_main_only():
+    """workflow_dispatch runs any branch; the deploy identity is for main's code only."""
+    text = (WORKFLOWS_DIR / "acceptance.yml").read_text()
+    job = load(WORKFLOWS_DIR / "acceptance.yml")["jobs"]["acceptance"]
+    assert condition(job) == "github.ref == 'refs/heads/main'"
+    assert environment_name(job) == "acceptance"
+    readme = (PROJECT_DIR / "README.md").read_text()
+    suggested = "assertion.repository == '<owner>/<repo>' && assertion.environment == 'acceptance' && assertion.ref == 'refs/heads/main'"
+    assert suggested in text and suggested in readme
+    words = lambda s: " ".join(s.replace("#", " ").split())  # noqa: E731
+    assert "a deployment branch policy admitting `main` only" in words(text) and "a deployment branch policy admitting `main` only" in words(readme)
+
+
+def test_dependabot_runs_are_refused_by_the_trust_as_the_config_says(bootstrap_outputs):
+    condition_text = bootstrap_outputs["attributeCondition"]
+    assert "(assertion.sub != 'repo:acme/gpu-platform:pull_request' || assertion.actor != 'dependabot[bot]')" in condition_text
+    comment = (PROJECT_DIR / ".github" / "dependabot.yml").read_text()
+    assert "assertion.actor != 'dependabot[bot]'" in comment and "identities Dependabot runs lack" not in comment

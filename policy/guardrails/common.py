@@ -34,6 +34,7 @@ CUSTOM_ROLES = ("gcp:projects/iAMCustomRole:IAMCustomRole", "gcp:organizations/i
 HELM_RELEASES = ("kubernetes:helm.sh/v3:Release", "kubernetes:helm.sh/v4:Chart")
 NODE_PROVIDER = "kubernetes:management.loft.sh/v1:NodeProvider"
 VIRTUAL_CLUSTER_INSTANCE = "kubernetes:management.loft.sh/v1:VirtualClusterInstance"
+PLATFORM_PROJECT = "kubernetes:management.loft.sh/v1:Project"
 FIREWALL = "gcp:compute/firewall:Firewall"
 NETWORK_PEERINGS = ("gcp:compute/networkPeering:NetworkPeering", "gcp:compute/networkPeeringRoutesConfig:NetworkPeeringRoutesConfig")
 PROJECT = "gcp:organizations/project:Project"

@@ -4,6 +4,7 @@ LoadBalancer)."""
 
 from __future__ import annotations
 
+import ipaddress
 import json
 from typing import Any
 
@@ -11,6 +12,7 @@ from pulumi_policy import EnforcementLevel, ReportViolation, ResourceValidationA
 
 from .common import (
     CLUSTER_ENVIRONMENT_LABEL,
+    DATA,
     FIREWALL,
     GKE_CLUSTER,
     GKE_NODE_POOL,
@@ -176,20 +178,43 @@ private_cluster = ResourceValidationPolicy(
 )
 
 
+# Google's load-balancer health checkers and Identity-Aware Proxy's TCP forwarding range, as the
+# program opens them (components/tenant_network.py, via program_data.json).
+GOOGLE_SOURCE_RANGES = [ipaddress.ip_network(r) for r in DATA["network"]["googleSourceRanges"]]
+
+
+def _public_source(cidr: Any) -> str | None:
+    """Why a source range reaches beyond private addresses and Google's own ranges, or None.
+    Private: Python's `is_private` (the IANA special-purpose registry), the test the program's
+    config applies to tenant CIDRs (config/tenant.py), so every CIDR a tenant may have passes."""
+    try:
+        network = ipaddress.ip_network(str(cidr).strip(), strict=False)
+    except ValueError:
+        return "is not a CIDR"
+    if network.prefixlen == 0 or not network.is_private and not any(
+        network.version == g.version and network.subnet_of(g) for g in GOOGLE_SOURCE_RANGES  # type: ignore[arg-type]
+    ):
+        return "is a public range"
+    return None
+
+
 def validate_firewall_not_open(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
-    """An ingress rule that allows traffic names its sources, and none of them is the internet.
-    GCP reads an ingress rule without any source as 0.0.0.0/0."""
+    """An ingress rule that allows traffic names its sources, each a private range (the tenant's
+    own subnet) or one of Google's health-check and IAP ranges. GCP reads an ingress rule without
+    any source as 0.0.0.0/0; 0.0.0.0/1 plus 128.0.0.0/1 is the internet too."""
     if args.resource_type != FIREWALL:
         return
     props = args.props
     if str(props.get("direction") or "INGRESS").upper() != "INGRESS" or not as_list(props.get("allows")):
         return  # egress rules and deny rules open nothing to the internet
-    allowed = "the ranges that need it: the tenant's own subnet, Google's health checkers (130.211.0.0/22, 35.191.0.0/16), IAP (35.235.240.0/20)"
+    allowed = f"private ranges such as the tenant's own subnet, and Google's health-check and IAP ranges ({', '.join(map(str, GOOGLE_SOURCE_RANGES))})"
     name = show(props.get("name"))
     ranges = as_list(props.get("sourceRanges"))
     for i, cidr in enumerate(ranges):
-        if is_open_range(cidr):
-            report_violation(f"sourceRanges[{i}]: {show(cidr)} opens firewall rule {name} to the internet; allowed: {allowed}", None)
+        problem = "opens" if is_open_range(cidr) else _public_source(cidr)
+        if problem:
+            why = "" if problem == "opens" else f"{problem} and "
+            report_violation(f"sourceRanges[{i}]: {show(cidr)} {why}opens firewall rule {name} to the internet; allowed: {allowed}", None)
     if not ranges and not as_list(props.get("sourceTags")) and not as_list(props.get("sourceServiceAccounts")):
         report_violation(
             f"sourceRanges: not set, so ingress rule {name} admits 0.0.0.0/0; allowed: {allowed}",
@@ -199,7 +224,11 @@ def validate_firewall_not_open(args: ResourceValidationArgs, report_violation: R
 
 firewall_not_open = ResourceValidationPolicy(
     name="firewall-no-internet-ingress",
-    description="No firewall rule allows ingress from 0.0.0.0/0, ::/0 or any /0, nor without a source (which GCP reads as 0.0.0.0/0).",
+    description=(
+        "Every firewall rule that allows ingress names its sources, each a private range (the tenant's subnet) or one of "
+        "Google's health-check and IAP ranges: never 0.0.0.0/0, 0.0.0.0/1 + 128.0.0.0/1 or any other public range, nor "
+        "no source at all (which GCP reads as 0.0.0.0/0)."
+    ),
     validate=validate_firewall_not_open,
     enforcement_level=EnforcementLevel.MANDATORY,
     severity=Severity.CRITICAL,

@@ -3,8 +3,10 @@ to use it, no grant the program (or its bootstrap) does not make by design, and 
 cannot escalate, open firewalls or build networks for the platform.
 
 The allow-list is data: program_data.json `grants`, generated from config/iam_grants.yaml (the
-program) and bootstrap/ci_roles.yaml (the bootstrap), keyed by Pulumi project (taken from each
-resource's URN). A grant is matched on (member kind, role, scope), as the components make it.
+program) and bootstrap/ci_roles.yaml with bootstrap/Pulumi.ci.yaml (the bootstrap), keyed by Pulumi
+project (taken from each resource's URN). A grant is matched on (member kind, role, scope), and then
+on who exactly it names and where (identities.py): the member's account, the account it is bound
+on, the project, the condition, the federation subject.
 """
 
 from __future__ import annotations
@@ -23,7 +25,9 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
+from . import identities
 from .common import (
+    BOOTSTRAP_PROJECT,
     CUSTOM_ROLES,
     DATA,
     GKE_CLUSTER,
@@ -170,7 +174,8 @@ def _allowed_grants(project: str, scope: str) -> str:
 
 
 def validate_grant_allow_list(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
-    """Every IAM grant is one the program (or the bootstrap) makes by design."""
+    """Every IAM grant is one the program (or the bootstrap) makes by design: its (member kind, role,
+    scope), and then its member, target, project and condition (identities.py)."""
     if not is_iam_grant(args.resource_type):
         return
     project = project_of(args.urn)
@@ -180,13 +185,29 @@ def validate_grant_allow_list(args: ResourceValidationArgs, report_violation: Re
         key = role_key(role)
         for member_path, member in members:
             kind = member_kind(member)
-            if any(g["member"] == kind and g["role"] == key and g["scope"] == scope for g in grants):
+            candidates = [g for g in grants if g["member"] == kind and g["role"] == key and g["scope"] == scope]
+            if not candidates:
+                report_violation(
+                    f"{member_path}: {show(member)} ({kind}) holding {show(role)} on a {scope} is not a grant "
+                    f"{project or 'this project'} makes by design; allowed: {_allowed_grants(project, scope)}",
+                    None,
+                )
                 continue
-            report_violation(
-                f"{member_path}: {show(member)} ({kind}) holding {show(role)} on a {scope} is not a grant "
-                f"{project or 'this project'} makes by design; allowed: {_allowed_grants(project, scope)}",
-                None,
-            )
+            problems = [(_identity_problem(project, g, scope, args.props, role, member), g) for g in candidates]
+            if all(problem for problem, _ in problems):
+                # The entry it came closest to (the right identity, wrongly bound) tells most.
+                (_, reason), entry = max(problems, key=lambda found: found[0][0])  # type: ignore[index]
+                source = "bootstrap/ci_roles.yaml" if project == BOOTSTRAP_PROJECT else "config/iam_grants.yaml"
+                report_violation(
+                    f"{member_path}: {show(member)} holding {show(role)} on a {scope} {reason} ({source}: {entry['principal']} → {entry['role']})",
+                    None,
+                )
+
+
+def _identity_problem(project: str, entry: dict, scope: str, props, role, member) -> identities.Problem | None:
+    if project == BOOTSTRAP_PROJECT:
+        return identities.bootstrap_problem(entry, scope, props, member)
+    return identities.program_problem(entry, props, role, member)
 
 
 grant_allow_list = ResourceValidationPolicy(
@@ -233,7 +254,8 @@ custom_role_permissions = ResourceValidationPolicy(
         "subnetworks.useExternalIp/setIamPolicy, projects.setCommonInstanceMetadata). "
         "The opt-in legacy mode (nodeProvider.legacyInfrastructure: true, the official 59-permission role) "
         "violates this on purpose: a stack that opts in must lower this policy's enforcement level "
-        "through policy config, e.g. {\"custom-role-no-privilege-escalation\": {\"enforcementLevel\": \"advisory\"}}."
+        "through policy config, e.g. {\"custom-role-no-privilege-escalation\": {\"enforcementLevel\": \"advisory\"}}, "
+        "with custom-role-least-privilege, iam-conditioned-grants and vcluster-control-plane-isolation."
     ),
     validate=validate_custom_role_permissions,
     enforcement_level=EnforcementLevel.MANDATORY,
@@ -257,6 +279,7 @@ def validate_custom_role_least_privilege(args: ResourceValidationArgs, report_vi
             "(config/permissions.yaml onlyInRoles: the opt-in role of a tenant's load balancers)",
             None,
         )
+    _exact_permissions(project_of(args.urn), role_id, key, args.props, report_violation)
     if key in ROLES["platformRoleKeys"]:
         held = _held(args.props, ROLES["forbiddenForPlatform"])
         if held:
@@ -268,11 +291,38 @@ def validate_custom_role_least_privilege(args: ResourceValidationArgs, report_vi
             )
 
 
+def _exact_permissions(project: str, role_id, key: str | None, props, report_violation: ReportViolation) -> None:
+    """Each of our custom roles holds exactly the permissions its data lists: nothing added, nothing
+    the reviewers did not see (config/permissions.yaml; the bootstrap's bootstrap/ci_roles.yaml)."""
+    side = "bootstrap" if project == BOOTSTRAP_PROJECT else "program"
+    source = "bootstrap/ci_roles.yaml customRoles" if side == "bootstrap" else "config/permissions.yaml"
+    table = ROLES["permissions"][side]
+    if key not in table:
+        report_violation(
+            f"roleId: {show(role_id)} is not a custom role {project or 'this project'} defines; allowed: <prefix>_<key> for a key of "
+            f"{source} ({', '.join(sorted(table))})",
+            None,
+        )
+        return
+    held = [str(p) for p in as_list(props.get("permissions"))]
+    extra = sorted(set(held) - set(table[key]))
+    missing = sorted(set(table[key]) - set(held))
+    if extra or missing:
+        report_violation(
+            f"permissions: role {show(role_id)} must hold exactly {source} {key}; "
+            f"{'not listed there: ' + ', '.join(extra) if extra else ''}{'; ' if extra and missing else ''}"
+            f"{'missing: ' + ', '.join(missing) if missing else ''}; allowed: {', '.join(table[key])}",
+            None,
+        )
+
+
 custom_role_least_privilege = ResourceValidationPolicy(
     name="custom-role-least-privilege",
     description=(
-        "Firewall permissions only in the opt-in tenant load-balancer role (config/permissions.yaml onlyInRoles), and "
-        "no role the platform holds (config/iam_grants.yaml) has a permission of forbiddenForPlatform. "
+        "Each custom role holds exactly the permissions listed for its key (config/permissions.yaml; in the bootstrap "
+        "project bootstrap/ci_roles.yaml), firewall permissions only in the opt-in tenant load-balancer role "
+        "(config/permissions.yaml onlyInRoles), and no role the platform holds (config/iam_grants.yaml) has a permission "
+        "of forbiddenForPlatform. "
         "Legacy mode violates this on purpose, like custom-role-no-privilege-escalation."
     ),
     validate=validate_custom_role_least_privilege,
@@ -316,12 +366,85 @@ no_grants_on_host_network = StackValidationPolicy(
     severity=Severity.CRITICAL,
 )
 
+def validate_conditioned_grants(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
+    """The grants the program always makes with an IAM condition carry it (config/iam_grants.yaml
+    `condition`): the platform's VM role and the tenant nodes' disk role reach only VMs named
+    <environment>-<tenant>-…, the nodes' own tenant's."""
+    if not is_iam_grant(args.resource_type):
+        return
+    project = project_of(args.urn)
+    scope = grant_scope(args.resource_type)
+    conditioned = [g for g in DATA["grants"].get(project, []) if g.get("condition") and g["scope"] == scope]
+    for path, role, members in iam_bindings(args.props):
+        key = role_key(role)
+        for member_path, member in members:
+            for entry in (g for g in conditioned if g["member"] == member_kind(member) and g["role"] == key):
+                problem = identities.condition_problem(entry, args.props, member)
+                if problem:
+                    report_violation(f"{member_path}: {show(member)} holding {show(role)} {problem}", None)
+                    break
+
+
+conditioned_grants = ResourceValidationPolicy(
+    name="iam-conditioned-grants",
+    description=(
+        "Every grant the program makes with an IAM condition carries exactly that condition (config/iam_grants.yaml "
+        "`condition`): the platform's VM role and a tenant's disk-attach role only on VMs named <environment>-<tenant>-…, "
+        "the disk role on its own tenant's. Legacy mode (an unconditioned broad role) violates this on purpose."
+    ),
+    validate=validate_conditioned_grants,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    severity=Severity.CRITICAL,
+)
+
+
+WORKLOAD_IDENTITY_PROVIDER = "gcp:iam/workloadIdentityPoolProvider:WorkloadIdentityPoolProvider"
+
+
+def validate_federation_trust(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
+    """The Workload Identity provider CI's identities trust admits tokens of the repository only,
+    with exactly the condition the bootstrap configuration derives (bootstrap/ci_config.py:
+    repository, the protected branch for deployment and drift environments, no Dependabot
+    pull-request tokens)."""
+    if args.resource_type != WORKLOAD_IDENTITY_PROVIDER:
+        return
+    bootstrap = DATA["bootstrap"]
+    condition = args.props.get("attributeCondition")
+    repository_clause = f"assertion.repository == '{bootstrap['repository']}'"
+    if not isinstance(condition, str) or repository_clause not in condition:
+        report_violation(
+            f"attributeCondition: {show(condition)} does not admit tokens of {bootstrap['repository']} only; allowed: a condition "
+            f"containing {repository_clause} (any repository's workflow could otherwise obtain CI's identities)",
+            None,
+        )
+    elif condition != bootstrap["attributeCondition"]:
+        report_violation(
+            f"attributeCondition: {condition!r} is not the condition bootstrap/Pulumi.ci.yaml derives; allowed: "
+            f"{bootstrap['attributeCondition']!r}",
+            None,
+        )
+
+
+federation_trust = ResourceValidationPolicy(
+    name="ci-federation-trust",
+    description=(
+        "The Workload Identity provider of CI's identities has an attribute condition naming the repository, exactly the one "
+        "the bootstrap's configuration derives (repository, protected branch for deployments and drift, no Dependabot "
+        "pull-request tokens)."
+    ),
+    validate=validate_federation_trust,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    severity=Severity.CRITICAL,
+)
+
 POLICIES = [
     no_service_account_keys,
     no_basic_roles,
     workload_identity_members,
     grant_allow_list,
+    conditioned_grants,
     custom_role_permissions,
     custom_role_least_privilege,
     no_grants_on_host_network,
+    federation_trust,
 ]

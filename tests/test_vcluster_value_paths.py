@@ -1,0 +1,88 @@
+"""The allow-list of vcluster.yaml key paths (components/vcluster_value_paths.yaml) is what the
+renderer writes, no more and no less, each path is a key of the pinned chart's schema, and the pack
+carries exactly this list."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import policies as P
+import yaml
+from guardrails import value_paths
+
+from components.vcluster_values import VClusterValues
+from config.stack_files import PROJECT_DIR
+
+PATHS_FILE = PROJECT_DIR / "components" / "vcluster_value_paths.yaml"
+ALLOWED = yaml.safe_load(PATHS_FILE.read_text())["paths"]
+PATTERNS = [value_paths.parse(p) for p in ALLOWED]
+SCHEMA = yaml.safe_load((Path(__file__).parent / "data" / "vcluster-0.36.1-values.schema.yaml").read_text())
+
+
+def rendered(*runs) -> list[dict]:
+    documents = [
+        VClusterValues.parse(reg.plain_inputs["spec"]["template"]["helmRelease"]["values"]).document
+        for run in runs
+        for reg in run.of_type(P.VIRTUAL_CLUSTER_INSTANCE)
+    ]
+    assert documents, "no VirtualClusterInstance rendered: this test would pass vacuously"
+    return documents
+
+
+def test_the_renderer_writes_only_allowed_paths(runs, legacy_dev_run):
+    for document in rendered(*runs.values(), legacy_dev_run):
+        outside = [value_paths.show(path) for path, value in value_paths.leaves(document) if not value_paths.allowed(path, value, PATTERNS)]
+        assert outside == [], f"the renderer writes paths {PATHS_FILE.name} lacks: {outside}"
+
+
+def test_every_allowed_path_is_one_the_program_writes(runs, legacy_dev_run):
+    """An allow-list wider than the renderer would admit keys nobody reviewed for the host."""
+    used = set()
+    for document in rendered(*runs.values(), legacy_dev_run):
+        for path, _ in value_paths.leaves(document):
+            used |= {pattern for pattern, tokens in zip(ALLOWED, PATTERNS) if value_paths.allowed(path, "x", [tokens])}
+    assert [p for p in ALLOWED if p not in used] == []
+
+
+def _resolve(schema: dict, tokens: tuple) -> bool:
+    """Whether a path pattern names keys our record of the chart's schema defines (a free object
+    of the record, like a Service spec, admits any key below it)."""
+    node = schema
+    for kind, name in tokens:
+        while "$ref" in node:
+            node = SCHEMA["$defs"][node["$ref"].rsplit("/", 1)[-1]]
+        if kind == value_paths.ITEM:
+            if node.get("type") != "array":
+                return False
+            node = node.get("items", {})
+        elif "properties" in node:
+            if kind == value_paths.ANY or name not in node["properties"]:
+                return isinstance(node.get("additionalProperties"), dict)
+            node = node["properties"][name]
+        elif isinstance(node.get("additionalProperties"), dict):
+            node = node["additionalProperties"]
+        else:
+            return node.get("type") == "object"  # free upstream: any key below it
+    return True
+
+
+def test_every_allowed_path_is_in_the_pinned_chart_schema():
+    assert [p for p, tokens in zip(ALLOWED, PATTERNS) if not _resolve(SCHEMA, tokens)] == []
+    assert not _resolve(SCHEMA, value_paths.parse("controlPlane.statefulSet.securityContext"))  # the check can fail
+
+
+def test_the_pack_carries_exactly_this_list():
+    assert P.DATA["vclusterValues"]["allowedPaths"] == ALLOWED
+
+
+def test_paths_parse_and_print_as_written():
+    tokens = value_paths.parse('privateNodes.autoNodes[].properties["vcluster.com/ccm-enabled"]')
+    assert tokens == (("key", "privateNodes"), ("key", "autoNodes"), ("item", None), ("key", "properties"), ("key", "vcluster.com/ccm-enabled"))
+    document = {"privateNodes": {"autoNodes": [{"properties": {"vcluster.com/ccm-enabled": "true"}}]}}
+    [(path, value)] = list(value_paths.leaves(document))
+    assert value_paths.show(path) == 'privateNodes.autoNodes[0].properties["vcluster.com/ccm-enabled"]' and value == "true"
+    assert value_paths.allowed(path, value, [tokens])
+    # Empty or null values on the way to an allowed key are harmless; anything under a key that
+    # is not on the way is not.
+    assert value_paths.allowed((("key", "privateNodes"),), {}, [tokens])
+    assert not value_paths.allowed((("key", "sync"),), {}, [tokens])
