@@ -1,16 +1,16 @@
-"""Shared fixtures: the committed stack files, and their programs evaluated once per session."""
+"""Shared fixtures: the stacks as shipped (tests/data/shipped/) and this checkout's stack files,
+their programs evaluated once per session (see tests/shipped_stacks.py for which to use when)."""
 
 from __future__ import annotations
-
-import copy
 
 import pytest
 
 from config.stack_files import PROJECT_DIR, read_stack_values
-from tools.mock_engine import run_program
+from shipped_stacks import SHIPPED_DIR, checkout_is_as_shipped, committed_stacks, environment_stack_of, shipped_values
+from tools.mock_engine import ProgramRun, run_program
 
-# The environment stack the committed team stack references.
-ENV_STACK_REF = read_stack_values(PROJECT_DIR, "team-vision-dev")["gpu-platform:environmentStack"]
+# The environment stack the shipped team stack references.
+ENV_STACK_REF = read_stack_values(SHIPPED_DIR, "team-vision-dev")["gpu-platform:environmentStack"]
 
 
 @pytest.fixture(scope="session")
@@ -20,26 +20,27 @@ def env_stack_ref() -> str:
 
 @pytest.fixture
 def stack_values():
-    """A fresh, mutable copy of a committed stack's configuration."""
-    return lambda stack: copy.deepcopy(read_stack_values(PROJECT_DIR, stack))
+    """A fresh, mutable copy of a shipped stack's configuration."""
+    return shipped_values
 
 
 @pytest.fixture(scope="session")
 def dev_run():
-    return run_program(read_stack_values(PROJECT_DIR, "dev"), stack="dev")
+    return run_program(shipped_values("dev"), stack="dev", project_dir=SHIPPED_DIR)
 
 
 @pytest.fixture(scope="session")
 def prod_run():
-    return run_program(read_stack_values(PROJECT_DIR, "prod"), stack="prod")
+    return run_program(shipped_values("prod"), stack="prod", project_dir=SHIPPED_DIR)
 
 
 @pytest.fixture(scope="session")
 def tenant_run(dev_run):
     return run_program(
-        read_stack_values(PROJECT_DIR, "team-vision-dev"),
+        shipped_values("team-vision-dev"),
         stack="team-vision-dev",
         stack_outputs={ENV_STACK_REF: dev_run.outputs},
+        project_dir=SHIPPED_DIR,
     )
 
 
@@ -52,5 +53,24 @@ def bootstrap_run():
 
 @pytest.fixture(scope="session")
 def runs(dev_run, prod_run, tenant_run):
-    """Every committed stack file's run, by stack name."""
+    """Every shipped stack's run, by stack name."""
     return {"dev": dev_run, "prod": prod_run, "team-vision-dev": tenant_run}
+
+
+@pytest.fixture(scope="session")
+def committed_runs(runs) -> dict[str, ProgramRun]:
+    """Every stack file of this checkout, evaluated as `pulumi up` would (team stacks with their
+    environment's outputs), by stack name. While the checkout's stacks are the shipped ones these
+    are the shipped runs; stacks a user added or changed are evaluated here."""
+    if checkout_is_as_shipped():
+        return dict(runs)
+    evaluated: dict[str, ProgramRun] = {}
+    for stack in committed_stacks():
+        values = read_stack_values(PROJECT_DIR, stack)
+        environment = environment_stack_of(stack)
+        outputs = None
+        if environment is not None:
+            reference = values["gpu-platform:environmentStack"]
+            outputs = {reference: evaluated[environment].outputs}
+        evaluated[stack] = run_program(values, stack=stack, stack_outputs=outputs, project_dir=PROJECT_DIR)
+    return evaluated

@@ -9,20 +9,20 @@ import pytest
 from config.errors import ConfigError
 from config.stack import load_stack
 from config.stack_files import PROJECT_DIR
-from tools.mock_engine import run_program
+from shipped_stacks import SHIPPED_DIR, run_shipped
 
 NS = "gpu-platform"
 
 
 def problems(values: dict, stack: str = "dev") -> list[str]:
     with pytest.raises(ConfigError) as caught:
-        load_stack(values, stack=stack, project_dir=PROJECT_DIR)
+        load_stack(values, stack=stack, project_dir=SHIPPED_DIR)
     return [str(p) for p in caught.value.problems]
 
 
 def test_committed_stacks_are_valid(stack_values):
     for stack in ("dev", "prod", "team-vision-dev"):
-        load_stack(stack_values(stack), stack=stack, project_dir=PROJECT_DIR)
+        load_stack(stack_values(stack), stack=stack, project_dir=SHIPPED_DIR)
 
 
 def test_environment_must_be_known(stack_values):
@@ -71,7 +71,7 @@ def test_prod_keeps_a_stable_channel(stack_values):
 def test_lifting_prod_deletion_protection_is_allowed_but_warned(stack_values):
     values = stack_values("prod")
     values[f"{NS}:cluster"]["deletionProtection"] = False
-    run = run_program(values, stack="prod")
+    run = run_shipped(values, stack="prod")
     cluster = run.one("gcp:container/cluster:Cluster")
     assert cluster.input("deletionProtection") is False and not cluster.protect
     [warning] = run.warnings
@@ -263,7 +263,7 @@ def test_a_malformed_cidr_is_not_used_to_judge_other_tenants(stack_values):
     values = stack_values("dev")
     values[f"{NS}:tenants"][0]["network"]["cidr"] = "10.160.0.1/22"
     with pytest.raises(ConfigError) as caught:
-        load_stack(values, stack="dev", project_dir=PROJECT_DIR)
+        load_stack(values, stack="dev", project_dir=SHIPPED_DIR)
     assert [p.path for p in caught.value.problems] == ["tenants[0].network.cidr"]
     assert caught.value.notes == ["not checked against tenants[0].network.cidr until it is fixed: tenants[1].network.cidr"]
 
@@ -285,7 +285,7 @@ def test_every_bad_value_of_one_tenant_at_once(stack_values):
     speech["gpuOperator"] = {"version": "latest"}
     values[f"{NS}:tenants"].append({"name": "nlp", "isolation": "shared", "network": {"cidr": "10.160.2.0/23"}, "gpuPools": [{"gpu": "nvidia-l4", "maxGpus": 2}]})
     with pytest.raises(ConfigError) as caught:
-        load_stack(values, stack="dev", project_dir=PROJECT_DIR)
+        load_stack(values, stack="dev", project_dir=SHIPPED_DIR)
     assert [str(p) for p in caught.value.problems] == [
         "tenants[1].gpuPools[0].maxGpus: 'four' is not a whole number",
         "tenants[1].gpuPools[0].idleAfter: 'soon' is not a duration like 60s, 10m or 1h30m",
@@ -313,7 +313,7 @@ def test_environment_sections_are_checked_independently(stack_values):
     values[f"{NS}:nodeProvider"]["gpuQuota"]["nvidia-l4"] = "eight"
     values[f"{NS}:tenants"][0]["network"]["cidr"] = "10.0.0.0/22"  # inside the GKE node subnet
     with pytest.raises(ConfigError) as caught:
-        load_stack(values, stack="dev", project_dir=PROJECT_DIR)
+        load_stack(values, stack="dev", project_dir=SHIPPED_DIR)
     assert [str(p) for p in caught.value.problems] == [
         "cluster.systemPool.minNodes: 'one' is not a whole number",
         "cluster.name: 'GPU Dev' must be a lowercase DNS label of at most 24 characters",
@@ -336,7 +336,7 @@ def test_a_tenant_stack_without_its_environment_is_still_checked_on_its_own(stac
     values[f"{NS}:tenant"]["name"] = "Vision"
     values[f"{NS}:tenant"]["gpuPools"][0]["idleAfter"] = "5 minutes"
     with pytest.raises(ConfigError) as caught:
-        load_stack(values, stack="team-vision-dev", project_dir=PROJECT_DIR)
+        load_stack(values, stack="team-vision-dev", project_dir=SHIPPED_DIR)
     assert [p.path for p in caught.value.problems] == ["environmentStack", "tenant.name", "tenant.gpuPools[0].idleAfter"]
     assert caught.value.notes == [
         "not checked against environmentStack until it is fixed: "
@@ -375,7 +375,7 @@ def test_bad_config_registers_nothing(stack_values):
     values[f"{NS}:nodeProvider"]["zones"] = ["europe-west1-b"]
     values[f"{NS}:tenants"][0]["gpuPools"][0]["maxGpus"] = 0
     with pytest.raises(pulumi.RunError) as caught:
-        run_program(values, stack="dev")
+        run_shipped(values, stack="dev")
     message = str(caught.value)
     assert message.startswith("2 configuration problems in stack 'dev'; nothing was created:")
     assert "nodeProvider.zones[0]: 'europe-west1-b' is not in region europe-west4" in message
@@ -389,7 +389,7 @@ def test_checks_that_need_a_broken_section_wait_and_say_so(stack_values):
     values[f"{NS}:tenants"][0]["gpuPools"][0]["maxGpus"] = 40  # above quota: needs the node provider
     values[f"{NS}:tenants"][1]["name"] = "Speech"  # needs nothing from the environment
     with pytest.raises(ConfigError) as caught:
-        load_stack(values, stack="dev", project_dir=PROJECT_DIR)
+        load_stack(values, stack="dev", project_dir=SHIPPED_DIR)
     assert [str(p) for p in caught.value.problems] == [
         "nodeProvider.zones[0]: 'us-east1-b' is not in region europe-west4",
         "tenants[1].name: 'Speech' must be a DNS-1123 label of at most 16 characters",
@@ -426,7 +426,7 @@ def test_shared_tenants_in_prod_need_the_override(stack_values):
     assert message.startswith("tenants[0].isolation: shared is not allowed in environment prod:")
     assert "platform.allowSharedIsolation: true" in message and "isolation: project" in message
     values[f"{NS}:platform"]["allowSharedIsolation"] = True
-    env = load_stack(values, stack="prod", project_dir=PROJECT_DIR)
+    env = load_stack(values, stack="prod", project_dir=SHIPPED_DIR)
     [warning] = env.warnings
     assert warning.startswith("tenants[0] (research) uses isolation: shared: its VMs, disks, network and node identity live in the environment's project acme-ml-prod")
 
@@ -485,8 +485,8 @@ def test_a_team_stack_cannot_take_another_teams_project(tmp_path, stack_values):
     project = tmp_path / "project"
     project.mkdir()
     for name in ("Pulumi.yaml", "Pulumi.dev.yaml", "Pulumi.team-vision-dev.yaml"):
-        shutil.copy(PROJECT_DIR / name, project)
-    other = yaml.safe_load((PROJECT_DIR / "Pulumi.team-vision-dev.yaml").read_text())
+        shutil.copy(SHIPPED_DIR / name, project)
+    other = yaml.safe_load((SHIPPED_DIR / "Pulumi.team-vision-dev.yaml").read_text())
     other["config"]["gpu-platform:tenant"].update(name="audio", network={"cidr": "10.160.12.0/22"})
     (project / "Pulumi.team-audio-dev.yaml").write_text(yaml.safe_dump(other))
     with pytest.raises(ConfigError) as caught:
@@ -569,7 +569,7 @@ def test_isolation_problems_come_together_and_register_nothing(stack_values):
         {**values[f"{NS}:tenants"][0], "name": "audio", "gcpProject": "Audio!", "network": {"cidr": "10.160.8.0/22"}},
     ]
     with pytest.raises(pulumi.RunError) as caught:
-        run_program(values, stack="prod")
+        run_shipped(values, stack="prod")
     message = str(caught.value)
     assert message.startswith("3 configuration problems in stack 'prod'; nothing was created:")
     for path in ("tenants[0].isolation", "tenants[1].gcpProject: 'acme-ml-prod' is the environment's own project", "tenants[2].gcpProject: 'Audio!'"):
@@ -583,4 +583,4 @@ def test_shared_tenants_names_keep_their_vms_apart(stack_values):
     [message] = problems(values)
     assert message.startswith("tenants[1].name: 'nlp-audio' and 'nlp' (tenants[0]) both share the environment's project")
     values[f"{NS}:tenants"][1].update(isolation="project", gcpProject="acme-ml-dev-audio")
-    load_stack(values, stack="dev", project_dir=PROJECT_DIR)  # in a project of its own: fine
+    load_stack(values, stack="dev", project_dir=SHIPPED_DIR)  # in a project of its own: fine

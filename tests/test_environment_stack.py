@@ -6,6 +6,7 @@ from __future__ import annotations
 import yaml
 
 from components.gke_cluster import REQUIRED_APIS
+from shipped_stacks import run_shipped
 
 CLUSTER = "gcp:container/cluster:Cluster"
 NODE_POOL = "gcp:container/nodePool:NodePool"
@@ -123,11 +124,10 @@ def test_generated_admin_password_is_exported_as_a_secret(dev_run):
 
 def test_configured_admin_password_is_used_and_not_generated(stack_values):
     from config.stack_files import SecureValue
-    from tools.mock_engine import run_program
 
     values = stack_values("dev")
     values["gpu-platform:platformAdminPassword"] = SecureValue("v1:encrypted")
-    run = run_program(values, stack="dev")
+    run = run_shipped(values, stack="dev")
     assert not run.of_type("random:index/randomPassword:RandomPassword")
     assert "platformAdminPassword" not in run.outputs
     secret = run.one("kubernetes:core/v1:Secret", "admin-password")
@@ -136,12 +136,11 @@ def test_configured_admin_password_is_used_and_not_generated(stack_values):
 
 def test_license_token_travels_in_a_secret(stack_values):
     from config.stack_files import SecureValue
-    from tools.mock_engine import run_program
 
     values = stack_values("dev")
     values["gpu-platform:platform"] = {"licenseTokenKey": "vclusterLicenseToken"}
     values["gpu-platform:vclusterLicenseToken"] = SecureValue("v1:encrypted")
-    run = run_program(values, stack="dev")
+    run = run_shipped(values, stack="dev")
     secret = run.one("kubernetes:core/v1:Secret", "license")
     assert secret.is_secret("stringData")
     env = run.one(RELEASE).input("values", "envValueFrom")

@@ -2,12 +2,14 @@
 
 Called in-process through `main(argv)` for speed, and once as a subprocess to prove the command-line
 entry point. Expected numbers come from the config layer (load_stack, TenantPlan, the catalog), not
-from the plan's own code, so a plan that prints the wrong thing fails here.
+from the plan's own code, so a plan that prints the wrong thing fails here. Figures are checked on
+the stacks as shipped (tests/data/shipped/); every stack of this checkout only has to plan.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import io
 import json
@@ -32,20 +34,24 @@ from config.versions import (
     PLATFORM_CHART_VERSION,
     VCLUSTER_CHART_VERSION,
 )
-from tools.mock_engine import config_strings, run_program
+from tools.mock_engine import config_strings
 from tools.plan import main
+from shipped_stacks import SHIPPED_DIR, run_shipped
 
 VCI = "kubernetes:management.loft.sh/v1:VirtualClusterInstance"
 
 
-def plan(*argv: str) -> tuple[int, str, str]:
+def plan(*argv: str, project_dir: Path = SHIPPED_DIR) -> tuple[int, str, str]:
+    """`python -m tools.plan ARGV`, on the shipped stacks unless ARGV or `project_dir` says otherwise."""
+    if "--project-dir" not in argv:
+        argv = (*argv, "--project-dir", str(project_dir))
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = main(list(argv))
     return code, out.getvalue(), err.getvalue()
 
 
-def loaded(stack: str, project_dir: Path = PROJECT_DIR):
+def loaded(stack: str, project_dir: Path = SHIPPED_DIR):
     values = read_stack_values(project_dir, stack)
     return load_stack(config_strings(values)[0], stack=stack, project_dir=project_dir)
 
@@ -68,9 +74,9 @@ def money(value: float) -> str:
 def project_copy(tmp_path: Path, *stacks: str) -> Path:
     project = tmp_path / "project"
     project.mkdir()
-    shutil.copy(PROJECT_DIR / "Pulumi.yaml", project)
+    shutil.copy(SHIPPED_DIR / "Pulumi.yaml", project)
     for stack in stacks:
-        shutil.copy(PROJECT_DIR / f"Pulumi.{stack}.yaml", project)
+        shutil.copy(SHIPPED_DIR / f"Pulumi.{stack}.yaml", project)
     return project
 
 
@@ -98,14 +104,15 @@ def dev_stack() -> EnvironmentStack:
 
 
 def test_every_committed_stack_plans_environment_stacks_first():
-    code, out, err = plan("--all", "--quiet")
+    """Whatever stacks this checkout has (a user's added teams included), as `make test` runs it."""
+    code, out, err = plan("--all", "--quiet", project_dir=PROJECT_DIR)
     assert code == 0, err
     lines = out.splitlines()
     stacks = list_stacks(PROJECT_DIR)
     assert len(lines) == len(stacks), out
     planned = [re.match(r"ok +(\S+):", line).group(1) for line in lines]  # type: ignore[union-attr]
     assert sorted(planned) == stacks
-    kinds = ["tenant" if isinstance(loaded(s), TenantStack) else "environment" for s in planned]
+    kinds = ["tenant" if isinstance(loaded(s, PROJECT_DIR), TenantStack) else "environment" for s in planned]
     assert kinds == sorted(kinds), f"environment stacks must come first: {planned}"
 
 
@@ -119,10 +126,10 @@ def test_default_stack_is_dev(dev_stack):
 # --- the dev plan: tree, documents, costs --------------------------------------------------------------
 
 
-def test_dev_plan_shows_the_resource_tree_and_counts_per_type(dev_plan):
+def test_dev_plan_shows_the_resource_tree_and_counts_per_type(dev_plan, dev_run):
     code, out, _, _ = dev_plan
     assert code == 0
-    reference = run_program(read_stack_values(PROJECT_DIR, "dev"), stack="dev")
+    reference = dev_run
     tree = section(out, "Resources (")
     assert tree.startswith(f"Resources ({len(reference.registrations)} registered")
     # Components with their children indented below them.
@@ -395,9 +402,9 @@ def test_out_nodeprovider_is_the_rendered_node_provider(dev_plan, dev_stack):
     assert document["spec"] == node_provider_spec(args).to_dict()
 
 
-def test_out_vcluster_yaml_matches_the_registered_virtual_cluster_instance(dev_plan, dev_stack):
+def test_out_vcluster_yaml_matches_the_registered_virtual_cluster_instance(dev_plan, dev_stack, dev_run):
     _, _, _, out_dir = dev_plan
-    reference = run_program(read_stack_values(PROJECT_DIR, "dev"), stack="dev")
+    reference = dev_run
     for tenant in dev_stack.tenants:
         name = tenant.tenant.name
         instance = next(r for r in reference.of_type(VCI) if r.input("metadata", "name") == name)
@@ -474,7 +481,7 @@ def test_json_with_all_lists_every_stack():
     code, out, _ = plan("--all", "--json")
     assert code == 0
     stacks = json.loads(out)["stacks"]
-    assert sorted(s["stack"] for s in stacks) == list_stacks(PROJECT_DIR)
+    assert sorted(s["stack"] for s in stacks) == list_stacks(SHIPPED_DIR)
     assert all(s["ok"] for s in stacks)
 
 
@@ -494,8 +501,8 @@ def test_tenant_stack_says_its_environment_outputs_are_offline_placeholders():
     l4 = next(line for line in section(out, "Tenants (").splitlines() if line.strip().startswith("l4-2x "))
     assert "g2-standard-24" in l4 and "(2 × g2-standard-24)" in l4
 @pytest.mark.parametrize("suffix", [".json", ".yaml"])
-def test_tenant_stack_with_an_environment_outputs_file(tmp_path, suffix):
-    outputs = run_program(read_stack_values(PROJECT_DIR, "dev"), stack="dev").outputs
+def test_tenant_stack_with_an_environment_outputs_file(tmp_path, suffix, dev_run):
+    outputs = copy.deepcopy(dev_run.outputs)
     # As deployed, the environment offers one zone less than its stack file says.
     outputs["environmentFacts"]["zones"] = outputs["environmentFacts"]["zones"][:1]
     path = tmp_path / f"dev-outputs{suffix}"
@@ -612,7 +619,7 @@ def test_compare_names_what_moving_a_tenant_to_its_own_project_replaces(dev_run,
 
     values = stack_values("dev")
     values["gpu-platform:tenants"][0].update(isolation="project", gcpProject="acme-ml-dev-nlp")
-    moved = run_program(values, stack="dev")
+    moved = run_shipped(values, stack="dev")
     changes = isolation_plan.compare(isolation_plan.resources_of(dev_run), isolation_plan.resources_of(moved), ref="main", stack="dev")
     assert [(m.tenant, m.before, m.after) for m in changes.moves] == [("nlp", "acme-ml-dev", "acme-ml-dev-nlp")]
     replaced = {(c.type.split(":")[1], c.name) for c in changes.changes if c.action == "replace"}
@@ -634,7 +641,7 @@ def test_compare_to_a_git_ref_from_the_command_line():
 
     if subprocess.run(["git", "-C", str(PROJECT_DIR), "rev-parse", "HEAD"], capture_output=True).returncode != 0:
         pytest.skip("not a git checkout")
-    code, out, err = plan("--stack", "dev", "--compare-to", "HEAD", "--quiet")
+    code, out, err = plan("--stack", "dev", "--compare-to", "HEAD", "--quiet", project_dir=PROJECT_DIR)
     assert code == 0, err
     assert re.search(r"^Changes against HEAD \(stack dev\): \d+ to create, \d+ to delete, \d+ to replace, \d+ to update$", out, flags=re.M)
     with pytest.raises(isolation_plan.CompareError, match="git cannot read 'no-such-ref-xyz'"):

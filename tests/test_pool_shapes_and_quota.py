@@ -9,13 +9,13 @@ from config import node_properties as props
 from config.errors import ConfigError
 from config.quota import TenantEntry, quota_lines, quota_scope
 from config.stack import EnvironmentStack, load_stack
-from config.stack_files import PROJECT_DIR
+from shipped_stacks import SHIPPED_DIR
 
 NS = "gpu-platform"
 
 
 def load(values: dict, stack: str = "dev"):
-    return load_stack(values, stack=stack, project_dir=PROJECT_DIR)
+    return load_stack(values, stack=stack, project_dir=SHIPPED_DIR)
 
 
 def problems(values: dict, stack: str = "dev") -> list[str]:
