@@ -58,12 +58,12 @@ def runs(dev_run, prod_run, tenant_run):
 
 
 @pytest.fixture(scope="session")
-def committed_runs(runs) -> dict[str, ProgramRun]:
+def committed_runs(request) -> dict[str, ProgramRun]:
     """Every stack file of this checkout, evaluated as `pulumi up` would (team stacks with their
     environment's outputs), by stack name. While the checkout's stacks are the shipped ones these
     are the shipped runs; stacks a user added or changed are evaluated here."""
     if checkout_is_as_shipped():
-        return dict(runs)
+        return dict(request.getfixturevalue("runs"))
     evaluated: dict[str, ProgramRun] = {}
     for stack in committed_stacks():
         values = read_stack_values(PROJECT_DIR, stack)

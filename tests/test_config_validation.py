@@ -8,7 +8,7 @@ import pytest
 
 from config.errors import ConfigError
 from config.stack import load_stack
-from config.stack_files import PROJECT_DIR
+from config.stack_files import PROJECT_DIR, read_stack_values
 from shipped_stacks import SHIPPED_DIR, run_shipped
 
 NS = "gpu-platform"
@@ -230,10 +230,110 @@ def test_tenant_stack_is_checked_against_its_environment_file(stack_values):
     tenant["gpuPools"][0]["gpu"] = "nvidia-h100-80gb"
     values[f"{NS}:environment"] = "prod"
     found = problems(values, "team-vision-dev")
-    assert "tenant.name: 'speech' is already used by the environment's tenants" in found
+    assert "tenant.name: 'speech' is already used by tenants[1] of stack dev (Pulumi.dev.yaml)" in found
     assert any(p.startswith("tenant.network.cidr: 10.160.0.0/24 overlaps tenant nlp") for p in found)
     assert "tenant.gpuPools[0].gpu: 'nvidia-h100-80gb' is not offered by environment dev; offered: nvidia-tesla-t4, nvidia-l4" in found
     assert "environment: 'prod' differs from the environment stack's 'dev'" in found
+
+
+def copy_of_shipped_project(tmp_path, *stacks: str):
+    import shutil
+
+    project = tmp_path / "project"
+    project.mkdir()
+    for name in ("Pulumi.yaml", *(f"Pulumi.{s}.yaml" for s in stacks)):
+        shutil.copy(SHIPPED_DIR / name, project)
+    return project
+
+
+def test_the_environment_checks_its_inline_tenants_against_the_team_stacks(tmp_path, stack_values):
+    """Renaming dev's speech to vision (and giving it vision's range and project) fails dev's own
+    plan, not only the already deployed team stack's; each side names its own key and the other's
+    stack file."""
+    import yaml
+
+    project = copy_of_shipped_project(tmp_path, "dev", "team-vision-dev")
+    document = yaml.safe_load((project / "Pulumi.dev.yaml").read_text())
+    speech = document["config"][f"{NS}:tenants"][1]
+    speech.update(name="vision", isolation="project", gcpProject="acme-ml-dev-vision", network={"cidr": "10.160.8.0/23"})
+    (project / "Pulumi.dev.yaml").write_text(yaml.safe_dump(document))
+    team = "stack team-vision-dev (Pulumi.team-vision-dev.yaml)"
+    with pytest.raises(ConfigError) as caught:
+        load_stack(stack_values("dev") | {f"{NS}:tenants": document["config"][f"{NS}:tenants"]}, stack="dev", project_dir=project)
+    assert [str(p) for p in caught.value.problems] == [
+        f"tenants[1].name: 'vision' is already used by {team}",
+        f"tenants[1].network.cidr: 10.160.8.0/23 overlaps tenant vision ({team}) 10.160.8.0/22; try 10.160.4.0/22",
+        f"tenants[1].gcpProject: 'acme-ml-dev-vision' is already the project of tenant vision ({team}); each team needs a project of its own",
+    ]
+    inline = "tenants[1] of stack dev (Pulumi.dev.yaml)"
+    with pytest.raises(ConfigError) as caught:
+        load_stack(stack_values("team-vision-dev"), stack="team-vision-dev", project_dir=project)
+    assert [str(p) for p in caught.value.problems] == [
+        f"tenant.name: 'vision' is already used by {inline}",
+        f"tenant.network.cidr: 10.160.8.0/22 overlaps tenant vision ({inline}) 10.160.8.0/23; try 10.160.4.0/22",
+        f"tenant.gcpProject: 'acme-ml-dev-vision' is already the project of tenant vision ({inline}); each team needs a project of its own",
+    ]
+
+
+def test_a_broken_team_stack_is_no_problem_of_the_environment(tmp_path, stack_values):
+    """A team stack that does not parse is reported by its own plan; the environment compares its
+    tenants with what parsed, and every other team stack still loads its environment."""
+    project = copy_of_shipped_project(tmp_path, "dev", "team-vision-dev")
+    (project / "Pulumi.team-maps-dev.yaml").write_text(
+        "config:\n  gpu-platform:environment: dev\n  gpu-platform:environmentStack: acme/gpu-platform/dev\n"
+        "  gpu-platform:tenant: {name: maps, network: {cidr: 10.160.16.1/22}, gpuPools: []}\n"
+    )
+    load_stack(stack_values("dev"), stack="dev", project_dir=project)
+    load_stack(stack_values("team-vision-dev"), stack="team-vision-dev", project_dir=project)
+    with pytest.raises(ConfigError) as caught:
+        load_stack(read_stack_values(project, "team-maps-dev"), stack="team-maps-dev", project_dir=project)
+    assert "tenant.network.cidr: '10.160.16.1/22' is malformed" in str(caught.value)
+
+
+@pytest.mark.parametrize("index", [0, 1])
+def test_a_suggested_cidr_is_clear_of_every_valid_range_claimed_anywhere(stack_values, index):
+    """The first tenant's suggestion used to ignore the tenants after it: with tenants[1] at
+    10.160.0.0/23 it suggested 10.160.0.0/22, overlapping it. Suggestions now keep clear of every
+    inline tenant and every team stack (vision: 10.160.8.0/22)."""
+    import ipaddress
+
+    values = stack_values("dev")
+    tenants = values[f"{NS}:tenants"]
+    tenants[index]["network"]["cidr"] = "10.4.0.0/22"  # the GKE pod range
+    tenants[1 - index]["network"]["cidr"] = "10.160.0.0/23"
+    [message] = problems(values)
+    assert message.startswith(f"tenants[{index}].network.cidr: 10.4.0.0/22 overlaps the GKE pod range")
+    suggested = ipaddress.ip_network(message.rsplit("; try ", 1)[1])
+    taken = ["10.160.0.0/23", "10.160.8.0/22", "10.0.0.0/20", "10.4.0.0/14", "10.8.0.0/20", "172.16.0.0/28", "10.244.0.0/16", "10.96.0.0/12"]
+    assert not [t for t in taken if suggested.overlaps(ipaddress.ip_network(t))]
+    assert str(suggested) == "10.160.4.0/22"
+
+
+def test_an_empty_value_is_called_empty(tmp_path):
+    """A key left blank in YAML (`maxGpus:`) reached the messages as Python's None."""
+    import yaml
+
+    from tools.mock_engine import config_strings
+
+    project = copy_of_shipped_project(tmp_path, "dev")
+    text = (project / "Pulumi.dev.yaml").read_text()
+    text = text.replace("{gpu: nvidia-l4, maxGpus: 4, idleAfter: 60s}", "{gpu: nvidia-l4, maxGpus: , idleAfter: 60s}")
+    text = text.replace("gpuQuota: {nvidia-tesla-t4: 8, nvidia-l4: 8}", "gpuQuota: {nvidia-tesla-t4: 8, nvidia-l4: }")
+    text = text.replace("    - name: speech\n", "    - name:\n").replace("  gpu-platform:environment: dev\n", "  gpu-platform:environment:\n")
+    (project / "Pulumi.dev.yaml").write_text(text)
+    assert yaml.safe_load(text)["config"]["gpu-platform:environment"] is None
+    # As the plan and the engine hand the values over (config_strings), and as read from the file.
+    for values in (config_strings(read_stack_values(project, "dev"))[0], read_stack_values(project, "dev")):
+        with pytest.raises(ConfigError) as caught:
+            load_stack(values, stack="dev", project_dir=project)
+        found = [str(p) for p in caught.value.problems]
+        assert found == [
+            "environment: an empty value is not allowed; allowed: dev, staging, prod",
+            "nodeProvider.gpuQuota.nvidia-l4: an empty value is not a whole number",
+            "tenants[0].gpuPools[0].maxGpus: an empty value is not a whole number",
+            "tenants[1].name: expected a string, got an empty value",
+        ]
+        assert "None" not in str(caught.value)
 
 
 def test_tenant_stack_needs_its_environment_stack_file(stack_values):

@@ -74,6 +74,12 @@ def test_the_costs_example_is_the_plan_of_the_dev_stack_as_shipped():
     assert example in out.getvalue()
 
 
+def test_costs_define_expected_as_the_plan_does():
+    from config.tenant import EXPECTED
+
+    assert " ".join(EXPECTED.split()) in " ".join(section("Costs").split())
+
+
 # --- Pulumi.yaml describes the keys the program reads ------------------------------------------
 
 

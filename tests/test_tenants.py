@@ -204,8 +204,10 @@ def test_tenant_stack_creates_only_the_teams_objects(tenant_run):
     assert pools == {"l4-2x", "t4-1x-spot", "system"}
     assert tenant_run.outputs["connectCommand"] == "vcluster platform connect vcluster vision --project vision"
     # The pools' ceilings at europe-west4 prices: 2 × g2-standard-24 (host + 2 L4) and 2 Spot
-    # n1-standard-4 hosts with a Spot T4 each.
-    assert tenant_run.outputs["gpuBudgetUsdPerHour"] == round(2 * (0.92571 + 2 * 0.58804) + 2 * (0.08367 + 0.175), 2)
+    # n1-standard-4 hosts with a Spot T4 each, every node with its 200 GB pd-balanced boot disk
+    # (0.1101 USD per GB-month): the "GPU pools" ceiling of the plan, boot disks included.
+    disk = 200 * 0.1101 / 730
+    assert tenant_run.outputs["gpuBudgetUsdPerHour"] == round(2 * (0.92571 + 2 * 0.58804 + disk) + 2 * (0.08367 + 0.175 + disk), 2)
 
 
 def test_tenant_stack_reaches_the_host_through_the_environments_kubeconfig(tenant_run, dev_run, env_stack_ref):

@@ -1,0 +1,108 @@
+"""README's "Add a team", followed to the letter, keeps the product's own tests green.
+
+A copy of this checkout gets README's inline tenant example (appended to dev's `tenants`) and one of
+its team stack examples (saved under the name README gives it), the new stack listed for CI in
+`bootstrap/Pulumi.ci.yaml` as the bootstrap needs; then the tests that iterate every committed stack,
+and the ones that used to fail when a team was added (they assumed dev had exactly nlp and speech),
+run there. Only that subset: each of them is in the full suite here already.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+
+from config.stack_files import PROJECT_DIR, list_stacks, read_stack_values
+
+NS = "gpu-platform"
+README = (PROJECT_DIR / "README.md").read_text()
+NOT_COPIED = shutil.ignore_patterns(".venv", ".git", "__pycache__", ".hypothesis", ".pytest_cache", "plan-out", "acceptance-out")
+
+# Tests of every committed stack, and tests of exact values that broke when README was followed.
+SUBSET = [
+    "tests/test_policies.py::test_pack_passes_every_committed_stack",
+    "tests/test_plan.py::test_every_committed_stack_plans_environment_stacks_first",
+    "tests/test_workflow.py::test_every_committed_stack_is_previewed_when_the_code_changes",
+    "tests/test_plan.py::test_dev_plan_adds_up_the_quota_of_every_tenant_of_the_environment",
+    "tests/test_readme.py::test_stack_file_examples_work_as_new_stacks",
+    "tests/test_readme.py::test_stack_value_examples_fit_every_environment_stack",
+    "tests/test_environment_stack.py::test_exports_for_tenant_stacks",
+]
+
+
+def readme_examples() -> tuple[list[dict], list[tuple[str, str]]]:
+    """README's inline tenants (the `gpu-platform:tenants` example) and its team stack examples
+    (`Pulumi.<stack>.yaml` and its text), as a user pastes them."""
+    inline, stack_files = [], []
+    for name, text in re.findall(r"(?:`([^`\n]+)`:\n\n)?```yaml\n(.*?)```", README, flags=re.S):
+        document = yaml.safe_load(textwrap.dedent(text))
+        if isinstance(document, dict) and f"{NS}:tenants" in document:
+            inline += document[f"{NS}:tenants"]
+        elif isinstance(document, dict) and "config" in document and name:
+            stack_files.append((re.fullmatch(r"Pulumi\.([a-z0-9-]+)\.yaml", name).group(1), text))  # type: ignore[union-attr]
+    return inline, stack_files
+
+
+def test_readme_offers_both_ways_to_add_a_team():
+    inline, stack_files = readme_examples()
+    assert inline and stack_files
+
+
+def add_teams_as_readme_says(project: Path) -> str:
+    """Both of README's ways at once: its inline tenant in dev, and a team stack of another team
+    (README's two "Add a team" examples are the same team, robotics, so the zones example's maps).
+    Returns the new stack's name."""
+    inline, stack_files = readme_examples()
+    names = {t["name"] for t in inline}
+    stack, text = next((s, t) for s, t in stack_files if yaml.safe_load(t)["config"][f"{NS}:tenant"]["name"] not in names)
+    (project / f"Pulumi.{stack}.yaml").write_text(text)
+
+    dev = project / "Pulumi.dev.yaml"
+    document = yaml.safe_load(dev.read_text())
+    document["config"][f"{NS}:tenants"] += inline
+    dev.write_text(yaml.safe_dump(document, sort_keys=False))
+
+    # CI previews and deploys only the stacks the bootstrap grants its identities access to.
+    ci = project / "bootstrap" / "Pulumi.ci.yaml"
+    bootstrap = yaml.safe_load(ci.read_text())
+    environment = read_stack_values(project, stack)[f"{NS}:environment"]
+    [entry] = [e for e in bootstrap["config"]["gpu-platform-bootstrap:environments"] if e["name"] == environment]
+    entry["stacks"].append(stack)
+    ci.write_text(yaml.safe_dump(bootstrap, sort_keys=False))
+    return stack
+
+
+@pytest.mark.skipif(not (PROJECT_DIR / "tests" / "data" / "shipped").is_dir(), reason="needs the shipped stacks")
+def test_the_tests_pass_after_adding_teams_as_readme_says(tmp_path):
+    project = tmp_path / "repo"
+    shutil.copytree(PROJECT_DIR, project, ignore=NOT_COPIED, symlinks=True)
+    stack = add_teams_as_readme_says(project)
+    assert {stack, "dev", "prod", "team-vision-dev"} <= set(list_stacks(project))
+    assert len(read_stack_values(project, "dev")[f"{NS}:tenants"]) > 2
+
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-o", "addopts=", "-p", "no:cacheprovider", "-q", "-rA", *SUBSET],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    # The stack-iterating tests saw the new stack; nothing was skipped.
+    assert f"PASSED {SUBSET[0]}[{stack}]" in result.stdout
+    assert " skipped" not in result.stdout.splitlines()[-1], result.stdout.splitlines()[-1]
+
+
+def test_the_shipped_stacks_are_a_project_of_their_own():
+    """tests/data/shipped/ holds exactly the stacks the tests name, beside this project's Pulumi.yaml."""
+    from shipped_stacks import SHIPPED_DIR, SHIPPED_STACKS
+
+    assert list_stacks(SHIPPED_DIR) == sorted(SHIPPED_STACKS)
+    assert (SHIPPED_DIR / "Pulumi.yaml").resolve() == (PROJECT_DIR / "Pulumi.yaml").resolve()
