@@ -35,7 +35,7 @@ from pulumi_policy.proxy import UNKNOWN_STRING_VALUE, UnknownValueError
 from config.permissions import load_roles
 from config.stack_files import PROJECT_DIR, list_stacks
 from tools.mock_engine import ProgramRun
-from shipped_stacks import SHIPPED_DIR, committed_stacks, run_shipped, shipped_values
+from shipped_stacks import SHIPPED_DIR, SHIPPED_STACKS, checkout_is_as_shipped, committed_stacks, run_shipped, shipped_values
 
 POLICY_DIR = PROJECT_DIR / "policy"
 
@@ -50,10 +50,16 @@ def legacy_dev_run() -> ProgramRun:
 # --- The whole pack ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("stack", committed_stacks())
-def test_pack_passes_every_committed_stack(committed_runs, stack):
+# This checkout's stacks, and the shipped ones too where they differ (else those are the same runs).
+EVERY_STACK = [*committed_stacks(), *([] if checkout_is_as_shipped() else [f"shipped/{s}" for s in SHIPPED_STACKS])]
+
+
+@pytest.mark.parametrize("stack", EVERY_STACK)
+def test_pack_passes_every_committed_stack(request, stack):
     """Every stack file of this checkout, the ones a user added as README says included."""
-    assert analyze(committed_runs[stack]) == []
+    shipped = stack.startswith("shipped/")
+    run = request.getfixturevalue("runs" if shipped else "committed_runs")[stack.removeprefix("shipped/")]
+    assert analyze(run) == []
 
 
 def test_every_shipped_stack_file_is_checked(runs):
