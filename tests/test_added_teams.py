@@ -25,15 +25,15 @@ NS = "gpu-platform"
 README = (PROJECT_DIR / "README.md").read_text()
 NOT_COPIED = shutil.ignore_patterns(".venv", ".git", "__pycache__", ".hypothesis", ".pytest_cache", "plan-out", "acceptance-out")
 
-# Tests of every committed stack, and tests of exact values that broke when README was followed.
+# The tests of every committed stack, and README's example tests, which used to fail when README was
+# followed. (The other tests of exact values that failed then, such as dev's quota table, run on the
+# shipped stacks alone now, whatever this checkout holds, so running them there would prove nothing.)
 SUBSET = [
     "tests/test_policies.py::test_pack_passes_every_committed_stack",
     "tests/test_plan.py::test_every_committed_stack_plans_environment_stacks_first",
     "tests/test_workflow.py::test_every_committed_stack_is_previewed_when_the_code_changes",
-    "tests/test_plan.py::test_dev_plan_adds_up_the_quota_of_every_tenant_of_the_environment",
     "tests/test_readme.py::test_stack_file_examples_work_as_new_stacks",
     "tests/test_readme.py::test_stack_value_examples_fit_every_environment_stack",
-    "tests/test_environment_stack.py::test_exports_for_tenant_stacks",
 ]
 
 
@@ -88,7 +88,8 @@ def test_the_tests_pass_after_adding_teams_as_readme_says(tmp_path):
     assert len(read_stack_values(project, "dev")[f"{NS}:tenants"]) > 2
 
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-o", "addopts=", "-p", "no:cacheprovider", "-q", "-rA", *SUBSET],
+        # The pack's check of the shipped stacks is the full suite's business, not this one's.
+        [sys.executable, "-m", "pytest", "-o", "addopts=", "-p", "no:cacheprovider", "-q", "-rA", "-k", "not shipped", *SUBSET],
         cwd=project,
         capture_output=True,
         text=True,
