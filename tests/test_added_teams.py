@@ -37,6 +37,10 @@ SUBSET = [
     "tests/test_readme.py::test_stack_file_examples_work_as_new_stacks",
     "tests/test_readme.py::test_stack_value_examples_fit_every_environment_stack",
 ]
+# The bootstrap's check that every committed stack is listed for CI, where the bootstrap has one.
+BOOTSTRAP_COVERAGE = "test_every_committed_stack_gets_what_it_needs_from_the_bootstrap"
+if f"def {BOOTSTRAP_COVERAGE}(" in (PROJECT_DIR / "tests" / "test_bootstrap.py").read_text():
+    SUBSET.append(f"tests/test_bootstrap.py::{BOOTSTRAP_COVERAGE}")
 
 
 def readme_examples() -> tuple[list[dict], list[tuple[str, str]]]:
@@ -92,6 +96,8 @@ def add_teams_as_readme_says(project: Path) -> str:
     document["config"][f"{NS}:tenants"] += inline
     dev.write_text(yaml.safe_dump(document, sort_keys=False))
     list_for_ci(project, stack)
+    # The policy pack's copy of the program's data, after an edit of the bootstrap (`make policy-data`).
+    subprocess.run([sys.executable, "-m", "tools.policy_data"], cwd=project, check=True, capture_output=True, timeout=120)
     return stack
 
 
