@@ -66,11 +66,23 @@ def committed_runs(request) -> dict[str, ProgramRun]:
         return dict(request.getfixturevalue("runs"))
     evaluated: dict[str, ProgramRun] = {}
     for stack in committed_stacks():
-        values = read_stack_values(PROJECT_DIR, stack)
-        environment = environment_stack_of(stack)
-        outputs = None
-        if environment is not None:
-            reference = values["gpu-platform:environmentStack"]
-            outputs = {reference: evaluated[environment].outputs}
-        evaluated[stack] = run_program(values, stack=stack, stack_outputs=outputs, project_dir=PROJECT_DIR)
+        try:
+            values = read_stack_values(PROJECT_DIR, stack)
+            environment = environment_stack_of(stack)
+            outputs = None
+            if environment is not None:
+                outputs = {values["gpu-platform:environmentStack"]: evaluated[environment].outputs}
+            evaluated[stack] = run_program(values, stack=stack, stack_outputs=outputs, project_dir=PROJECT_DIR)
+        except Exception as e:  # noqa: BLE001 - that stack's tests fail with it; the others still run
+            evaluated[stack] = BrokenStack(stack, e)  # type: ignore[assignment]
     return evaluated
+
+
+class BrokenStack:
+    """A stack of this checkout that could not be evaluated: using its run raises why."""
+
+    def __init__(self, stack: str, error: Exception):
+        self.stack, self.error = stack, error
+
+    def __getattr__(self, name: str):
+        raise AssertionError(f"stack {self.stack} could not be evaluated: {self.error}") from self.error
