@@ -192,8 +192,14 @@ def grouped(problems: list[Problem]) -> list[Problem]:
 _PATH_PART = re.compile(r"\[\d+\]|[^.\[]+")
 
 
+EMPTY = "an empty value"  # a key left blank in YAML (`key:`), which reaches us as None or ""
+
+
 def shown(value: Any, limit: int = 60) -> str:
-    """repr(value), shortened: messages quote what the user wrote, not a whole pasted document."""
+    """repr(value), shortened: messages quote what the user wrote, not a whole pasted document.
+    A blank value is said to be empty, never shown as Python's None."""
+    if value is None or value == "":
+        return EMPTY
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
@@ -237,7 +243,7 @@ def _model_in(annotation: Any) -> Any:
 
 def _describe(value: Any) -> str:
     kinds = {dict: "a mapping", list: "a list", tuple: "a list", str: "a string", bool: "true/false", int: "a number", float: "a number"}
-    return "nothing (null)" if value is None else kinds.get(type(value), type(value).__name__)
+    return EMPTY if value is None or value == "" else kinds.get(type(value), type(value).__name__)
 
 
 def _through_unions(model: type[BaseModel], errors: list[dict]) -> list[dict]:

@@ -79,7 +79,13 @@ class TenantStack:
         return where
 
 
-def load_stack(values: dict[str, Any], *, stack: str, project_dir: Path, catalog: Catalog | None = None) -> EnvironmentStack | TenantStack:
+def load_stack(
+    values: dict[str, Any], *, stack: str, project_dir: Path, catalog: Catalog | None = None, team_stacks: bool = True
+) -> EnvironmentStack | TenantStack:
+    """`team_stacks`: an environment stack checks its inline tenants against the team stacks of
+    `project_dir` that use it (names, CIDRs, GCP projects). A team stack loading its environment
+    passes False: it checks itself against the environment's tenants and the other team stacks,
+    each problem at its own key, and another team's mistake does not hide its environment."""
     catalog = catalog or load_catalog()
     values = {k: structured(v) for k, v in values.items()}
     problems = Problems()
@@ -93,7 +99,7 @@ def load_stack(values: dict[str, Any], *, stack: str, project_dir: Path, catalog
         if values.get(f"{NS}:environmentStack"):
             result = _load_tenant_stack(values, environment, stack, project_dir, catalog, problems)
         else:
-            result = _load_environment_stack(values, environment, stack, project_dir, catalog, problems)
+            result = _load_environment_stack(values, environment, stack, project_dir, catalog, problems, team_stacks)
     problems.extend(unknown_keys(set(values), values))
     problems.raise_if_any(stack)
     assert result is not None
@@ -110,7 +116,7 @@ def unknown_keys(keys: set[str], values: dict[str, Any]) -> list[Problem]:
     return [Problem(k.split(":", 1)[1], f"unknown key; known: {names}") for k in sorted(keys) if k.startswith(f"{NS}:") and k not in known]
 
 
-def _load_environment_stack(values, environment, stack, project_dir, catalog, problems) -> EnvironmentStack | None:
+def _load_environment_stack(values, environment, stack, project_dir, catalog, problems, team_stacks) -> EnvironmentStack | None:
     project = _gcp_value(values, "gcp:project", "<project-id>", problems)
     region = _gcp_value(values, "gcp:region", "<region>", problems)
     if not isinstance(region, Broken) and not check_region(region, problems):
@@ -153,12 +159,18 @@ def _load_environment_stack(values, environment, stack, project_dir, catalog, pr
 
     # Tenants are judged only by facts whose keys are sound; the rest waits (see the notes).
     offer = problems.derive(lambda: _offer(region, node_provider, catalog), "gcp:region", "nodeProvider")
-    facts = _facts(environment, project, region, cluster, platform, node_provider, offer, tenants, catalog, problems)
+    facts = _facts(stack, environment, project, region, cluster, platform, node_provider, offer, tenants, catalog, problems)
+    # The team stacks in this repo that use this environment: an inline tenant that takes one's
+    # name, CIDR or project fails here too, not only in the team stack's own plan.
+    team_claims = _tenant_stack_claims(project_dir, facts, environment_stack_name=stack, exclude=None) if team_stacks else []
+    claims = [_claim(t, f"tenants[{j}]", f"tenants[{j}]", facts) for j, t in enumerate(tenants)]
     for i, tenant in enumerate(tenants):
-        # Earlier entries only: a collision is reported once, at the entry that causes it.
-        others = [_claim(t, f"tenants[{j}]", f"tenants[{j}]", facts) for j, t in enumerate(tenants[:i])]
+        # Earlier entries only: a collision between inline tenants is reported once, at the entry
+        # that causes it. A suggested CIDR keeps clear of every range claimed anywhere.
         with problems.checking(f"tenants[{i}]"):
-            check_tenant(f"tenants[{i}]", tenant, facts, others, problems)
+            check_tenant(
+                f"tenants[{i}]", tenant, facts, [*claims[:i], *team_claims], problems, claimed=[*claims[:i], *claims[i + 1 :], *team_claims]
+            )
     quota: tuple[QuotaLine, ...] = ()
     quota_warnings: tuple[str, ...] = ()
     if not problems:
@@ -254,7 +266,7 @@ def _environment_of(reference: Any, stack: str, project_dir: Path, catalog: Cata
         problems.add("environmentStack", f"{reference}: tenant stacks are checked against the environment's stack file ({e})")
         return Broken("environmentStack")
     try:
-        env = load_stack(env_values, stack=env_stack, project_dir=project_dir, catalog=catalog)
+        env = load_stack(env_values, stack=env_stack, project_dir=project_dir, catalog=catalog, team_stacks=False)
     except ConfigError as e:
         problems.add("environmentStack", f"{reference}: its stack file has problems of its own:\n      " + "\n      ".join(map(str, e.problems)))
         return Broken("environmentStack")
@@ -289,7 +301,7 @@ def _quota_verdict(quota: tuple[QuotaLine, ...], policy: str | None, key, proble
     return tuple(line.message() for line in exceeded)
 
 
-def _tenant_stack_claims(project_dir: Path, facts: EnvironmentFacts, *, environment_stack_name: str, exclude: str) -> list[TenantClaim]:
+def _tenant_stack_claims(project_dir: Path, facts: EnvironmentFacts, *, environment_stack_name: str, exclude: str | None) -> list[TenantClaim]:
     """Tenants of other team stacks in this repo that use the same environment."""
     claims = []
     for other in list_stacks(project_dir):
@@ -308,7 +320,7 @@ def _tenant_stack_claims(project_dir: Path, facts: EnvironmentFacts, *, environm
     return claims
 
 
-def _facts(environment, project, region, cluster, platform, node_provider, offer, tenants, catalog, problems) -> EnvironmentFacts:
+def _facts(stack, environment, project, region, cluster, platform, node_provider, offer, tenants, catalog, problems) -> EnvironmentFacts:
     """The environment as tenants see it. Facts from keys with problems are Broken, so no tenant
     is judged by them; the stack is only deployed (and its facts exported) without problems."""
     provider = ("gcp:region", "nodeProvider")
@@ -338,8 +350,9 @@ def _facts(environment, project, region, cluster, platform, node_provider, offer
         tenant_projects=problems.derive(lambda: platform.tenant_projects, "platform.tenantProjects"),
         allow_shared_isolation=derived(lambda: platform.allow_shared_isolation),
     )
-    # Claims name each tenant's project, which follows from the facts above.
-    claims = tuple(_claim(t, f"tenants[{i}]", "the environment's tenants", facts) for i, t in enumerate(tenants))
+    # Claims name each tenant's project, which follows from the facts above, and where the tenant
+    # is declared, for the messages of team stacks that collide with it.
+    claims = tuple(_claim(t, f"tenants[{i}]", f"tenants[{i}] of stack {stack} (Pulumi.{stack}.yaml)", facts) for i, t in enumerate(tenants))
     return dataclasses.replace(facts, tenants=claims)
 
 

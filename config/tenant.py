@@ -7,6 +7,7 @@ in a team's own stack; the checks produce the same messages in both.
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import math
 from dataclasses import dataclass
@@ -136,6 +137,10 @@ class PoolPlan:
     termination_grace_period: str
     consolidation_policy: str
     zones: tuple[str, ...] = ()  # the pool's zones when limited, else every zone of its node types
+    # Per node type name: one node, the VM with its GPUs and its boot disk, in USD/h at the region's
+    # list prices (`node_usd_per_hour`); None where the region records no price. Every money figure
+    # of the pool (expected, ceiling, always on) is made of these.
+    node_usd_per_hour: dict[str, float | None] = dataclasses.field(default_factory=dict)
 
     @property
     def max_gpus(self) -> int:
@@ -145,9 +150,12 @@ class PoolPlan:
     def machine_types(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(nt.machine_type for nt in self.node_types))
 
+    def node_price(self, nt: NodeType) -> float | None:
+        return self.node_usd_per_hour.get(nt.name)
+
     @property
     def priced(self) -> bool:
-        return all(nt.usd_per_hour is not None for nt in self.node_types)
+        return all(self.node_price(nt) is not None for nt in self.node_types)
 
     @property
     def price_estimate(self) -> bool:
@@ -164,24 +172,39 @@ class PoolPlan:
         return min(counts)
 
     @property
+    def expected_node_type(self) -> NodeType:
+        """The type the platform picks for pods that fit the smallest shape: the cheapest (by list
+        price when every type has one)."""
+        return min(self.node_types, key=lambda nt: (self.node_price(nt) or 0.0, nt.vcpus))
+
+    @property
+    def expected_nodes(self) -> int:
+        """How many nodes "expected" counts (EXPECTED, the one definition): a GPU pool busy at its
+        GPU limit; a CPU pool at its one node for the tenant's system pods, as when idle."""
+        return self.nodes_within_limits(self.expected_node_type) if self.gpu else 1
+
+    @property
     def expected_usd_per_hour(self) -> float | None:
-        """The pool at its GPU limit (CPU pool: its CPU limit) with the type the platform picks, the
-        cheapest that fits: the cost when pods fit the smallest shape."""
         if not self.priced:
             return None
-        cheapest = min(self.node_types, key=lambda nt: (nt.usd_per_hour, nt.vcpus))
-        return self.nodes_within_limits(cheapest) * cheapest.usd_per_hour  # type: ignore[operator]
+        return self.expected_nodes * self.node_price(self.expected_node_type)  # type: ignore[operator]
+
+    @property
+    def ceiling_node_type(self) -> NodeType:
+        """The shape whose nodes cost most when the limits are fully used."""
+        return max(self.node_types, key=lambda nt: self.nodes_within_limits(nt) * (self.node_price(nt) or 0.0))
 
     @property
     def usd_per_hour_ceiling(self) -> float | None:
         """The limits fully used by the most expensive way the limits admit: the worst case."""
         if not self.priced:
             return None
-        return max(self.nodes_within_limits(nt) * nt.usd_per_hour for nt in self.node_types)  # type: ignore[operator]
+        nt = self.ceiling_node_type
+        return self.nodes_within_limits(nt) * self.node_price(nt)  # type: ignore[operator]
 
     @property
     def cheapest_usd_per_hour(self) -> float | None:
-        return None if not self.priced else min(nt.usd_per_hour for nt in self.node_types)  # type: ignore[type-var]
+        return None if not self.priced else min(self.node_price(nt) for nt in self.node_types)  # type: ignore[type-var]
 
     @property
     def selector(self) -> list[dict]:
@@ -230,10 +253,36 @@ class TenantPlan:
         return self.cpu_pool.cheapest_usd_per_hour
 
 
-def check_tenant(path: str, tenant: Tenant, facts: EnvironmentFacts, others: list[TenantClaim], problems: Problems) -> None:
-    """Check one tenant against its environment and the tenants already claimed there. The tenant
-    and the facts may be partly broken (config/errors.py): each `checking` block is one
-    independent check, so every check that does not need a broken value runs."""
+# What "expected" means, wherever a cost is shown (the plan's tables, README "Costs").
+EXPECTED = (
+    "every GPU pool busy at its GPU limit on the node type the platform picks, the cheapest that fits; "
+    "everything else as when idle (a tenant's CPU pool: its one node for system pods)"
+)
+
+
+def node_usd_per_hour(nt: NodeType, region: str) -> float | None:
+    """One node of `nt` per hour at the region's list prices: the VM with its GPUs (its `cost`)
+    and its boot disk. None where the region records either price."""
+    regional = load_catalog().prices.get(region)
+    disk = regional.disk(nt.properties.get(props.DISK_TYPE, ""), float(nt.properties.get(props.DISK_SIZE_GB, 0))) if regional else None
+    if nt.usd_per_hour is None or disk is None:
+        return None
+    return nt.usd_per_hour + disk.usd_per_hour
+
+
+def check_tenant(
+    path: str,
+    tenant: Tenant,
+    facts: EnvironmentFacts,
+    others: list[TenantClaim],
+    problems: Problems,
+    *,
+    claimed: list[TenantClaim] | None = None,
+) -> None:
+    """Check one tenant against its environment and the tenants already claimed there (`others`).
+    `claimed`: every other tenant of the environment, whose ranges a suggested CIDR keeps clear of
+    (default: `others`). The tenant and the facts may be partly broken (config/errors.py): each
+    `checking` block is one independent check, so every check that does not need a broken value runs."""
     with problems.checking(f"{path}.name"):
         if not DNS_LABEL.match(tenant.name) or len(tenant.name) > MAX_TENANT_NAME:
             problems.add(f"{path}.name", f"{tenant.name!r} must be a DNS-1123 label of at most {MAX_TENANT_NAME} characters")
@@ -243,7 +292,7 @@ def check_tenant(path: str, tenant: Tenant, facts: EnvironmentFacts, others: lis
         with problems.checking(f"{path}.name"):
             if other.name == tenant.name:
                 problems.add(f"{path}.name", f"{tenant.name!r} is already used by {other.source}")
-    _check_network(path, tenant, facts, others, problems)
+    _check_network(path, tenant, facts, others, problems, others if claimed is None else claimed)
     with problems.checking(f"{path}.isolation"):
         isolation.check_placement(path, tenant, facts, others, problems)
     with problems.checking(f"{path}.controlPlane"):
@@ -278,13 +327,15 @@ def check_tenant(path: str, tenant: Tenant, facts: EnvironmentFacts, others: lis
             problems.add(f"{path}.gpuOperator.version", f"{version!r} is not a pinned release like {GPU_OPERATOR_VERSION}")
 
 
-def _check_network(path: str, tenant: Tenant, facts: EnvironmentFacts, others: list[TenantClaim], problems: Problems) -> None:
+def _check_network(
+    path: str, tenant: Tenant, facts: EnvironmentFacts, others: list[TenantClaim], problems: Problems, claimed: list[TenantClaim]
+) -> None:
     cidr_path = f"{path}.network.cidr"
     net = None
     with problems.checking(cidr_path):
         net, problem = read_cidr(tenant.network.cidr, "10.160.0.0/22")
         # A suggestion only where the facts allow one; the problem is reported either way.
-        free = derived(lambda: suggest_cidr(facts, others))
+        free = derived(lambda: suggest_cidr(facts, claimed))
         try_free = "" if isinstance(free, Broken) else f"; try {free}"
         if problem:
             problems.add(cidr_path, problem)
@@ -455,6 +506,7 @@ def plan_tenant(tenant: Tenant, facts: EnvironmentFacts) -> TenantPlan:
                 # Never evict a running job to repack nodes: a GPU node goes only when empty.
                 consolidation_policy="WhenEmpty",
                 zones=tuple(pool.zones or ()),
+                node_usd_per_hour={nt.name: node_usd_per_hour(nt, facts.region) for nt in eligible},
             )
         )
     cpu_types = facts.node_types_for(None, False)
@@ -470,6 +522,7 @@ def plan_tenant(tenant: Tenant, facts: EnvironmentFacts) -> TenantPlan:
         idle_after="5m",
         termination_grace_period="5m",
         consolidation_policy="WhenEmptyOrUnderutilized",
+        node_usd_per_hour={nt.name: node_usd_per_hour(nt, facts.region) for nt in cpu_types},
     )
     return TenantPlan(tenant, tuple(gpu_pools), cpu_pool)
 
@@ -495,8 +548,10 @@ def _mi(quantity: str) -> int:
 
 
 def suggest_cidr(facts: EnvironmentFacts, others: list[TenantClaim]) -> str:
-    """A free /22 for a tenant, clear of every range known to be taken (ranges with problems are
-    not known, and do not hold the suggestion up)."""
+    """A free /22 for a tenant, clear of the host cluster's ranges, the tenant clusters' own and
+    every valid range `others` claim: pass every other tenant of the environment, inline and in
+    team stacks, not only the ones checked so far (ranges with problems are not known, and do not
+    hold the suggestion up)."""
     claimed = [c for _, c in facts.reserved_cidrs] + [c for _, c in TENANT_CLUSTER_CIDRS] + [o.cidr for o in others]
     taken = [net for net in (None if isinstance(c, Broken) else parse_cidr(c) for c in claimed) if net is not None]
     for candidate in TENANT_CIDR_POOL.subnets(new_prefix=22):

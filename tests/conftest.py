@@ -1,16 +1,16 @@
-"""Shared fixtures: the committed stack files, and their programs evaluated once per session."""
+"""Shared fixtures: the stacks as shipped (tests/data/shipped/) and this checkout's stack files,
+their programs evaluated once per session (see tests/shipped_stacks.py for which to use when)."""
 
 from __future__ import annotations
-
-import copy
 
 import pytest
 
 from config.stack_files import PROJECT_DIR, read_stack_values
-from tools.mock_engine import run_program
+from shipped_stacks import SHIPPED_DIR, checkout_is_as_shipped, committed_stacks, environment_stack_of, shipped_values
+from tools.mock_engine import ProgramRun, run_program
 
-# The environment stack the committed team stack references.
-ENV_STACK_REF = read_stack_values(PROJECT_DIR, "team-vision-dev")["gpu-platform:environmentStack"]
+# The environment stack the shipped team stack references.
+ENV_STACK_REF = read_stack_values(SHIPPED_DIR, "team-vision-dev")["gpu-platform:environmentStack"]
 
 
 @pytest.fixture(scope="session")
@@ -20,35 +20,36 @@ def env_stack_ref() -> str:
 
 @pytest.fixture
 def stack_values():
-    """A fresh, mutable copy of a committed stack's configuration."""
-    return lambda stack: copy.deepcopy(read_stack_values(PROJECT_DIR, stack))
+    """A fresh, mutable copy of a shipped stack's configuration."""
+    return shipped_values
 
 
 @pytest.fixture(scope="session")
 def dev_run():
-    return run_program(read_stack_values(PROJECT_DIR, "dev"), stack="dev")
+    return run_program(shipped_values("dev"), stack="dev", project_dir=SHIPPED_DIR)
 
 
 @pytest.fixture(scope="session")
 def prod_run():
-    return run_program(read_stack_values(PROJECT_DIR, "prod"), stack="prod")
+    return run_program(shipped_values("prod"), stack="prod", project_dir=SHIPPED_DIR)
 
 
 @pytest.fixture(scope="session")
 def tenant_run(dev_run):
     return run_program(
-        read_stack_values(PROJECT_DIR, "team-vision-dev"),
+        shipped_values("team-vision-dev"),
         stack="team-vision-dev",
         stack_outputs={ENV_STACK_REF: dev_run.outputs},
+        project_dir=SHIPPED_DIR,
     )
 
 
 @pytest.fixture(scope="session")
 def legacy_dev_run():
-    """dev in the opt-in legacy mode (the official infrastructure template and its broad role)."""
-    values = copy.deepcopy(read_stack_values(PROJECT_DIR, "dev"))
+    """dev as shipped in the opt-in legacy mode (the official infrastructure template and its broad role)."""
+    values = shipped_values("dev")
     values["gpu-platform:nodeProvider"]["legacyInfrastructure"] = True
-    return run_program(values, stack="dev")
+    return run_program(values, stack="dev", project_dir=SHIPPED_DIR)
 
 
 @pytest.fixture(scope="session")
@@ -60,5 +61,36 @@ def bootstrap_run():
 
 @pytest.fixture(scope="session")
 def runs(dev_run, prod_run, tenant_run):
-    """Every committed stack file's run, by stack name."""
+    """Every shipped stack's run, by stack name."""
     return {"dev": dev_run, "prod": prod_run, "team-vision-dev": tenant_run}
+
+
+@pytest.fixture(scope="session")
+def committed_runs(request) -> dict[str, ProgramRun]:
+    """Every stack file of this checkout, evaluated as `pulumi up` would (team stacks with their
+    environment's outputs), by stack name. While the checkout's stacks are the shipped ones these
+    are the shipped runs; stacks a user added or changed are evaluated here."""
+    if checkout_is_as_shipped():
+        return dict(request.getfixturevalue("runs"))
+    evaluated: dict[str, ProgramRun] = {}
+    for stack in committed_stacks():
+        try:
+            values = read_stack_values(PROJECT_DIR, stack)
+            environment = environment_stack_of(stack)
+            outputs = None
+            if environment is not None:
+                outputs = {values["gpu-platform:environmentStack"]: evaluated[environment].outputs}
+            evaluated[stack] = run_program(values, stack=stack, stack_outputs=outputs, project_dir=PROJECT_DIR)
+        except Exception as e:  # noqa: BLE001 - that stack's tests fail with it; the others still run
+            evaluated[stack] = BrokenStack(stack, e)  # type: ignore[assignment]
+    return evaluated
+
+
+class BrokenStack:
+    """A stack of this checkout that could not be evaluated: using its run raises why."""
+
+    def __init__(self, stack: str, error: Exception):
+        self.stack, self.error = stack, error
+
+    def __getattr__(self, name: str):
+        raise AssertionError(f"stack {self.stack} could not be evaluated: {self.error}") from self.error

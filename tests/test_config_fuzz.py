@@ -22,9 +22,10 @@ from pydantic import BaseModel
 from config.environment import ClusterConfig, NodeProviderConfig, PlatformConfig
 from config.errors import ConfigError
 from config.stack import NS, EnvironmentStack, TenantStack, load_stack
-from config.stack_files import PROJECT_DIR, read_stack_values
+from config.stack_files import read_stack_values
 from config.tenant import Tenant
-from tools.mock_engine import config_strings, run_program
+from tools.mock_engine import config_strings
+from shipped_stacks import SHIPPED_DIR, run_shipped
 
 # Reproducible in CI (a failure there is the same failure here); explores anew on every local run.
 DERANDOMIZE = os.environ.get("CI", "").lower() in ("1", "true")
@@ -134,7 +135,7 @@ def changes_for(paths: list[tuple]) -> st.SearchStrategy:
     return st.lists(st.tuples(st.sampled_from(paths), JUNK), min_size=1, max_size=4)
 
 
-STACKS = {stack: read_stack_values(PROJECT_DIR, stack) for stack in ("dev", "prod", "team-vision-dev")}
+STACKS = {stack: read_stack_values(SHIPPED_DIR, stack) for stack in ("dev", "prod", "team-vision-dev")}
 PATHS = {"dev": ENVIRONMENT_PATHS, "prod": ENVIRONMENT_PATHS, "team-vision-dev": TENANT_PATHS}
 
 
@@ -146,7 +147,7 @@ def stack_with_junk(draw) -> tuple[str, dict[str, Any]]:
 
 def assert_clean(values: dict[str, Any], stack: str) -> None:
     try:
-        loaded = load_stack(values, stack=stack, project_dir=PROJECT_DIR)
+        loaded = load_stack(values, stack=stack, project_dir=SHIPPED_DIR)
     except ConfigError as e:
         assert e.problems, "a ConfigError without problems"
         for problem in e.problems:
@@ -183,9 +184,9 @@ def test_any_value_as_the_engine_hands_it_over(case):
 @given(stack_with_junk())
 def test_through_the_program_bad_values_stop_before_anything_is_registered(dev_run, case):
     stack, values = case
-    outputs = {read_stack_values(PROJECT_DIR, "team-vision-dev")[f"{NS}:environmentStack"]: dev_run.outputs}
+    outputs = {read_stack_values(SHIPPED_DIR, "team-vision-dev")[f"{NS}:environmentStack"]: dev_run.outputs}
     try:
-        run_program(values, stack=stack, stack_outputs=outputs)
+        run_shipped(values, stack=stack, stack_outputs=outputs)
     except pulumi.RunError as e:
         assert str(e).splitlines()[0].endswith("nothing was created:") or "configuration problem" in str(e), str(e)
         if stack != "team-vision-dev":  # a tenant stack's last check waits for the deployed environment
@@ -207,4 +208,4 @@ def test_through_the_program_bad_values_stop_before_anything_is_registered(dev_r
 def test_found_by_fuzzing(path, value):
     """Inputs that once ended in another exception (or were accepted and broke later)."""
     with pytest.raises(ConfigError):
-        load_stack(with_values(STACKS["dev"], [(path, value)]), stack="dev", project_dir=PROJECT_DIR)
+        load_stack(with_values(STACKS["dev"], [(path, value)]), stack="dev", project_dir=SHIPPED_DIR)

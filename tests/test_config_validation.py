@@ -8,21 +8,21 @@ import pytest
 
 from config.errors import ConfigError
 from config.stack import load_stack
-from config.stack_files import PROJECT_DIR
-from tools.mock_engine import run_program
+from config.stack_files import PROJECT_DIR, read_stack_values
+from shipped_stacks import SHIPPED_DIR, run_shipped
 
 NS = "gpu-platform"
 
 
 def problems(values: dict, stack: str = "dev") -> list[str]:
     with pytest.raises(ConfigError) as caught:
-        load_stack(values, stack=stack, project_dir=PROJECT_DIR)
+        load_stack(values, stack=stack, project_dir=SHIPPED_DIR)
     return [str(p) for p in caught.value.problems]
 
 
 def test_committed_stacks_are_valid(stack_values):
     for stack in ("dev", "prod", "team-vision-dev"):
-        load_stack(stack_values(stack), stack=stack, project_dir=PROJECT_DIR)
+        load_stack(stack_values(stack), stack=stack, project_dir=SHIPPED_DIR)
 
 
 def test_environment_must_be_known(stack_values):
@@ -71,7 +71,7 @@ def test_prod_keeps_a_stable_channel(stack_values):
 def test_lifting_prod_deletion_protection_is_allowed_but_warned(stack_values):
     values = stack_values("prod")
     values[f"{NS}:cluster"]["deletionProtection"] = False
-    run = run_program(values, stack="prod")
+    run = run_shipped(values, stack="prod")
     cluster = run.one("gcp:container/cluster:Cluster")
     assert cluster.input("deletionProtection") is False and not cluster.protect
     [warning] = run.warnings
@@ -230,10 +230,110 @@ def test_tenant_stack_is_checked_against_its_environment_file(stack_values):
     tenant["gpuPools"][0]["gpu"] = "nvidia-h100-80gb"
     values[f"{NS}:environment"] = "prod"
     found = problems(values, "team-vision-dev")
-    assert "tenant.name: 'speech' is already used by the environment's tenants" in found
+    assert "tenant.name: 'speech' is already used by tenants[1] of stack dev (Pulumi.dev.yaml)" in found
     assert any(p.startswith("tenant.network.cidr: 10.160.0.0/24 overlaps tenant nlp") for p in found)
     assert "tenant.gpuPools[0].gpu: 'nvidia-h100-80gb' is not offered by environment dev; offered: nvidia-tesla-t4, nvidia-l4" in found
     assert "environment: 'prod' differs from the environment stack's 'dev'" in found
+
+
+def copy_of_shipped_project(tmp_path, *stacks: str):
+    import shutil
+
+    project = tmp_path / "project"
+    project.mkdir()
+    for name in ("Pulumi.yaml", *(f"Pulumi.{s}.yaml" for s in stacks)):
+        shutil.copy(SHIPPED_DIR / name, project)
+    return project
+
+
+def test_the_environment_checks_its_inline_tenants_against_the_team_stacks(tmp_path, stack_values):
+    """Renaming dev's speech to vision (and giving it vision's range and project) fails dev's own
+    plan, not only the already deployed team stack's; each side names its own key and the other's
+    stack file."""
+    import yaml
+
+    project = copy_of_shipped_project(tmp_path, "dev", "team-vision-dev")
+    document = yaml.safe_load((project / "Pulumi.dev.yaml").read_text())
+    speech = document["config"][f"{NS}:tenants"][1]
+    speech.update(name="vision", isolation="project", gcpProject="acme-ml-dev-vision", network={"cidr": "10.160.8.0/23"})
+    (project / "Pulumi.dev.yaml").write_text(yaml.safe_dump(document))
+    team = "stack team-vision-dev (Pulumi.team-vision-dev.yaml)"
+    with pytest.raises(ConfigError) as caught:
+        load_stack(stack_values("dev") | {f"{NS}:tenants": document["config"][f"{NS}:tenants"]}, stack="dev", project_dir=project)
+    assert [str(p) for p in caught.value.problems] == [
+        f"tenants[1].name: 'vision' is already used by {team}",
+        f"tenants[1].network.cidr: 10.160.8.0/23 overlaps tenant vision ({team}) 10.160.8.0/22; try 10.160.4.0/22",
+        f"tenants[1].gcpProject: 'acme-ml-dev-vision' is already the project of tenant vision ({team}); each team needs a project of its own",
+    ]
+    inline = "tenants[1] of stack dev (Pulumi.dev.yaml)"
+    with pytest.raises(ConfigError) as caught:
+        load_stack(stack_values("team-vision-dev"), stack="team-vision-dev", project_dir=project)
+    assert [str(p) for p in caught.value.problems] == [
+        f"tenant.name: 'vision' is already used by {inline}",
+        f"tenant.network.cidr: 10.160.8.0/22 overlaps tenant vision ({inline}) 10.160.8.0/23; try 10.160.4.0/22",
+        f"tenant.gcpProject: 'acme-ml-dev-vision' is already the project of tenant vision ({inline}); each team needs a project of its own",
+    ]
+
+
+def test_a_broken_team_stack_is_no_problem_of_the_environment(tmp_path, stack_values):
+    """A team stack that does not parse is reported by its own plan; the environment compares its
+    tenants with what parsed, and every other team stack still loads its environment."""
+    project = copy_of_shipped_project(tmp_path, "dev", "team-vision-dev")
+    (project / "Pulumi.team-maps-dev.yaml").write_text(
+        "config:\n  gpu-platform:environment: dev\n  gpu-platform:environmentStack: acme/gpu-platform/dev\n"
+        "  gpu-platform:tenant: {name: maps, network: {cidr: 10.160.16.1/22}, gpuPools: []}\n"
+    )
+    load_stack(stack_values("dev"), stack="dev", project_dir=project)
+    load_stack(stack_values("team-vision-dev"), stack="team-vision-dev", project_dir=project)
+    with pytest.raises(ConfigError) as caught:
+        load_stack(read_stack_values(project, "team-maps-dev"), stack="team-maps-dev", project_dir=project)
+    assert "tenant.network.cidr: '10.160.16.1/22' is malformed" in str(caught.value)
+
+
+@pytest.mark.parametrize("index", [0, 1])
+def test_a_suggested_cidr_is_clear_of_every_valid_range_claimed_anywhere(stack_values, index):
+    """The first tenant's suggestion used to ignore the tenants after it: with tenants[1] at
+    10.160.0.0/23 it suggested 10.160.0.0/22, overlapping it. Suggestions now keep clear of every
+    inline tenant and every team stack (vision: 10.160.8.0/22)."""
+    import ipaddress
+
+    values = stack_values("dev")
+    tenants = values[f"{NS}:tenants"]
+    tenants[index]["network"]["cidr"] = "10.4.0.0/22"  # the GKE pod range
+    tenants[1 - index]["network"]["cidr"] = "10.160.0.0/23"
+    [message] = problems(values)
+    assert message.startswith(f"tenants[{index}].network.cidr: 10.4.0.0/22 overlaps the GKE pod range")
+    suggested = ipaddress.ip_network(message.rsplit("; try ", 1)[1])
+    taken = ["10.160.0.0/23", "10.160.8.0/22", "10.0.0.0/20", "10.4.0.0/14", "10.8.0.0/20", "172.16.0.0/28", "10.244.0.0/16", "10.96.0.0/12"]
+    assert not [t for t in taken if suggested.overlaps(ipaddress.ip_network(t))]
+    assert str(suggested) == "10.160.4.0/22"
+
+
+def test_an_empty_value_is_called_empty(tmp_path):
+    """A key left blank in YAML (`maxGpus:`) reached the messages as Python's None."""
+    import yaml
+
+    from tools.mock_engine import config_strings
+
+    project = copy_of_shipped_project(tmp_path, "dev")
+    text = (project / "Pulumi.dev.yaml").read_text()
+    text = text.replace("{gpu: nvidia-l4, maxGpus: 4, idleAfter: 60s}", "{gpu: nvidia-l4, maxGpus: , idleAfter: 60s}")
+    text = text.replace("gpuQuota: {nvidia-tesla-t4: 8, nvidia-l4: 8}", "gpuQuota: {nvidia-tesla-t4: 8, nvidia-l4: }")
+    text = text.replace("    - name: speech\n", "    - name:\n").replace("  gpu-platform:environment: dev\n", "  gpu-platform:environment:\n")
+    (project / "Pulumi.dev.yaml").write_text(text)
+    assert yaml.safe_load(text)["config"]["gpu-platform:environment"] is None
+    # As the plan and the engine hand the values over (config_strings), and as read from the file.
+    for values in (config_strings(read_stack_values(project, "dev"))[0], read_stack_values(project, "dev")):
+        with pytest.raises(ConfigError) as caught:
+            load_stack(values, stack="dev", project_dir=project)
+        found = [str(p) for p in caught.value.problems]
+        assert found == [
+            "environment: an empty value is not allowed; allowed: dev, staging, prod",
+            "nodeProvider.gpuQuota.nvidia-l4: an empty value is not a whole number",
+            "tenants[0].gpuPools[0].maxGpus: an empty value is not a whole number",
+            "tenants[1].name: expected a string, got an empty value",
+        ]
+        assert "None" not in str(caught.value)
 
 
 def test_tenant_stack_needs_its_environment_stack_file(stack_values):
@@ -263,7 +363,7 @@ def test_a_malformed_cidr_is_not_used_to_judge_other_tenants(stack_values):
     values = stack_values("dev")
     values[f"{NS}:tenants"][0]["network"]["cidr"] = "10.160.0.1/22"
     with pytest.raises(ConfigError) as caught:
-        load_stack(values, stack="dev", project_dir=PROJECT_DIR)
+        load_stack(values, stack="dev", project_dir=SHIPPED_DIR)
     assert [p.path for p in caught.value.problems] == ["tenants[0].network.cidr"]
     assert caught.value.notes == ["not checked against tenants[0].network.cidr until it is fixed: tenants[1].network.cidr"]
 
@@ -285,7 +385,7 @@ def test_every_bad_value_of_one_tenant_at_once(stack_values):
     speech["gpuOperator"] = {"version": "latest"}
     values[f"{NS}:tenants"].append({"name": "nlp", "isolation": "shared", "network": {"cidr": "10.160.2.0/23"}, "gpuPools": [{"gpu": "nvidia-l4", "maxGpus": 2}]})
     with pytest.raises(ConfigError) as caught:
-        load_stack(values, stack="dev", project_dir=PROJECT_DIR)
+        load_stack(values, stack="dev", project_dir=SHIPPED_DIR)
     assert [str(p) for p in caught.value.problems] == [
         "tenants[1].gpuPools[0].maxGpus: 'four' is not a whole number",
         "tenants[1].gpuPools[0].idleAfter: 'soon' is not a duration like 60s, 10m or 1h30m",
@@ -313,7 +413,7 @@ def test_environment_sections_are_checked_independently(stack_values):
     values[f"{NS}:nodeProvider"]["gpuQuota"]["nvidia-l4"] = "eight"
     values[f"{NS}:tenants"][0]["network"]["cidr"] = "10.0.0.0/22"  # inside the GKE node subnet
     with pytest.raises(ConfigError) as caught:
-        load_stack(values, stack="dev", project_dir=PROJECT_DIR)
+        load_stack(values, stack="dev", project_dir=SHIPPED_DIR)
     assert [str(p) for p in caught.value.problems] == [
         "cluster.systemPool.minNodes: 'one' is not a whole number",
         "cluster.name: 'GPU Dev' must be a lowercase DNS label of at most 24 characters",
@@ -336,7 +436,7 @@ def test_a_tenant_stack_without_its_environment_is_still_checked_on_its_own(stac
     values[f"{NS}:tenant"]["name"] = "Vision"
     values[f"{NS}:tenant"]["gpuPools"][0]["idleAfter"] = "5 minutes"
     with pytest.raises(ConfigError) as caught:
-        load_stack(values, stack="team-vision-dev", project_dir=PROJECT_DIR)
+        load_stack(values, stack="team-vision-dev", project_dir=SHIPPED_DIR)
     assert [p.path for p in caught.value.problems] == ["environmentStack", "tenant.name", "tenant.gpuPools[0].idleAfter"]
     assert caught.value.notes == [
         "not checked against environmentStack until it is fixed: "
@@ -375,7 +475,7 @@ def test_bad_config_registers_nothing(stack_values):
     values[f"{NS}:nodeProvider"]["zones"] = ["europe-west1-b"]
     values[f"{NS}:tenants"][0]["gpuPools"][0]["maxGpus"] = 0
     with pytest.raises(pulumi.RunError) as caught:
-        run_program(values, stack="dev")
+        run_shipped(values, stack="dev")
     message = str(caught.value)
     assert message.startswith("2 configuration problems in stack 'dev'; nothing was created:")
     assert "nodeProvider.zones[0]: 'europe-west1-b' is not in region europe-west4" in message
@@ -389,7 +489,7 @@ def test_checks_that_need_a_broken_section_wait_and_say_so(stack_values):
     values[f"{NS}:tenants"][0]["gpuPools"][0]["maxGpus"] = 40  # above quota: needs the node provider
     values[f"{NS}:tenants"][1]["name"] = "Speech"  # needs nothing from the environment
     with pytest.raises(ConfigError) as caught:
-        load_stack(values, stack="dev", project_dir=PROJECT_DIR)
+        load_stack(values, stack="dev", project_dir=SHIPPED_DIR)
     assert [str(p) for p in caught.value.problems] == [
         "nodeProvider.zones[0]: 'us-east1-b' is not in region europe-west4",
         "tenants[1].name: 'Speech' must be a DNS-1123 label of at most 16 characters",
@@ -426,7 +526,7 @@ def test_shared_tenants_in_prod_need_the_override(stack_values):
     assert message.startswith("tenants[0].isolation: shared is not allowed in environment prod:")
     assert "platform.allowSharedIsolation: true" in message and "isolation: project" in message
     values[f"{NS}:platform"]["allowSharedIsolation"] = True
-    env = load_stack(values, stack="prod", project_dir=PROJECT_DIR)
+    env = load_stack(values, stack="prod", project_dir=SHIPPED_DIR)
     [warning] = env.warnings
     assert warning.startswith("tenants[0] (research) uses isolation: shared: its VMs, disks, network and node identity live in the environment's project acme-ml-prod")
 
@@ -485,8 +585,8 @@ def test_a_team_stack_cannot_take_another_teams_project(tmp_path, stack_values):
     project = tmp_path / "project"
     project.mkdir()
     for name in ("Pulumi.yaml", "Pulumi.dev.yaml", "Pulumi.team-vision-dev.yaml"):
-        shutil.copy(PROJECT_DIR / name, project)
-    other = yaml.safe_load((PROJECT_DIR / "Pulumi.team-vision-dev.yaml").read_text())
+        shutil.copy(SHIPPED_DIR / name, project)
+    other = yaml.safe_load((SHIPPED_DIR / "Pulumi.team-vision-dev.yaml").read_text())
     other["config"]["gpu-platform:tenant"].update(name="audio", network={"cidr": "10.160.12.0/22"})
     (project / "Pulumi.team-audio-dev.yaml").write_text(yaml.safe_dump(other))
     with pytest.raises(ConfigError) as caught:
@@ -576,7 +676,7 @@ def test_isolation_problems_come_together_and_register_nothing(stack_values):
         {**values[f"{NS}:tenants"][0], "name": "audio", "gcpProject": "Audio!", "network": {"cidr": "10.160.8.0/22"}},
     ]
     with pytest.raises(pulumi.RunError) as caught:
-        run_program(values, stack="prod")
+        run_shipped(values, stack="prod")
     message = str(caught.value)
     assert message.startswith("3 configuration problems in stack 'prod'; nothing was created:")
     for path in ("tenants[0].isolation", "tenants[1].gcpProject: 'acme-ml-prod' is the environment's own project", "tenants[2].gcpProject: 'Audio!'"):
@@ -590,7 +690,7 @@ def test_shared_tenants_names_keep_their_vms_apart(stack_values):
     [message] = problems(values)
     assert message.startswith("tenants[1].name: 'nlp-audio' and 'nlp' (tenants[0]) both share the environment's project")
     values[f"{NS}:tenants"][1].update(isolation="project", gcpProject="acme-ml-dev-audio")
-    load_stack(values, stack="dev", project_dir=PROJECT_DIR)  # in a project of its own: fine
+    load_stack(values, stack="dev", project_dir=SHIPPED_DIR)  # in a project of its own: fine
 
 
 def test_legacy_mode_in_prod_needs_shared_tenants_and_the_override(stack_values):
@@ -604,7 +704,7 @@ def test_legacy_mode_in_prod_needs_shared_tenants_and_the_override(stack_values)
     [message] = problems(values, "prod")
     assert message.startswith("tenants[0].isolation:") and "platform.allowSharedIsolation: true" in message
     values[f"{NS}:platform"]["allowSharedIsolation"] = True
-    load_stack(values, stack="prod", project_dir=PROJECT_DIR)
+    load_stack(values, stack="prod", project_dir=SHIPPED_DIR)
 
 
 @pytest.mark.parametrize("account", ["dev-x-nodes", "gpu-ci-dev-platform"])

@@ -10,6 +10,7 @@ import yaml
 
 from components.gke_cluster import REQUIRED_APIS
 from config.facts import PROJECT_NAMESPACE_PREFIX
+from shipped_stacks import run_shipped
 
 CLUSTER = "gcp:container/cluster:Cluster"
 NODE_POOL = "gcp:container/nodePool:NodePool"
@@ -131,11 +132,10 @@ def test_generated_admin_password_is_not_a_stack_output(dev_run, tenant_run):
 
 def test_configured_admin_password_is_used_and_not_generated(stack_values):
     from config.stack_files import SecureValue
-    from tools.mock_engine import run_program
 
     values = stack_values("dev")
     values["gpu-platform:platformAdminPassword"] = SecureValue("v1:encrypted")
-    run = run_program(values, stack="dev")
+    run = run_shipped(values, stack="dev")
     assert not run.of_type("random:index/randomPassword:RandomPassword")
     assert "platformAdminPassword" not in run.outputs
     secret = run.one("kubernetes:core/v1:Secret", "admin-password")
@@ -144,12 +144,11 @@ def test_configured_admin_password_is_used_and_not_generated(stack_values):
 
 def test_license_token_travels_in_a_secret(stack_values):
     from config.stack_files import SecureValue
-    from tools.mock_engine import run_program
 
     values = stack_values("dev")
     values["gpu-platform:platform"] = {"licenseTokenKey": "vclusterLicenseToken"}
     values["gpu-platform:vclusterLicenseToken"] = SecureValue("v1:encrypted")
-    run = run_program(values, stack="dev")
+    run = run_shipped(values, stack="dev")
     secret = run.one("kubernetes:core/v1:Secret", "license")
     assert secret.is_secret("stringData")
     env = run.one(RELEASE).input("values", "envValueFrom")

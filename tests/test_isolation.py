@@ -9,7 +9,6 @@ moves to a project of its own."""
 
 from __future__ import annotations
 
-import copy
 import re
 
 import kubernetes_validate
@@ -22,7 +21,8 @@ from config import node_properties as props
 from config.isolation import vm_name_condition
 from config.permissions import load_roles
 from config.stack_files import PROJECT_DIR
-from tools.mock_engine import ProgramRun, Registration, run_program
+from tools.mock_engine import ProgramRun, Registration
+from shipped_stacks import run_shipped, shipped_values
 
 VCI = "kubernetes:management.loft.sh/v1:VirtualClusterInstance"
 PROJECT_CR = "kubernetes:management.loft.sh/v1:Project"
@@ -76,14 +76,12 @@ def variant(stack_values) -> ProgramRun:
         controlPlane={"requests": {"cpu": "500m"}, "limits": {"memory": "8Gi"}},
     )
     nlp["network"]["natAddresses"] = 3
-    return run_program(values, stack="dev")
+    return run_shipped(values, stack="dev")
 
 
 @pytest.fixture(scope="module")
 def stack_values():
-    from config.stack_files import read_stack_values
-
-    return lambda stack: copy.deepcopy(read_stack_values(PROJECT_DIR, stack))
+    return shipped_values
 
 
 # --- every GCP object of a project-mode tenant is in the team's project --------------------------

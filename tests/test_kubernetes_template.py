@@ -18,14 +18,15 @@ from components.templates import KUBERNETES_IMAGES, KUBERNETES_TEMPLATE, ZONES_P
 from config import node_properties as props
 from config import versions
 from config.stack import load_stack
-from config.stack_files import PROJECT_DIR, read_stack_values
+from config.stack_files import read_stack_values
 from hcl_support import blocks, evaluate, expr, failures, parse, require_tofu, required_providers, run
+from shipped_stacks import SHIPPED_DIR
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _zones(stack: str) -> tuple[str, ...]:
-    env = load_stack(read_stack_values(PROJECT_DIR, stack), stack=stack, project_dir=PROJECT_DIR)
+    env = load_stack(read_stack_values(SHIPPED_DIR, stack), stack=stack, project_dir=SHIPPED_DIR)
     return tuple(sorted({nt.zone for nt in env.offer.node_types}))
 
 

@@ -12,7 +12,7 @@ from config import node_properties as props
 from config.isolation import instance_name_condition, vm_name_condition
 from config.permissions import AUTO_NODES, TENANT_DISKS, TENANT_LOAD_BALANCERS, TENANT_SUBNET_USE, load_roles
 from components.vcluster_values import VClusterValues
-from tools.mock_engine import run_program
+from shipped_stacks import run_shipped
 
 ROLES = load_roles()
 CUSTOM_ROLE = "gcp:projects/iAMCustomRole:IAMCustomRole"
@@ -106,7 +106,7 @@ def test_firewall_rules(dev_run, stack_values):
     assert "dev-nlp-allow-iap-ssh" not in rules
     values = stack_values("dev")
     values["gpu-platform:tenants"][0]["network"]["iapSsh"] = True
-    rules = {r.input("name"): r for r in run_program(values, stack="dev").of_type("gcp:compute/firewall:Firewall")}
+    rules = {r.input("name"): r for r in run_shipped(values, stack="dev").of_type("gcp:compute/firewall:Firewall")}
     ssh = rules["dev-nlp-allow-iap-ssh"]
     assert ssh.input("sourceRanges") == [IAP_RANGE] and ssh.input("allows") == [{"protocol": "tcp", "ports": ["22"]}]
 
@@ -161,7 +161,7 @@ def test_node_identity_roles_follow_what_the_tenant_uses(dev_run, stack_values):
     assert attach.input("condition")["expression"] == instance_name_condition("dev-nlp-")["expression"]
     values = stack_values("dev")
     values["gpu-platform:tenants"][0].update(persistentDisks=False, loadBalancerServices=True)
-    run = run_program(values, stack="dev")
+    run = run_shipped(values, stack="dev")
     assert roles_of(run, "dev-nlp-nodes") == {
         "roles/compute.viewer",
         "roles/compute.loadBalancerAdmin",
@@ -174,7 +174,7 @@ def test_node_identity_roles_follow_what_the_tenant_uses(dev_run, stack_values):
 def test_role_ids_are_stable_and_overridable(stack_values):
     values = stack_values("dev")
     values["gpu-platform:platform"] = {"roleIdPrefix": "gpuPlatform_dev2"}
-    run = run_program(values, stack="dev")
+    run = run_shipped(values, stack="dev")
     assert sorted(r.input("roleId") for r in run.of_type(CUSTOM_ROLE)) == [
         "gpuPlatform_dev2_autoNodes",
         "gpuPlatform_dev2_tenantDisks",

@@ -12,8 +12,8 @@ from config import versions
 from config.catalog import load_catalog
 from config.node_types import generate_node_types
 from config.stack import load_stack
-from config.stack_files import PROJECT_DIR, read_stack_values
-from tools.mock_engine import run_program
+from config.stack_files import read_stack_values
+from shipped_stacks import SHIPPED_DIR, run_shipped
 
 NODE_PROVIDER = "kubernetes:management.loft.sh/v1:NodeProvider"
 VCI = "kubernetes:management.loft.sh/v1:VirtualClusterInstance"
@@ -69,7 +69,7 @@ def test_the_node_provider_sets_no_project_or_region_each_tenant_sets_both(dev_r
 
 
 def test_node_types_are_the_generated_offer(dev_run, stack_values):
-    env = load_stack(stack_values("dev"), stack="dev", project_dir=PROJECT_DIR)
+    env = load_stack(stack_values("dev"), stack="dev", project_dir=SHIPPED_DIR)
     rendered = {nt["name"]: nt for nt in dev_run.one(NODE_PROVIDER).input("spec", "terraform", "nodeTypes")}
     assert set(rendered) == {nt.name for nt in env.offer.node_types}
     for nt in env.offer.node_types:
@@ -101,7 +101,7 @@ def test_a_node_type_without_a_recorded_price_has_no_cost():
 
 
 def test_a_template_change_changes_the_node_provider(tmp_path, monkeypatch):
-    node_types = load_stack(read_stack_values(PROJECT_DIR, "dev"), stack="dev", project_dir=PROJECT_DIR).offer.node_types
+    node_types = load_stack(read_stack_values(SHIPPED_DIR, "dev"), stack="dev", project_dir=SHIPPED_DIR).offer.node_types
     args = GcpNodeProviderArgs(name="gcp-gpu", environment="dev", region="europe-west4", node_types=node_types)
     before = node_provider_spec(args).to_dict()
     changed = tmp_path / "main.tf"
@@ -117,7 +117,7 @@ def test_templates_are_read_once_per_program(stack_values):
     values["gpu-platform:tenants"] = values["gpu-platform:tenants"] * 1  # two tenants
     templates.read_template.cache_clear()
     templates.kubernetes_template.cache_clear()
-    run_program(values, stack="dev")
+    run_shipped(values, stack="dev")
     assert templates.read_template.cache_info().misses == 3  # node, environment and kubernetes template
 
 

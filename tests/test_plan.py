@@ -2,12 +2,14 @@
 
 Called in-process through `main(argv)` for speed, and once as a subprocess to prove the command-line
 entry point. Expected numbers come from the config layer (load_stack, TenantPlan, the catalog), not
-from the plan's own code, so a plan that prints the wrong thing fails here.
+from the plan's own code, so a plan that prints the wrong thing fails here. Figures are checked on
+the stacks as shipped (tests/data/shipped/); every stack of this checkout only has to plan.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import io
 import json
@@ -32,20 +34,24 @@ from config.versions import (
     PLATFORM_CHART_VERSION,
     VCLUSTER_CHART_VERSION,
 )
-from tools.mock_engine import config_strings, run_program
+from tools.mock_engine import config_strings
 from tools.plan import main
+from shipped_stacks import SHIPPED_DIR, run_shipped
 
 VCI = "kubernetes:management.loft.sh/v1:VirtualClusterInstance"
 
 
-def plan(*argv: str) -> tuple[int, str, str]:
+def plan(*argv: str, project_dir: Path = SHIPPED_DIR) -> tuple[int, str, str]:
+    """`python -m tools.plan ARGV`, on the shipped stacks unless ARGV or `project_dir` says otherwise."""
+    if "--project-dir" not in argv:
+        argv = (*argv, "--project-dir", str(project_dir))
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = main(list(argv))
     return code, out.getvalue(), err.getvalue()
 
 
-def loaded(stack: str, project_dir: Path = PROJECT_DIR):
+def loaded(stack: str, project_dir: Path = SHIPPED_DIR):
     values = read_stack_values(project_dir, stack)
     return load_stack(config_strings(values)[0], stack=stack, project_dir=project_dir)
 
@@ -68,9 +74,9 @@ def money(value: float) -> str:
 def project_copy(tmp_path: Path, *stacks: str) -> Path:
     project = tmp_path / "project"
     project.mkdir()
-    shutil.copy(PROJECT_DIR / "Pulumi.yaml", project)
+    shutil.copy(SHIPPED_DIR / "Pulumi.yaml", project)
     for stack in stacks:
-        shutil.copy(PROJECT_DIR / f"Pulumi.{stack}.yaml", project)
+        shutil.copy(SHIPPED_DIR / f"Pulumi.{stack}.yaml", project)
     return project
 
 
@@ -88,6 +94,19 @@ def dev_json() -> dict:
 
 
 @pytest.fixture(scope="module")
+def vision(tmp_path_factory) -> tuple[str, dict, Path]:
+    """team-vision-dev planned once, as `--out DIR` and `--json` show it: text, JSON, DIR."""
+    from tools.plan import plan_stack, write_documents
+    from tools.plan_json import summary
+    from tools.plan_text import render_text
+
+    out_dir = tmp_path_factory.mktemp("vision-out")
+    planned = plan_stack("team-vision-dev", SHIPPED_DIR)
+    write_documents(planned, out_dir)
+    return render_text(planned), json.loads(json.dumps(summary(planned), default=str)), out_dir
+
+
+@pytest.fixture(scope="module")
 def dev_stack() -> EnvironmentStack:
     env = loaded("dev")
     assert isinstance(env, EnvironmentStack)
@@ -98,14 +117,16 @@ def dev_stack() -> EnvironmentStack:
 
 
 def test_every_committed_stack_plans_environment_stacks_first():
-    code, out, err = plan("--all", "--quiet")
+    """Whatever stacks this checkout has (a user's added teams included), as `make test` runs it
+    (`--all --quiet`, whose lines test_command_line_entry_point reads), here with --json."""
+    code, out, err = plan("--all", "--json", project_dir=PROJECT_DIR)
     assert code == 0, err
-    lines = out.splitlines()
-    stacks = list_stacks(PROJECT_DIR)
-    assert len(lines) == len(stacks), out
-    planned = [re.match(r"ok +(\S+):", line).group(1) for line in lines]  # type: ignore[union-attr]
-    assert sorted(planned) == stacks
-    kinds = ["tenant" if isinstance(loaded(s), TenantStack) else "environment" for s in planned]
+    summaries = json.loads(out)["stacks"]
+    assert all(s["ok"] for s in summaries), [s for s in summaries if not s["ok"]]
+    planned = [s["stack"] for s in summaries]
+    assert sorted(planned) == list_stacks(PROJECT_DIR)
+    assert [s["kind"] for s in summaries] == ["tenant" if isinstance(loaded(s, PROJECT_DIR), TenantStack) else "environment" for s in planned]
+    kinds = [s["kind"] for s in summaries]
     assert kinds == sorted(kinds), f"environment stacks must come first: {planned}"
 
 
@@ -119,10 +140,10 @@ def test_default_stack_is_dev(dev_stack):
 # --- the dev plan: tree, documents, costs --------------------------------------------------------------
 
 
-def test_dev_plan_shows_the_resource_tree_and_counts_per_type(dev_plan):
+def test_dev_plan_shows_the_resource_tree_and_counts_per_type(dev_plan, dev_run):
     code, out, _, _ = dev_plan
     assert code == 0
-    reference = run_program(read_stack_values(PROJECT_DIR, "dev"), stack="dev")
+    reference = dev_run
     tree = section(out, "Resources (")
     assert tree.startswith(f"Resources ({len(reference.registrations)} registered")
     # Components with their children indented below them.
@@ -394,9 +415,9 @@ def test_out_nodeprovider_is_the_rendered_node_provider(dev_plan, dev_stack):
     assert document["spec"] == node_provider_spec(args).to_dict()
 
 
-def test_out_vcluster_yaml_matches_the_registered_virtual_cluster_instance(dev_plan, dev_stack):
+def test_out_vcluster_yaml_matches_the_registered_virtual_cluster_instance(dev_plan, dev_stack, dev_run):
     _, _, _, out_dir = dev_plan
-    reference = run_program(read_stack_values(PROJECT_DIR, "dev"), stack="dev")
+    reference = dev_run
     for tenant in dev_stack.tenants:
         name = tenant.tenant.name
         instance = next(r for r in reference.of_type(VCI) if r.input("metadata", "name") == name)
@@ -469,20 +490,11 @@ def test_dev_plan_prints_the_pinned_versions_and_summarizes_structured_outputs(d
     assert "tenants = 2 tenant(s): nlp (namespace vcluster-nlp" in outputs
 
 
-def test_json_with_all_lists_every_stack():
-    code, out, _ = plan("--all", "--json")
-    assert code == 0
-    stacks = json.loads(out)["stacks"]
-    assert sorted(s["stack"] for s in stacks) == list_stacks(PROJECT_DIR)
-    assert all(s["ok"] for s in stacks)
-
-
 # --- tenant stacks -------------------------------------------------------------------------------------
 
 
-def test_tenant_stack_says_its_environment_outputs_are_offline_placeholders():
-    code, out, err = plan("--stack", "team-vision-dev")
-    assert code == 0, err
+def test_tenant_stack_says_its_environment_outputs_are_offline_placeholders(vision):
+    out = vision[0]
     assert "environment outputs: placeholders from an offline evaluation of Pulumi.dev.yaml" in out
     tenant = loaded("team-vision-dev")
     assert isinstance(tenant, TenantStack)
@@ -493,8 +505,8 @@ def test_tenant_stack_says_its_environment_outputs_are_offline_placeholders():
     l4 = next(line for line in section(out, "Tenants (").splitlines() if line.strip().startswith("l4-2x "))
     assert "g2-standard-24" in l4 and "(2 × g2-standard-24)" in l4
 @pytest.mark.parametrize("suffix", [".json", ".yaml"])
-def test_tenant_stack_with_an_environment_outputs_file(tmp_path, suffix):
-    outputs = run_program(read_stack_values(PROJECT_DIR, "dev"), stack="dev").outputs
+def test_tenant_stack_with_an_environment_outputs_file(tmp_path, suffix, dev_run):
+    outputs = copy.deepcopy(dev_run.outputs)
     # As deployed, the environment offers one zone less than its stack file says.
     outputs["environmentFacts"]["zones"] = outputs["environmentFacts"]["zones"][:1]
     # `pulumi stack output --json` without --show-secrets, as README "Offline plan" says: secret
@@ -586,7 +598,10 @@ def test_command_line_entry_point(tmp_path):
     )
     assert result.returncode == 1
     assert re.search(r"^ok +dev: environment stack", result.stdout, re.M)
-    assert re.search(r"^FAIL +broken: ", result.stdout, re.M)
+    headline = "5 configuration problems in stack 'broken'; nothing was created:"
+    assert re.search(rf"^FAIL +broken: {re.escape(headline)}$", result.stdout, re.M)
+    # The headline once (the stack's line), the problems below it on stderr.
+    assert (result.stdout + result.stderr).count(headline) == 1 and "plan of stack broken failed" not in result.stderr
     assert "environment: 'qa' is not allowed" in result.stderr
     assert "Traceback" not in result.stdout + result.stderr
 
@@ -603,9 +618,8 @@ def test_plan_shows_each_tenants_project_and_isolation(dev_plan, dev_json):
     assert (nlp["gcpProject"], nlp["isolation"], nlp["natAddresses"], nlp["nodeMetadata"]) == ("acme-ml-dev", "shared", 1, "concealed")
 
 
-def test_plan_of_a_team_stack_shows_its_own_project():
-    code, out, _ = plan("--stack", "team-vision-dev")
-    assert code == 0
+def test_plan_of_a_team_stack_shows_its_own_project(vision):
+    out = vision[0]
     assert "    isolation project: GCP project acme-ml-dev-vision (existing, the team's own)" in section(out, "Tenants")
 
 
@@ -614,7 +628,7 @@ def test_compare_names_what_moving_a_tenant_to_its_own_project_replaces(dev_run,
 
     values = stack_values("dev")
     values["gpu-platform:tenants"][0].update(isolation="project", gcpProject="acme-ml-dev-nlp")
-    moved = run_program(values, stack="dev")
+    moved = run_shipped(values, stack="dev")
     changes = isolation_plan.compare(isolation_plan.resources_of(dev_run), isolation_plan.resources_of(moved), ref="main", stack="dev")
     assert [(m.tenant, m.before, m.after) for m in changes.moves] == [("nlp", "acme-ml-dev", "acme-ml-dev-nlp")]
     replaced = {(c.type.split(":")[1], c.name) for c in changes.changes if c.action == "replace"}
@@ -636,8 +650,150 @@ def test_compare_to_a_git_ref_from_the_command_line():
 
     if subprocess.run(["git", "-C", str(PROJECT_DIR), "rev-parse", "HEAD"], capture_output=True).returncode != 0:
         pytest.skip("not a git checkout")
-    code, out, err = plan("--stack", "dev", "--compare-to", "HEAD", "--quiet")
+    code, out, err = plan("--stack", "dev", "--compare-to", "HEAD", "--quiet", project_dir=PROJECT_DIR)
     assert code == 0, err
     assert re.search(r"^Changes against HEAD \(stack dev\): \d+ to create, \d+ to delete, \d+ to replace, \d+ to update$", out, flags=re.M)
     with pytest.raises(isolation_plan.CompareError, match="git cannot read 'no-such-ref-xyz'"):
         isolation_plan.snapshot_at("no-such-ref-xyz", "dev", PROJECT_DIR)
+
+
+# --- one meaning per figure; every figure in the JSON --------------------------------------------
+
+
+def cost_rows(text: str) -> dict[str, list[str]]:
+    """The cost table of a text plan: part → its four figures as printed."""
+    rows = {}
+    for line in section(text, "Costs in USD").splitlines():
+        match = re.match(r"^  (\S.*?)\s{2,}(\S+)\s+(\S+)\s+(\S+)\s+(\S+)$", line)
+        if match and not line.startswith(("  part ", "  not included")):
+            rows[match.group(1)] = list(match.groups()[1:])
+    return rows
+
+
+def figure(text: str) -> float:
+    return float(text.lstrip("≈").replace(",", ""))
+
+
+def pool_rows(text: str) -> dict[tuple[str, str], list[str]]:
+    """The pool tables of a text plan: (tenant, pool) → the row's cells (split on 2+ spaces)."""
+    rows, tenant = {}, None
+    for line in section(text, "Tenants (").splitlines()[1:]:
+        if re.match(r"^  \S", line):
+            tenant = line.split(":")[0].strip()
+        elif line.startswith("    ") and not line.startswith("    isolation") and not line.strip().startswith("pool "):
+            cells = re.split(r"\s{2,}", line.strip())
+            rows[(tenant, cells[0])] = cells
+    return rows
+
+
+def test_expected_has_one_definition_stated_once(dev_plan, dev_json):
+    """A CPU pool's "expected" was its limit (0.33) in the tenant table and one node (0.08) in the
+    cost table. Now one definition (config.tenant.EXPECTED), printed once, holds in both tables."""
+    from config.tenant import EXPECTED
+
+    _, out, _, _ = dev_plan
+    assert out.count(EXPECTED) == 1 and f"expected: {EXPECTED}" in section(out, "Costs in USD")
+    costs, pools = cost_rows(out), pool_rows(out)
+    for tenant in ("nlp", "speech"):
+        cpu_line = next(v for k, v in costs.items() if k.startswith(f"tenant {tenant}: CPU pool"))
+        assert pools[(tenant, "system")][-2] == cpu_line[2].lstrip("≈") == cpu_line[0].lstrip("≈")  # one node: as when idle
+        gpu_rows = [cells for (t, name), cells in pools.items() if t == tenant and name != "system"]
+        assert sum(figure(cells[-2]) for cells in gpu_rows) == pytest.approx(figure(costs[f"tenant {tenant}: GPU pools"][2]), abs=0.011)
+    for tenant in dev_json["tenants"]:
+        [system] = [p for p in tenant["pools"] if p["gpu"] is None]
+        [part] = [p for p in dev_json["costs"]["parts"] if p["tenant"] == tenant["name"] and "CPU pool" in p["part"]]
+        assert system["expectedUsdPerHour"] == part["expectedUsdPerHour"] == part["alwaysOnUsdPerHour"]
+
+
+def test_gpu_budget_output_is_the_gpu_ceiling_of_the_plan(dev_json, vision):
+    """`gpuBudgetUsdPerHour` left out boot disks (2.97 for nlp where the plan said 3.09): it is now
+    the plan's "GPU pools" ceiling, boot disks included, and README's exports say so."""
+    _, vision_json, _ = vision
+    budgets = {name: t["gpuBudgetUsdPerHour"] for name, t in dev_json["outputs"]["tenants"].items()}
+    budgets["vision"] = vision_json["outputs"]["gpuBudgetUsdPerHour"]
+    parts = [*dev_json["costs"]["parts"], *vision_json["costs"]["parts"]]
+    assert set(budgets) == {"nlp", "speech", "vision"}
+    for tenant, budget in budgets.items():
+        [gpu_pools] = [p for p in parts if p["tenant"] == tenant and p["part"].endswith("GPU pools")]
+        assert budget == round(gpu_pools["ceilingUsdPerHour"], 2), tenant
+    readme = (PROJECT_DIR / "README.md").read_text()
+    exports = readme[readme.index("Exports: the environment stack exports") :].split("\n\n")[0]
+    assert "`gpuBudgetUsdPerHour`" in exports and "boot disks" in exports and "ceiling" in exports
+
+
+@pytest.fixture(params=["dev", "team-vision-dev"])
+def text_and_json(request, dev_plan, dev_json, vision) -> tuple[str, str, dict]:
+    if request.param == "dev":
+        return "dev", dev_plan[1], dev_json
+    return "team-vision-dev", vision[0], vision[1]
+
+
+def test_json_carries_every_money_figure_of_the_text(text_and_json):
+    """README: `--json` carries every figure. Each cell of the cost table and each pool's expected
+    and ceiling, as printed, equals the JSON figure it shows (the totals' always-on USD/h too)."""
+    stack, text, summary = text_and_json
+    costs = summary["costs"]
+    keys = ("alwaysOnUsdPerHour", "alwaysOnUsdPerMonth", "expectedUsdPerHour", "ceilingUsdPerHour")
+    parts = {p["part"]: p for p in costs["parts"]}
+    rows = cost_rows(text)
+    assert set(rows) == {*parts, "environment total" if stack == "dev" else "tenant stack total"}
+    for name, cells in rows.items():
+        source = parts.get(name, costs)
+        assert [figure(c) for c in cells] == [round(source[k], 2) for k in keys], name
+    for tenant in summary["tenants"]:
+        mine = [p for p in costs["parts"] if p["tenant"] == tenant["name"]]
+        for key in keys[:2]:
+            assert tenant[key] == pytest.approx(sum(p[key] for p in mine), abs=1e-3)
+        for pool in tenant["pools"]:
+            cells = pool_rows(text)[(tenant["name"], pool["name"])]
+            assert figure(cells[-2]) == round(pool["expectedUsdPerHour"], 2)
+            assert figure(cells[-1].split(" (")[0]) == round(pool["ceilingUsdPerHour"], 2)
+
+
+def test_a_note_says_when_rounded_rows_do_not_add_up_to_the_total(text_and_json):
+    stack, text, _ = text_and_json
+    rows = cost_rows(text)
+    total = rows.pop("environment total" if stack == "dev" else "tenant stack total")
+    differs = any(round(sum(figure(r[i]) for r in rows.values()), 2) != figure(total[i]) for i in range(4))
+    note = "every figure is rounded to the cent on its own: a total adds the unrounded figures"
+    assert differs == (note in section(text, "Costs in USD"))
+    assert differs  # the shipped stacks do show it: dev's always-on rows add up to 0.51, the total is 0.50
+
+
+def test_cloud_assigned_addresses_are_marked_like_placeholders(vision, dev_plan):
+    """The mock's NAT addresses are plain addresses of a documentation-only range (they must read
+    as addresses where the program uses them): the legend names the range, outputs holding one
+    say they are computed by the cloud, and every document --out writes says so on its first line."""
+    from tools.mock_engine import MOCK_ADDRESS_RANGE
+    from tools.plan_text import DOCUMENT_HEADER
+
+    out, summary, out_dir = vision
+    legend = next(line for line in out.splitlines() if line.startswith("Legend: "))
+    assert f"and so are addresses in {MOCK_ADDRESS_RANGE}" in legend and "documentation-only range, RFC 5737" in legend
+    [nat] = [line for line in section(out, "Stack outputs").splitlines() if line.startswith("  natAddresses = ")]
+    assert '["198.51.100.' in nat and nat.endswith("(computed by the cloud at deploy time)")
+    assert "natAddresses" in summary["placeholderOutputs"]
+    assert f"addresses in {MOCK_ADDRESS_RANGE}" in DOCUMENT_HEADER
+    for directory in (out_dir, dev_plan[3]):
+        documents = list(directory.rglob("*.yaml"))
+        assert documents and all(p.read_text().startswith(DOCUMENT_HEADER) for p in documents)
+    assert "- 198.51.100." in (out_dir / "team-vision-dev" / "tenants" / "vision" / "vcluster.yaml").read_text()
+
+
+def test_a_pools_zones_are_in_the_pool_table(tmp_path):
+    project = project_copy(tmp_path, "dev", "team-vision-dev")
+    path = project / "Pulumi.team-vision-dev.yaml"
+    path.write_text(path.read_text().replace("{gpu: nvidia-tesla-t4, maxGpus: 2, spot: true}", "{gpu: nvidia-tesla-t4, maxGpus: 2, spot: true, zones: [europe-west4-b]}"))
+    from tools.plan import plan_stack
+    from tools.plan_json import summary
+    from tools.plan_text import render_text
+
+    planned = plan_stack("team-vision-dev", project)
+    out = render_text(planned)
+    header = next(line for line in section(out, "Tenants (").splitlines() if line.strip().startswith("pool "))
+    assert re.split(r"\s{2,}", header.strip())[7] == "zones"
+    pools = pool_rows(out)
+    assert pools[("vision", "t4-1x-spot")][7] == "europe-west4-b"
+    assert pools[("vision", "l4-2x")][7] == pools[("vision", "system")][7] == "all"
+    zones = {p["name"]: p["zones"] for p in summary(planned)["tenants"][0]["pools"]}
+    assert zones == {"l4-2x": [], "t4-1x-spot": ["europe-west4-b"], "system": []}

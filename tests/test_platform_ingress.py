@@ -10,8 +10,7 @@ from components.vcluster_platform import ingress_values
 from config.environment import IngressTls
 from config.errors import ConfigError
 from config.stack import load_stack
-from config.stack_files import PROJECT_DIR
-from tools.mock_engine import run_program
+from shipped_stacks import SHIPPED_DIR, run_shipped
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 HOST = "gpu.example.com"
@@ -25,7 +24,7 @@ def _platform(stack_values, **platform) -> dict:
 
 def _error(values) -> ConfigError:
     with pytest.raises(ConfigError) as caught:
-        load_stack(values, stack="dev", project_dir=PROJECT_DIR)
+        load_stack(values, stack="dev", project_dir=SHIPPED_DIR)
     return caught.value
 
 
@@ -34,7 +33,7 @@ def _problems(values) -> list[str]:
 
 
 def test_cert_manager_issues_the_certificate_the_ingress_names(stack_values):
-    run = run_program(_platform(stack_values, ingressTls={"clusterIssuer": "letsencrypt"}), stack="dev")
+    run = run_shipped(_platform(stack_values, ingressTls={"clusterIssuer": "letsencrypt"}), stack="dev")
     ingress = run.one(RELEASE).input("values", "ingress")
     assert ingress == {
         "enabled": True,

@@ -34,6 +34,7 @@ from pulumi_policy.proxy import UNKNOWN_STRING_VALUE, UnknownValueError
 
 from config.permissions import load_roles
 from config.stack_files import PROJECT_DIR, list_stacks
+from shipped_stacks import SHIPPED_DIR, SHIPPED_STACKS, checkout_is_as_shipped, committed_stacks
 
 POLICY_DIR = PROJECT_DIR / "policy"
 
@@ -41,13 +42,21 @@ POLICY_DIR = PROJECT_DIR / "policy"
 # --- The whole pack ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("stack", ["dev", "prod", "team-vision-dev"])
-def test_pack_passes_every_committed_stack(runs, stack):
-    assert analyze(runs[stack]) == []
+# This checkout's stacks, and the shipped ones too where they differ (else those are the same runs).
+EVERY_STACK = [*committed_stacks(), *([] if checkout_is_as_shipped() else [f"shipped/{s}" for s in SHIPPED_STACKS])]
 
 
-def test_every_committed_stack_file_is_checked(runs):
-    assert sorted(runs) == list_stacks(PROJECT_DIR)
+@pytest.mark.parametrize("stack", EVERY_STACK)
+def test_pack_passes_every_committed_stack(request, stack):
+    """Every stack file of this checkout, the ones a user added as README says included."""
+    shipped = stack.startswith("shipped/")
+    run = request.getfixturevalue("runs" if shipped else "committed_runs")[stack.removeprefix("shipped/")]
+    assert analyze(run) == []
+
+
+def test_every_shipped_stack_file_is_checked(runs):
+    """The tests below that name stacks run on the shipped ones; each of those is evaluated."""
+    assert sorted(runs) == list_stacks(SHIPPED_DIR)
 
 
 def test_committed_stacks_contain_what_the_pack_checks(runs):

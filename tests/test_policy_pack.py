@@ -21,7 +21,7 @@ from config.iam_grants import load_grants
 from config.stack_files import PROJECT_DIR, read_stack_values
 from guardrails.common import grant_scope, is_iam_grant
 from tools import policy_data
-from tools.mock_engine import run_program
+from shipped_stacks import SHIPPED_DIR, run_shipped
 
 POLICY_DIR = PROJECT_DIR / "policy"
 
@@ -85,9 +85,9 @@ def test_a_copy_of_policy_alone_serves_and_rejects(tmp_path, runs):
 @pytest.fixture(scope="module")
 def every_grant_kind(dev_run, prod_run, tenant_run) -> list:
     """The committed stacks, plus a tenant with every option that adds grants flipped."""
-    values = copy.deepcopy(read_stack_values(PROJECT_DIR, "dev"))
+    values = copy.deepcopy(read_stack_values(SHIPPED_DIR, "dev"))
     values["gpu-platform:tenants"][0].update(loadBalancerServices=True, persistentDisks=False)
-    options_run = run_program(values, stack="dev")
+    options_run = run_shipped(values, stack="dev")
     return [dev_run, prod_run, tenant_run, options_run]
 
 

@@ -4,24 +4,34 @@ the GPU quota of a whole environment: the sums, the scopes, warn or fail."""
 from __future__ import annotations
 
 import pytest
+import yaml
 
 from config import node_properties as props
+from config.catalog import CATALOG_PATH
 from config.errors import ConfigError
 from config.quota import TenantEntry, quota_lines, quota_scope
 from config.stack import EnvironmentStack, load_stack
-from config.stack_files import PROJECT_DIR
+from shipped_stacks import SHIPPED_DIR
 
 NS = "gpu-platform"
 
 
 def load(values: dict, stack: str = "dev"):
-    return load_stack(values, stack=stack, project_dir=PROJECT_DIR)
+    return load_stack(values, stack=stack, project_dir=SHIPPED_DIR)
 
 
 def problems(values: dict, stack: str = "dev") -> list[str]:
     with pytest.raises(ConfigError) as caught:
         load(values, stack)
     return [str(p) for p in caught.value.problems]
+
+
+def node(nt) -> float:
+    """One node per hour as a person adds it up from config/catalog.yaml: the VM (its node type's
+    price) and its boot disk at europe-west4's recorded disk price."""
+    raw = yaml.safe_load(CATALOG_PATH.read_text())["prices"]["europe-west4"]["disks"]
+    disk = raw[nt.properties[props.DISK_TYPE]]["usdPerGbMonth"] * int(nt.properties[props.DISK_SIZE_GB]) / 730
+    return nt.usd_per_hour + disk
 
 
 def nlp_pool(stack_values, **pool):
@@ -38,7 +48,7 @@ def test_by_default_a_pool_gets_the_smallest_shape_and_limits_for_it(stack_value
     assert pool.limits == {"nvidia.com/gpu": "4", "cpu": "16", "memory": "64Gi"}
     assert {"property": props.INSTANCE_TYPE, "operator": "In", "values": ["g2-standard-4"]} in pool.selector
     # Expected = ceiling: one shape, 4 nodes of it.
-    g2_standard_4 = pool.node_types[0].usd_per_hour
+    g2_standard_4 = node(pool.node_types[0])
     assert pool.expected_usd_per_hour == pytest.approx(4 * g2_standard_4)
     assert pool.usd_per_hour_ceiling == pytest.approx(4 * g2_standard_4)
 
@@ -47,7 +57,7 @@ def test_machine_types_widen_the_pool_and_its_limits(stack_values):
     pool = nlp_pool(stack_values, machineTypes=["g2-standard-4", "g2-standard-16"])
     assert pool.machine_types == ("g2-standard-4", "g2-standard-16")
     assert pool.limits == {"nvidia.com/gpu": "4", "cpu": "64", "memory": "256Gi"}
-    price = {nt.machine_type: nt.usd_per_hour for nt in pool.node_types}
+    price = {nt.machine_type: node(nt) for nt in pool.node_types}
     assert pool.expected_usd_per_hour == pytest.approx(4 * price["g2-standard-4"])
     assert pool.usd_per_hour_ceiling == pytest.approx(4 * price["g2-standard-16"])
 
@@ -57,14 +67,14 @@ def test_max_vcpus_per_gpu_admits_every_shape_up_to_it(stack_values):
     assert pool.machine_types == ("g2-standard-4", "g2-standard-8", "g2-standard-12")
     assert pool.limits["cpu"] == str(4 * 12)
     # The ceiling is the limits fully used by the dearest shape they admit, not the family's largest.
-    assert pool.usd_per_hour_ceiling == pytest.approx(4 * max(nt.usd_per_hour for nt in pool.node_types))
+    assert pool.usd_per_hour_ceiling == pytest.approx(4 * max(node(nt) for nt in pool.node_types))
     assert "g2-standard-32" not in pool.machine_types
 
 
 def test_cpu_pool_ceiling_prices_the_nodes_its_limits_admit_of_each_type(stack_values):
     env = load(stack_values("dev"))
     cpu = env.tenants[0].cpu_pool
-    prices = {nt.machine_type: nt.usd_per_hour for nt in cpu.node_types}
+    prices = {nt.machine_type: node(nt) for nt in cpu.node_types}
     # cpu 8: four e2-standard-2 or two e2-standard-4, never "four of the largest".
     assert cpu.nodes_within_limits(next(nt for nt in cpu.node_types if nt.machine_type == "e2-standard-2")) == 4
     assert cpu.nodes_within_limits(next(nt for nt in cpu.node_types if nt.machine_type == "e2-standard-4")) == 2

@@ -19,6 +19,7 @@ from config.permissions import AUTO_NODES, load_roles
 from config.stack import CONFIG_MODELS, KNOWN_KEYS, NS, load_stack
 from config.stack_files import PROJECT_DIR, list_stacks, read_stack_values, stack_file
 from config.tenant import Tenant
+from shipped_stacks import SHIPPED_DIR
 
 README = (PROJECT_DIR / "README.md").read_text()
 PULUMI_YAML = yaml.safe_load((PROJECT_DIR / "Pulumi.yaml").read_text())
@@ -59,7 +60,7 @@ def test_the_first_command_is_the_offline_plan():
 
 @functools.cache
 def dev_plan() -> str:
-    """What `make plan` prints for dev."""
+    """What `make plan` prints for dev as shipped (tests/data/shipped/), as on a fresh clone."""
     import contextlib
     import io
 
@@ -67,14 +68,23 @@ def dev_plan() -> str:
 
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        assert main(["--stack", "dev"]) == 0
+        assert main(["--stack", "dev", "--project-dir", str(SHIPPED_DIR)]) == 0
     return out.getvalue()
 
 
-def test_the_costs_example_is_the_dev_plan():
-    """README "Costs" shows dev's cost table exactly as `make plan` prints it."""
-    example = re.search(r"```text\n(.+?)\n```", section("Costs"), flags=re.DOTALL).group(1)
+def test_the_costs_example_is_the_plan_of_the_dev_stack_as_shipped():
+    """README "Costs" shows the cost table of dev as shipped (tests/data/shipped/, what `make plan`
+    prints on a fresh clone), exactly, and says that is what it shows: a user's own dev differs."""
+    costs = section("Costs")
+    assert "the dev stack as shipped" in costs and "tests/data/shipped/Pulumi.dev.yaml" in costs
+    example = re.search(r"```text\n(.+?)\n```", costs, flags=re.DOTALL).group(1)
     assert example in dev_plan()
+
+
+def test_costs_define_expected_as_the_plan_does():
+    from config.tenant import EXPECTED
+
+    assert " ".join(EXPECTED.split()) in " ".join(section("Costs").split())
 
 
 # --- Pulumi.yaml describes the keys the program reads ------------------------------------------
@@ -101,6 +111,8 @@ def test_tenant_stacks_take_the_same_fields_as_inline_tenants():
 
 
 # --- README's YAML examples work when pasted --------------------------------------------------
+# Into the stacks as shipped: a user's own stacks (README's examples among them, once pasted) never
+# decide whether README is right, and an example may not reuse the name of a shipped stack.
 
 YAML_BLOCKS = re.findall(r"(?:`([^`\n]+)`:\n\n)?```yaml\n(.*?)```", README, flags=re.S)
 
@@ -116,8 +128,8 @@ def example_kind(document: dict) -> str:
 
 
 def copy_of_project(tmp_path: Path) -> Path:
-    """This project's Pulumi.yaml and every committed stack file, in a scratch directory."""
-    for path in [PROJECT_DIR / "Pulumi.yaml", *(stack_file(PROJECT_DIR, s) for s in list_stacks(PROJECT_DIR))]:
+    """This project's Pulumi.yaml and every shipped stack file, in a scratch directory."""
+    for path in [PROJECT_DIR / "Pulumi.yaml", *(stack_file(SHIPPED_DIR, s) for s in list_stacks(SHIPPED_DIR))]:
         shutil.copy(path, tmp_path / path.name)
     return tmp_path
 
@@ -127,7 +139,7 @@ def load_every_stack(project_dir: Path) -> set[str]:
     return {w for stack in list_stacks(project_dir) for w in load_stack(read_stack_values(project_dir, stack), stack=stack, project_dir=project_dir).warnings}
 
 
-COMMITTED_WARNINGS = load_every_stack(PROJECT_DIR)
+SHIPPED_WARNINGS = load_every_stack(SHIPPED_DIR)
 
 
 def test_every_yaml_example_is_one_the_tests_know():
@@ -137,10 +149,10 @@ def test_every_yaml_example_is_one_the_tests_know():
 
 
 @pytest.mark.parametrize("index", [i for i, (_, text) in enumerate(YAML_BLOCKS) if example_kind(yaml.safe_load(textwrap.dedent(text))) == "stack values"])
-@pytest.mark.parametrize("environment", [s for s in list_stacks(PROJECT_DIR) if not read_stack_values(PROJECT_DIR, s)[f"{NS}:environmentStack"]])
+@pytest.mark.parametrize("environment", [s for s in list_stacks(SHIPPED_DIR) if not read_stack_values(SHIPPED_DIR, s)[f"{NS}:environmentStack"]])
 def test_stack_value_examples_fit_every_environment_stack(tmp_path, index, environment):
-    """An inline example added to a committed environment stack: that stack, and every team stack
-    of the repository (which is checked against it), stay valid."""
+    """An inline example added to a shipped environment stack: that stack, and every shipped team
+    stack (which is checked against it), stay valid."""
     example = yaml.safe_load(textwrap.dedent(YAML_BLOCKS[index][1]))
     project = copy_of_project(tmp_path)
     document = yaml.safe_load(stack_file(project, environment).read_text())
@@ -148,21 +160,21 @@ def test_stack_value_examples_fit_every_environment_stack(tmp_path, index, envir
         current = document["config"].get(key)
         document["config"][key] = current + value if isinstance(current, list) else value
     stack_file(project, environment).write_text(yaml.safe_dump(document))
-    assert load_every_stack(project) == COMMITTED_WARNINGS  # e.g. no GPU quota exceeded by the new team
+    assert load_every_stack(project) == SHIPPED_WARNINGS  # e.g. no GPU quota exceeded by the new team
 
 
 @pytest.mark.parametrize("index", [i for i, (_, text) in enumerate(YAML_BLOCKS) if example_kind(yaml.safe_load(textwrap.dedent(text))) == "stack file"])
 def test_stack_file_examples_work_as_new_stacks(tmp_path, index):
-    """A stack file example, saved under the name README gives it next to the committed stacks,
-    is a valid new stack and leaves the committed ones valid; README's commands create exactly it."""
+    """A stack file example, saved under the name README gives it next to the shipped stacks, is a
+    valid new stack and leaves the shipped ones valid; README's commands create exactly it."""
     name, text = YAML_BLOCKS[index]
     stack = re.fullmatch(r"Pulumi\.([a-z0-9-]+)\.yaml", name or "")
     assert stack, "README names the file of each stack file example just before it: `Pulumi.<stack>.yaml`:"
-    assert stack.group(1) not in list_stacks(PROJECT_DIR), "the example must be a new stack, not a committed one"
+    assert stack.group(1) not in list_stacks(SHIPPED_DIR), "the example must be a new stack, not a shipped one"
     assert f"pulumi stack init <your-org>/{stack.group(1)}\n" in README
     project = copy_of_project(tmp_path)
     stack_file(project, stack.group(1)).write_text(text)
-    assert load_every_stack(project) == COMMITTED_WARNINGS  # e.g. no GPU quota exceeded by the new team
+    assert load_every_stack(project) == SHIPPED_WARNINGS  # e.g. no GPU quota exceeded by the new team
 
 
 def test_workload_example_tolerates_the_gpu_taint_and_asks_for_gpus():

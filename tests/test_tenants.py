@@ -15,8 +15,8 @@ import yaml
 from components.vcluster_values import VClusterValues
 from config import node_properties as props
 from config.stack import load_stack
-from config.stack_files import PROJECT_DIR, read_stack_values
-from tools.mock_engine import run_program
+from config.stack_files import read_stack_values
+from shipped_stacks import SHIPPED_DIR, run_shipped
 
 VCI = "kubernetes:management.loft.sh/v1:VirtualClusterInstance"
 SCHEMA = yaml.safe_load((Path(__file__).parent / "data" / "vcluster-0.36.1-values.schema.yaml").read_text())
@@ -69,7 +69,7 @@ def test_gpu_pool_selects_our_node_types_and_is_tainted(dev_run):
 
 
 def test_limits_are_strings_that_never_block_a_node_the_gpu_limit_allows(dev_run, stack_values):
-    env = load_stack(stack_values("dev"), stack="dev", project_dir=PROJECT_DIR)
+    env = load_stack(stack_values("dev"), stack="dev", project_dir=SHIPPED_DIR)
     for vci in dev_run.of_type(VCI):
         tenant = vci.input("metadata", "name")
         plan = next(t for t in env.tenants if t.tenant.name == tenant)
@@ -185,7 +185,7 @@ def test_tenants_deploy_in_parallel(stack_values):
         {**copy.deepcopy(values["gpu-platform:tenants"][i % 2]), "name": f"team-{i}", "network": {"cidr": f"10.170.{4 * i}.0/22"}}
         for i in range(6)
     ]
-    chains = [run_program(v, stack="dev").longest_chain() for v in (one, many)]
+    chains = [run_shipped(v, stack="dev").longest_chain() for v in (one, many)]
     assert len(chains[0]) == len(chains[1])
     assert [r.type for r in chains[0]] == [r.type for r in chains[1]]
     assert chains[1][-1].type == VCI
@@ -204,8 +204,10 @@ def test_tenant_stack_creates_only_the_teams_objects(tenant_run):
     assert pools == {"l4-2x", "t4-1x-spot", "system"}
     assert tenant_run.outputs["connectCommand"] == "vcluster platform connect vcluster vision --project vision"
     # The pools' ceilings at europe-west4 prices: 2 × g2-standard-24 (host + 2 L4) and 2 Spot
-    # n1-standard-4 hosts with a Spot T4 each.
-    assert tenant_run.outputs["gpuBudgetUsdPerHour"] == round(2 * (0.92571 + 2 * 0.58804) + 2 * (0.08367 + 0.175), 2)
+    # n1-standard-4 hosts with a Spot T4 each, every node with its 200 GB pd-balanced boot disk
+    # (0.1101 USD per GB-month): the "GPU pools" ceiling of the plan, boot disks included.
+    disk = 200 * 0.1101 / 730
+    assert tenant_run.outputs["gpuBudgetUsdPerHour"] == round(2 * (0.92571 + 2 * 0.58804 + disk) + 2 * (0.08367 + 0.175 + disk), 2)
 
 
 def test_tenant_stack_reaches_the_host_through_the_environments_kubeconfig(tenant_run, dev_run, env_stack_ref):
@@ -223,7 +225,7 @@ def test_tenant_stack_fails_before_creating_anything_when_the_environment_cannot
     facts["gpuTypes"] = ["nvidia-tesla-t4"]
     facts["nodeTypes"] = [nt for nt in facts["nodeTypes"] if nt["gpu"] != "nvidia-l4"]
     with pytest.raises(pulumi.RunError) as caught:
-        run_program(read_stack_values(PROJECT_DIR, "team-vision-dev"), stack="team-vision-dev", stack_outputs={env_stack_ref: deployed})
+        run_shipped(read_stack_values(SHIPPED_DIR, "team-vision-dev"), stack="team-vision-dev", stack_outputs={env_stack_ref: deployed})
     assert str(caught.value).endswith(
         "- tenant.gpuPools[0].gpu: 'nvidia-l4' is not offered by environment dev; offered: nvidia-tesla-t4"
     )
@@ -233,7 +235,7 @@ def test_tenant_stack_fails_before_creating_anything_when_the_environment_cannot
 def test_tenant_stack_warns_when_the_environment_drifted_from_its_stack_file(dev_run, env_stack_ref):
     deployed = copy.deepcopy(dev_run.outputs)
     deployed["environmentFacts"]["gpuQuota"]["nvidia-l4"] = 16
-    run = run_program(read_stack_values(PROJECT_DIR, "team-vision-dev"), stack="team-vision-dev", stack_outputs={env_stack_ref: deployed})
+    run = run_shipped(read_stack_values(SHIPPED_DIR, "team-vision-dev"), stack="team-vision-dev", stack_outputs={env_stack_ref: deployed})
     [warning] = [w for w in run.warnings if "is deployed with a different configuration" in w]
     assert "gpuQuota" in warning
 
@@ -242,7 +244,7 @@ def test_tenant_stack_refuses_an_environment_deployed_elsewhere_than_its_stack_f
     deployed = copy.deepcopy(dev_run.outputs)
     deployed["environmentFacts"]["project"] = "acme-ml-other"
     with pytest.raises(pulumi.RunError) as caught:
-        run_program(read_stack_values(PROJECT_DIR, "team-vision-dev"), stack="team-vision-dev", stack_outputs={env_stack_ref: deployed})
+        run_shipped(read_stack_values(SHIPPED_DIR, "team-vision-dev"), stack="team-vision-dev", stack_outputs={env_stack_ref: deployed})
     assert (
         f"environmentStack: {env_stack_ref} is deployed with project 'acme-ml-other', but its stack file in this repo says 'acme-ml-dev'"
         in str(caught.value)
@@ -257,7 +259,7 @@ def test_tenant_stack_refuses_an_environment_deployed_before_teams_had_projects(
     for key in ("roleIdPrefix", "platformRole", "tenantProjects", "allowSharedIsolation"):
         del deployed["environmentFacts"][key]
     with pytest.raises(pulumi.RunError) as caught:
-        run_program(read_stack_values(PROJECT_DIR, "team-vision-dev"), stack="team-vision-dev", stack_outputs={env_stack_ref: deployed})
+        run_shipped(read_stack_values(SHIPPED_DIR, "team-vision-dev"), stack="team-vision-dev", stack_outputs={env_stack_ref: deployed})
     message = str(caught.value)
     assert f"environmentStack: {env_stack_ref} is deployed with roleIdPrefix '', but its stack file in this repo says 'gpuPlatform_dev'" in message
     assert [r for r in caught.value.registrations if r.custom] == []
@@ -267,7 +269,7 @@ def test_tenant_stack_checks_its_project_against_the_deployed_environments_tenan
     deployed = copy.deepcopy(dev_run.outputs)
     deployed["environmentFacts"]["tenants"].append({"name": "old-vision", "cidr": "10.170.0.0/22", "source": "the environment's tenants", "project": "acme-ml-dev-vision"})
     with pytest.raises(pulumi.RunError) as caught:
-        run_program(read_stack_values(PROJECT_DIR, "team-vision-dev"), stack="team-vision-dev", stack_outputs={env_stack_ref: deployed})
+        run_shipped(read_stack_values(SHIPPED_DIR, "team-vision-dev"), stack="team-vision-dev", stack_outputs={env_stack_ref: deployed})
     assert "tenant.gcpProject: 'acme-ml-dev-vision' is already the project of tenant old-vision (the environment's tenants)" in str(caught.value)
 
 

@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from config.stack_files import PROJECT_DIR, list_stacks, read_stack_values
+from shipped_stacks import SHIPPED_DIR
 
 WORKFLOWS_DIR = PROJECT_DIR / ".github" / "workflows"
 WORKFLOW_FILES = sorted(WORKFLOWS_DIR.glob("*.yml")) + sorted(WORKFLOWS_DIR.glob("*.yaml"))
@@ -475,17 +476,19 @@ def _git(repo: Path, *args: str) -> str:
     ).stdout.strip()
 
 
-def _stack_file(stack: str) -> str:
-    environment = read_stack_values(PROJECT_DIR, stack)["gpu-platform:environment"]
+def _stack_file(stack: str, project_dir: Path) -> str:
+    environment = read_stack_values(project_dir, stack)["gpu-platform:environment"]
     return f"config:\n  gpu-platform:environment: {environment}\n"
 
 
-def _changed_stacks(workflow: dict, tmp_path: Path, change) -> subprocess.CompletedProcess | dict[str, list[str]]:
+def _changed_stacks(workflow: dict, tmp_path: Path, change, project_dir: Path = SHIPPED_DIR) -> subprocess.CompletedProcess | dict[str, list[str]]:
+    """The step's output for a repository with the stacks of `project_dir` (the shipped ones unless
+    said otherwise) after `change`."""
     script = next(s for s in steps(workflow["jobs"]["changes"]) if s.get("id") == "changes")["run"]
     repo = tmp_path / "repo"
     repo.mkdir()
-    for stack in list_stacks(PROJECT_DIR):
-        (repo / f"Pulumi.{stack}.yaml").write_text(_stack_file(stack))
+    for stack in list_stacks(project_dir):
+        (repo / f"Pulumi.{stack}.yaml").write_text(_stack_file(stack, project_dir))
     (repo / "Pulumi.yaml").write_text("name: gpu-platform\n")
     (repo / "__main__.py").write_text("")
     (repo / "README.md").write_text("")
@@ -529,6 +532,17 @@ def _touch(name: str):
 )
 def test_changed_stacks(workflow, tmp_path, change, expected):
     assert _changed_stacks(workflow, tmp_path, change) == expected
+
+
+def test_every_committed_stack_is_previewed_when_the_code_changes(workflow, tmp_path):
+    """Whatever stacks this checkout has (a team stack a user added included): a change of the
+    program previews each of them, under its environment's identities."""
+    selected = _changed_stacks(workflow, tmp_path, _touch("__main__.py"), project_dir=PROJECT_DIR)
+    assert isinstance(selected, dict), selected
+    expected: dict[str, list[str]] = {}
+    for stack in list_stacks(PROJECT_DIR):
+        expected.setdefault(read_stack_values(PROJECT_DIR, stack)["gpu-platform:environment"], []).append(stack)
+    assert {env: sorted(stacks) for env, stacks in selected.items() if stacks} == expected
 
 
 def test_a_stack_of_an_environment_without_ci_identities_fails_the_step(workflow, tmp_path):

@@ -13,8 +13,7 @@ from config.availability import load_availability
 from config.catalog import load_catalog
 from config.errors import ConfigError
 from config.stack import load_stack
-from config.stack_files import PROJECT_DIR
-from tools.mock_engine import run_program
+from shipped_stacks import SHIPPED_DIR, run_shipped
 
 NS = "gpu-platform"
 NODE_PROVIDER = "kubernetes:management.loft.sh/v1:NodeProvider"
@@ -25,7 +24,7 @@ AVAILABILITY = load_availability()
 
 def problems(values: dict, stack: str = "dev") -> list[str]:
     with pytest.raises(ConfigError) as caught:
-        load_stack(values, stack=stack, project_dir=PROJECT_DIR)
+        load_stack(values, stack=stack, project_dir=SHIPPED_DIR)
     return [str(p) for p in caught.value.problems]
 
 
@@ -39,7 +38,7 @@ def _family(nt):
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])
 def test_no_node_type_in_a_zone_that_does_not_offer_its_machine_type(stack_values, stack):
-    env = load_stack(stack_values(stack), stack=stack, project_dir=PROJECT_DIR)
+    env = load_stack(stack_values(stack), stack=stack, project_dir=SHIPPED_DIR)
     gpu_types = [nt for nt in env.offer.node_types if nt.gpu]
     assert gpu_types
     for nt in gpu_types:
@@ -49,7 +48,7 @@ def test_no_node_type_in_a_zone_that_does_not_offer_its_machine_type(stack_value
 
 
 def test_prod_offers_each_gpu_where_its_family_is(stack_values):
-    env = load_stack(stack_values("prod"), stack="prod", project_dir=PROJECT_DIR)
+    env = load_stack(stack_values("prod"), stack="prod", project_dir=SHIPPED_DIR)
     zones = {}
     for nt in env.offer.node_types:
         zones.setdefault(nt.gpu, set()).add(nt.zone)
@@ -60,7 +59,7 @@ def test_prod_offers_each_gpu_where_its_family_is(stack_values):
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])
 def test_node_types_carry_the_standard_zone_labels(stack_values, stack):
-    env = load_stack(stack_values(stack), stack=stack, project_dir=PROJECT_DIR)
+    env = load_stack(stack_values(stack), stack=stack, project_dir=SHIPPED_DIR)
     for nt in env.offer.node_types:
         assert nt.properties[props.TOPOLOGY_ZONE] == nt.properties[props.PD_CSI_ZONE] == nt.properties[props.ZONE] == nt.zone
         assert nt.properties[props.TOPOLOGY_REGION] == env.region
@@ -79,7 +78,7 @@ def test_node_type_names_never_name_a_machine_type_and_fit_a_label(stack_values,
     """After the CCM has run, a node's instance-type label is its machine type: it must never be
     the name of a node type (it would attribute the node to the wrong zone or capacity type), and
     `<provider>.<node type>` must stay a label value (config/node_types.py explains both)."""
-    env = load_stack(stack_values(stack), stack=stack, project_dir=PROJECT_DIR)
+    env = load_stack(stack_values(stack), stack=stack, project_dir=SHIPPED_DIR)
     names = {nt.name for nt in env.offer.node_types}
     assert not names & set(CATALOG.machines)
     for nt in env.offer.node_types:
@@ -148,7 +147,7 @@ def test_a3_ultra_is_not_sold_on_demand(stack_values):
 
 def test_a3_ultra_as_spot_only_where_offered(stack_values):
     values = _prod_in(stack_values, "us-central1", ["us-central1-a", "us-central1-b"], ["nvidia-h200-141gb"])
-    env = load_stack(values, stack="prod", project_dir=PROJECT_DIR)
+    env = load_stack(values, stack="prod", project_dir=SHIPPED_DIR)
     h200 = [nt for nt in env.offer.node_types if nt.gpu]
     assert [nt.name for nt in h200] == ["a3-ultragpu-8g-us-central1-b-spot"]
 
@@ -167,7 +166,7 @@ def test_an_on_demand_pool_of_a_spot_only_gpu(stack_values):
 def test_impossible_requests_register_nothing(stack_values):
     values = _prod_in(stack_values, "us-east1", ["us-east1-b"], ["nvidia-h100-80gb"])
     with pytest.raises(pulumi.RunError) as caught:
-        run_program(values, stack="prod")
+        run_shipped(values, stack="prod")
     assert "nodeProvider.gpuTypes[0]: nvidia-h100-80gb is not offered in any zone of us-east1" in str(caught.value)
     assert caught.value.registrations == []
 
@@ -207,12 +206,12 @@ def test_pool_zone_that_does_not_offer_the_gpu(stack_values):
 
 def test_a_pool_limited_to_a_zone_selects_only_its_node_types(stack_values):
     values = _dev_with_pool_zones(stack_values, ["europe-west4-b"])
-    env = load_stack(values, stack="dev", project_dir=PROJECT_DIR)
+    env = load_stack(values, stack="dev", project_dir=SHIPPED_DIR)
     [pool] = env.tenants[0].gpu_pools
     assert pool.zones == ("europe-west4-b",)
     assert {nt.zone for nt in pool.node_types} == {"europe-west4-b"}
     # Under the mock engine: the tenant's vcluster.yaml selects the zone.
-    run = run_program(values, stack="dev")
+    run = run_shipped(values, stack="dev")
     vci = run.one(VCI, "nlp")
     [rendered] = VClusterValues.parse(vci.input("spec", "template", "helmRelease", "values")).gpu_pools()
     assert {"property": props.ZONE, "operator": "In", "values": ["europe-west4-b"]} in rendered.selector
@@ -233,7 +232,7 @@ def test_pool_zone_problems_come_with_the_pool_s_other_problems(stack_values):
     values[f"{NS}:tenants"][0]["gpuPools"][0].update(zones=["europe-west4-b", "europe-west4-b"], idleAfter="soon")
     values[f"{NS}:tenants"][1]["gpuPools"][0]["zones"] = "europe-west4-b"
     with pytest.raises(ConfigError) as caught:
-        load_stack(values, stack="dev", project_dir=PROJECT_DIR)
+        load_stack(values, stack="dev", project_dir=SHIPPED_DIR)
     assert sorted(p.path for p in caught.value.problems) == [
         "nodeProvider.name",
         "tenants[0].gpuPools[0].idleAfter",
@@ -265,6 +264,6 @@ def test_availability_waits_for_sound_zones(stack_values):
     values[f"{NS}:nodeProvider"]["zones"] = ["europe-west4-a", 7]
     values[f"{NS}:nodeProvider"]["gpuTypes"] = ["nvidia-l4", "nvidia-a10"]
     with pytest.raises(ConfigError) as caught:
-        load_stack(values, stack="dev", project_dir=PROJECT_DIR)
+        load_stack(values, stack="dev", project_dir=SHIPPED_DIR)
     assert [p.path for p in caught.value.problems][:2] == ["nodeProvider.zones[1]", "nodeProvider.gpuTypes[1]"]
     assert "not checked against nodeProvider.zones until it is fixed: cluster.location, nodeProvider.gpuTypes, nodeProvider.name" in caught.value.notes

@@ -13,6 +13,7 @@ import concurrent.futures
 import contextlib
 import functools
 import hashlib
+import ipaddress
 import json
 import runpy
 from dataclasses import dataclass, field
@@ -29,6 +30,10 @@ from config import stack_files
 from config.stack_files import PROJECT_DIR, SecureValue
 
 PLACEHOLDER = "placeholder"
+# Static external (NAT) addresses are picked by Google; the mock hands them out of TEST-NET-2, a
+# documentation-only range (RFC 5737: never routed), since they must read as addresses where the
+# program uses them (the control plane's loadBalancerSourceRanges). The plan's legend names it.
+MOCK_ADDRESS_RANGE = "198.51.100.0/24"
 MAIN = PROJECT_DIR / "__main__.py"
 
 
@@ -165,11 +170,10 @@ class PlatformMocks(pulumi_mocks.Mocks):
             state["selfLink"] = f"https://www.googleapis.com/compute/v1/{resource_id}"
         elif typ == "gcp:compute/address:Address":
             # A static external address is picked by Google at creation. The mock hands out one of
-            # TEST-NET-2 (198.51.100.0/24, RFC 5737: documentation only, never routed), derived from
-            # the address's project, region and name so that runs agree.
+            # MOCK_ADDRESS_RANGE, derived from the address's project, region and name so that runs agree.
             region, name = inputs.get("region", ""), inputs.get("name", args.name)
             digest = hashlib.sha256(f"{project}/{region}/{name}".encode()).digest()
-            state["address"] = f"198.51.100.{1 + digest[0] % 254}"
+            state["address"] = str(ipaddress.IPv4Network(MOCK_ADDRESS_RANGE)[1 + digest[0] % 254])
             resource_id = f"projects/{project}/regions/{region}/addresses/{name}"
             state["selfLink"] = f"https://www.googleapis.com/compute/v1/{resource_id}"
         elif typ == "gcp:organizations/project:Project":
@@ -373,6 +377,8 @@ def config_strings(values: dict[str, Any]) -> tuple[dict[str, str], list[str]]:
             strings[key] = json.dumps(value, default=str)
         elif isinstance(value, bool):
             strings[key] = "true" if value else "false"
+        elif value is None:
+            strings[key] = ""  # a key left blank: the CLI hands the program an empty string
         else:
             strings[key] = str(value)
     return strings, secret_keys

@@ -48,7 +48,7 @@ from tools.mock_engine import ProgramRun, config_strings, run_program
 from tools.plan_costs import environment_costs, tenant_stack_costs
 from tools.plan_json import summary
 from tools.plan_model import INSTANCE_TYPE, NODE_PROVIDER_TYPE, SECRET, PlanError, Pool, StackPlan, TenantReport
-from tools.plan_text import render_quiet, render_text
+from tools.plan_text import DOCUMENT_HEADER, render_quiet, render_text
 
 __all__ = ["PlanError", "StackPlan", "main", "order_stacks", "plan_stack", "write_documents"]
 
@@ -281,6 +281,7 @@ def _pools(values: str) -> list[Pool]:
                 idle_after=pool.consolidate_after,
                 spot=pool.selected(props.CAPACITY_TYPE) == [props.SPOT],
                 machine_types=list(pool.selected(props.INSTANCE_TYPE)),
+                zones=list(pool.selected(props.ZONE)),
                 limits={k: str(v) for k, v in pool.limits.items()},
             )
         )
@@ -357,7 +358,7 @@ def write_documents(plan: StackPlan, out_dir: Path) -> list[Path]:
 
     def write(path: Path, text: str) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text if text.endswith("\n") else text + "\n")
+        path.write_text(DOCUMENT_HEADER + (text if text.endswith("\n") else text + "\n"))
         written.append(path)
 
     if plan.node_provider is not None:
@@ -463,10 +464,16 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _report_failure(stack: str, message: str, args: argparse.Namespace, summaries: list[dict[str, Any]]) -> None:
+    """The failure once: with --quiet its headline is the stack's line on stdout and the details
+    (every problem) follow on stderr; otherwise all of it on stderr."""
     if args.json:
         summaries.append({"stack": stack, "ok": False, "error": message})
     elif args.quiet:
-        print(f"FAIL  {stack}: {message.splitlines()[0]}", flush=True)
+        headline, _, details = message.partition("\n")
+        print(f"FAIL  {stack}: {headline}", flush=True)
+        if details:
+            print(details, file=sys.stderr, flush=True)
+        return
     print(f"plan of stack {stack} failed:\n{message}", file=sys.stderr, flush=True)
 
 

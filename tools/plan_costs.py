@@ -3,10 +3,12 @@
 
 Three figures per part, all in USD:
   always on   what runs with no workload at all (per hour and per 730-hour month);
-  expected    every GPU pool at its GPU limit on the node type the platform picks, the cheapest
-              that fits (a pod asking for more than the smallest shape gets a larger one, up to
-              the ceiling); everything else as when idle;
+  expected    config.tenant.EXPECTED: every GPU pool at its GPU limit on the node type the platform
+              picks, the cheapest that fits (a pod asking for more than the smallest shape gets a
+              larger one, up to the ceiling); everything else as when idle;
   ceiling     the pools' limits fully used by the most expensive shapes the limits admit.
+A pool's figures are its own (config.tenant.PoolPlan, one node = VM and boot disk); the tenant
+output gpuBudgetUsdPerHour is the same GPU ceiling.
 A figure that needs a price the region does not record is None ("unknown"), and so is every sum
 it enters. Usage-based charges (egress, NAT and load-balancer data processing, tenants' own
 volumes, logging) are named as not included.
@@ -91,13 +93,12 @@ class _Pricer:
         if why not in self.costs.unknown:
             self.costs.unknown.append(why)
 
-    def node(self, nt: NodeType) -> float | None:
-        """One node of a node type, per hour: the VM and its boot disk."""
-        disk = self.disk(nt.properties.get(props.DISK_TYPE, ""), float(nt.properties.get(props.DISK_SIZE_GB, 0)))
+    def note_unknown(self, nt: NodeType) -> None:
+        """Say why a node of this type has no price (the VM's, or its boot disk's)."""
+        self.disk(nt.properties.get(props.DISK_TYPE, ""), float(nt.properties.get(props.DISK_SIZE_GB, 0)))
         if nt.usd_per_hour is None:
             what = f"{nt.machine_type}{' × ' + str(nt.gpu_count) + ' ' + nt.gpu if nt.gpu and nt.attach == 'guest' else ''}"
             self.unknown(f"{self.region} records no {'Spot' if nt.spot else 'on-demand'} price for {what}")
-        return _add(nt.usd_per_hour, disk)
 
     def disk(self, disk_type: str, size_gb: float) -> float | None:
         price = self.regional.disk(disk_type, size_gb) if self.regional else None
@@ -121,16 +122,11 @@ class _Pricer:
 
 
 def pool_cost(pricer: _Pricer, tenant: str, pool: PoolPlan) -> PoolCost:
-    per_node = {nt.name: pricer.node(nt) for nt in pool.node_types}
-    expected = ceiling = None
-    shape = None
-    if all(v is not None for v in per_node.values()):
-        cheapest = min(pool.node_types, key=lambda nt: (per_node[nt.name], nt.vcpus))
-        expected = pool.nodes_within_limits(cheapest) * per_node[cheapest.name]  # type: ignore[operator]
-        worst = max(pool.node_types, key=lambda nt: pool.nodes_within_limits(nt) * per_node[nt.name])  # type: ignore[operator]
-        ceiling = pool.nodes_within_limits(worst) * per_node[worst.name]  # type: ignore[operator]
-        shape = f"{pool.nodes_within_limits(worst)} × {worst.machine_type}"
-    return PoolCost(tenant, pool.name, pool.machine_types, dict(pool.limits), expected, ceiling, shape)
+    for nt in pool.node_types:
+        pricer.note_unknown(nt)
+    worst = pool.ceiling_node_type
+    shape = f"{pool.nodes_within_limits(worst)} × {worst.machine_type}" if pool.priced else None
+    return PoolCost(tenant, pool.name, pool.machine_types, dict(pool.limits), pool.expected_usd_per_hour, pool.usd_per_hour_ceiling, shape)
 
 
 def _max_nodes(pool: PoolPlan) -> int:
@@ -145,8 +141,7 @@ def tenant_lines(pricer: _Pricer, plan: TenantPlan, control_planes_before: int) 
     pools = [pool_cost(pricer, name, p) for p in plan.gpu_pools]
     cpu = pool_cost(pricer, name, plan.cpu_pool)
     pricer.costs.pools.extend([*pools, cpu])
-    cheapest_cpu = min(plan.cpu_pool.node_types, key=lambda nt: (nt.usd_per_hour or 0, nt.vcpus))
-    always_on_node = pricer.node(cheapest_cpu)
+    always_on_node = plan.always_on_node_usd_per_hour
 
     # The control plane's LoadBalancer Service is one forwarding rule in the host project; its data
     # volume is the vcluster chart's default claim on the host cluster's default StorageClass.
@@ -169,7 +164,7 @@ def tenant_lines(pricer: _Pricer, plan: TenantPlan, control_planes_before: int) 
     return [
         CostLine(f"tenant {name}: control plane (load balancer, {VCLUSTER_CONTROL_PLANE_VOLUME_GI} GiB volume)", control_plane, control_plane, control_plane, True, name),
         CostLine(f"tenant {name}: Cloud NAT ({addresses} address{'es' if addresses > 1 else ''})", nat_idle, nat_expected, nat_ceiling, False, name),
-        CostLine(f"tenant {name}: CPU pool ({', '.join(plan.cpu_pool.machine_types)})", always_on_node, always_on_node, cpu.ceiling, estimate, name),
+        CostLine(f"tenant {name}: CPU pool ({', '.join(plan.cpu_pool.machine_types)})", always_on_node, cpu.expected, cpu.ceiling, estimate, name),
         CostLine(f"tenant {name}: GPU pools", 0.0, gpu_expected, gpu_ceiling, estimate, name),
     ]
 

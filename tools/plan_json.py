@@ -56,6 +56,7 @@ def summary(plan: StackPlan) -> dict[str, Any]:
                 }
                 for line in costs.lines
             ],
+            "alwaysOnUsdPerHour": _round(costs.total("always_on")),
             "alwaysOnUsdPerMonth": _round(costs.total("always_on_per_month")),
             "expectedUsdPerHour": _round(costs.total("expected")),
             "ceilingUsdPerHour": _round(costs.total("ceiling")),
@@ -109,12 +110,14 @@ def summary(plan: StackPlan) -> dict[str, Any]:
                         "idleAfter": p.idle_after,
                         "spot": p.spot,
                         "machineTypes": p.machine_types or list(pool_costs[(tenant.name, p.name)].machine_types),
+                        "zones": p.zones,
                         "limits": p.limits,
                         "expectedUsdPerHour": _round(pool_costs[(tenant.name, p.name)].expected) if (tenant.name, p.name) in pool_costs else None,
                         "ceilingUsdPerHour": _round(pool_costs[(tenant.name, p.name)].ceiling) if (tenant.name, p.name) in pool_costs else None,
                     }
                     for p in tenant.pools
                 ],
+                "alwaysOnUsdPerHour": _round(_sum(line.always_on for line in parts)),
                 "alwaysOnUsdPerMonth": _round(_sum(line.always_on_per_month for line in parts)),
                 "expectedUsdPerHour": _round(_sum(line.expected for line in parts)),
                 "ceilingUsdPerHour": _round(_sum(line.ceiling for line in parts)),

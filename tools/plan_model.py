@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -9,7 +10,7 @@ from typing import Any
 from config.catalog import Catalog
 from config.stack import EnvironmentStack, TenantStack
 from config.tenant import TenantPlan
-from tools.mock_engine import PLACEHOLDER, ProgramRun
+from tools.mock_engine import MOCK_ADDRESS_RANGE, PLACEHOLDER, ProgramRun
 from tools.plan_costs import StackCosts
 
 NODE_PROVIDER_TYPE = "kubernetes:management.loft.sh/v1:NodeProvider"
@@ -33,6 +34,7 @@ class Pool:
     spot: bool
     machine_types: list[str]  # the instance-type selector; empty: every type of the class
     limits: dict[str, str]
+    zones: list[str] = field(default_factory=list)  # the zone selector; empty: every zone of its node types
 
 
 @dataclass
@@ -71,10 +73,19 @@ class StackPlan:
 
 
 def has_placeholder(value: Any) -> bool:
+    """A value the cloud computes: it contains "placeholder", or it is an address (or a /32) the
+    mock handed out of MOCK_ADDRESS_RANGE."""
     if isinstance(value, str):
-        return PLACEHOLDER in value
+        return PLACEHOLDER in value or is_mock_address(value)
     if isinstance(value, dict):
         return any(has_placeholder(v) for v in value.values())
     if isinstance(value, (list, tuple)):
         return any(has_placeholder(v) for v in value)
     return False
+
+
+def is_mock_address(text: str) -> bool:
+    try:
+        return ipaddress.ip_network(text, strict=False).subnet_of(ipaddress.IPv4Network(MOCK_ADDRESS_RANGE))  # type: ignore[arg-type]
+    except (ValueError, TypeError):
+        return False

@@ -13,13 +13,20 @@ from components.tenant_documents import GPU_OPERATOR_NAMESPACE
 from config.stack import NS, EnvironmentStack, TenantStack
 from config.stack_files import StackFileError, list_stacks, read_stack_values
 from tools import isolation_plan
-from tools.mock_engine import PLACEHOLDER, ProgramRun, Registration
+from config.tenant import EXPECTED
+from tools.mock_engine import MOCK_ADDRESS_RANGE, PLACEHOLDER, ProgramRun, Registration
 from tools.plan_costs import HOURS_PER_MONTH, NOT_INCLUDED
 from tools.plan_model import SECRET, StackPlan, has_placeholder
 
 LEGEND = (
     f"Legend: values containing '{PLACEHOLDER}' are computed by the cloud at deploy time (IDs, endpoints, "
-    f"generated passwords) and unknown offline; {SECRET} marks a secret value, never shown."
+    f"generated passwords) and unknown offline, and so are addresses in {MOCK_ADDRESS_RANGE} (static NAT addresses "
+    f"Google assigns; a documentation-only range, RFC 5737, stands in for them); {SECRET} marks a secret value, never shown."
+)
+# The first line of every document `--out` writes: the same stand-ins appear in them.
+DOCUMENT_HEADER = (
+    f"# Rendered by the offline plan (tools/plan.py): values containing '{PLACEHOLDER}' and addresses in "
+    f"{MOCK_ADDRESS_RANGE} stand in for what the cloud computes at deploy time.\n"
 )
 
 
@@ -145,7 +152,7 @@ def _quota(plan: StackPlan) -> list[str]:
 
 
 def _tenants(plan: StackPlan) -> list[str]:
-    lines = ["", f"Tenants ({len(plan.tenants)})"]
+    lines = ["", f"Tenants ({len(plan.tenants)}): a pool's expected and ceiling USD/h as the costs below define them"]
     if not plan.tenants:
         lines.append("  none inline; teams' own stacks add them")
     pool_costs = {(c.tenant, c.pool): c for c in plan.costs.pools}
@@ -169,6 +176,7 @@ def _tenants(plan: StackPlan) -> list[str]:
                     p.idle_after or "?",
                     "spot" if p.spot else "on-demand",
                     ", ".join(p.machine_types) or ", ".join(cost.machine_types if cost else ()),
+                    ", ".join(p.zones) or "all",
                     ", ".join(f"{k} {v}" for k, v in p.limits.items()),
                     _money(cost.expected if cost else None),
                     _money(cost.ceiling if cost else None) + (f" ({cost.ceiling_shape})" if cost and cost.ceiling_shape else ""),
@@ -176,10 +184,10 @@ def _tenants(plan: StackPlan) -> list[str]:
             )
         lines.extend(
             _table(
-                ["pool", "GPU class", "GPUs/node", "max GPUs", "idle after", "capacity", "machine types", "limits", "expected USD/h", "ceiling USD/h"],
+                ["pool", "GPU class", "GPUs/node", "max GPUs", "idle after", "capacity", "machine types", "zones", "limits", "expected USD/h", "ceiling USD/h"],
                 rows,
                 indent="    ",
-                right=[2, 3, 8],
+                right=[2, 3, 9],
             )
         )
     return lines
@@ -197,8 +205,8 @@ def _costs(plan: StackPlan) -> list[str]:
             f"Costs in USD: list prices of {costs.region} read {regional.read}, not quotes ({HOURS_PER_MONTH} h per month; "
             f"≈ marks figures from estimates: {', '.join(estimates) or 'none'}; sources in config/catalog.yaml)"
         )
-    lines.append("  always on: with no workload; expected: every GPU pool at its GPU limit on the cheapest node type that fits (what the platform picks);")
-    lines.append("  ceiling: every pool's limits fully used by the most expensive shape they admit. Boot disks included.")
+    lines.append(f"  always on: with no workload; expected: {EXPECTED};")
+    lines.append("  ceiling: every pool's limits fully used by the most expensive shape they admit. A node: its VM with its GPUs and its boot disk.")
     lines.append(f"  not included (usage-based): {NOT_INCLUDED}")
     rows = [
         [
@@ -214,6 +222,8 @@ def _costs(plan: StackPlan) -> list[str]:
     estimate = any(line.estimate for line in costs.lines)
     rows.append([total_label, *(_total(costs, a, estimate) for a in ("always_on", "always_on_per_month", "expected", "ceiling"))])
     lines.extend(_table(["part", "always on USD/h", "always on USD/month", "expected USD/h", "ceiling USD/h"], rows, right=[1, 2, 3, 4]))
+    if _rounding_shows(costs):
+        lines.append("  every figure is rounded to the cent on its own: a total adds the unrounded figures, so its column's rows may differ from it by cents")
     for why in costs.unknown:
         lines.append(f"  unknown: {why}")
     if plan.kind == "environment":
@@ -223,6 +233,15 @@ def _costs(plan: StackPlan) -> list[str]:
     else:
         lines.append("  the environment's own parts (GKE fee, system pool, host NAT) are in its plan")
     return lines
+
+
+def _rounding_shows(costs) -> bool:
+    """Whether some column's rounded rows add up to other than its rounded total."""
+    for attribute in ("always_on", "always_on_per_month", "expected", "ceiling"):
+        values = [getattr(line, attribute) for line in costs.lines]
+        if None not in values and round(sum(round(v, 2) for v in values), 2) != round(sum(values), 2):
+            return True
+    return False
 
 
 def render_quiet(plan: StackPlan) -> str:

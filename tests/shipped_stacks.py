@@ -1,0 +1,60 @@
+"""Which stack files a test runs on: the stacks as shipped, or the stacks of this checkout.
+
+The repository's own `Pulumi.*.yaml` are the user's: README tells them to add team stacks and
+inline tenants there, so a test of exact figures (costs, resource counts, tenant lists, README's
+worked examples) would break the moment someone follows README. Those tests run on a frozen copy
+of the stacks as shipped, `tests/data/shipped/` (its `Pulumi.yaml` is a link to the project's).
+Tests about every committed stack iterate whatever stacks this checkout has (`committed_stacks`)
+and assert what must hold for any of them: it plans, passes the policy pack, CI selects it.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+from config.stack_files import PROJECT_DIR, StackFileError, list_stacks, read_stack_values
+
+SHIPPED_DIR = PROJECT_DIR / "tests" / "data" / "shipped"
+SHIPPED_STACKS = ("dev", "prod", "team-vision-dev")
+NS = "gpu-platform"
+
+
+def shipped_values(stack: str) -> dict[str, Any]:
+    """A fresh, mutable copy of a shipped stack's configuration (project defaults included)."""
+    return copy.deepcopy(read_stack_values(SHIPPED_DIR, stack))
+
+
+def committed_stacks(project_dir: Path = PROJECT_DIR) -> list[str]:
+    """Every stack file of this checkout, environment stacks first (team stacks need their outputs)."""
+    stacks = list_stacks(project_dir)
+    return sorted(stacks, key=lambda s: (bool(environment_stack_of(s, project_dir)), s))
+
+
+def environment_stack_of(stack: str, project_dir: Path = PROJECT_DIR) -> str | None:
+    """The environment stack a team stack names (`<org>/<project>/<stack>` → `<stack>`), else None
+    (also for a stack file that cannot be read: its own tests say why)."""
+    try:
+        reference = read_stack_values(project_dir, stack).get(f"{NS}:environmentStack")
+    except StackFileError:
+        return None
+    return str(reference).split("/")[-1] if reference else None
+
+
+def checkout_is_as_shipped(project_dir: Path = PROJECT_DIR) -> bool:
+    """This checkout's stacks are exactly the shipped ones (same names, same values)."""
+    if list_stacks(project_dir) != sorted(SHIPPED_STACKS):
+        return False
+    try:
+        return all(read_stack_values(project_dir, s) == read_stack_values(SHIPPED_DIR, s) for s in SHIPPED_STACKS)
+    except StackFileError:
+        return False
+
+
+def run_shipped(values: dict[str, Any], *, stack: str, **options: Any):
+    """`run_program` beside the shipped stack files: a program that scans its project for team
+    stacks (quota, names, CIDRs) sees the shipped ones, whatever this checkout holds."""
+    from tools.mock_engine import run_program
+
+    return run_program(values, stack=stack, project_dir=SHIPPED_DIR, **options)

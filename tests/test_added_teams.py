@@ -1,0 +1,135 @@
+"""README's "Add a team", followed to the letter, keeps the product's own tests green.
+
+A copy of this checkout, its stacks as shipped (tests/data/shipped/: whatever teams this checkout
+has added already, README's examples among them, are not the experiment's starting point), gets
+README's inline tenant example (appended to dev's `tenants`) and one of its team stack examples
+(saved under the name README gives it), the new stack listed for CI in `bootstrap/Pulumi.ci.yaml`
+as the bootstrap needs; then the tests that iterate every committed stack, and README's example
+tests, which used to fail when a team was added, run there. Only that subset: each of them is in
+the full suite here already.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import yaml
+
+from config.stack_files import PROJECT_DIR, list_stacks, read_stack_values
+from shipped_stacks import SHIPPED_DIR, SHIPPED_STACKS
+
+NS = "gpu-platform"
+README = (PROJECT_DIR / "README.md").read_text()
+NOT_COPIED = shutil.ignore_patterns(".venv", ".git", "__pycache__", ".hypothesis", ".pytest_cache", "plan-out", "acceptance-out")
+
+# The tests of every committed stack, and README's example tests, which used to fail when README was
+# followed. (The other tests of exact values that failed then, such as dev's quota table, run on the
+# shipped stacks alone now, whatever this checkout holds, so running them there would prove nothing.)
+SUBSET = [
+    "tests/test_policies.py::test_pack_passes_every_committed_stack",
+    "tests/test_plan.py::test_every_committed_stack_plans_environment_stacks_first",
+    "tests/test_workflow.py::test_every_committed_stack_is_previewed_when_the_code_changes",
+    "tests/test_readme.py::test_stack_file_examples_work_as_new_stacks",
+    "tests/test_readme.py::test_stack_value_examples_fit_every_environment_stack",
+]
+# The bootstrap's check that every committed stack is listed for CI, where the bootstrap has one.
+BOOTSTRAP_COVERAGE = "test_every_committed_stack_gets_what_it_needs_from_the_bootstrap"
+if f"def {BOOTSTRAP_COVERAGE}(" in (PROJECT_DIR / "tests" / "test_bootstrap.py").read_text():
+    SUBSET.append(f"tests/test_bootstrap.py::{BOOTSTRAP_COVERAGE}")
+
+
+def readme_examples() -> tuple[list[dict], list[tuple[str, str]]]:
+    """README's inline tenants (the `gpu-platform:tenants` example) and its team stack examples
+    (`Pulumi.<stack>.yaml` and its text), as a user pastes them."""
+    inline, stack_files = [], []
+    for name, text in re.findall(r"(?:`([^`\n]+)`:\n\n)?```yaml\n(.*?)```", README, flags=re.S):
+        document = yaml.safe_load(textwrap.dedent(text))
+        if isinstance(document, dict) and f"{NS}:tenants" in document:
+            inline += document[f"{NS}:tenants"]
+        elif isinstance(document, dict) and "config" in document and name:
+            stack_files.append((re.fullmatch(r"Pulumi\.([a-z0-9-]+)\.yaml", name).group(1), text))  # type: ignore[union-attr]
+    return inline, stack_files
+
+
+def test_readme_offers_both_ways_to_add_a_team():
+    inline, stack_files = readme_examples()
+    assert inline and stack_files
+
+
+def as_shipped(project: Path) -> None:
+    """The copy's stacks become the shipped ones, and the bootstrap lists each for CI."""
+    for path in project.glob("Pulumi.*.yaml"):
+        path.unlink()
+    for stack in SHIPPED_STACKS:
+        shutil.copy(SHIPPED_DIR / f"Pulumi.{stack}.yaml", project)
+    for stack in SHIPPED_STACKS:
+        list_for_ci(project, stack)
+
+
+def list_for_ci(project: Path, stack: str) -> None:
+    """CI previews and deploys only the stacks the bootstrap grants its identities access to, and
+    builds tenants only in the existing team projects it lists in `teamProjects`."""
+    ci = project / "bootstrap" / "Pulumi.ci.yaml"
+    bootstrap = yaml.safe_load(ci.read_text())
+    values = read_stack_values(project, stack)
+    [entry] = [e for e in bootstrap["config"]["gpu-platform-bootstrap:environments"] if e["name"] == values[f"{NS}:environment"]]
+    if stack not in entry["stacks"]:
+        entry["stacks"].append(stack)
+    tenants = [values.get(f"{NS}:tenant"), *(values.get(f"{NS}:tenants") or [])]
+    for project_id in (t.get("gcpProject") for t in tenants if t):
+        if isinstance(project_id, str) and project_id not in entry.setdefault("teamProjects", []):
+            entry["teamProjects"].append(project_id)
+    ci.write_text(yaml.safe_dump(bootstrap, sort_keys=False))
+
+
+def add_teams_as_readme_says(project: Path) -> str:
+    """Both of README's ways at once: its inline tenant in dev, and a team stack of another team
+    (README's two "Add a team" examples are the same team, robotics, so the zones example's maps).
+    Returns the new stack's name."""
+    inline, stack_files = readme_examples()
+    names = {t["name"] for t in inline}
+    stack, text = next((s, t) for s, t in stack_files if yaml.safe_load(t)["config"][f"{NS}:tenant"]["name"] not in names)
+    (project / f"Pulumi.{stack}.yaml").write_text(text)
+
+    dev = project / "Pulumi.dev.yaml"
+    document = yaml.safe_load(dev.read_text())
+    document["config"][f"{NS}:tenants"] += inline
+    dev.write_text(yaml.safe_dump(document, sort_keys=False))
+    list_for_ci(project, "dev")
+    list_for_ci(project, stack)
+    # The policy pack's copy of the program's data, after an edit of the bootstrap (`make policy-data`).
+    subprocess.run([sys.executable, "-m", "tools.policy_data"], cwd=project, check=True, capture_output=True, timeout=120)
+    return stack
+
+
+def test_the_tests_pass_after_adding_teams_as_readme_says(tmp_path):
+    project = tmp_path / "repo"
+    shutil.copytree(PROJECT_DIR, project, ignore=NOT_COPIED, symlinks=True)
+    as_shipped(project)
+    stack = add_teams_as_readme_says(project)
+    assert list_stacks(project) == sorted([stack, *SHIPPED_STACKS])
+    assert len(read_stack_values(project, "dev")[f"{NS}:tenants"]) == 3
+
+    result = subprocess.run(
+        # The pack's check of the shipped stacks is the full suite's business, not this one's.
+        [sys.executable, "-m", "pytest", "-o", "addopts=", "-p", "no:cacheprovider", "-q", "-rA", "-k", "not shipped", *SUBSET],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    # The stack-iterating tests saw the new stack; nothing was skipped.
+    assert f"PASSED {SUBSET[0]}[{stack}]" in result.stdout
+    assert " skipped" not in result.stdout.splitlines()[-1], result.stdout.splitlines()[-1]
+
+
+def test_the_shipped_stacks_are_a_project_of_their_own():
+    """tests/data/shipped/ holds exactly the stacks the tests name, beside this project's Pulumi.yaml."""
+    assert list_stacks(SHIPPED_DIR) == sorted(SHIPPED_STACKS)
+    assert (SHIPPED_DIR / "Pulumi.yaml").resolve() == (PROJECT_DIR / "Pulumi.yaml").resolve()
