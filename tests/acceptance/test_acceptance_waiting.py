@@ -6,7 +6,10 @@ from __future__ import annotations
 import os
 import signal
 import stat
+import subprocess
+import sys
 import threading
+import time
 from datetime import datetime, timezone
 
 import pytest
@@ -70,27 +73,34 @@ def test_interrupts_during_the_cleanup_do_not_stop_it_until_the_third():
         guard.handle(signal.SIGTERM)
 
 
-FAKE_PULUMI = """#!/bin/sh
 # Stand-in for the Pulumi CLI: `version`, a command that fails, and a long one that cancels on SIGINT.
-for arg in "$@"; do
-  case "$arg" in
-    version) echo v3.272.0; exit 0 ;;
-    fail) echo "error: boom" >&2; exit 1 ;;
-    up)
-      trap 'echo "cancelled by SIGINT"; exit 255' INT
-      echo started
-      i=0; while [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
-      echo finished; exit 0 ;;
-  esac
-done
-echo "args: $*"
+# In Python, not sh: the real CLI (Go) handles SIGINT even when started with it ignored, as a
+# runner started in the background (no job control) passes it on (Go os/signal docs, "Notify": a
+# signal ignored at start is handled again once notified), while a POSIX shell cannot trap a signal
+# ignored on entry. `started` is printed once the handler is in place: the test's readiness signal.
+FAKE_PULUMI = """#!{python}
+import signal, sys, time
+
+args = sys.argv[1:]
+if "version" in args:
+    print("v3.272.0"); sys.exit(0)
+if "fail" in args:
+    print("error: boom", file=sys.stderr); sys.exit(1)
+if "up" in args:
+    def cancel(signum, frame):
+        print("cancelled by SIGINT", flush=True); sys.exit(255)
+    signal.signal(signal.SIGINT, cancel)
+    print("started", flush=True)
+    time.sleep(10)
+    print("finished", flush=True); sys.exit(0)
+print("args: " + " ".join(args))
 """
 
 
 @pytest.fixture
 def fake_pulumi(tmp_path, monkeypatch):
     script = tmp_path / "pulumi"
-    script.write_text(FAKE_PULUMI)
+    script.write_text(FAKE_PULUMI.format(python=sys.executable))
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
     return IsolatedPulumiCommand()
@@ -109,16 +119,41 @@ def test_a_failing_cli_command_raises_the_sdks_error(fake_pulumi, tmp_path):
         fake_pulumi.run(["fail"], str(tmp_path), {})
 
 
+def main_thread_waits_for(process_wait_deadline: float) -> bool:
+    """True once the main thread is blocked in subprocess.Popen.wait (the wrapper waiting for the CLI)."""
+    while time.monotonic() < process_wait_deadline:
+        frame = sys._current_frames().get(threading.main_thread().ident)
+        while frame is not None:
+            if frame.f_code.co_filename == subprocess.__file__ and frame.f_code.co_name == "wait":
+                return True
+            frame = frame.f_back
+        time.sleep(0.01)
+    return False
+
+
 def test_an_interrupt_is_passed_on_and_the_cli_finishes_cancelling_first(fake_pulumi, tmp_path):
     """The runner's signal handler raises Interrupted while the CLI runs; the wrapper sends the CLI
-    one SIGINT (a graceful cancel), waits for it to exit, then lets Interrupted through."""
+    one SIGINT (a graceful cancel), waits for it to exit, then lets Interrupted through.
+
+    The "Ctrl-C" (SIGUSR1 here, with the runner's kind of handler) is sent when the CLI says it is
+    ready to cancel (`started`, printed after its handler is installed) and the wrapper is waiting
+    for it: no sleep, no timing assumption, whatever the machine's load."""
     lines: list[str] = []
+    problems: list[str] = []
+
+    def on_output(line: str) -> None:
+        lines.append(line)
+        if line == "started":
+            if main_thread_waits_for(time.monotonic() + 60):
+                os.kill(os.getpid(), signal.SIGUSR1)
+            else:
+                problems.append("the wrapper never waited for the CLI")
+
     previous = signal.signal(signal.SIGUSR1, lambda *_: (_ for _ in ()).throw(Interrupted("SIGINT")))
     try:
-        timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGUSR1))
-        timer.start()
         with pytest.raises(Interrupted):
-            fake_pulumi.run(["up"], str(tmp_path), {}, on_output=lines.append)
+            fake_pulumi.run(["up"], str(tmp_path), {}, on_output=on_output)
     finally:
         signal.signal(signal.SIGUSR1, previous)
+    assert problems == []
     assert lines == ["started", "cancelled by SIGINT"]
