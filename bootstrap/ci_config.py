@@ -62,12 +62,12 @@ class TenantProjects:
 class Environment:
     name: str
     project: str
-    stacks: tuple[str, ...]  # its environment stack (named like it) and its tenant stacks
+    stacks: tuple[str, ...]  # its environment stack (named like it) and its team stacks
     deploy: GitHubJobs
     preview: GitHubJobs
     tenant_projects: TenantProjects = field(default_factory=TenantProjects)
-    # Existing GCP projects of the environment stack's inline tenants (`gcpProject: <id>`): its
-    # deployer builds their networks and identities there, previews and drift read them.
+    # Existing GCP projects of the environment's tenants (`gcpProject: <id>`), inline or in team
+    # stacks: its deployer builds their networks and identities there, previews and drift read them.
     team_projects: tuple[str, ...] = ()
 
 

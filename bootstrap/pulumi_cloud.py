@@ -1,5 +1,6 @@
 """The Pulumi Cloud side of CI (pulumi-pulumiservice): per environment a team that may read its
-stacks (previews, drift) and one that may update its environment stack; an OIDC issuer that trusts
+stacks (previews, drift) and one that may update them (the environment stack and its team stacks,
+which CI's deploy job updates after it); an OIDC issuer that trusts
 GitHub's tokens and hands each job a short-lived token of exactly one of those teams; and the policy
 group that enforces the published policy pack on every update of every stack.
 
@@ -54,27 +55,21 @@ class PulumiCloudAccess(pulumi.ComponentResource):
         deny_dependabot = {**identity, "sub": config.pull_request_subject(), "actor": DEPENDABOT}
         for env in config.environments:
             read = self._team(f"{name}-{env.name}-read", org, team_name(env.name, "read"), f"Previews and drift checks of {env.name}", child)
-            write = self._team(f"{name}-{env.name}-deploy", org, team_name(env.name, "deploy"), f"Deploys the {env.name} stack", child)
+            write = self._team(f"{name}-{env.name}-deploy", org, team_name(env.name, "deploy"), f"Deploys the {env.name} stacks", child)
             self.teams[f"{env.name}-read"], self.teams[f"{env.name}-deploy"] = read, write
+            # Every listed stack, team stacks included: CI's deploy job updates them after the
+            # environment stack (team stacks are deployed by the environment's deployer only).
             for stack in env.stacks:
-                ps.TeamStackPermission(
-                    f"{name}-{env.name}-read-{stack}",
-                    organization=org,
-                    project=project,
-                    stack=stack,
-                    team=read.name,
-                    permission=ps.TeamStackPermissionScope.READ,
-                    opts=child,
-                )
-            ps.TeamStackPermission(
-                f"{name}-{env.name}-deploy-{env.name}",
-                organization=org,
-                project=project,
-                stack=env.name,
-                team=write.name,
-                permission=ps.TeamStackPermissionScope.EDIT,
-                opts=child,
-            )
+                for access, team, scope in (("read", read, ps.TeamStackPermissionScope.READ), ("deploy", write, ps.TeamStackPermissionScope.EDIT)):
+                    ps.TeamStackPermission(
+                        f"{name}-{env.name}-{access}-{stack}",
+                        organization=org,
+                        project=project,
+                        stack=stack,
+                        team=team.name,
+                        permission=scope,
+                        opts=child,
+                    )
             preview_rules = {**identity, "sub": env.preview.subject(repo)}
             drift_rules = {**identity, "sub": config.drift.subject(repo), "ref": MAIN_REF}
             deploy_rules = {**identity, "sub": env.deploy.subject(repo), "ref": MAIN_REF}

@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from config.stack_files import PROJECT_DIR, StackFileError, list_stacks, read_stack_values
+from tools.team_stacks import environment_stack_of as team_stack_environment
 
 SHIPPED_DIR = PROJECT_DIR / "tests" / "data" / "shipped"
 SHIPPED_STACKS = ("dev", "prod", "team-vision-dev")
-NS = "gpu-platform"
 
 
 def shipped_values(stack: str) -> dict[str, Any]:
@@ -36,10 +36,9 @@ def environment_stack_of(stack: str, project_dir: Path = PROJECT_DIR) -> str | N
     """The environment stack a team stack names (`<org>/<project>/<stack>` → `<stack>`), else None
     (also for a stack file that cannot be read: its own tests say why)."""
     try:
-        reference = read_stack_values(project_dir, stack).get(f"{NS}:environmentStack")
+        return team_stack_environment(stack, project_dir)
     except StackFileError:
         return None
-    return str(reference).split("/")[-1] if reference else None
 
 
 def checkout_is_as_shipped(project_dir: Path = PROJECT_DIR) -> bool:

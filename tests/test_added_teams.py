@@ -3,10 +3,11 @@
 A copy of this checkout, its stacks as shipped (tests/data/shipped/: whatever teams this checkout
 has added already, README's examples among them, are not the experiment's starting point), gets
 README's inline tenant example (appended to dev's `tenants`) and one of its team stack examples
-(saved under the name README gives it), the new stack listed for CI in `bootstrap/Pulumi.ci.yaml`
-as the bootstrap needs; then the tests that iterate every committed stack, and README's example
-tests, which used to fail when a team was added, run there. Only that subset: each of them is in
-the full suite here already.
+(saved under the name README gives it), the new stack and the teams' existing projects listed for
+CI in `bootstrap/Pulumi.ci.yaml` as README says; then the tests that iterate every committed stack
+(CI deploys the new team stack after dev among them), the bootstrap's tests that follow its list,
+and README's example tests, which used to fail when a team was added, run there. Only that subset:
+each of them is in the full suite here already.
 """
 
 from __future__ import annotations
@@ -34,13 +35,23 @@ SUBSET = [
     "tests/test_policies.py::test_pack_passes_every_committed_stack",
     "tests/test_plan.py::test_every_committed_stack_plans_environment_stacks_first",
     "tests/test_workflow.py::test_every_committed_stack_is_previewed_when_the_code_changes",
+    "tests/test_workflow.py::test_each_deploy_job_deploys_its_environment_then_every_committed_team_stack_of_it",
     "tests/test_readme.py::test_stack_file_examples_work_as_new_stacks",
     "tests/test_readme.py::test_stack_value_examples_fit_every_environment_stack",
 ]
-# The bootstrap's check that every committed stack is listed for CI, where the bootstrap has one.
-BOOTSTRAP_COVERAGE = "test_every_committed_stack_gets_what_it_needs_from_the_bootstrap"
-if f"def {BOOTSTRAP_COVERAGE}(" in (PROJECT_DIR / "tests" / "test_bootstrap.py").read_text():
-    SUBSET.append(f"tests/test_bootstrap.py::{BOOTSTRAP_COVERAGE}")
+# The bootstrap after README's edit of it: every committed stack and existing team project listed
+# for CI, the teams' stack permissions and the policy group follow the list, the pack (its data
+# regenerated) still passes the bootstrap.
+SUBSET += [
+    f"tests/test_bootstrap.py::{test}"
+    for test in (
+        "test_every_committed_stack_gets_what_it_needs_from_the_bootstrap",
+        "test_team_stack_permissions",
+        "test_the_policy_group_enforces_the_committed_pack_on_every_stack",
+        "test_every_environment_gets_its_own_identities_on_its_own_project",
+        "test_the_bootstrap_stack_passes_the_policy_pack",
+    )
+]
 
 
 def readme_examples() -> tuple[list[dict], list[tuple[str, str]]]:
@@ -126,6 +137,7 @@ def test_the_tests_pass_after_adding_teams_as_readme_says(tmp_path):
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     # The stack-iterating tests saw the new stack; nothing was skipped.
     assert f"PASSED {SUBSET[0]}[{stack}]" in result.stdout
+    assert "PASSED tests/test_workflow.py::test_each_deploy_job_deploys_its_environment_then_every_committed_team_stack_of_it[up-dev-dev]" in result.stdout
     assert " skipped" not in result.stdout.splitlines()[-1], result.stdout.splitlines()[-1]
 
 

@@ -14,6 +14,7 @@ import pytest
 import yaml
 from ci_config import MAIN_REF
 from policy_support import analyze, args_of, requirement_pins, violations
+from shipped_stacks import SHIPPED_DIR, SHIPPED_STACKS, shipped_values
 
 from config.stack_files import PROJECT_DIR, list_stacks, read_stack_values
 from tools.mock_engine import ProgramRun, run_program
@@ -43,16 +44,20 @@ def bootstrap(bootstrap_run) -> ProgramRun:
     return bootstrap_run
 
 
-TEAM_PROJECT = "acme-ml-dev-vision"
+TEAM_PROJECT = "acme-ml-dev-vision"  # the shipped team stack's existing project (Pulumi.team-vision-dev.yaml)
+
+
+def committed_environments() -> list[dict]:
+    return committed_values()[NS + "environments"]
 
 
 @pytest.fixture(scope="module")
 def variant() -> ProgramRun:
-    """The committed configuration with prod creating no team projects, dev's inline tenants in an
-    existing team project, and no Pulumi Cloud management."""
+    """The committed configuration with prod creating no team projects, dev listing no existing
+    team projects, and no Pulumi Cloud management."""
     values = committed_values()
     del values[NS + "environments"][1]["tenantProjects"]
-    values[NS + "environments"][0]["teamProjects"] = [TEAM_PROJECT]
+    del values[NS + "environments"][0]["teamProjects"]
     values[NS + "pulumiCloud"]["manage"] = False
     return run_bootstrap(values)
 
@@ -171,9 +176,11 @@ def test_roles_exactly_as_readme_lists_them(bootstrap, variant):
 
 
 def test_every_environment_gets_its_own_identities_on_its_own_project(bootstrap):
+    """On its environment's project, or on the team projects that environment lists, nowhere else."""
+    team_projects = {e["name"]: e.get("teamProjects", []) for e in committed_environments()}
     for reg in bootstrap.of_type(PROJECT_MEMBER):
         environment = re.match(r"serviceAccount:gpu-ci-([a-z0-9]+)-", reg.input("member")).group(1)
-        assert reg.input("project") == f"acme-ml-{environment}", reg.name
+        assert reg.input("project") in [f"acme-ml-{environment}", *team_projects[environment]], reg.name
 
 
 def test_preview_and_drift_identities_cannot_write():
@@ -201,8 +208,11 @@ def test_tenant_project_grants_only_when_configured(bootstrap, variant):
 
 
 def test_existing_team_projects_get_exactly_the_team_project_roles(bootstrap, variant):
-    assert not [r for r in bootstrap.of_type(PROJECT_MEMBER) if r.input("project") == TEAM_PROJECT]
-    granted = {(r.input("member").split("@")[0].removeprefix("serviceAccount:"), r.input("role")) for r in variant.of_type(PROJECT_MEMBER) if r.input("project") == TEAM_PROJECT}
+    """dev lists its team stack's existing project (CI deploys team stacks): exactly the team-project
+    roles there; nothing on a team project nobody lists."""
+    assert TEAM_PROJECT in committed_environments()[0]["teamProjects"]
+    assert not [r for r in variant.of_type(PROJECT_MEMBER) if r.input("project") == TEAM_PROJECT]
+    granted = {(r.input("member").split("@")[0].removeprefix("serviceAccount:"), r.input("role")) for r in bootstrap.of_type(PROJECT_MEMBER) if r.input("project") == TEAM_PROJECT}
     expected = {(f"gpu-ci-dev-{kind}", e["role"]) for kind, spec in CI_ROLES["identities"].items() for e in spec["teamProject"]}
     assert granted == expected
     assert not {role for _, role in granted} & {"roles/container.admin", "roles/iam.serviceAccountUser"}  # no cluster there, no actAs
@@ -237,22 +247,23 @@ def test_each_kind_of_job_gets_one_team_token(bootstrap):
 
 
 def test_team_stack_permissions(bootstrap):
+    """Each environment's read team reads, and its deploy team updates, every stack listed for it:
+    the environment stack and its team stacks, which CI deploys after it (README "Add a team")."""
     granted = {(r.input("team"), r.input("stack"), r.input("permission")) for r in bootstrap.of_type("pulumiservice:index:TeamStackPermission")}
     read, edit = 101, 102  # TeamStackPermissionScope.READ / EDIT
-    assert granted == {
-        ("gpu-platform-ci-dev-read", "dev", read),
-        ("gpu-platform-ci-dev-read", "team-vision-dev", read),
-        ("gpu-platform-ci-dev-deploy", "dev", edit),
-        ("gpu-platform-ci-prod-read", "prod", read),
-        ("gpu-platform-ci-prod-deploy", "prod", edit),
-    }
+    listed = {(e["name"], s) for e in committed_environments() for s in e["stacks"]}
+    assert granted == {(f"gpu-platform-ci-{env}-{team}", s, level) for env, s in listed for team, level in (("read", read), ("deploy", edit))}
+    # As shipped: dev with its team stack, prod alone.
+    assert {("dev", "dev"), ("dev", "team-vision-dev"), ("prod", "prod")} <= listed
+    assert ("gpu-platform-ci-dev-deploy", "team-vision-dev", edit) in granted
 
 
 def test_the_policy_group_enforces_the_committed_pack_on_every_stack(bootstrap):
     group = bootstrap.one("pulumiservice:index:PolicyGroup")
     assert group.input("mode") == "preventative" and group.input("entityType") == "stacks"
     stacks = {(s["routingProject"], s["name"]) for s in group.input("stacks")}
-    assert stacks == {("gpu-platform", s) for s in ("dev", "team-vision-dev", "prod")} | {(PROJECT, "ci")}
+    assert stacks == {("gpu-platform", s) for e in committed_environments() for s in e["stacks"]} | {(PROJECT, "ci")}
+    assert {("gpu-platform", s) for s in ("dev", "team-vision-dev", "prod")} <= stacks
     pack_version = yaml.safe_load((PROJECT_DIR / "policy" / "PulumiPolicy.yaml").read_text())["version"]
     main_py = (PROJECT_DIR / "policy" / "__main__.py").read_text()
     [pack] = group.input("policyPacks")
@@ -395,8 +406,9 @@ def committed_stacks() -> dict[str, dict]:
 
 def coverage_problems(environments: list[dict], stacks: dict[str, dict]) -> list[str]:
     """What the stack files need from the bootstrap's `environments` and lack: every stack listed
-    under its environment (policy group, read team), the folder and billing account of an
-    environment stack that creates team projects, the existing projects of its inline tenants."""
+    under its environment (policy group, read and deploy teams), the folder and billing account of
+    an environment stack that creates team projects, the existing projects of its tenants, inline
+    or in team stacks (CI's deployer deploys both)."""
     problems = []
     by_name = {e["name"]: e for e in environments}
     for stack, values in stacks.items():
@@ -404,13 +416,11 @@ def coverage_problems(environments: list[dict], stacks: dict[str, dict]) -> list
         if environment is None or stack not in environment.get("stacks", []):
             problems.append(f"{stack}: not in the stacks of bootstrap environment {values['gpu-platform:environment']!r}")
             continue
-        if values.get("gpu-platform:environmentStack"):
-            continue  # a team stack, deployed by its team
         wanted = (values.get("gpu-platform:platform") or {}).get("tenantProjects")
         given = environment.get("tenantProjects") or {}
         if wanted and (given.get("folder"), given.get("billingAccount")) != (wanted["folder"], wanted["billingAccount"]):
             problems.append(f"{stack}: creates team projects in {wanted['folder']}, billed to {wanted['billingAccount']}; its bootstrap entry grants {given or 'nothing'}")
-        for tenant in values.get("gpu-platform:tenants") or []:
+        for tenant in [values.get("gpu-platform:tenant") or {}, *(values.get("gpu-platform:tenants") or [])]:
             project = tenant.get("gcpProject")
             spec = {"id": project} if isinstance(project, str) else project or {}
             if spec.get("id") and not spec.get("create") and spec["id"] not in environment.get("teamProjects", []):
@@ -423,16 +433,21 @@ def test_every_committed_stack_gets_what_it_needs_from_the_bootstrap():
 
 
 def test_the_coverage_check_fails_on_what_the_review_found():
-    environments = committed_values()[NS + "environments"]
-    del environments[1]["tenantProjects"]  # prod's deployer could not create the team projects
-    environments[0]["stacks"].remove("team-vision-dev")  # outside the policy group
-    stacks = committed_stacks()
+    """On the stacks as shipped (tests/data/shipped/) and the bootstrap entries they need."""
+    assert list_stacks(SHIPPED_DIR) == sorted(SHIPPED_STACKS)
+    stacks = {stack: shipped_values(stack) for stack in SHIPPED_STACKS}
     stacks["dev"]["gpu-platform:tenants"][0]["gcpProject"] = "acme-ml-dev-nlp"  # dev's deployer has no rights there
+    environments = [{"name": "dev", "stacks": ["dev"]}, {"name": "prod", "stacks": ["prod"]}]
     assert coverage_problems(environments, stacks) == [
         "dev: tenant nlp's existing project acme-ml-dev-nlp is not in the bootstrap entry's teamProjects",
         "prod: creates team projects in folders/123456789012, billed to 012345-6789AB-CDEF01; its bootstrap entry grants nothing",
-        "team-vision-dev: not in the stacks of bootstrap environment 'dev'",
+        "team-vision-dev: not in the stacks of bootstrap environment 'dev'",  # outside the policy group, CI cannot deploy it
     ]
     environments[0].update(teamProjects=["acme-ml-dev-nlp"], stacks=["dev", "team-vision-dev"])
+    # Listed, but CI's deployer, which deploys team stacks too, has no rights in the team's project.
+    assert coverage_problems(environments, stacks)[1:] == [
+        "team-vision-dev: tenant vision's existing project acme-ml-dev-vision is not in the bootstrap entry's teamProjects",
+    ]
+    environments[0]["teamProjects"].append("acme-ml-dev-vision")
     environments[1]["tenantProjects"] = {"folder": "folders/123456789012", "billingAccount": "012345-6789AB-CDEF01"}
     assert coverage_problems(environments, stacks) == []

@@ -243,3 +243,17 @@ def test_team_stacks_are_not_described_as_a_privilege_boundary():
         assert claim not in README
     rows = re.findall(r"^\| a (?:team stack's|shared team's stack) deployer[^|]*\|", section("Security"), flags=re.M)
     assert len(rows) == 2 and all("the environment's deployer" in row for row in rows)
+
+
+def test_team_stacks_are_deployed_by_ci_after_their_environment_and_listed_first():
+    """README says one thing about who deploys a team stack, as .github/workflows/pulumi.yml does it
+    (tests/test_workflow.py): CI's deploy job of its environment, after the bootstrap lists it."""
+    text = " ".join(section("Add a team").split())
+    assert "CI deploys it, never the team" in text and "`python -m tools.team_stacks <env>`" in text
+    assert "list the stack under its environment's `stacks` in `bootstrap/Pulumi.ci.yaml`" in text
+    assert "the project under that environment's `teamProjects`" in text
+    delivery = " ".join(section("Continuous delivery").split())
+    assert "every committed team stack of its environment" in delivery and "(Stack Write on the same `stacks`" in delivery
+    words = " ".join(README.split())
+    for claim in ("deploys the environment stack only", "deploys a merged team stack", "is deployed by its team", "deployed by their teams."):
+        assert claim not in words

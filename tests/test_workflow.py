@@ -9,11 +9,14 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from fake_commands import install_fake
 
 from config.stack_files import PROJECT_DIR, list_stacks, read_stack_values
 from shipped_stacks import SHIPPED_DIR
@@ -336,6 +339,71 @@ def test_only_dev_and_prod_are_deployed_only_from_main_and_prod_only_in_producti
             assert "up-dev" in job["needs"], "prod follows a successful dev deployment"
         else:
             assert environment_name(job) is None, name
+    # The only other `pulumi up`s are the team stacks' steps of these two jobs (below).
+    for name, job in workflow["jobs"].items():
+        for step in steps(job):
+            if "pulumi" in str(step.get("run", "")) or "team_stacks" in str(step.get("run", "")):
+                assert name in ("up-dev", "up-prod") and step is team_stacks_step(job), f"{name}: {step.get('name')}"
+
+
+# --- Team stacks: deployed by the environment's deploy job, after the environment ------------------
+
+TEAM_STACKS_COMMAND = re.compile(r'^\.venv/bin/python -m tools\.team_stacks (?P<environment>[a-z0-9]+) --deploy --organization "\$PULUMI_ORG"$')
+
+
+def team_stacks_step(job: dict) -> dict:
+    [step] = [s for s in steps(job) if "tools.team_stacks" in str(s.get("run", ""))]
+    return step
+
+
+def committed_team_stacks(environment_stack: str) -> list[str]:
+    """Read here independently of tools/team_stacks.py: the stacks whose environmentStack names it."""
+    return sorted(
+        s for s in list_stacks(PROJECT_DIR) if str(read_stack_values(PROJECT_DIR, s).get("gpu-platform:environmentStack") or "").split("/")[-1] == environment_stack
+    )
+
+
+FAKE_PULUMI = """#!/usr/bin/env bash
+echo "$*" >> "$PULUMI_LOG"
+"""
+
+
+def run_team_stacks_step(step: dict, tmp_path: Path) -> tuple[subprocess.CompletedProcess, list[str]]:
+    """Runs the step's command as the job would, with a fake `pulumi` on PATH and this test run's
+    interpreter in place of .venv/bin/python (the one `make venv` made, in CI and under make test).
+    A failing team stack's handling: tests/test_team_stacks.py."""
+    command = str(step["run"]).strip()
+    assert TEAM_STACKS_COMMAND.fullmatch(command), command
+    bin_dir, log = install_fake(tmp_path, "pulumi", FAKE_PULUMI)
+    env = {"PATH": f"{bin_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}", "PULUMI_LOG": str(log), "PULUMI_ORG": "acme", "HOME": str(tmp_path)}
+    interpreter = command.replace(".venv/bin/python", shlex.quote(sys.executable), 1)
+    result = subprocess.run(["bash", "-c", interpreter], cwd=PROJECT_DIR, env=env, capture_output=True, text=True, timeout=120)
+    return result, log.read_text().splitlines()
+
+
+@pytest.mark.parametrize("job_name, environment_stack", [("up-dev", "dev"), ("up-prod", "prod")])
+def test_each_deploy_job_deploys_its_environment_then_every_committed_team_stack_of_it(workflow, tmp_path, job_name, environment_stack):
+    """README "Add a team": team stacks are deployed by the environment's deployer from main: the
+    same job, its identities and guards, after the environment stack they read; every committed
+    team stack of that environment, each with the policy pack."""
+    job = workflow["jobs"][job_name]
+    up = step_of(job, PULUMI_ACTION)
+    assert up["with"]["command"] == "up" and up["with"]["stack-name"] == f"${{{{ vars.PULUMI_ORG }}}}/{environment_stack}"
+    step = team_stacks_step(job)
+    assert steps(job).index(step) == index_of(job, PULUMI_ACTION) + 1, "right after the environment stack's update"
+    assert TEAM_STACKS_COMMAND.fullmatch(str(step["run"]).strip()).group("environment") == environment_stack
+    assert step["env"] == {"PULUMI_ORG": "${{ vars.PULUMI_ORG }}"} and "if" not in step and "continue-on-error" not in step
+    result, calls = run_team_stacks_step(step, tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert calls == [f"up --yes --non-interactive --diff --policy-pack policy --stack acme/{s}" for s in committed_team_stacks(environment_stack)]
+
+
+def test_every_committed_team_stack_is_deployed_by_ci(workflow):
+    """Every team stack of this checkout is deployed by the job of the environment it names."""
+    deployed = {TEAM_STACKS_COMMAND.fullmatch(str(team_stacks_step(workflow["jobs"][j])["run"]).strip()).group("environment") for j in ("up-dev", "up-prod")}
+    for stack in list_stacks(PROJECT_DIR):
+        environment = str(read_stack_values(PROJECT_DIR, stack).get("gpu-platform:environmentStack") or "").split("/")[-1]
+        assert not environment or environment in deployed, f"{stack}: its environment {environment} has no deploy job"
 
 
 def test_dependabot_pull_requests_get_tests_only(workflow):
@@ -405,12 +473,7 @@ if [ "$1 $2" = "issue list" ]; then printf '%s' "${FAKE_OPEN_ISSUE:-}"; fi
 
 def _report(drift: dict, tmp_path: Path, outcome: str, open_issue: str) -> tuple[int, list[str]]:
     script = next(s for s in steps(drift["jobs"]["drift"]) if "gh issue" in str(s.get("run", "")))["run"]
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "gh").write_text(FAKE_GH)
-    (bin_dir / "gh").chmod(0o755)
-    log = tmp_path / "gh.log"
-    log.write_text("")
+    bin_dir, log = install_fake(tmp_path, "gh", FAKE_GH)
     env = {
         "PATH": f"{bin_dir}:/usr/bin:/bin",
         "GH_LOG": str(log),
