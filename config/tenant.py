@@ -334,14 +334,18 @@ def _check_network(
     net = None
     with problems.checking(cidr_path):
         net, problem = read_cidr(tenant.network.cidr, "10.160.0.0/22")
-        # A suggestion only where the facts allow one; the problem is reported either way.
-        free = derived(lambda: suggest_cidr(facts, claimed))
-        try_free = "" if isinstance(free, Broken) else f"; try {free}"
+
+        def try_free() -> str:
+            # Computed only for a message (it scans every claimed range); a suggestion only where
+            # the facts allow one, the problem is reported either way.
+            free = derived(lambda: suggest_cidr(facts, claimed))
+            return "" if isinstance(free, Broken) else f"; try {free}"
+
         if problem:
             problems.add(cidr_path, problem)
             net = None
         elif not net.is_private:
-            problems.add(cidr_path, f"{net} is not a private IPv4 range{try_free}")
+            problems.add(cidr_path, f"{net} is not a private IPv4 range{try_free()}")
             net = None
         elif not 16 <= net.prefixlen <= 26:
             problems.add(cidr_path, f"{net} must be between /16 and /26 (a /22 fits 1000 nodes)")
@@ -354,12 +358,12 @@ def _check_network(
     for what, cidr in taken:
         with problems.checking(cidr_path):
             if net.overlaps(ipaddress.IPv4Network(cidr)):
-                problems.add(cidr_path, f"{net} overlaps {what} {cidr}{try_free}")
+                problems.add(cidr_path, f"{net} overlaps {what} {cidr}{try_free()}")
     for other in others:
         with problems.checking(cidr_path):
             if net.overlaps(ipaddress.IPv4Network(other.cidr)):
                 who = other.source if isinstance(other.name, Broken) else f"tenant {other.name} ({other.source})"
-                problems.add(cidr_path, f"{net} overlaps {who} {other.cidr}{try_free}")
+                problems.add(cidr_path, f"{net} overlaps {who} {other.cidr}{try_free()}")
 
 
 def _check_pool(pool_path: str, i: int, pool: GpuPool, facts: EnvironmentFacts, seen: dict[tuple, int], problems: Problems) -> None:
@@ -521,7 +525,9 @@ def plan_tenant(tenant: Tenant, facts: EnvironmentFacts) -> TenantPlan:
         limits={"cpu": str(tenant.cpu_pool.max_cpus), "memory": f"{math.ceil(max_cpu_nodes * max(nt.capacity_memory_mi for nt in cpu_types) / 1024)}Gi"},
         idle_after="5m",
         termination_grace_period="5m",
-        consolidation_policy="WhenEmptyOrUnderutilized",
+        # Underutilization consolidation needs the node's instance-type label to name a node type,
+        # which the CCM overwrites (config/node_types.py): only empty nodes can be removed anyway.
+        consolidation_policy="WhenEmpty",
         node_usd_per_hour={nt.name: node_usd_per_hour(nt, facts.region) for nt in cpu_types},
     )
     return TenantPlan(tenant, tuple(gpu_pools), cpu_pool)

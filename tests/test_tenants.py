@@ -64,6 +64,8 @@ def test_gpu_pool_selects_our_node_types_and_is_tainted(dev_run):
     system = pools["system"]
     assert system.selected(props.ACCELERATOR) == ["none"] and system.selected(props.CAPACITY_TYPE) == ["on-demand"]
     assert not system.taints
+    # Underutilization consolidation cannot work once the CCM relabels the node (config/node_types.py).
+    assert system.spec["disruption"] == {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "5m"}
     # 8 vCPU: 4 × e2-standard-2 at most, so memory for 4 of the largest CPU type (e2-standard-4, 16 GB).
     assert system.limits == {"cpu": "8", "memory": "64Gi"}
 

@@ -163,11 +163,35 @@ def test_an_on_demand_pool_of_a_spot_only_gpu(stack_values):
     ]
 
 
-def test_impossible_requests_register_nothing(stack_values):
-    values = _prod_in(stack_values, "us-east1", ["us-east1-b"], ["nvidia-h100-80gb"])
+def _on_demand_a3_ultra(stack_values) -> dict:
+    values = _prod_in(stack_values, "us-central1", ["us-central1-a", "us-central1-b"], ["nvidia-h200-141gb"])
+    values[f"{NS}:nodeProvider"]["spot"] = False
+    return values
+
+
+def _pool_zone_outside_the_provider(stack_values) -> dict:
+    values = stack_values("dev")
+    values[f"{NS}:tenants"][0]["gpuPools"][0]["zones"] = ["europe-west4-c"]
+    return values
+
+
+@pytest.mark.parametrize(
+    "make_values, stack, expected",
+    [
+        (
+            lambda sv: _prod_in(sv, "us-east1", ["us-east1-b"], ["nvidia-h100-80gb"]),
+            "prod",
+            "nodeProvider.gpuTypes[0]: nvidia-h100-80gb is not offered in any zone of us-east1",
+        ),
+        (_on_demand_a3_ultra, "prod", "nodeProvider.gpuTypes[0]: nvidia-h200-141gb is not sold on-demand"),
+        (_pool_zone_outside_the_provider, "dev", "tenants[0].gpuPools[0].zones[0]: europe-west4-c is not in nodeProvider.zones"),
+    ],
+    ids=["gpu-not-in-region", "purchase-option-not-sold", "pool-zone-not-offered"],
+)
+def test_impossible_requests_register_nothing(stack_values, make_values, stack, expected):
     with pytest.raises(pulumi.RunError) as caught:
-        run_shipped(values, stack="prod")
-    assert "nodeProvider.gpuTypes[0]: nvidia-h100-80gb is not offered in any zone of us-east1" in str(caught.value)
+        run_shipped(make_values(stack_values), stack=stack)
+    assert expected in str(caught.value)
     assert caught.value.registrations == []
 
 

@@ -158,9 +158,11 @@ def node_zone(node: dict[str, Any]) -> str | None:
 # --- The smoke Job -------------------------------------------------------------------------------
 
 
-def smoke_job_documents(zone: str | None, run_id: str) -> list[dict[str, Any]]:
+def smoke_job_documents(zone: str | None, run_id: str, deadline_seconds: int = 0) -> list[dict[str, Any]]:
     """The program's own smoke test (`smokeTest: true`: its namespace and Job), applied by the run
-    at a time it controls, pinned to `zone` when there is one to prove."""
+    at a time it controls, pinned to `zone` when there is one to prove. Its deadline is raised to
+    `deadline_seconds` when that is longer, so a slow node fails the run's own timed step (which
+    says which step) rather than the Job (DeadlineExceeded, which does not)."""
     documents = [
         copy.deepcopy(d)
         for d in tenant_objects(True)
@@ -171,6 +173,7 @@ def smoke_job_documents(zone: str | None, run_id: str) -> list[dict[str, Any]]:
     job["metadata"].setdefault("labels", {})["gpu-platform/acceptance-run"] = run_id
     if zone:
         job["spec"]["template"]["spec"]["nodeSelector"] = {ZONE_LABEL: zone}
+    job["spec"]["activeDeadlineSeconds"] = max(job["spec"].get("activeDeadlineSeconds", 0), deadline_seconds)
     return documents
 
 

@@ -27,6 +27,7 @@ TENANT_TIMEOUT = 1800
 READY_TIMEOUT = 600  # node registered → Ready, and Ready → initialized
 GPU_TIMEOUT = 900  # Ready → nvidia.com/gpu allocatable (GPU Operator: toolkit, device plugin)
 PROBE_TIMEOUT = 300  # the metadata probe pods: image pull and two requests
+JOB_RUN_TIMEOUT = 600  # GPU offered → the Job's pod pulled its image and ran nvidia-smi
 
 
 @dataclass
@@ -180,11 +181,16 @@ def check_gpu_job(live: Live, tenant: TenantAccess) -> None:
         check_idle_deletion(live, tenant, smoke.node["metadata"]["name"], vm)
 
 
+def smoke_job_deadline(node_timeout_seconds: int) -> int:
+    """Every timed step between applying the Job and its end, added up: the Job outlives them."""
+    return node_timeout_seconds + 2 * READY_TIMEOUT + GPU_TIMEOUT + JOB_RUN_TIMEOUT
+
+
 def apply_smoke_job(live: Live, tenant: TenantAccess) -> SmokeJob:
     nodes = tenant.json("get", "nodes")
     zone, why = kube.pick_gpu_zone(live.names.zones, nodes, tenant.json("get", "pods", "--all-namespaces"))
     live.report.notes.append(f"GPU Job pinned to zone {zone}: {why}" if zone else f"GPU Job not pinned to a zone: {why}")
-    documents = kube.smoke_job_documents(zone, live.names.run_id)
+    documents = kube.smoke_job_documents(zone, live.names.run_id, smoke_job_deadline(live.settings.node_timeout_seconds))
     smoke = SmokeJob(live, tenant, kube.smoke_job(documents), zone, kube.node_names(nodes))
     live.say(f"applying Job {smoke.namespace}/{smoke.name} in the tenant" + (f", pinned to {zone}" if zone else ""))
     tenant.apply(documents)

@@ -71,6 +71,14 @@ def test_the_smoke_job_is_the_programs_own_pinned_to_the_zone():
     assert "nodeSelector" not in kube.smoke_job(kube.smoke_job_documents(None, "k3x9q2"))["spec"]["template"]["spec"]
 
 
+def test_the_smoke_jobs_deadline_outlives_the_runs_waits():
+    program = kube.smoke_job(tenant_objects(True))["spec"]["activeDeadlineSeconds"]
+    longer = kube.smoke_job(kube.smoke_job_documents(None, "k3x9q2", program + 900))
+    assert longer["spec"]["activeDeadlineSeconds"] == program + 900
+    # Never shortened below the program's own.
+    assert kube.smoke_job(kube.smoke_job_documents(None, "k3x9q2", 60))["spec"]["activeDeadlineSeconds"] == program
+
+
 def test_job_states():
     assert kube.job_state(load("kubectl/job-running.json"))[0] == "running"
     assert kube.job_state(load("kubectl/job-complete.json"))[0] == "complete"

@@ -173,6 +173,8 @@ def test_a_healthy_run_passes_every_check_and_measures_every_span(tmp_path):
     job = next(d for d in world.applied if d["kind"] == "Job")
     assert job["spec"]["template"]["spec"]["nodeSelector"] == {"topology.kubernetes.io/zone": "us-central1-b"}
     assert "GPU Job pinned to zone us-central1-b" in live.report.notes[0]
+    # The Job outlives every timed wait of the run, so a slow node fails a named step, not the Job.
+    assert job["spec"]["activeDeadlineSeconds"] == live.settings.node_timeout_seconds + 600 + 600 + 900 + 600
     spans = {s.name: s.seconds for s in timings.spans(live.report.milestones)}
     assert all(v is not None for v in spans.values()), spans
     assert spans["pod pending → node Ready"] == 258
