@@ -4,6 +4,9 @@ requests are configuration errors naming the key, and register nothing."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pulumi
 import pytest
 
@@ -291,3 +294,62 @@ def test_availability_waits_for_sound_zones(stack_values):
         load_stack(values, stack="dev", project_dir=SHIPPED_DIR)
     assert [p.path for p in caught.value.problems][:2] == ["nodeProvider.zones[1]", "nodeProvider.gpuTypes[1]"]
     assert "not checked against nodeProvider.zones until it is fixed: cluster.location, nodeProvider.gpuTypes, nodeProvider.name" in caught.value.notes
+
+
+# --- README's table of impossible requests is what users get ------------------------------------
+
+
+def _readme_messages() -> dict[str, re.Pattern]:
+    """README "GPU nodes" table: `you ask for` → the message shown, as a pattern (… is anything,
+    [i] any index)."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    table = readme[readme.index("Asking for the impossible is a configuration error") :]
+    rows = {}
+    for line in table.splitlines()[4:]:
+        if not line.startswith("| "):
+            break
+        asked, shown = (cell.strip() for cell in line.strip("|").split("|", 1))
+        message = re.search(r"`([^`]+)`", shown).group(1)
+        pattern = re.escape(message).replace("…", ".*")
+        pattern = re.sub(r"\\\[[ijk]\\\]", r"\\[\\d+\\]", pattern)
+        rows[asked] = re.compile(pattern)
+    return rows
+
+
+def _h200_pool(stack_values, **pool) -> dict:
+    values = _prod_in(stack_values, "us-central1", ["us-central1-a", "us-central1-b"], ["nvidia-h200-141gb"])
+    values[f"{NS}:tenants"] = [
+        {"name": "llm", "network": {"cidr": "10.160.0.0/22"}, "gpuPools": [{"gpu": "nvidia-h200-141gb", "maxGpus": 8, **pool}]}
+    ]
+    return values
+
+
+def _gpu_only_in_other_zones(stack_values) -> dict:
+    values = stack_values("dev")
+    values[f"{NS}:nodeProvider"].update(
+        zones=["europe-west4-a"], gpuTypes=["nvidia-l4", "nvidia-h100-80gb"], gpuQuota={"nvidia-l4": 8, "nvidia-h100-80gb": 8}
+    )
+    values[f"{NS}:tenants"] = []
+    return values
+
+
+def test_readmes_table_of_impossible_requests_matches_the_messages(stack_values):
+    cases = {
+        "a GPU type no zone of the region offers": ("prod", _prod_in(stack_values, "us-east1", ["us-east1-b"], ["nvidia-h100-80gb"])),
+        "a GPU type offered only in zones you did not list": ("dev", _gpu_only_in_other_zones(stack_values)),
+        "a region the catalog has no record for": ("prod", _prod_in(stack_values, "europe-west3", ["europe-west3-a"], ["nvidia-l4"])),
+        "a family not sold on-demand, without Spot": ("prod", _on_demand_a3_ultra(stack_values)),
+        "an on-demand pool of a Spot-only GPU": ("prod", _h200_pool(stack_values)),
+        "a pool zone outside `nodeProvider.zones`, or one that lacks the GPU": (
+            "dev",
+            _pool_zone_outside_the_provider(stack_values),
+        ),
+    }
+    rows = _readme_messages()
+    assert set(rows) == set(cases)
+    for asked, (stack, values) in cases.items():
+        [message] = problems(values, stack)
+        assert rows[asked].fullmatch(message), (asked, message)
+    # The second case of the last row: a pool zone that lacks the GPU.
+    [message] = problems(_h200_pool(stack_values, spot=True, zones=["us-central1-a"]), "prod")
+    assert rows["a pool zone outside `nodeProvider.zones`, or one that lacks the GPU"].fullmatch(message)
