@@ -12,6 +12,7 @@ import re
 import shlex
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -41,7 +42,6 @@ PINNED = {
     "pulumi/auth-actions": ("v2.1.0", "141415910c3beb54e03b48e9057c204c97b956f2"),
     "pulumi/actions": ("v7.0.0", "8e5e406f4007fca908480587cb9893c07090f58d"),
 }
-_USES_LINE = re.compile(r"^\s*(?:-\s*)?uses:\s*(?P<ref>\S+)(?:\s+#\s*(?P<comment>.*))?$", re.MULTILINE)
 _PINNED_REF = re.compile(r"^(?P<action>[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)(?:/[A-Za-z0-9_./-]+)?@(?P<sha>[0-9a-f]{40})$")
 
 
@@ -156,30 +156,97 @@ def pulumi_team(job: dict) -> str | None:
 # --- Every workflow: pins, triggers, tokens -----------------------------------------------------
 
 
-@pytest.mark.parametrize("path", WORKFLOW_FILES, ids=lambda p: p.name)
-def test_every_action_is_pinned_by_a_full_commit_sha_with_its_version(path):
-    lines = list(_USES_LINE.finditer(path.read_text()))
-    assert lines, f"{path.name} uses no action"
-    for found in lines:
-        ref = found.group("ref").strip("'\"")
+def uses_of(document) -> list:
+    """Every `uses:` of a workflow, from its parsed YAML whatever the style (block, flow `{uses: …}`,
+    quoted): each job's (a reusable workflow) and each step's. Nowhere else does GitHub run one."""
+    jobs = document.get("jobs") if isinstance(document, dict) else None
+    found = []
+    for job in jobs.values() if isinstance(jobs, dict) else []:
+        if not isinstance(job, dict):
+            continue
+        if "uses" in job:
+            found.append(job["uses"])
+        found += [step["uses"] for step in steps(job) if isinstance(step, dict) and "uses" in step]
+    return found
+
+
+def _version_comment(text: str, ref: str) -> str | None:
+    """The `# vX.Y.Z` comment on every line that names `ref`, if they all carry the same one."""
+    comments = {line.rsplit(" #", 1)[1].strip() if " #" in line else "" for line in text.splitlines() if ref in line}
+    version = comments.pop() if len(comments) == 1 else ""
+    return version if re.fullmatch(r"v\d+(\.\d+){0,2}", version) else None
+
+
+def unpinned(text: str) -> list[str]:
+    """Why each `uses:` of a workflow's text is not pinned (none when all are): a third-party action
+    or reusable workflow by a 40-hex commit SHA with its release in a `# vX.Y.Z` comment (the one
+    PINNED records, where it records one), a Docker image by digest; this repository's own (`./…`)
+    is reviewed with it."""
+    problems = []
+    for ref in uses_of(yaml.safe_load(text)):
+        if not isinstance(ref, str):
+            problems.append(f"{ref!r} is not an action reference")
+            continue
         if ref.startswith("./"):
-            continue  # an action of this repository: reviewed with it
+            continue
         if ref.startswith("docker://"):
-            assert re.search(r"@sha256:[0-9a-f]{64}$", ref), f"{path.name}: {ref} is not pinned by digest"
+            if not re.search(r"@sha256:[0-9a-f]{64}$", ref):
+                problems.append(f"{ref} is not pinned by digest")
             continue
         pinned = _PINNED_REF.match(ref)
-        assert pinned, f"{path.name}: {ref} is not pinned by a 40-hex commit SHA"
-        assert re.fullmatch(r"v\d+(\.\d+){0,2}", (found.group("comment") or "").strip()), f"{path.name}: {ref} has no `# vX.Y.Z` comment"
+        if not pinned:
+            problems.append(f"{ref} is not pinned by a 40-hex commit SHA")
+            continue
+        version = _version_comment(text, ref)
         known = PINNED.get(pinned.group("action"))
-        if known:
-            assert (found.group("comment").strip(), pinned.group("sha")) == known, f"{path.name}: {ref} is not the recorded release {known}"
+        if version is None:
+            problems.append(f"{ref} has no `# vX.Y.Z` comment")
+        elif known and (version, pinned.group("sha")) != known:
+            problems.append(f"{ref} ({version}) is not the recorded release {known}")
+    return problems
+
+
+@pytest.mark.parametrize("path", WORKFLOW_FILES, ids=lambda p: p.name)
+def test_every_action_is_pinned_by_a_full_commit_sha_with_its_version(path):
+    assert uses_of(load(path)), f"{path.name} uses no action"
+    assert unpinned(path.read_text()) == []
+
+
+def test_an_unpinned_action_is_caught_in_any_yaml_style():
+    """Read from the parsed YAML, a flow-style step or a job's reusable workflow is no way around the pins."""
+    checkout, (version, sha) = "actions/checkout", PINNED["actions/checkout"]
+    text = textwrap.dedent(
+        f"""\
+        on: push
+        jobs:
+          build:
+            runs-on: ubuntu-latest
+            steps:
+              - {{uses: foo/bar@v1}}
+              - {{name: pinned, uses: {checkout}@{sha}}}  # {version}
+              - {{uses: "foo/baz@{'0' * 40}"}}
+              - uses: >-
+                  foo/qux@main
+          reuse:
+            uses: foo/bar/.github/workflows/build.yml@main
+        """
+    )
+    assert unpinned(text) == [
+        "foo/bar@v1 is not pinned by a 40-hex commit SHA",
+        f"foo/baz@{'0' * 40} has no `# vX.Y.Z` comment",
+        "foo/qux@main is not pinned by a 40-hex commit SHA",
+        "foo/bar/.github/workflows/build.yml@main is not pinned by a 40-hex commit SHA",
+    ]
+    assert unpinned(text.replace(f"{checkout}@{sha}}}  # {version}", f"{checkout}@{sha}}}  # v1.0.0"))[1] == (
+        f"{checkout}@{sha} (v1.0.0) is not the recorded release {PINNED[checkout]}"
+    )
 
 
 def test_one_commit_per_action_across_workflows():
     seen: dict[str, set[str]] = {}
     for path in WORKFLOW_FILES:
-        for found in _USES_LINE.finditer(path.read_text()):
-            pinned = _PINNED_REF.match(found.group("ref"))
+        for ref in uses_of(load(path)):
+            pinned = _PINNED_REF.match(str(ref))
             if pinned:
                 seen.setdefault(pinned.group("action"), set()).add(pinned.group("sha"))
     assert {a: s for a, s in seen.items() if len(s) > 1} == {}
