@@ -1,8 +1,9 @@
 """The gpu-platform guardrails as CrossGuard policies, collected from policy/guardrails/.
 
-Every rule is a plain validator function `fn(args, report_violation)` followed by its policy object,
-so tests call the validators directly (tests/test_policies*.py) and `policy/__main__.py` only builds
-the `PolicyPack` from `POLICIES`.
+Every rule is a plain validator function `fn(args, report_violation)` followed by its policy object
+(a resource rule's is a `ResourcePolicy`, which starts every message with the resource's name), so
+tests run the policies directly (tests/test_policies*.py) and `policy/__main__.py` only builds the
+`PolicyPack` from `POLICIES`.
 
 The pack is self-contained, so `pulumi policy publish policy` uploads everything it needs: it
 imports nothing from the repository around it. What it checks against comes from the program's

@@ -98,10 +98,18 @@ def stack_args(run: ProgramRun, extra: list[PolicyResource] = ()) -> StackValida
     return StackValidationArgs(resources=[*resources, *extra])
 
 
-def violations(policy: Policy, args: ResourceValidationArgs | StackValidationArgs) -> list[str]:
-    """Messages the policy reports; runs an awaitable validator to completion like the analyzer."""
-    found: list[str] = []
-    result = policy.validate(args, lambda message, urn=None: found.append(message))
+def reports(policy: Policy, args: ResourceValidationArgs | StackValidationArgs) -> list[tuple[str, str]]:
+    """(resource, message) of every violation the policy reports, as the CLI shows it: attached to
+    the resource's URN (a resource policy's own resource, whatever urn it passes; a stack policy's
+    urn, or the stack when it names none), its name taken from that URN, and the message. Runs an
+    awaitable validator to completion like the analyzer."""
+    found: list[tuple[str, str]] = []
+
+    def report(message: str, urn: str | None = None) -> None:
+        attached = args.urn if isinstance(args, ResourceValidationArgs) else urn
+        found.append((attached.rsplit("::", 1)[-1] if attached else "<stack>", message))
+
+    result = policy.validate(args, report)
     if inspect.isawaitable(result):
         loop = asyncio.new_event_loop()
         try:
@@ -109,6 +117,15 @@ def violations(policy: Policy, args: ResourceValidationArgs | StackValidationArg
         finally:
             loop.close()
     return found
+
+
+def violations(policy: Policy, args: ResourceValidationArgs | StackValidationArgs) -> list[str]:
+    """The messages the policy reports. Each must start with the resource it is attached to (its
+    name, then the object, `described`), so the message alone tells a user what to fix."""
+    found = reports(policy, args)
+    for resource, message in found:
+        assert message.startswith(f"{resource} (") or message.startswith(f"{resource}: "), (policy.name, resource, message)
+    return [message for _, message in found]
 
 
 def rejected(args: ResourceValidationArgs) -> list[tuple[str, str]]:
@@ -137,7 +154,7 @@ def analyze(run: ProgramRun, levels: dict[str, EnforcementLevel] | None = None) 
         if level == EnforcementLevel.DISABLED:
             continue
         if isinstance(policy, StackValidationPolicy):
-            out += [(level, policy.name, "<stack>", m) for m in violations(policy, stack_args(run))]
+            out += [(level, policy.name, resource, m) for resource, m in reports(policy, stack_args(run))]
             continue
         for reg in run.registrations:
             if reg.custom:

@@ -299,7 +299,8 @@ def test_the_bootstrap_stack_passes_the_policy_pack(bootstrap):
 def test_a_wider_federation_binding_is_rejected(bootstrap, member):
     binding = bootstrap.one(SA_MEMBER, "prod-deploy-github")
     found = violations(P.workload_identity_members, args_of(bootstrap, binding, props={**binding.plain_inputs, "member": member}))
-    assert len(found) == 1 and found[0].startswith(f"member: {member!r} is not allowed"), found
+    target = binding.plain_inputs["serviceAccountId"].rsplit("/", 1)[-1]
+    assert len(found) == 1 and found[0].startswith(f"{binding.name} (on service account {target!r}): member: {member!r} is not allowed"), found
 
 
 def test_a_deployer_role_on_a_preview_identity_is_still_allowed_only_by_design(bootstrap):
@@ -307,7 +308,7 @@ def test_a_deployer_role_on_a_preview_identity_is_still_allowed_only_by_design(b
     deployer, but a role outside the file (say, owner-equivalent compute.admin) is not."""
     binding = bootstrap.one(PROJECT_MEMBER, "ci-dev-preview-compute-viewer")
     [message] = violations(P.grant_allow_list, args_of(bootstrap, binding, props={**binding.plain_inputs, "role": "roles/compute.admin"}))
-    assert "is not a grant gpu-platform-bootstrap makes by design" in message
+    assert message.startswith(f"{binding.name} (on project ") and "is not a grant gpu-platform-bootstrap makes by design" in message
 
 
 # --- Configuration ---------------------------------------------------------------------------------

@@ -156,7 +156,7 @@ def test_gke_hardening_rejects_a_broken_cluster(runs, break_it, message):
     break_it(props)
     found = violations(P.gke_hardening, args_of(run, cluster, props=props))
     assert len(found) == 1, found
-    assert found[0].startswith(message), found[0]
+    assert found[0].startswith(f"gke-cluster (cluster 'gpu-dev'): {message}"), found[0]
 
 
 def test_gke_hardening_rejects_a_node_pool_without_gke_metadata(runs):
@@ -164,7 +164,7 @@ def test_gke_hardening_rejects_a_node_pool_without_gke_metadata(runs):
     props = copy.deepcopy(pool.plain_inputs)
     props["nodeConfig"]["workloadMetadataConfig"] = {"mode": "MODE_UNSPECIFIED"}
     assert violations(P.gke_hardening, args_of(run, pool, props=props)) == [
-        "nodeConfig.workloadMetadataConfig.mode: 'MODE_UNSPECIFIED' is not allowed; allowed: 'GKE_METADATA' "
+        "gke-system (node pool 'system' of cluster 'gpu-prod'): nodeConfig.workloadMetadataConfig.mode: 'MODE_UNSPECIFIED' is not allowed; allowed: 'GKE_METADATA' "
         "(pods reach Google APIs through Workload Identity, never as the node's service account)"
     ]
     del props["nodeConfig"]
@@ -182,11 +182,11 @@ def test_prod_cluster_without_deletion_protection(runs):
     run, cluster = one(runs, "prod", P.GKE_CLUSTER)
     props = {**cluster.plain_inputs, "deletionProtection": False}
     assert violations(P.gke_prod_deletion_protection, args_of(run, cluster, props=props)) == [
-        "deletionProtection: false is not allowed; allowed: true for a prod cluster "
+        "gke-cluster (cluster 'gpu-prod'): deletionProtection: false is not allowed; allowed: true for a prod cluster "
         "(resourceLabels['gpu-platform-environment'] is 'prod')"
     ]
     assert violations(P.gke_prod_deletion_protection, args_of(run, cluster, protect=False)) == [
-        "resource option protect: false is not allowed; allowed: true for a prod cluster "
+        "gke-cluster (cluster 'gpu-prod'): resource option protect: false is not allowed; allowed: true for a prod cluster "
         "(resourceLabels['gpu-platform-environment'] is 'prod')"
     ]
 
@@ -198,7 +198,7 @@ def test_prod_label_from_the_provider_default_labels(runs):
     props["deletionProtection"] = False
     found = violations(P.gke_prod_deletion_protection, args_of(run, cluster, props=props))
     assert found == [
-        "deletionProtection: false is not allowed; allowed: true for a prod cluster "
+        "gke-cluster (cluster 'gpu-prod'): deletionProtection: false is not allowed; allowed: true for a prod cluster "
         "(the GCP provider's defaultLabels['gpu-platform-environment'] is 'prod')"
     ]
 
@@ -222,10 +222,10 @@ def test_no_service_account_keys(runs):
         assert run.of_type(P.SERVICE_ACCOUNT_KEY) == []
         for reg in run.registrations:
             assert violations(P.no_service_account_keys, args_of(run, reg)) == []
-    key = make_args(P.SERVICE_ACCOUNT_KEY, {"serviceAccountId": "projects/p/serviceAccounts/sa@p.iam.gserviceaccount.com"})
+    key = make_args(P.SERVICE_ACCOUNT_KEY, {"serviceAccountId": "projects/p/serviceAccounts/sa@p.iam.gserviceaccount.com"}, name="ci-key")
     found = violations(P.no_service_account_keys, key)
     assert found == [
-        "gcp:serviceaccount/key:Key: a service account key is not allowed; allowed: Workload Identity "
+        "ci-key (key of 'projects/p/serviceAccounts/sa@p.iam.gserviceaccount.com'): a service account key is not allowed; allowed: Workload Identity "
         "(pods) and Workload Identity Federation (CI), which need no long-lived key"
     ]
 
@@ -243,17 +243,17 @@ def test_real_iam_grants_pass(runs):
         (
             "gcp:projects/iAMMember:IAMMember",
             {"project": "acme-ml-dev", "role": "roles/editor", "member": "serviceAccount:x@acme-ml-dev.iam.gserviceaccount.com"},
-            "role: 'roles/editor' is a basic role and not allowed",
+            "grant (on project 'acme-ml-dev'): role: 'roles/editor' is a basic role and not allowed",
         ),
         (
             "gcp:projects/iAMBinding:IAMBinding",
             {"project": "acme-ml-dev", "role": "roles/owner", "members": ["user:a@example.com"]},
-            "role: 'roles/owner' is a basic role and not allowed",
+            "grant (on project 'acme-ml-dev'): role: 'roles/owner' is a basic role and not allowed",
         ),
         (
             "gcp:serviceaccount/iAMBinding:IAMBinding",
             {"serviceAccountId": "projects/p/serviceAccounts/x", "role": "roles/viewer", "members": ["group:g@example.com"]},
-            "role: 'roles/viewer' is a basic role and not allowed",
+            "grant (on service account 'projects/p/serviceAccounts/x'): role: 'roles/viewer' is a basic role and not allowed",
         ),
         (
             "gcp:projects/iAMPolicy:IAMPolicy",
@@ -263,17 +263,17 @@ def test_real_iam_grants_pass(runs):
                     {"bindings": [{"role": "roles/compute.viewer", "members": ["user:a@example.com"]}, {"role": "roles/viewer", "members": ["user:b@example.com"]}]}
                 ),
             },
-            "policyData.bindings[1].role: 'roles/viewer' is a basic role and not allowed",
+            "grant (on project 'acme-ml-dev'): policyData.bindings[1].role: 'roles/viewer' is a basic role and not allowed",
         ),
         (
             "gcp:storage/bucketIAMMember:BucketIAMMember",
             {"bucket": "b", "role": "roles/owner", "member": "user:a@example.com"},
-            "role: 'roles/owner' is a basic role and not allowed",
+            "grant (on bucket 'b'): role: 'roles/owner' is a basic role and not allowed",
         ),
     ],
 )
 def test_basic_roles_are_rejected(typ, props, message):
-    found = violations(P.no_basic_roles, make_args(typ, props))
+    found = violations(P.no_basic_roles, make_args(typ, props, name="grant"))
     assert len(found) == 1 and found[0].startswith(message), found
 
 
@@ -305,6 +305,7 @@ def test_workload_identity_user_rejects_anything_but_one_ksa(runs, member):
     props = {**reg.plain_inputs, "member": member}
     found = violations(P.workload_identity_members, args_of(run, reg, props=props))
     assert found == [
+        "auto-nodes-workload-identity (on service account 'vcluster-platform-dev@acme-ml-dev.iam.gserviceaccount.com'): "
         f"member: {member!r} is not allowed; allowed: for roles/iam.workloadIdentityUser, exactly one Kubernetes "
         "service account, serviceAccount:<project>.svc.id.goog[<namespace>/<ksa>] (no wildcard), or one GitHub workflow "
         "identity: principal://…/workloadIdentityPools/<pool>/subject/<sub> or principalSet://…/workloadIdentityPools/<pool>/"
@@ -315,11 +316,11 @@ def test_workload_identity_user_rejects_anything_but_one_ksa(runs, member):
 def test_workload_identity_user_in_bindings_and_policies():
     good = "serviceAccount:acme-ml-dev.svc.id.goog[vcluster-platform/loft]"
     binding = {"serviceAccountId": "x", "role": P.WORKLOAD_IDENTITY_USER, "members": [good, "serviceAccount:acme-ml-dev.svc.id.goog[team-a/*]"]}
-    found = violations(P.workload_identity_members, make_args("gcp:serviceaccount/iAMBinding:IAMBinding", binding))
-    assert len(found) == 1 and found[0].startswith("members[1]: 'serviceAccount:acme-ml-dev.svc.id.goog[team-a/*]' is not allowed")
+    found = violations(P.workload_identity_members, make_args("gcp:serviceaccount/iAMBinding:IAMBinding", binding, name="wi"))
+    assert len(found) == 1 and found[0].startswith("wi (on service account 'x'): members[1]: 'serviceAccount:acme-ml-dev.svc.id.goog[team-a/*]' is not allowed")
     policy = {"serviceAccountId": "x", "policyData": json.dumps({"bindings": [{"role": P.WORKLOAD_IDENTITY_USER, "members": ["allUsers"]}]})}
-    found = violations(P.workload_identity_members, make_args("gcp:serviceaccount/iAMPolicy:IAMPolicy", policy))
-    assert len(found) == 1 and found[0].startswith("policyData.bindings[0].members[0]: 'allUsers' is not allowed")
+    found = violations(P.workload_identity_members, make_args("gcp:serviceaccount/iAMPolicy:IAMPolicy", policy, name="wi"))
+    assert len(found) == 1 and found[0].startswith("wi (on service account 'x'): policyData.bindings[0].members[0]: 'allUsers' is not allowed")
     binding["members"] = [good]
     assert violations(P.workload_identity_members, make_args("gcp:serviceaccount/iAMBinding:IAMBinding", binding)) == []
 
@@ -340,7 +341,7 @@ def test_legacy_mode_role_violates_on_purpose(legacy_dev_run):
     assert "resourcemanager.projects.setIamPolicy" in held and "iam.roles.create" in held
     found = violations(P.custom_role_permissions, args_of(run, role))
     assert len(found) == 1
-    assert found[0].startswith(f"permissions: {', '.join(held)} are not allowed in any custom role")
+    assert found[0].startswith(f"auto-nodes-role (role 'gpuPlatform_dev_autoNodes'): permissions: {', '.join(held)} are not allowed in any custom role")
     # What the legacy stack violates is its broad role, its unconditioned binding and the control
     # planes open to any joining node (the official template's NAT addresses are Google's pick);
     # lowering those four policies through policy config (README "Guardrails") clears the way.
@@ -358,8 +359,8 @@ def test_legacy_mode_role_violates_on_purpose(legacy_dev_run):
 
 def test_organization_custom_role_is_checked_too():
     props = {"orgId": "123", "roleId": "x", "title": "x", "permissions": ["compute.instances.get", "iam.serviceAccountKeys.create"]}
-    found = violations(P.custom_role_permissions, make_args(P.CUSTOM_ROLES[1], props))
-    assert len(found) == 1 and found[0].startswith("permissions: iam.serviceAccountKeys.create is not allowed in any custom role")
+    found = violations(P.custom_role_permissions, make_args(P.CUSTOM_ROLES[1], props, name="org-role"))
+    assert len(found) == 1 and found[0].startswith("org-role (role 'x'): permissions: iam.serviceAccountKeys.create is not allowed in any custom role")
 
 
 # --- c. Supply chain ------------------------------------------------------------------------------
@@ -378,7 +379,7 @@ def test_helm_release_without_an_exact_version(runs, version):
     if version is not None:
         props["version"] = version
     found = violations(P.helm_release_version, args_of(run, reg, props=props))
-    assert len(found) == 1 and found[0].startswith("version (chart 'vcluster-platform'): "), found
+    assert len(found) == 1 and found[0].startswith("platform-release (chart 'vcluster-platform'): version: "), found
     assert "allowed: an exact release such as 4.11.2" in found[0]
 
 
@@ -399,9 +400,9 @@ def test_instance_with_unpinned_charts(runs):
     del props["spec"]["template"]["helmRelease"]["chart"]["version"]
     props["spec"]["template"]["charts"][0]["version"] = "latest"
     found = violations(P.instance_chart_versions, args_of(run, reg, props=props))
-    assert [m.split(": ", 1)[0] for m in found] == [
-        "spec.template.helmRelease.chart.version (chart 'vcluster')",
-        "spec.template.charts[0].version (chart 'gpu-operator')",
+    assert [m.split(": ", 2)[:2] for m in found] == [
+        ["tenant-nlp-instance (instance 'p-nlp/nlp')", "spec.template.helmRelease.chart.version (chart 'vcluster')"],
+        ["tenant-nlp-instance (instance 'p-nlp/nlp')", "spec.template.charts[0].version (chart 'gpu-operator')"],
     ]
     assert "is not set, so the newest chart would be installed" in found[0]
     assert "'latest' is not an exact version" in found[1]
@@ -438,7 +439,7 @@ def test_node_provider_git_source_not_pinned(runs, pin, message):
     git.update(pin)
     found = violations(P.node_provider_templates, args_of(run, reg, props=props))
     assert len(found) == 1, found
-    assert found[0].startswith("spec.terraform.nodeEnvironmentTemplate.kubernetes.git")
+    assert found[0].startswith("gpu-nodes-node-provider (NodeProvider 'gcp-gpu'): spec.terraform.nodeEnvironmentTemplate.kubernetes.git")
     assert message in found[0] and "allowed: a tag, or a full 40-hex-digit commit" in found[0]
 
 
@@ -456,7 +457,9 @@ def test_node_provider_git_source_in_a_node_type_is_found(runs):
     props = copy.deepcopy(reg.plain_inputs)
     props["spec"]["terraform"]["nodeTypes"][1]["nodeTemplate"] = {"git": {"repository": "https://example.com/t.git", "branch": "dev"}}
     found = violations(P.node_provider_templates, args_of(run, reg, props=props))
-    assert len(found) == 1 and found[0].startswith("spec.terraform.nodeTypes[1].nodeTemplate.git: 'https://example.com/t.git'")
+    assert len(found) == 1 and found[0].startswith(
+        "gpu-nodes-node-provider (NodeProvider 'gcp-gpu'): spec.terraform.nodeTypes[1].nodeTemplate.git: 'https://example.com/t.git'"
+    )
 
 
 # --- d. Tenancy ----------------------------------------------------------------------------------
@@ -506,7 +509,7 @@ def test_instance_isolation_violations(runs, edit, messages):
     found = violations(P.tenant_isolation, args_of(run, reg, props=edit_values(reg.plain_inputs, edit)))
     assert len(found) == len(messages), found
     for got, expected in zip(found, messages):
-        assert got.startswith(expected), got
+        assert got.startswith(f"tenant-vision-instance (instance 'p-vision/vision'): {expected}"), got
 
 
 @pytest.mark.parametrize(
@@ -527,7 +530,7 @@ def test_instance_without_readable_values(runs, values, message):
     else:
         release["values"] = values
     found = violations(P.tenant_isolation, args_of(run, reg, props=props))
-    assert len(found) == 1 and found[0].startswith(message), found
+    assert len(found) == 1 and found[0].startswith(f"tenant-speech-instance (instance 'p-speech/speech'): {message}"), found
 
 
 def test_unknown_values_defer_to_the_update_instead_of_failing(runs):
@@ -566,7 +569,7 @@ def test_node_provider_sets_no_scope(runs, key, value):
     props = copy.deepcopy(reg.plain_inputs)
     props["spec"]["properties"] = {key: value}
     assert violations(P.concrete_scope, args_of(run, reg, props=props)) == [
-        f"spec.properties.{key}: {value!r} is not allowed; allowed: no {key} on the NodeProvider "
+        f"gpu-nodes-node-provider (NodeProvider 'gcp-gpu'): spec.properties.{key}: {value!r} is not allowed; allowed: no {key} on the NodeProvider "
         f"(each tenant's auto-nodes entry sets its own {key}; two values would conflict)"
     ]
 
@@ -576,7 +579,7 @@ def test_node_type_scope(runs):
     props = copy.deepcopy(reg.plain_inputs)
     props["spec"]["terraform"]["nodeTypes"][0]["properties"]["region"] = "*"
     found = violations(P.concrete_scope, args_of(run, reg, props=props))
-    assert len(found) == 1 and found[0].startswith("spec.terraform.nodeTypes[0].properties.region: '*' is not allowed")
+    assert len(found) == 1 and found[0].startswith("gpu-nodes-node-provider (NodeProvider 'gcp-gpu'): spec.terraform.nodeTypes[0].properties.region: '*' is not allowed")
 
 
 def test_auto_nodes_scope_wildcard(runs):
@@ -586,7 +589,7 @@ def test_auto_nodes_scope_wildcard(runs):
         document["privateNodes"]["autoNodes"][0]["properties"].update(project="*", region=" ")
 
     found = violations(P.concrete_scope, args_of(run, reg, props=edit_values(reg.plain_inputs, widen)))
-    prefix = "spec.template.helmRelease.values privateNodes.autoNodes[0].properties"
+    prefix = "tenant-vision-instance (instance 'p-vision/vision'): spec.template.helmRelease.values privateNodes.autoNodes[0].properties"
     assert [m.split(";")[0] for m in found] == [f"{prefix}.project: '*' is a wildcard", f"{prefix}.region: is empty"]
 
 
@@ -599,7 +602,9 @@ def test_auto_nodes_scope_missing(runs, key):
         del document["privateNodes"]["autoNodes"][0]["properties"][key]
 
     found = violations(P.concrete_scope, args_of(run, reg, props=edit_values(reg.plain_inputs, drop)))
-    assert [m.split(";")[0] for m in found] == [f"spec.template.helmRelease.values privateNodes.autoNodes[0].properties.{key}: is not set"]
+    assert [m.split(";")[0] for m in found] == [
+        f"tenant-vision-instance (instance 'p-vision/vision'): spec.template.helmRelease.values privateNodes.autoNodes[0].properties.{key}: is not set"
+    ]
 
 
 # --- e. Cost -------------------------------------------------------------------------------------
@@ -627,7 +632,7 @@ def test_ceiling_config_and_environment_class(runs):
     dev = args_of(run, reg, config=config)
     found = violations(P.gpu_ceiling_nonprod, dev)
     assert found == [
-        "spec.template.helmRelease.values privateNodes.autoNodes[] pools: the tenant's GPU "
+        "tenant-vision-instance (instance 'p-vision/vision'): spec.template.helmRelease.values privateNodes.autoNodes[] pools: the tenant's GPU "
         "limit is 6 (dynamic l4-2x=4, dynamic t4-1x-spot=2) for environment 'dev'; allowed: at most 5 "
         "(policy config tenant-gpu-ceiling-nonprod.maxGpusPerTenant), with an nvidia.com/gpu limit on every dynamic GPU pool "
         "and a static pool's GPUs per node fixed by its nodeTypeSelector"
@@ -710,3 +715,12 @@ def test_an_unknown_member_defers_the_iam_policies(runs):
     for policy in (P.grant_allow_list, P.workload_identity_members, P.conditioned_grants):
         with pytest.raises(UnknownValueError):
             violations(policy, args_of(run, reg, props=props))
+
+
+def test_a_name_unknown_during_preview_does_not_defer_a_policy(runs):
+    """Naming the resource reads fields no check needs (here the account a grant is bound on, the
+    e-mail of an account created in the same update): unknown, they are named so, not waited for."""
+    run, reg = one(runs, "dev", "gcp:serviceaccount/iAMMember:IAMMember", "workload-identity")
+    props = {**reg.plain_inputs, "serviceAccountId": UNKNOWN_STRING_VALUE, "member": "allUsers"}
+    [message] = violations(P.workload_identity_members, args_of(run, reg, props=props))
+    assert message.startswith("auto-nodes-workload-identity (on service account (known after apply)): member: 'allUsers' is not allowed")

@@ -76,6 +76,10 @@ def test_a_copy_of_policy_alone_serves_and_rejects(tmp_path, runs):
         widened = {**binding.plain_inputs, "role": "roles/iam.serviceAccountTokenCreator"}
         [diagnostic] = analyze_remote(analyzer, binding.type, widened, binding.urn, binding.name)
         assert diagnostic.policyName == P.grant_allow_list.name
+        # What the CLI prints: the policy's description, then the message, which names the resource.
+        description, message = diagnostic.message.split("\n", 1)
+        assert description == P.grant_allow_list.description
+        assert message.startswith("tenant-nlp-project-platform-vm-role (on project 'acme-ml-dev'): member: ")
         assert "'roles/iam.serviceAccountTokenCreator' on a project is not a grant gpu-platform makes by design" in diagnostic.message
 
 
@@ -113,8 +117,9 @@ def test_the_allow_list_is_generated_from_the_grants_the_components_read():
 
 
 def test_every_policy_the_readme_table_needs_is_a_resource_or_stack_policy():
+    """Resource policies are all ResourcePolicy, whose messages start with the resource's name."""
     kinds = {type(p).__name__ for p in P.POLICIES}
-    assert kinds == {"ResourceValidationPolicy", "StackValidationPolicy"}
+    assert kinds == {"ResourcePolicy", "StackValidationPolicy"}
     assert [p.name for p in P.POLICIES if isinstance(p, StackValidationPolicy)] == [P.no_grants_on_host_network.name, P.one_node_provider.name]
 
 

@@ -22,6 +22,8 @@ SA_MEMBER = "gcp:serviceaccount/iAMMember:IAMMember"
 FIELD = "spec.template.helmRelease.values"
 SCHEMA = yaml.safe_load((Path(__file__).parent / "data" / "vcluster-0.36.1-values.schema.yaml").read_text())
 PLATFORM = "serviceAccount:vcluster-platform-dev@acme-ml-dev.iam.gserviceaccount.com"
+NLP = f"tenant-nlp-instance (instance 'p-nlp/nlp'): {FIELD}"
+VISION = f"tenant-vision-instance (instance 'p-vision/vision'): {FIELD}"
 
 
 def merge(document: dict, extra: dict) -> None:
@@ -83,7 +85,7 @@ def test_values_that_reach_the_host_are_rejected(runs, case):
     found = rejected(args_of(run, reg, props=props))
     messages = [m for name, m in found if name == P.values_by_design.name]
     for path in paths:
-        assert any(m.startswith(f"{FIELD} {path} is not a key gpu-platform writes (it may act on the host cluster); allowed: ") for m in messages), (path, messages)
+        assert any(m.startswith(f"{NLP} {path} is not a key gpu-platform writes (it may act on the host cluster); allowed: ") for m in messages), (path, messages)
     assert len(messages) == len(list(value_paths.leaves(extra))), messages
 
 
@@ -127,7 +129,7 @@ def test_the_message_names_what_is_allowed_near_the_key(runs):
 def test_a_control_plane_open_to_other_tenants_is_rejected(runs, edit, message):
     run, reg = one(runs, "team-vision-dev", P.VIRTUAL_CLUSTER_INSTANCE)
     found = rejected(args_of(run, reg, props=edit_values(reg.plain_inputs, edit)))
-    assert only(found, P.control_plane_isolation).startswith(f"{FIELD} {message}")
+    assert only(found, P.control_plane_isolation).startswith(f"{VISION} {message}")
     assert {name for name, _ in found} == {P.control_plane_isolation.name}  # the keys themselves are the program's
 
 
@@ -213,14 +215,17 @@ def _grant(runs, stack: str, typ: str, name: str, **changes):
 def test_a_listed_grant_to_the_wrong_identity_or_target_is_rejected(runs, stack, typ, name, changes, message):
     run, reg, props = _grant(runs, stack, typ, name, **changes)
     found = only(rejected(args_of(run, reg, props=props)), P.grant_allow_list)
-    assert f"{message}" in found and found.startswith(f"member: {props['member']!r} holding {props['role']!r} on a "), found
+    bound_on = f"project {props['project']!r}" if typ == PROJECT_MEMBER else f"service account {props['serviceAccountId'].rsplit('/', 1)[-1]!r}"
+    assert found.startswith(f"{reg.name} (on {bound_on}): member: {props['member']!r} holding {props['role']!r} on a "), found
+    assert message in found, found
 
 
 def test_the_platform_pattern_never_admits_node_or_ci_accounts():
     """A platform.serviceAccountId the pack would mistake for another principal is refused by the config."""
     for member in ("serviceAccount:dev-x-nodes@acme-ml-dev.iam.gserviceaccount.com", "serviceAccount:gpu-ci-dev-deploy@acme-ml-dev.iam.gserviceaccount.com"):
         props = {"project": "acme-ml-dev", "role": "projects/acme-ml-dev/roles/gpuPlatform_dev_autoNodes", "member": member}
-        assert "is not a platform account" in only(rejected(make_args(PROJECT_MEMBER, props)), P.grant_allow_list)
+        message = only(rejected(make_args(PROJECT_MEMBER, props, name="platform-vm-role")), P.grant_allow_list)
+        assert message.startswith(f"platform-vm-role (on project 'acme-ml-dev'): member: {member!r} ") and "is not a platform account" in message
 
 
 @pytest.mark.parametrize(
@@ -245,8 +250,8 @@ def test_a_conditioned_grant_without_its_condition_is_rejected(runs, name, condi
     props.pop("condition")
     if condition:
         props["condition"] = condition
-    found = rejected(args_of(run, reg, props=props))
-    assert message in only(found, P.conditioned_grants)
+    found = only(rejected(args_of(run, reg, props=props)), P.conditioned_grants)
+    assert found.startswith(f"{name} (on project 'acme-ml-dev'): member: ") and message in found, found
     assert violations(P.conditioned_grants, args_of(run, reg)) == []
 
 
@@ -256,11 +261,12 @@ def test_a_custom_role_missing_a_permission_or_unknown_is_rejected(runs):
     props = copy.deepcopy(reg.plain_inputs)
     props["permissions"].remove("compute.zones.list")
     assert only(rejected(args_of(run, reg, props=props)), P.custom_role_least_privilege).startswith(
-        "permissions: role 'gpuPlatform_dev_autoNodes' must hold exactly config/permissions.yaml autoNodes; missing: compute.zones.list; allowed: "
+        "auto-nodes-role (role 'gpuPlatform_dev_autoNodes'): permissions: must be exactly config/permissions.yaml autoNodes; "
+        "missing: compute.zones.list; allowed: "
     )
     props = {**reg.plain_inputs, "roleId": "gpuPlatform_dev_nodeAdmin"}
     assert only(rejected(args_of(run, reg, props=props)), P.custom_role_least_privilege).startswith(
-        "roleId: 'gpuPlatform_dev_nodeAdmin' is not a custom role gpu-platform defines; allowed: <prefix>_<key> for a key of config/permissions.yaml "
+        "auto-nodes-role (role 'gpuPlatform_dev_nodeAdmin'): roleId: 'gpuPlatform_dev_nodeAdmin' is not a custom role gpu-platform defines; allowed: <prefix>_<key> for a key of config/permissions.yaml "
         "(autoNodes, tenantDisks, tenantLoadBalancers, tenantSubnetUse)"
     )
 
@@ -296,7 +302,8 @@ def test_a_custom_role_missing_a_permission_or_unknown_is_rejected(runs):
 def test_a_federation_binding_with_another_subject_is_rejected(bootstrap_run, name, changes, message):
     reg = bootstrap_run.one(SA_MEMBER, name)
     props = {**reg.plain_inputs, **changes}
-    assert message in only(rejected(args_of(bootstrap_run, reg, props=props)), P.grant_allow_list)
+    found = only(rejected(args_of(bootstrap_run, reg, props=props)), P.grant_allow_list)
+    assert found.startswith(f"{reg.name} (on service account '{props['serviceAccountId'].rsplit('/', 1)[-1]}'): member: ") and message in found, found
 
 
 @pytest.mark.parametrize(
@@ -314,7 +321,8 @@ def test_a_federation_binding_with_another_subject_is_rejected(bootstrap_run, na
 def test_a_ci_role_on_the_wrong_identity_or_scope_is_rejected(bootstrap_run, name, changes, message):
     reg = next(r for r in bootstrap_run.registrations if r.name == name)
     props = {**reg.plain_inputs, **changes}
-    assert message in only(rejected(args_of(bootstrap_run, reg, props=props)), P.grant_allow_list)
+    found = only(rejected(args_of(bootstrap_run, reg, props=props)), P.grant_allow_list)
+    assert found.startswith(f"{name} (on ") and message in found, found
 
 
 @pytest.mark.parametrize(
@@ -331,7 +339,8 @@ def test_a_provider_that_admits_other_tokens_is_rejected(bootstrap_run, conditio
     props = {k: v for k, v in provider.plain_inputs.items() if k != "attributeCondition"}
     if condition:
         props["attributeCondition"] = condition
-    assert message in only(rejected(args_of(bootstrap_run, provider, props=props)), P.federation_trust)
+    found = only(rejected(args_of(bootstrap_run, provider, props=props)), P.federation_trust)
+    assert found.startswith(f"{provider.name} (provider ") and message in found, found
 
 
 # --- 6. Firewalls: every public range, not only /0 ----------------------------------------------------------
@@ -350,10 +359,11 @@ def test_a_provider_that_admits_other_tokens_is_rejected(bootstrap_run, conditio
 def test_a_firewall_open_to_any_public_range_is_rejected(runs, ranges, bad):
     run, reg = one(runs, "dev", "gcp:compute/firewall:Firewall", "nlp-gcp-allow-internal")
     found = [m for name, m in rejected(args_of(run, reg, props={**reg.plain_inputs, "sourceRanges": ranges})) if name == P.firewall_not_open.name]
-    assert [m.split(" opens firewall rule")[0].split(": ", 1)[1] for m in found] == [
-        f"{cidr!r} {'is not a CIDR' if '/' not in cidr else 'is a public range'} and" for cidr in bad
+    rule = "tenant-nlp-gcp-allow-internal (firewall rule 'dev-nlp-allow-internal'): "
+    assert [m.split(" opens the rule")[0] for m in found] == [
+        f"{rule}sourceRanges[{ranges.index(cidr)}]: {cidr!r} {'is not a CIDR' if '/' not in cidr else 'is a public range'} and" for cidr in bad
     ]
-    assert all("opens firewall rule 'dev-nlp-allow-internal' to the internet; allowed: private ranges" in m for m in found)
+    assert all("opens the rule to the internet; allowed: private ranges" in m for m in found)
 
 
 def test_private_and_google_ranges_pass(runs):
@@ -381,7 +391,7 @@ def test_a_project_wider_than_the_program_makes_it_is_rejected(runs, edit, messa
     run, reg = one(runs, "dev", P.PLATFORM_PROJECT, "nlp")
     props = copy.deepcopy(reg.plain_inputs)
     edit(props["spec"])
-    assert only(rejected(args_of(run, reg, props=props)), P.platform_objects_by_design).startswith(message)
+    assert only(rejected(args_of(run, reg, props=props)), P.platform_objects_by_design).startswith(f"tenant-nlp-platform-project (platform project 'nlp'): {message}")
 
 
 @pytest.mark.parametrize(
@@ -400,7 +410,7 @@ def test_an_instance_wider_than_the_program_makes_it_is_rejected(runs, edit, mes
     run, reg = one(runs, "dev", P.VIRTUAL_CLUSTER_INSTANCE, "speech")
     props = copy.deepcopy(reg.plain_inputs)
     edit(props["spec"])
-    assert only(rejected(args_of(run, reg, props=props)), P.platform_objects_by_design).startswith(message)
+    assert only(rejected(args_of(run, reg, props=props)), P.platform_objects_by_design).startswith(f"tenant-speech-instance (instance 'p-speech/speech'): {message}")
 
 
 def test_a_project_on_another_provider_than_its_instance_and_environment_is_rejected(runs):
@@ -412,8 +422,9 @@ def test_a_project_on_another_provider_than_its_instance_and_environment_is_reje
     resources = [r for r in stack_args(run).resources if r.urn != project.urn] + [policy_resource(project.type, props, project.urn, project.name)]
     found = violations(P.one_node_provider, type(stack_args(run))(resources=resources))
     assert found == [
-        "tenant-nlp-platform-project spec.allowedNodeTypes: ['someone-elses'] is not allowed; allowed: the environment's NodeProvider ['gcp-gpu']",
-        "tenant-nlp-instance spec.template.helmRelease.values privateNodes.autoNodes[].provider: ['gcp-gpu'] is not allowed; "
+        "tenant-nlp-platform-project (platform project 'nlp'): spec.allowedNodeTypes: ['someone-elses'] is not allowed; "
+        "allowed: the environment's NodeProvider ['gcp-gpu']",
+        f"{NLP} privateNodes.autoNodes[].provider: ['gcp-gpu'] is not allowed; "
         "allowed: the provider its project 'nlp' allows (['someone-elses'])",
     ]
 

@@ -7,7 +7,8 @@ when a validator touches a value that is unknown during preview; the SDK turns t
 The validators therefore test for `Mapping`/`Sequence`, never `dict`/`list`, and never swallow
 that exception.
 
-Violation messages follow the program's config errors: `<field>: <what is wrong>; allowed: <what is>`.
+Violation messages follow the program's config errors: `<field>: <what is wrong>; allowed: <what is>`,
+after the resource they are about: `<Pulumi name> (<the object>): …` (`ResourcePolicy`, `described`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import yaml
+from pulumi_policy import ReportViolation, ResourceValidationArgs, ResourceValidationPolicy
+from pulumi_policy.proxy import UnknownValueError
 from vcluster_reader import VClusterValues
 
 DATA: dict[str, Any] = json.loads((Path(__file__).resolve().parent.parent / "program_data.json").read_text())
@@ -38,6 +41,7 @@ PLATFORM_PROJECT = "kubernetes:management.loft.sh/v1:Project"
 FIREWALL = "gcp:compute/firewall:Firewall"
 NETWORK_PEERINGS = ("gcp:compute/networkPeering:NetworkPeering", "gcp:compute/networkPeeringRoutesConfig:NetworkPeeringRoutesConfig")
 PROJECT = "gcp:organizations/project:Project"
+WORKLOAD_IDENTITY_PROVIDER = "gcp:iam/workloadIdentityPoolProvider:WorkloadIdentityPoolProvider"
 
 # Labels the program sets (components/gke_cluster.py, components/tenant_vcluster.py).
 CLUSTER_ENVIRONMENT_LABEL = "gpu-platform-environment"
@@ -108,15 +112,40 @@ def is_open_range(cidr: Any) -> bool:
 # --- IAM grants -----------------------------------------------------------------------------------
 
 
+def read_policy_data(data: Any) -> tuple[list[Mapping[str, Any]], str | None]:
+    """The bindings of an IAM policy's `policyData`, or ([], why it cannot be read)."""
+    if not isinstance(data, str):
+        return [], f"{show(data)} is not a JSON string"
+    try:
+        document = json.loads(data)
+    except ValueError as e:
+        return [], f"is not JSON ({e})"
+    if not isinstance(document, Mapping):
+        return [], f"{type(document).__name__} is not a JSON object"
+    bindings = document.get("bindings") or []
+    readable = is_list(bindings) and all(
+        isinstance(b, Mapping) and isinstance(b.get("role"), str) and is_list(b.get("members") or []) for b in bindings
+    )
+    return (list(bindings), None) if readable else ([], "bindings is not a list of {role, members}")
+
+
+def unreadable_policy_data(props: Mapping[str, Any]) -> str | None:
+    """The violation of an IAM policy whose `policyData` cannot be read: what it grants is unknown,
+    so it fails closed (iam-grants-by-design reports it), or None."""
+    if "policyData" not in props:
+        return None
+    _, problem = read_policy_data(props["policyData"])
+    if problem is None:
+        return None
+    return f"policyData: {problem}; allowed: a JSON IAM policy {{\"bindings\": [{{\"role\": …, \"members\": […]}}]}}, so its grants can be checked"
+
+
 def iam_bindings(props: Mapping[str, Any]) -> Iterator[tuple[str, Any, list[tuple[str, Any]]]]:
-    """(field path, role, [(member field path, member)]) for an IAM member, binding or policy."""
+    """(field path, role, [(member field path, member)]) for an IAM member, binding or policy; none
+    for a policy whose policyData cannot be read (see unreadable_policy_data)."""
     if "policyData" in props:
-        data = props["policyData"]
-        try:
-            document = json.loads(data) if isinstance(data, str) else None
-        except ValueError:
-            document = None
-        for i, binding in enumerate((document or {}).get("bindings") or []):
+        bindings, _ = read_policy_data(props["policyData"])
+        for i, binding in enumerate(bindings):
             members = binding.get("members") or []
             path = f"policyData.bindings[{i}]"
             yield f"{path}.role", binding.get("role"), [(f"{path}.members[{j}]", m) for j, m in enumerate(members)]
@@ -188,3 +217,88 @@ def instance_values(args: Any) -> VClusterValues | None:
 
 def environment_of_instance(props: Mapping[str, Any]) -> str | None:
     return get(props, "metadata", "labels", INSTANCE_ENVIRONMENT_LABEL)
+
+
+# --- Naming the resource a violation is about -----------------------------------------------------
+
+# What a violation names besides the resource's Pulumi name: the object it creates, (label, path).
+_OBJECTS: dict[str, tuple[str, tuple[str, ...]]] = {
+    GKE_CLUSTER: ("cluster", ("name",)),
+    FIREWALL: ("firewall rule", ("name",)),
+    PROJECT: ("project", ("projectId",)),
+    SERVICE_ACCOUNT_KEY: ("key of", ("serviceAccountId",)),
+    WORKLOAD_IDENTITY_PROVIDER: ("provider", ("workloadIdentityPoolProviderId",)),
+    NODE_PROVIDER: ("NodeProvider", ("metadata", "name")),
+    PLATFORM_PROJECT: ("platform project", ("metadata", "name")),
+    **{t: ("role", ("roleId",)) for t in CUSTOM_ROLES},
+    **{t: ("peering", ("name",)) for t in NETWORK_PEERINGS},
+    **{t: ("chart", ("chart",)) for t in HELM_RELEASES},
+}
+# Where an IAM grant is bound: the property naming it, per scope (else the property named as the scope:
+# subnetwork, bucket, repository, …).
+_GRANT_TARGETS = {"serviceAccount": "serviceAccountId", "organization": "orgId", "billingAccount": "billingAccountId"}
+_UNKNOWN = object()
+
+
+def account_of(service_account_id: Any) -> str | None:
+    """The e-mail in a service account's id: projects/<p>/serviceAccounts/<email>, or the e-mail."""
+    if not isinstance(service_account_id, str):
+        return None
+    last = service_account_id.rsplit("/", 1)[-1]
+    return last if "@" in last else None
+
+
+def _peek(props: Mapping[str, Any], *path: str) -> Any:
+    """get(), for naming only: a value unknown during preview must not defer the policy."""
+    try:
+        return get(props, *path)
+    except UnknownValueError:
+        return _UNKNOWN
+
+
+def _named(label: str, value: Any) -> str | None:
+    if value is _UNKNOWN:
+        return f"{label} (known after apply)"
+    return None if value in (None, "") else f"{label} {show(value)}"
+
+
+def _what(resource_type: str, props: Mapping[str, Any]) -> str | None:
+    if is_iam_grant(resource_type):
+        scope = grant_scope(resource_type)
+        target = _peek(props, _GRANT_TARGETS.get(scope, scope))
+        if scope == "serviceAccount":
+            target = account_of(target) or target
+        return _named(f"on {re.sub('([A-Z])', lambda m: ' ' + m.group(1).lower(), scope)}", target)
+    if resource_type == GKE_NODE_POOL:
+        pool, cluster = _named("node pool", _peek(props, "name")), _named("cluster", _peek(props, "cluster"))
+        return " of ".join(p for p in (pool, cluster) if p) or None
+    if resource_type == VIRTUAL_CLUSTER_INSTANCE:
+        namespace, name = _peek(props, "metadata", "namespace"), _peek(props, "metadata", "name")
+        if _UNKNOWN in (namespace, name):
+            return _named("instance", _UNKNOWN)
+        return _named("instance", "/".join(str(p) for p in (namespace, name) if p) or None)
+    if resource_type in _OBJECTS:
+        label, path = _OBJECTS[resource_type]
+        return _named(label, _peek(props, *path))
+    return None
+
+
+def described(resource: Any) -> str:
+    """How a violation names a resource (ResourceValidationArgs or a stack's PolicyResource): its
+    Pulumi name, then the object: `tenant-nlp-instance (instance 'p-nlp/nlp')`,
+    `auto-nodes-role (role 'gpuPlatform_dev_autoNodes')`, `x (on service account 'a@p.iam…')`."""
+    what = _what(resource.resource_type, resource.props)
+    return f"{resource.name} ({what})" if what else resource.name
+
+
+class ResourcePolicy(ResourceValidationPolicy):
+    """A resource policy whose every violation message starts with `described(resource): `, so the
+    message alone (a log, Pulumi Cloud's list of violations) says which resource to fix."""
+
+    def validate(self, args: ResourceValidationArgs, report_violation: ReportViolation):  # type: ignore[override]
+        subject = described(args)
+
+        def report(message: str, urn: str | None = None) -> None:
+            report_violation(f"{subject}: {message}", urn)
+
+        return super().validate(args, report)

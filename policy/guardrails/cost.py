@@ -11,12 +11,11 @@ from pulumi_policy import (
     PolicyConfigSchema,
     ReportViolation,
     ResourceValidationArgs,
-    ResourceValidationPolicy,
     Severity,
 )
 from vcluster_reader import GPU_RESOURCE, VClusterValues
 
-from .common import INSTANCE_ENVIRONMENT_LABEL, NON_PROD_ENVIRONMENTS, VIRTUAL_CLUSTER_INSTANCE, Values, environment_of_instance, show
+from .common import INSTANCE_ENVIRONMENT_LABEL, NON_PROD_ENVIRONMENTS, VIRTUAL_CLUSTER_INSTANCE, ResourcePolicy, Values, environment_of_instance, show
 
 DEFAULT_MAX_GPUS_PER_TENANT = 16
 MAX_GPUS_CONFIG = "maxGpusPerTenant"
@@ -95,7 +94,7 @@ GPU_CEILING_PROD = "tenant-gpu-ceiling-prod"
 validate_gpu_ceiling_nonprod = _gpu_ceiling_validator(GPU_CEILING_NON_PROD, prod=False)
 validate_gpu_ceiling_prod = _gpu_ceiling_validator(GPU_CEILING_PROD, prod=True)
 
-gpu_ceiling_nonprod = ResourceValidationPolicy(
+gpu_ceiling_nonprod = ResourcePolicy(
     name=GPU_CEILING_NON_PROD,
     description=f"A dev or staging tenant's GPU limit (its dynamic GPU pools' nvidia.com/gpu limits plus its static pools' GPUs) stays within {MAX_GPUS_CONFIG} (default {DEFAULT_MAX_GPUS_PER_TENANT}).",
     validate=validate_gpu_ceiling_nonprod,
@@ -103,7 +102,7 @@ gpu_ceiling_nonprod = ResourceValidationPolicy(
     config_schema=_ceiling_schema(),
     severity=Severity.MEDIUM,
 )
-gpu_ceiling_prod = ResourceValidationPolicy(
+gpu_ceiling_prod = ResourcePolicy(
     name=GPU_CEILING_PROD,
     description=f"A prod tenant's GPU limit (its dynamic GPU pools' nvidia.com/gpu limits plus its static pools' GPUs) stays within {MAX_GPUS_CONFIG} (default {DEFAULT_MAX_GPUS_PER_TENANT}).",
     validate=validate_gpu_ceiling_prod,

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import ipaddress
 import json
+from collections.abc import Mapping
 from typing import Any
 
-from pulumi_policy import EnforcementLevel, ReportViolation, ResourceValidationArgs, ResourceValidationPolicy, Severity
+from pulumi_policy import EnforcementLevel, ReportViolation, ResourceValidationArgs, Severity
 
 from .common import (
     CLUSTER_ENVIRONMENT_LABEL,
@@ -18,6 +19,7 @@ from .common import (
     GKE_NODE_POOL,
     NETWORK_PEERINGS,
     PROJECT,
+    ResourcePolicy,
     as_list,
     get,
     is_list,
@@ -78,7 +80,7 @@ def validate_gke_hardening(args: ResourceValidationArgs, report_violation: Repor
             report_violation(problem, None)
 
 
-gke_hardening = ResourceValidationPolicy(
+gke_hardening = ResourcePolicy(
     name="gke-cluster-hardening",
     description=(
         "GKE clusters have Workload Identity, shielded nodes, no legacy ABAC and no client certificates; "
@@ -115,7 +117,7 @@ def validate_prod_deletion_protection(args: ResourceValidationArgs, report_viola
         report_violation(not_allowed("resource option protect", False, f"true for a prod cluster ({where} is 'prod')"), None)
 
 
-gke_prod_deletion_protection = ResourceValidationPolicy(
+gke_prod_deletion_protection = ResourcePolicy(
     name="gke-prod-deletion-protection",
     description="A GKE cluster labelled gpu-platform-environment=prod has deletionProtection on and is protected in Pulumi state.",
     validate=validate_prod_deletion_protection,
@@ -124,30 +126,65 @@ gke_prod_deletion_protection = ResourceValidationPolicy(
 )
 
 
+_PRIVATE_NODES_ALLOWED = "true (nodes get no public IP; they reach the internet through Cloud NAT)"
+
+
+def _public_pool(network_config: Any, path: str) -> str | None:
+    """A node pool (a NodePool, or one of a cluster's inline nodePools) that asks for public nodes."""
+    if get(network_config, "enablePrivateNodes") is not False:
+        return None
+    return f"{path}.enablePrivateNodes: false is not allowed; allowed: true or unset (the pool follows the cluster's private nodes)"
+
+
+def _open_ip_endpoint(props: Any) -> str | None:
+    """Why the cluster's IP endpoint is public with no authorized network limiting it, or None.
+
+    How the GCP provider hands these fields to the GKE API (hashicorp/terraform-provider-google,
+    google/services/container/resource_container_cluster.go, expandControlPlaneEndpointsConfig and
+    expandMasterAuthorizedNetworksConfig; pulumi-gcp 10.x bridges it): the public endpoint is on
+    unless privateClusterConfig.enablePrivateEndpoint is true (absent reads as false), or
+    controlPlaneEndpointsConfig.ipEndpointsConfig.enabled is false (no IP endpoint at all);
+    authorized networks are enabled exactly when masterAuthorizedNetworksConfig is present (the
+    schema has no `enabled`; an empty cidrBlocks then admits no outside address). An `enabled:
+    false` (the GKE API's own field) is read as off too, failing closed."""
+    if get(props, "controlPlaneEndpointsConfig", "ipEndpointsConfig", "enabled") is False:
+        return None
+    if get(props, "privateClusterConfig", "enablePrivateEndpoint") is True:
+        return None
+    authorized = props.get("masterAuthorizedNetworksConfig")
+    if isinstance(authorized, Mapping) and get(authorized, "enabled") is not False:
+        return None
+    endpoint = show(get(props, "privateClusterConfig", "enablePrivateEndpoint"))
+    return (
+        f"masterAuthorizedNetworksConfig: {'not set' if authorized is None else 'not enabled'} while the IP endpoint is public "
+        f"(privateClusterConfig.enablePrivateEndpoint: {endpoint}), so the control plane is open to 0.0.0.0/0; allowed: "
+        "masterAuthorizedNetworksConfig set (cidrBlocks: the networks that need the IP endpoint, or none), or a private endpoint"
+    )
+
+
 def validate_private_cluster(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
-    """Nodes without public IPs (cluster and every node pool), and no authorized network that opens
-    the control plane's IP endpoint to the whole internet."""
+    """Nodes without public IPs (cluster, its inline node pools and every NodePool), and a control
+    plane IP endpoint that is private or limited by authorized networks none of which is the whole
+    internet."""
     props = args.props
     if args.resource_type == GKE_NODE_POOL:
-        if get(props, "networkConfig", "enablePrivateNodes") is False:
-            report_violation(
-                "networkConfig.enablePrivateNodes: false is not allowed; allowed: true or unset "
-                "(the pool follows the cluster's private nodes)",
-                None,
-            )
+        problem = _public_pool(props.get("networkConfig"), "networkConfig")
+        if problem:
+            report_violation(problem, None)
         return
     if args.resource_type != GKE_CLUSTER:
         return
     private = get(props, "privateClusterConfig", "enablePrivateNodes")
     if private is not True and get(props, "networkConfig", "defaultEnablePrivateNodes") is not True:
-        report_violation(
-            not_allowed(
-                "privateClusterConfig.enablePrivateNodes",
-                private,
-                "true (nodes get no public IP; they reach the internet through Cloud NAT)",
-            ),
-            None,
-        )
+        report_violation(not_allowed("privateClusterConfig.enablePrivateNodes", private, _PRIVATE_NODES_ALLOWED), None)
+    node_pools = props.get("nodePools")
+    for i, inline_pool in enumerate(node_pools if is_list(node_pools) else []):
+        problem = _public_pool(get(inline_pool, "networkConfig"), f"nodePools[{i}].networkConfig")
+        if problem:
+            report_violation(problem, None)
+    problem = _open_ip_endpoint(props)
+    if problem:
+        report_violation(problem, None)
     blocks = get(props, "masterAuthorizedNetworksConfig", "cidrBlocks")
     for i, block in enumerate(as_list(blocks)):
         cidr = get(block, "cidrBlock")
@@ -166,11 +203,11 @@ def validate_private_cluster(args: ResourceValidationArgs, report_violation: Rep
         )
 
 
-private_cluster = ResourceValidationPolicy(
+private_cluster = ResourcePolicy(
     name="gke-private-nodes-and-endpoint",
     description=(
-        "GKE nodes have no public IPs (cluster and node pools), and no master authorized network is "
-        "0.0.0.0/0 (or any /0) or all of Google Cloud's public ranges."
+        "GKE nodes have no public IPs (cluster, its inline node pools, every node pool); a public IP endpoint has master "
+        "authorized networks, none of them 0.0.0.0/0 (or any /0) or all of Google Cloud's public ranges."
     ),
     validate=validate_private_cluster,
     enforcement_level=EnforcementLevel.MANDATORY,
@@ -208,21 +245,20 @@ def validate_firewall_not_open(args: ResourceValidationArgs, report_violation: R
     if str(props.get("direction") or "INGRESS").upper() != "INGRESS" or not as_list(props.get("allows")):
         return  # egress rules and deny rules open nothing to the internet
     allowed = f"private ranges such as the tenant's own subnet, and Google's health-check and IAP ranges ({', '.join(map(str, GOOGLE_SOURCE_RANGES))})"
-    name = show(props.get("name"))
     ranges = as_list(props.get("sourceRanges"))
     for i, cidr in enumerate(ranges):
         problem = "opens" if is_open_range(cidr) else _public_source(cidr)
         if problem:
             why = "" if problem == "opens" else f"{problem} and "
-            report_violation(f"sourceRanges[{i}]: {show(cidr)} {why}opens firewall rule {name} to the internet; allowed: {allowed}", None)
+            report_violation(f"sourceRanges[{i}]: {show(cidr)} {why}opens the rule to the internet; allowed: {allowed}", None)
     if not ranges and not as_list(props.get("sourceTags")) and not as_list(props.get("sourceServiceAccounts")):
         report_violation(
-            f"sourceRanges: not set, so ingress rule {name} admits 0.0.0.0/0; allowed: {allowed}",
+            f"sourceRanges: not set, so the rule admits 0.0.0.0/0; allowed: {allowed}",
             None,
         )
 
 
-firewall_not_open = ResourceValidationPolicy(
+firewall_not_open = ResourcePolicy(
     name="firewall-no-internet-ingress",
     description=(
         "Every firewall rule that allows ingress names its sources, each a private range (the tenant's subnet) or one of "
@@ -248,7 +284,7 @@ def validate_no_network_peering(args: ResourceValidationArgs, report_violation: 
     )
 
 
-no_network_peering = ResourceValidationPolicy(
+no_network_peering = ResourcePolicy(
     name="no-vpc-peering",
     description="No VPC network peering: tenants' networks are joined neither to the host cluster's network nor to each other.",
     validate=validate_no_network_peering,
@@ -276,7 +312,7 @@ def validate_project_without_default_network(args: ResourceValidationArgs, repor
         )
 
 
-project_without_default_network = ResourceValidationPolicy(
+project_without_default_network = ResourcePolicy(
     name="project-without-default-network",
     description="A GCP project created by Pulumi sets autoCreateNetwork: false (no `default` network with its internet-open rules).",
     validate=validate_project_without_default_network,

@@ -19,7 +19,6 @@ from pulumi_policy import (
     EnforcementLevel,
     ReportViolation,
     ResourceValidationArgs,
-    ResourceValidationPolicy,
     Severity,
     StackValidationArgs,
     StackValidationPolicy,
@@ -32,14 +31,18 @@ from .common import (
     DATA,
     GKE_CLUSTER,
     SERVICE_ACCOUNT_KEY,
+    WORKLOAD_IDENTITY_PROVIDER,
     WORKLOAD_IDENTITY_USER,
+    ResourcePolicy,
     as_list,
+    described,
     grant_scope,
     iam_bindings,
     is_iam_grant,
     not_allowed,
     project_of,
     show,
+    unreadable_policy_data,
 )
 
 BASIC_ROLES = ("roles/owner", "roles/editor", "roles/viewer")
@@ -62,13 +65,13 @@ _CUSTOM_ROLE = re.compile(r"^(projects|organizations)/[^/]+/roles/(?P<id>[A-Za-z
 def validate_no_service_account_keys(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
     if args.resource_type == SERVICE_ACCOUNT_KEY:
         report_violation(
-            f"{SERVICE_ACCOUNT_KEY}: a service account key is not allowed; allowed: Workload Identity "
+            "a service account key is not allowed; allowed: Workload Identity "
             "(pods) and Workload Identity Federation (CI), which need no long-lived key",
             None,
         )
 
 
-no_service_account_keys = ResourceValidationPolicy(
+no_service_account_keys = ResourcePolicy(
     name="no-service-account-keys",
     description="No Google service account keys: identities are reached only through Workload Identity (Federation).",
     validate=validate_no_service_account_keys,
@@ -89,7 +92,7 @@ def validate_no_basic_roles(args: ResourceValidationArgs, report_violation: Repo
             )
 
 
-no_basic_roles = ResourceValidationPolicy(
+no_basic_roles = ResourcePolicy(
     name="no-basic-iam-roles",
     description="No IAM member, binding or policy grants a basic role (roles/owner, roles/editor, roles/viewer).",
     validate=validate_no_basic_roles,
@@ -151,7 +154,7 @@ def validate_workload_identity_members(args: ResourceValidationArgs, report_viol
             report_violation(not_allowed(path, member, allowed), None)
 
 
-workload_identity_members = ResourceValidationPolicy(
+workload_identity_members = ResourcePolicy(
     name="workload-identity-exact-member",
     description=(
         "roles/iam.workloadIdentityUser is granted only to one named Kubernetes service account "
@@ -175,8 +178,13 @@ def _allowed_grants(project: str, scope: str) -> str:
 
 def validate_grant_allow_list(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
     """Every IAM grant is one the program (or the bootstrap) makes by design: its (member kind, role,
-    scope), and then its member, target, project and condition (identities.py)."""
+    scope), and then its member, target, project and condition (identities.py). An IAM policy whose
+    policyData cannot be read grants what nobody can check: rejected."""
     if not is_iam_grant(args.resource_type):
+        return
+    unreadable = unreadable_policy_data(args.props)
+    if unreadable:
+        report_violation(unreadable, None)
         return
     project = project_of(args.urn)
     scope = grant_scope(args.resource_type)
@@ -210,7 +218,7 @@ def _identity_problem(project: str, entry: dict, scope: str, props, role, member
     return identities.program_problem(entry, props, role, member)
 
 
-grant_allow_list = ResourceValidationPolicy(
+grant_allow_list = ResourcePolicy(
     name="iam-grants-by-design",
     description=(
         "Every IAM member, binding and policy grants one of the (member kind, role, scope) combinations the program "
@@ -246,7 +254,7 @@ def validate_custom_role_permissions(args: ResourceValidationArgs, report_violat
         )
 
 
-custom_role_permissions = ResourceValidationPolicy(
+custom_role_permissions = ResourcePolicy(
     name="custom-role-no-privilege-escalation",
     description=(
         "No IAM custom role holds a permission from config/permissions.yaml forbiddenInAnyRole "
@@ -275,7 +283,7 @@ def validate_custom_role_least_privilege(args: ResourceValidationArgs, report_vi
     for permission in misplaced:
         owners = ", ".join(f"<prefix>_{k}" for k in ROLES["onlyInRoles"][permission])
         report_violation(
-            f"permissions: {permission} is not allowed in role {show(role_id)}; allowed: only in {owners} "
+            f"permissions: {permission} is not allowed in this role; allowed: only in {owners} "
             "(config/permissions.yaml onlyInRoles: the opt-in role of a tenant's load balancers)",
             None,
         )
@@ -284,7 +292,7 @@ def validate_custom_role_least_privilege(args: ResourceValidationArgs, report_vi
         held = _held(args.props, ROLES["forbiddenForPlatform"])
         if held:
             report_violation(
-                f"permissions: {_are(held)} not allowed in the platform's role {show(role_id)} (Pulumi builds tenants' networks, "
+                f"permissions: {_are(held)} not allowed in a role the platform holds (Pulumi builds tenants' networks, "
                 f"the platform only starts VMs in them); allowed: anything but config/permissions.yaml forbiddenForPlatform "
                 f"({', '.join(ROLES['forbiddenForPlatform'])})",
                 None,
@@ -309,14 +317,14 @@ def _exact_permissions(project: str, role_id, key: str | None, props, report_vio
     missing = sorted(set(table[key]) - set(held))
     if extra or missing:
         report_violation(
-            f"permissions: role {show(role_id)} must hold exactly {source} {key}; "
+            f"permissions: must be exactly {source} {key}; "
             f"{'not listed there: ' + ', '.join(extra) if extra else ''}{'; ' if extra and missing else ''}"
             f"{'missing: ' + ', '.join(missing) if missing else ''}; allowed: {', '.join(table[key])}",
             None,
         )
 
 
-custom_role_least_privilege = ResourceValidationPolicy(
+custom_role_least_privilege = ResourcePolicy(
     name="custom-role-least-privilege",
     description=(
         "Each custom role holds exactly the permissions listed for its key (config/permissions.yaml; in the bootstrap "
@@ -352,8 +360,7 @@ def validate_no_grants_on_host_network(args: StackValidationArgs, report_violati
         if subnet in host_subnets:
             roles = sorted({show(role) for _, role, _ in iam_bindings(r.props)})
             report_violation(
-                f"{r.name} subnetwork: {subnet!r} is the host cluster's subnet, so {', '.join(roles)} on it is not allowed; "
-                "allowed: grants on tenants' subnets only",
+                f"{described(r)}: subnetwork: the host cluster's subnet takes no grant ({', '.join(roles)}); allowed: grants on tenants' subnets only",
                 r.urn,
             )
 
@@ -385,7 +392,7 @@ def validate_conditioned_grants(args: ResourceValidationArgs, report_violation: 
                     break
 
 
-conditioned_grants = ResourceValidationPolicy(
+conditioned_grants = ResourcePolicy(
     name="iam-conditioned-grants",
     description=(
         "Every grant the program makes with an IAM condition carries exactly that condition (config/iam_grants.yaml "
@@ -396,9 +403,6 @@ conditioned_grants = ResourceValidationPolicy(
     enforcement_level=EnforcementLevel.MANDATORY,
     severity=Severity.CRITICAL,
 )
-
-
-WORKLOAD_IDENTITY_PROVIDER = "gcp:iam/workloadIdentityPoolProvider:WorkloadIdentityPoolProvider"
 
 
 def validate_federation_trust(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
@@ -425,7 +429,7 @@ def validate_federation_trust(args: ResourceValidationArgs, report_violation: Re
         )
 
 
-federation_trust = ResourceValidationPolicy(
+federation_trust = ResourcePolicy(
     name="ci-federation-trust",
     description=(
         "The Workload Identity provider of CI's identities has an attribute condition naming the repository, exactly the one "

@@ -19,7 +19,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from .common import DATA, get
+from .common import DATA, account_of, get
 
 PATTERNS = {principal: re.compile(pattern) for principal, pattern in DATA["identities"].items()}
 CONDITIONS: dict[str, str] = DATA["conditions"]["expressions"]
@@ -46,14 +46,6 @@ _CONDITION_PATTERNS = {name: _condition_pattern(name) for name in CONDITIONS}
 
 def email_of(member: Any) -> str | None:
     return member.split(":", 1)[1] if isinstance(member, str) and member.startswith("serviceAccount:") else None
-
-
-def account_of(service_account_id: Any) -> str | None:
-    """The e-mail in a service account's id: projects/<p>/serviceAccounts/<email>, or the e-mail."""
-    if not isinstance(service_account_id, str):
-        return None
-    last = service_account_id.rsplit("/", 1)[-1]
-    return last if "@" in last else None
 
 
 def principal_match(principal: str, member: Any) -> re.Match[str] | None:

@@ -15,13 +15,12 @@ from pulumi_policy import (
     EnforcementLevel,
     ReportViolation,
     ResourceValidationArgs,
-    ResourceValidationPolicy,
     Severity,
     StackValidationArgs,
     StackValidationPolicy,
 )
 
-from .common import DATA, NODE_PROVIDER, PLATFORM_PROJECT, VIRTUAL_CLUSTER_INSTANCE, Values, as_list, get, is_list, show
+from .common import DATA, NODE_PROVIDER, PLATFORM_PROJECT, VIRTUAL_CLUSTER_INSTANCE, ResourcePolicy, Values, as_list, described, get, is_list, show
 
 OBJECTS = DATA["platformObjects"]
 MEMBER_ROLE: str = OBJECTS["memberRole"]
@@ -86,7 +85,7 @@ def validate_platform_objects(args: ResourceValidationArgs, report_violation: Re
         _instance(args.props, report_violation)
 
 
-platform_objects_by_design = ResourceValidationPolicy(
+platform_objects_by_design = ResourcePolicy(
     name="platform-objects-by-design",
     description=(
         "A management.loft.sh/v1 Project gives its members only the project viewer role and allows exactly the node types "
@@ -113,7 +112,7 @@ def validate_one_node_provider(args: StackValidationArgs, report_violation: Repo
             continue  # reported by platform-objects-by-design
         if environment_providers and not allowed <= environment_providers:
             report_violation(
-                f"{project.name} spec.allowedNodeTypes: {sorted(allowed)} is not allowed; allowed: the environment's NodeProvider "
+                f"{described(project)}: spec.allowedNodeTypes: {sorted(allowed)} is not allowed; allowed: the environment's NodeProvider "
                 f"{sorted(environment_providers)}",
                 project.urn,
             )
@@ -124,7 +123,7 @@ def validate_one_node_provider(args: StackValidationArgs, report_violation: Repo
             providers = {str(entry.get("provider")) for entry in values.auto_nodes} if values else set()
             if providers - allowed:
                 report_violation(
-                    f"{instance.name} {Values.FIELD} privateNodes.autoNodes[].provider: {sorted(providers - allowed)} is not allowed; "
+                    f"{described(instance)}: {Values.FIELD} privateNodes.autoNodes[].provider: {sorted(providers - allowed)} is not allowed; "
                     f"allowed: the provider its project {name!r} allows ({sorted(allowed)})",
                     instance.urn,
                 )

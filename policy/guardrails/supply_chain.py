@@ -7,10 +7,10 @@ import re
 from collections.abc import Mapping
 from typing import Any, Iterator
 
-from pulumi_policy import EnforcementLevel, ReportViolation, ResourceValidationArgs, ResourceValidationPolicy, Severity
+from pulumi_policy import EnforcementLevel, ReportViolation, ResourceValidationArgs, Severity
 from pulumi_policy.proxy import UnknownValueError
 
-from .common import HELM_RELEASES, NODE_PROVIDER, VIRTUAL_CLUSTER_INSTANCE, get, is_list, show, wildcard_problem
+from .common import HELM_RELEASES, NODE_PROVIDER, VIRTUAL_CLUSTER_INSTANCE, ResourcePolicy, get, is_list, show, wildcard_problem
 
 # An exact release: 1.2.3 or v1.2.3, optionally -prerelease and +build; no ranges, no wildcards.
 _EXACT_VERSION = re.compile(r"^v?(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$")
@@ -31,10 +31,10 @@ def validate_helm_release_version(args: ResourceValidationArgs, report_violation
         return
     problem = _version_problem(args.props.get("version"))
     if problem:
-        report_violation(f"version (chart {show(args.props.get('chart'))}): {problem}", None)
+        report_violation(f"version: {problem}", None)
 
 
-helm_release_version = ResourceValidationPolicy(
+helm_release_version = ResourcePolicy(
     name="helm-release-pinned-version",
     description="Every Helm release pins an exact chart version.",
     validate=validate_helm_release_version,
@@ -60,7 +60,7 @@ def validate_instance_chart_versions(args: ResourceValidationArgs, report_violat
             report_violation(f"spec.template.charts[{i}].version (chart {show(get(entry, 'name'))}): {problem}", None)
 
 
-instance_chart_versions = ResourceValidationPolicy(
+instance_chart_versions = ResourcePolicy(
     name="vcluster-instance-pinned-charts",
     description="Every VirtualClusterInstance pins the vcluster chart and every chart it installs to an exact version.",
     validate=validate_instance_chart_versions,
@@ -111,7 +111,7 @@ def validate_node_provider_templates(args: ResourceValidationArgs, report_violat
             report_violation(f"{path}: {repository} is pinned by {pinned_by}; {allowed}", None)
 
 
-node_provider_templates = ResourceValidationPolicy(
+node_provider_templates = ResourcePolicy(
     name="node-provider-pinned-templates",
     description="Every git source of a NodeProvider's templates pins a tag or a 40-hex commit, never only a branch.",
     validate=validate_node_provider_templates,

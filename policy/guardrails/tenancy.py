@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pulumi_policy import EnforcementLevel, ReportViolation, ResourceValidationArgs, ResourceValidationPolicy, Severity
+from pulumi_policy import EnforcementLevel, ReportViolation, ResourceValidationArgs, Severity
 from vcluster_reader import DYNAMIC, GPU_RESOURCE
 
-from .common import NODE_PROVIDER, VIRTUAL_CLUSTER_INSTANCE, Values, as_list, get, instance_values, is_list, show, wildcard_problem
+from .common import NODE_PROVIDER, VIRTUAL_CLUSTER_INSTANCE, ResourcePolicy, Values, as_list, get, instance_values, is_list, show, wildcard_problem
 
 
 def validate_tenant_isolation(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
@@ -63,7 +63,7 @@ def validate_tenant_isolation(args: ResourceValidationArgs, report_violation: Re
         report_violation(f"{field}: not shaped like vcluster.yaml ({e})", None)
 
 
-tenant_isolation = ResourceValidationPolicy(
+tenant_isolation = ResourcePolicy(
     name="vcluster-private-nodes-isolation",
     description=(
         "Every VirtualClusterInstance runs on private nodes; every dynamic auto-nodes pool has limits; every GPU pool "
@@ -114,7 +114,7 @@ def validate_concrete_scope(args: ResourceValidationArgs, report_violation: Repo
                 report_violation(f"{path}.{key}: {problem}; {allowed}", None)
 
 
-concrete_scope = ResourceValidationPolicy(
+concrete_scope = ResourcePolicy(
     name="concrete-project-and-region",
     description=(
         "Every auto-nodes entry names one concrete GCP project and region; the NodeProvider and its node types name "
@@ -143,7 +143,7 @@ def validate_single_node_provider(args: ResourceValidationArgs, report_violation
         )
 
 
-single_node_provider = ResourceValidationPolicy(
+single_node_provider = ResourcePolicy(
     name="vcluster-single-node-provider",
     description="Every VirtualClusterInstance has exactly one privateNodes.autoNodes entry: the environment's NodeProvider.",
     validate=validate_single_node_provider,
@@ -181,7 +181,7 @@ def validate_unprivileged_control_plane(args: ResourceValidationArgs, report_vio
         )
 
 
-unprivileged_control_plane = ResourceValidationPolicy(
+unprivileged_control_plane = ResourcePolicy(
     name="vcluster-unprivileged-control-plane",
     description=(
         "A tenant's control plane pod on the host cluster is not privileged, allows no privilege escalation, adds no "
@@ -210,7 +210,7 @@ def validate_no_host_cluster_role(args: ResourceValidationArgs, report_violation
         report_violation(f"{base}.enabled: true is not allowed; allowed: auto (the chart's default) or false", None)
 
 
-no_host_cluster_role = ResourceValidationPolicy(
+no_host_cluster_role = ResourcePolicy(
     name="vcluster-no-host-cluster-role",
     description="No VirtualClusterInstance adds or overwrites rules of its host ClusterRole (rbac.clusterRole) or forces it on.",
     validate=validate_no_host_cluster_role,

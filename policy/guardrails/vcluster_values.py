@@ -18,10 +18,10 @@ from __future__ import annotations
 import ipaddress
 from typing import Any
 
-from pulumi_policy import EnforcementLevel, ReportViolation, ResourceValidationArgs, ResourceValidationPolicy, Severity
+from pulumi_policy import EnforcementLevel, ReportViolation, ResourceValidationArgs, Severity
 
 from . import value_paths
-from .common import DATA, Values, as_list, get, instance_values, show
+from .common import DATA, ResourcePolicy, Values, as_list, get, instance_values, show
 
 ALLOWED_PATHS: list[str] = DATA["vclusterValues"]["allowedPaths"]
 _PATTERNS = [value_paths.parse(p) for p in ALLOWED_PATHS]
@@ -52,7 +52,7 @@ def validate_values_by_design(args: ResourceValidationArgs, report_violation: Re
         )
 
 
-values_by_design = ResourceValidationPolicy(
+values_by_design = ResourcePolicy(
     name="vcluster-values-by-design",
     description=(
         "A VirtualClusterInstance's vcluster.yaml uses only the key paths the program renders "
@@ -111,7 +111,7 @@ def validate_control_plane_isolation(args: ResourceValidationArgs, report_violat
         )
 
 
-control_plane_isolation = ResourceValidationPolicy(
+control_plane_isolation = ResourcePolicy(
     name="vcluster-control-plane-isolation",
     description=(
         "A VirtualClusterInstance's control plane is a LoadBalancer Service whose loadBalancerSourceRanges are the "
