@@ -194,8 +194,8 @@ def test_dev_plan_adds_up_the_quota_of_every_tenant_of_the_environment(dev_plan,
     quota = section(out, "GPU quota of the environment").splitlines()
     assert len(dev_stack.quota) == 4 and len(quota) == 2 + len(dev_stack.quota)
     scopes = {(q.scope, q.gpu): q for q in dev_stack.quota}
-    # The inline tenants share the host project's quota; team-vision-dev has a project of its own
-    # (team contract 2: each project that runs tenant VMs has its own quota).
+    # The inline tenants share the host project's quota; team-vision-dev has a project of its own,
+    # and each GCP project that runs tenant VMs has its own regional GPU quota.
     assert scopes["host project acme-ml-dev", "nvidia-l4"].asked == 4 and scopes["host project acme-ml-dev", "nvidia-tesla-t4"].asked == 4
     assert scopes["project acme-ml-dev-vision", "nvidia-l4"].asked == 4 and scopes["project acme-ml-dev-vision", "nvidia-tesla-t4"].asked == 2
     for line in dev_stack.quota:
