@@ -241,7 +241,8 @@ def _model_in(annotation: Any) -> Any:
     return None
 
 
-def _describe(value: Any) -> str:
+def describe(value: Any) -> str:
+    """What kind of value it is (a mapping, a number, …), never the value itself."""
     kinds = {dict: "a mapping", list: "a list", tuple: "a list", str: "a string", bool: "true/false", int: "a number", float: "a number"}
     return EMPTY if value is None or value == "" else kinds.get(type(value), type(value).__name__)
 
@@ -340,7 +341,7 @@ def problems_from_validation(prefix: str, model: type[BaseModel], error: Validat
             message = f"{shown(value)} is out of range; must be {bound} {limit}"
         elif kind in ("string_type", "list_type", "tuple_type", "dict_type", "model_type", "model_attributes_type"):
             wanted = {"string_type": "a string", "list_type": "a list", "tuple_type": "a list", "dict_type": "a mapping"}.get(kind, "a mapping")
-            message = f"expected {wanted}, got {_describe(value)}"
+            message = f"expected {wanted}, got {describe(value)}"
         elif kind == "union_mismatch":
             message = f"{shown(value)} is not allowed; allowed: {_allowed_forms(ctx['union'])}"
         elif kind == "too_short":
