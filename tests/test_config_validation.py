@@ -687,13 +687,33 @@ def test_tenant_projects_needs_folder_and_billing_account(stack_values):
     del values[f"{NS}:platform"]["tenantProjects"]["billingAccount"]
     values[f"{NS}:platform"]["tenantProjects"]["folder"] = "acme-folder"
     assert problems(values, "prod") == [
-        "platform.tenantProjects.billingAccount: required",
+        "platform.tenantProjects.billingAccount: required: the Cloud Billing account Pulumi links each team project it creates to, "
+        "XXXXXX-XXXXXX-XXXXXX (`gcloud billing accounts list`); whoever runs pulumi up needs roles/billing.user on it",
         "platform.tenantProjects.folder: 'acme-folder' is not a folder; allowed: folders/<number> or the number, e.g. folders/123456789012",
     ]
     values[f"{NS}:platform"]["tenantProjects"]["billingAccount"] = "0123-4567"
     found = problems(values, "prod")
     assert "platform.tenantProjects.folder: 'acme-folder' is not a folder; allowed: folders/<number> or the number, e.g. folders/123456789012" in found
     assert any(p.startswith("platform.tenantProjects.billingAccount: '0123-4567' is not a billing account id; allowed: XXXXXX-XXXXXX-XXXXXX") for p in found)
+
+
+def test_a_missing_tenant_projects_key_says_what_it_is_for(stack_values):
+    values = stack_values("prod")
+    values[f"{NS}:platform"]["tenantProjects"] = {}
+    assert problems(values, "prod") == [
+        "platform.tenantProjects.folder: required: the folder Pulumi creates the teams' projects in, folders/<number> or the number "
+        "(`gcloud resource-manager folders list`); whoever runs pulumi up needs roles/resourcemanager.projectCreator on it",
+        "platform.tenantProjects.billingAccount: required: the Cloud Billing account Pulumi links each team project it creates to, "
+        "XXXXXX-XXXXXX-XXXXXX (`gcloud billing accounts list`); whoever runs pulumi up needs roles/billing.user on it",
+        "platform.tenantProjects.prefix: required: the start of the ids of the projects Pulumi creates, <prefix>-<environment>-<team> "
+        "(lowercase letters, digits and hyphens, starting with a letter)",
+    ]
+
+
+def test_a_missing_key_without_a_description_is_just_required(stack_values):
+    values = stack_values("dev")
+    del values[f"{NS}:tenants"][0]["network"]["cidr"]
+    assert "tenants[0].network.cidr: required" in problems(values)
 
 
 def test_the_project_prefix_must_leave_room_for_every_team_name(stack_values):
