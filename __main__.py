@@ -18,7 +18,7 @@ from components.tenant_vcluster import TenantVCluster, TenantVClusterArgs
 from components.vcluster_platform import VClusterPlatform, VClusterPlatformArgs
 from config.errors import ConfigError
 from config.facts import PLATFORM_NAMESPACE
-from config.runtime import is_set, runtime_values
+from config.runtime import is_set, runtime_secret_keys, runtime_values
 from config.stack import NS, EnvironmentStack, TenantStack, check_against_deployed, load_stack
 from config.stack_files import PROJECT_DIR
 
@@ -164,7 +164,7 @@ def tenant_outputs(tenant: TenantVCluster) -> dict:
 
 
 try:
-    loaded = load_stack(runtime_values(), stack=pulumi.get_stack(), project_dir=PROJECT_DIR)
+    loaded = load_stack(runtime_values(), stack=pulumi.get_stack(), project_dir=PROJECT_DIR, secret_keys=runtime_secret_keys())
 except ConfigError as e:
     raise pulumi.RunError(str(e)) from None
 

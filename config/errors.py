@@ -216,8 +216,8 @@ def join_path(prefix: str, loc: tuple[Any, ...]) -> str:
     return path
 
 
-def _allowed_keys(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
-    """The keys the model accepts at `loc` (which points at the object holding the bad key)."""
+def _model_at(model: type[BaseModel], loc: tuple[Any, ...]) -> Any:
+    """The model of the object at `loc`, or None."""
     current: Any = model
     for part in loc:
         if isinstance(part, int) or current is None:
@@ -225,9 +225,20 @@ def _allowed_keys(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
         fields = getattr(current, "model_fields", {})
         match = next((f for n, f in fields.items() if (f.alias or n) == part), None)
         current = _model_in(match.annotation) if match else None
-    if current is None or not hasattr(current, "model_fields"):
-        return []
-    return sorted(f.alias or n for n, f in current.model_fields.items())
+    return current if current is not None and hasattr(current, "model_fields") else None
+
+
+def _allowed_keys(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
+    """The keys the model accepts at `loc` (which points at the object holding the bad key)."""
+    current = _model_at(model, loc)
+    return sorted(f.alias or n for n, f in current.model_fields.items()) if current else []
+
+
+def _missing(model: type[BaseModel], loc: tuple[Any, ...]) -> str:
+    """"required", and what the key is for where its field says so (`Field(description=...)`)."""
+    holder = _model_at(model, loc[:-1])
+    field = next((f for n, f in holder.model_fields.items() if (f.alias or n) == loc[-1]), None) if holder and loc else None
+    return f"required: {field.description}" if field is not None and field.description else "required"
 
 
 def _model_in(annotation: Any) -> Any:
@@ -241,7 +252,8 @@ def _model_in(annotation: Any) -> Any:
     return None
 
 
-def _describe(value: Any) -> str:
+def describe(value: Any) -> str:
+    """What kind of value it is (a mapping, a number, …), never the value itself."""
     kinds = {dict: "a mapping", list: "a list", tuple: "a list", str: "a string", bool: "true/false", int: "a number", float: "a number"}
     return EMPTY if value is None or value == "" else kinds.get(type(value), type(value).__name__)
 
@@ -322,7 +334,7 @@ def problems_from_validation(prefix: str, model: type[BaseModel], error: Validat
             continue  # a list whose items failed is not also "too short"
         kind, value, ctx = e["type"], e.get("input"), e.get("ctx") or {}
         if kind == "missing":
-            message = "required"
+            message = _missing(model, loc)
         elif kind == "extra_forbidden":
             allowed = _allowed_keys(model, loc[:-1])
             message = "unknown key" + (f"; allowed: {', '.join(allowed)}" if allowed else "")
@@ -340,7 +352,7 @@ def problems_from_validation(prefix: str, model: type[BaseModel], error: Validat
             message = f"{shown(value)} is out of range; must be {bound} {limit}"
         elif kind in ("string_type", "list_type", "tuple_type", "dict_type", "model_type", "model_attributes_type"):
             wanted = {"string_type": "a string", "list_type": "a list", "tuple_type": "a list", "dict_type": "a mapping"}.get(kind, "a mapping")
-            message = f"expected {wanted}, got {_describe(value)}"
+            message = f"expected {wanted}, got {describe(value)}"
         elif kind == "union_mismatch":
             message = f"{shown(value)} is not allowed; allowed: {_allowed_forms(ctx['union'])}"
         elif kind == "too_short":

@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import Field
+
 from .base import ConfigModel, Syntax
 from .errors import Problems, shown
 from .permissions import AUTO_NODES, TENANT_DISKS, TENANT_LOAD_BALANCERS, TENANT_SUBNET_USE, role_id
@@ -47,9 +49,19 @@ class GcpProject(ConfigModel):
 class TenantProjects(ConfigModel):
     """`platform.tenantProjects`: where Pulumi creates the projects of tenants that name none."""
 
-    folder: str  # folders/<number> or the number
-    billing_account: str  # XXXXXX-XXXXXX-XXXXXX
-    prefix: str  # project ids <prefix>-<environment>-<team>
+    # The descriptions complete a missing key's "required" (config/errors.py).
+    folder: str = Field(
+        description="the folder Pulumi creates the teams' projects in, folders/<number> or the number "
+        "(`gcloud resource-manager folders list`); whoever runs pulumi up needs roles/resourcemanager.projectCreator on it"
+    )
+    billing_account: str = Field(
+        description="the Cloud Billing account Pulumi links each team project it creates to, XXXXXX-XXXXXX-XXXXXX "
+        "(`gcloud billing accounts list`); whoever runs pulumi up needs roles/billing.user on it"
+    )
+    prefix: str = Field(
+        description="the start of the ids of the projects Pulumi creates, <prefix>-<environment>-<team> "
+        "(lowercase letters, digits and hyphens, starting with a letter)"
+    )
 
     @property
     def folder_id(self) -> str:

@@ -1,9 +1,10 @@
 """GPU quota across an environment: every tenant's GPU limits added up per quota scope, GPU class
 and region, against `nodeProvider.gpuQuota`.
 
-`gpuQuota` is the regional quota of each GCP project that runs tenant VMs (team contract 2): tenants
-that share the host project add up against it together; a tenant with a project of its own counts
-against that project's quota alone. A "quota scope" names that project. Each pool already fits the
+`gpuQuota` is the regional quota for a GPU type that each GCP project running tenant VMs has of its
+own (Compute Engine quotas are per project and region): tenants that share the environment's (host)
+project add up against it together; a tenant with a project of its own counts against that
+project's quota alone. A "quota scope" names that project. Each pool already fits the
 quota on its own (`check_tenant`); this is the sum the platform could ask for when every team is
 busy at once. Past the quota Compute Engine refuses new VMs and the teams' pods stay pending.
 """

@@ -8,10 +8,12 @@ team's tenant stack, otherwise an environment stack.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from . import admin_password
 from .catalog import Catalog, load_catalog
 from .environment import (
     ENVIRONMENTS,
@@ -42,7 +44,7 @@ TENANT_KEYS = ("environmentStack", "tenant")
 # descriptions list exactly these models' keys.
 CONFIG_MODELS = {"cluster": ClusterConfig, "platform": PlatformConfig, "nodeProvider": NodeProviderConfig, "tenants": Tenant, "tenant": Tenant}
 # Keys the program reads itself (secrets are read by __main__, never parsed here).
-KNOWN_KEYS = {f"{NS}:{k}" for k in ("environment", "platformAdminPassword", *ENVIRONMENT_KEYS, *TENANT_KEYS)}
+KNOWN_KEYS = {f"{NS}:{k}" for k in ("environment", admin_password.KEY, *ENVIRONMENT_KEYS, *TENANT_KEYS)}
 
 
 @dataclass(frozen=True)
@@ -80,13 +82,23 @@ class TenantStack:
 
 
 def load_stack(
-    values: dict[str, Any], *, stack: str, project_dir: Path, catalog: Catalog | None = None, team_stacks: bool = True
+    values: dict[str, Any],
+    *,
+    stack: str,
+    project_dir: Path,
+    catalog: Catalog | None = None,
+    team_stacks: bool = True,
+    secret_keys: Collection[str] | None = None,
 ) -> EnvironmentStack | TenantStack:
     """`team_stacks`: an environment stack checks its inline tenants against the team stacks of
     `project_dir` that use it (names, CIDRs, GCP projects). A team stack loading its environment
     passes False: it checks itself against the environment's tenants and the other team stacks,
-    each problem at its own key, and another team's mistake does not hide its environment."""
+    each problem at its own key, and another team's mistake does not hide its environment.
+    `secret_keys`: the full keys the engine holds as secrets (the running program passes them);
+    None: unknown, and keys that must be secrets are not judged by it."""
     catalog = catalog or load_catalog()
+    password_key = f"{NS}:{admin_password.KEY}"
+    password = values.get(password_key)  # as given: a password may look like JSON
     values = {k: structured(v) for k, v in values.items()}
     problems = Problems()
     environment = values.get(f"{NS}:environment")
@@ -100,6 +112,7 @@ def load_stack(
             result = _load_tenant_stack(values, environment, stack, project_dir, catalog, problems)
         else:
             result = _load_environment_stack(values, environment, stack, project_dir, catalog, problems, team_stacks)
+            admin_password.check_admin_password(password, full_key=password_key, secret_keys=secret_keys, problems=problems)
     problems.extend(unknown_keys(set(values), values))
     problems.raise_if_any(stack)
     assert result is not None
@@ -214,7 +227,7 @@ def _gcp_value(values: dict[str, Any], key: str, placeholder: str, problems: Pro
 
 
 def _load_tenant_stack(values, environment, stack, project_dir, catalog, problems) -> TenantStack | None:
-    for key in ENVIRONMENT_KEYS:
+    for key in (*ENVIRONMENT_KEYS, admin_password.KEY):
         if values.get(f"{NS}:{key}"):
             problems.add(key, "belongs to an environment stack; a tenant stack (environmentStack is set) configures only `tenant`")
     tenant = parse("tenant", Tenant, values.get(f"{NS}:tenant"), problems)

@@ -65,6 +65,7 @@ ENVIRONMENT_PATHS = [
     ("gpu-platform:tenants",),
     ("gpu-platform:environmentStack",),
     ("gpu-platform:tenant",),
+    ("gpu-platform:platformAdminPassword",),
     *((f"{NS}:cluster", *p) for p in [(), *key_paths(ClusterConfig)]),
     *((f"{NS}:platform", *p) for p in [(), *key_paths(PlatformConfig)]),
     *((f"{NS}:nodeProvider", *p) for p in [(), *key_paths(NodeProviderConfig)]),
@@ -74,6 +75,7 @@ TENANT_PATHS = [
     ("gpu-platform:environment",),
     ("gpu-platform:environmentStack",),
     ("gpu-platform:nodeProvider",),
+    ("gpu-platform:platformAdminPassword",),
     *((f"{NS}:tenant", *p) for p in [(), *key_paths(Tenant)]),
 ]
 KEYS = sorted({part for path in ENVIRONMENT_PATHS + TENANT_PATHS for part in path if isinstance(part, str)})
@@ -203,6 +205,9 @@ def test_through_the_program_bad_values_stop_before_anything_is_registered(dev_r
         ((f"{NS}:tenants", 0), None),
         ((f"{NS}:tenants", 0, "network", "cidr"), 10),
         ((f"{NS}:cluster", "labels"), {7: "x"}),
+        ((f"{NS}:platformAdminPassword",), 5),  # once accepted silently
+        ((f"{NS}:platformAdminPassword",), {"a": 1}),
+        ((f"{NS}:platformAdminPassword",), "x"),
     ],
 )
 def test_found_by_fuzzing(path, value):

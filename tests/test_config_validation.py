@@ -222,6 +222,84 @@ def test_tenant_stack_rejects_environment_keys(stack_values):
     assert any(p.startswith("nodeProvider: belongs to an environment stack") for p in problems(values, "team-vision-dev"))
 
 
+# --- the platform admin password -------------------------------------------------------------
+
+PASSWORD = f"{NS}:platformAdminPassword"
+TOO_SHORT = "platformAdminPassword: too short: a password needs at least 15 characters; set it with pulumi config set --secret platformAdminPassword"
+NOT_A_SECRET = "platformAdminPassword: not a secret: it would be stored in plain text in the stack file; set it with pulumi config set --secret"
+
+
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        (5, "platformAdminPassword: expected a password (a string), got a number; set it with pulumi config set --secret"),
+        ({"a": 1}, "platformAdminPassword: expected a password (a string), got a mapping; set it with pulumi config set --secret"),
+        (["hunter2hunter2hunter2"], "platformAdminPassword: expected a password (a string), got a list; set it with pulumi config set --secret"),
+        ("x", TOO_SHORT),
+        ("hunter2-hunter", TOO_SHORT),  # 14 characters
+    ],
+)
+def test_admin_password_must_be_a_string_of_15_characters(stack_values, value, expected):
+    values = stack_values("dev")
+    values[PASSWORD] = value
+    [message] = problems(values)
+    assert message.startswith(expected)
+    assert "hunter" not in message and "'x'" not in message and "'a'" not in message  # never quoted
+
+
+def test_admin_password_as_the_engine_hands_it_over(stack_values):
+    """The running program knows which keys are secrets: a plain value is refused, a secret one is
+    judged by its length, and neither is quoted."""
+    from config.admin_password import MIN_LENGTH
+
+    values = stack_values("dev")
+    values[PASSWORD] = "correct-horse-battery-staple"
+    with pytest.raises(ConfigError) as caught:
+        load_stack(values, stack="dev", project_dir=SHIPPED_DIR, secret_keys=set())
+    [message] = map(str, caught.value.problems)
+    assert message.startswith(NOT_A_SECRET) and "horse" not in str(caught.value)
+    load_stack(values, stack="dev", project_dir=SHIPPED_DIR, secret_keys={PASSWORD})
+    values[PASSWORD] = "s" * (MIN_LENGTH - 1)
+    with pytest.raises(ConfigError) as caught:
+        load_stack(values, stack="dev", project_dir=SHIPPED_DIR, secret_keys={PASSWORD})
+    assert [str(p) for p in caught.value.problems][0].startswith(TOO_SHORT) and "sss" not in str(caught.value)
+    values[PASSWORD] = "s" * MIN_LENGTH
+    load_stack(values, stack="dev", project_dir=SHIPPED_DIR, secret_keys={PASSWORD})
+
+
+def test_a_plain_short_admin_password_stops_the_program_with_every_other_problem(stack_values):
+    """Through the program: both problems of the password, the other keys' problems with them, the
+    value nowhere in the error, and nothing registered."""
+    values = stack_values("dev")
+    values[PASSWORD] = "hunter2"  # in plain text in the stack file, not `secure:`
+    values[f"{NS}:nodeProvider"]["zones"] = ["europe-west1-b"]
+    with pytest.raises(pulumi.RunError) as caught:
+        run_shipped(values, stack="dev")
+    message = str(caught.value)
+    assert message.startswith("3 configuration problems in stack 'dev'; nothing was created:")
+    assert TOO_SHORT in message and NOT_A_SECRET in message
+    assert "nodeProvider.zones[0]: 'europe-west1-b' is not in region europe-west4" in message
+    assert "hunter2" not in message
+    assert caught.value.registrations == []
+
+
+def test_an_encrypted_admin_password_is_accepted_and_an_empty_one_generated(stack_values):
+    from config.stack_files import SecureValue
+
+    values = stack_values("dev")
+    values[PASSWORD] = SecureValue("v1:encrypted")  # its length is checked where it is decrypted
+    load_stack(values, stack="dev", project_dir=SHIPPED_DIR)
+    values[PASSWORD] = ""
+    load_stack(values, stack="dev", project_dir=SHIPPED_DIR, secret_keys=set())
+
+
+def test_a_tenant_stack_sets_no_admin_password(stack_values):
+    values = stack_values("team-vision-dev")
+    values[PASSWORD] = "correct-horse-battery-staple"
+    [message] = problems(values, "team-vision-dev")
+    assert message.startswith("platformAdminPassword: belongs to an environment stack") and "horse" not in message
+
+
 def test_tenant_stack_is_checked_against_its_environment_file(stack_values):
     values = stack_values("team-vision-dev")
     tenant = values[f"{NS}:tenant"]
@@ -609,13 +687,33 @@ def test_tenant_projects_needs_folder_and_billing_account(stack_values):
     del values[f"{NS}:platform"]["tenantProjects"]["billingAccount"]
     values[f"{NS}:platform"]["tenantProjects"]["folder"] = "acme-folder"
     assert problems(values, "prod") == [
-        "platform.tenantProjects.billingAccount: required",
+        "platform.tenantProjects.billingAccount: required: the Cloud Billing account Pulumi links each team project it creates to, "
+        "XXXXXX-XXXXXX-XXXXXX (`gcloud billing accounts list`); whoever runs pulumi up needs roles/billing.user on it",
         "platform.tenantProjects.folder: 'acme-folder' is not a folder; allowed: folders/<number> or the number, e.g. folders/123456789012",
     ]
     values[f"{NS}:platform"]["tenantProjects"]["billingAccount"] = "0123-4567"
     found = problems(values, "prod")
     assert "platform.tenantProjects.folder: 'acme-folder' is not a folder; allowed: folders/<number> or the number, e.g. folders/123456789012" in found
     assert any(p.startswith("platform.tenantProjects.billingAccount: '0123-4567' is not a billing account id; allowed: XXXXXX-XXXXXX-XXXXXX") for p in found)
+
+
+def test_a_missing_tenant_projects_key_says_what_it_is_for(stack_values):
+    values = stack_values("prod")
+    values[f"{NS}:platform"]["tenantProjects"] = {}
+    assert problems(values, "prod") == [
+        "platform.tenantProjects.folder: required: the folder Pulumi creates the teams' projects in, folders/<number> or the number "
+        "(`gcloud resource-manager folders list`); whoever runs pulumi up needs roles/resourcemanager.projectCreator on it",
+        "platform.tenantProjects.billingAccount: required: the Cloud Billing account Pulumi links each team project it creates to, "
+        "XXXXXX-XXXXXX-XXXXXX (`gcloud billing accounts list`); whoever runs pulumi up needs roles/billing.user on it",
+        "platform.tenantProjects.prefix: required: the start of the ids of the projects Pulumi creates, <prefix>-<environment>-<team> "
+        "(lowercase letters, digits and hyphens, starting with a letter)",
+    ]
+
+
+def test_a_missing_key_without_a_description_is_just_required(stack_values):
+    values = stack_values("dev")
+    del values[f"{NS}:tenants"][0]["network"]["cidr"]
+    assert "tenants[0].network.cidr: required" in problems(values)
 
 
 def test_the_project_prefix_must_leave_room_for_every_team_name(stack_values):

@@ -194,8 +194,8 @@ def test_dev_plan_adds_up_the_quota_of_every_tenant_of_the_environment(dev_plan,
     quota = section(out, "GPU quota of the environment").splitlines()
     assert len(dev_stack.quota) == 4 and len(quota) == 2 + len(dev_stack.quota)
     scopes = {(q.scope, q.gpu): q for q in dev_stack.quota}
-    # The inline tenants share the host project's quota; team-vision-dev has a project of its own
-    # (team contract 2: each project that runs tenant VMs has its own quota).
+    # The inline tenants share the host project's quota; team-vision-dev has a project of its own,
+    # and each GCP project that runs tenant VMs has its own regional GPU quota.
     assert scopes["host project acme-ml-dev", "nvidia-l4"].asked == 4 and scopes["host project acme-ml-dev", "nvidia-tesla-t4"].asked == 4
     assert scopes["project acme-ml-dev-vision", "nvidia-l4"].asked == 4 and scopes["project acme-ml-dev-vision", "nvidia-tesla-t4"].asked == 2
     for line in dev_stack.quota:
@@ -247,9 +247,18 @@ def test_quota_policy_fail_stops_every_stack_of_the_environment(tmp_path):
     text = text.replace("{gpu: nvidia-l4, maxGpus: 4, idleAfter: 60s}", "{gpu: nvidia-l4, maxGpus: 8, idleAfter: 60s}")
     text = text.replace("    spot: true\n", "    spot: true\n    quotaPolicy: fail\n", 1)
     (project / "Pulumi.dev.yaml").write_text(text)
-    code, _, err = plan("--project-dir", str(project), "--all", "--quiet")
+    code, out, err = plan("--project-dir", str(project), "--all", "--quiet")
     assert code == 1
-    assert "nodeProvider.gpuQuota.nvidia-l4: GPU quota: the tenants of host project acme-ml-dev may ask for 12 nvidia-l4 GPUs" in err
+    exceeded = "nodeProvider.gpuQuota.nvidia-l4: GPU quota: the tenants of host project acme-ml-dev may ask for 12 nvidia-l4 GPUs"
+    assert exceeded in err
+    assert "nodeProvider.quotaPolicy is fail" in err and "Traceback" not in err
+    assert "FAIL  dev: 1 configuration problem in stack 'dev'" in out
+    assert "FAIL  team-vision-dev: 1 configuration problem in stack 'team-vision-dev'" in out
+    # The team stack's own plan fails too, for the sum its environment exceeds, and says where.
+    code, out, err = plan("--project-dir", str(project), "--stack", "team-vision-dev")
+    assert code == 1 and out == ""
+    assert err.startswith("plan of stack team-vision-dev failed:\n1 configuration problem in stack 'team-vision-dev'; nothing was created:")
+    assert "  - environmentStack: acme/gpu-platform/dev: its stack file has problems of its own:\n      " + exceeded in err
     assert "nodeProvider.quotaPolicy is fail" in err and "Traceback" not in err
 
 

@@ -116,9 +116,10 @@ def test_quota_policy_fail_is_the_prod_default_and_an_error(stack_values):
 
 
 def test_quota_scopes_follow_the_isolation_mode(stack_values):
-    """Tenants sharing the host project add up together; a tenant in its own project counts alone
-    (team contract 2), whether it names the project, Pulumi creates it under a name it chose, or
-    Pulumi generates the name."""
+    """Each GCP project that runs tenant VMs has its own regional GPU quota: tenants sharing the
+    host project add up together against the environment's; a tenant in its own project counts
+    alone against that project's, whether it names the project, Pulumi creates it under a name it
+    chose, or Pulumi generates the name."""
     import dataclasses
 
     from config.isolation import TenantProjects

@@ -105,6 +105,25 @@ def test_pulumi_yaml_descriptions_list_exactly_the_model_keys(key):
     assert (sorted(keys - listed_keys), sorted(listed_keys - keys)) == ([], []), "(missing, unknown to the program)"
 
 
+def test_no_secret_key_has_a_default():
+    """The CLI applies a project default to a stack that lacks the key, then refuses a plaintext
+    value of a `secret: true` key, that default included (see config/admin_password.py): such a key
+    would fail every stack that keeps its default."""
+    both = [k for k, spec in PULUMI_YAML["config"].items() if isinstance(spec, dict) and spec.get("secret") and "default" in spec]
+    assert both == []
+
+
+def test_the_admin_password_rules_are_documented_where_users_read_them():
+    from config.admin_password import KEY, MIN_LENGTH
+
+    description = PULUMI_YAML["config"][KEY]["description"]
+    assert f"a secret of at least {MIN_LENGTH} characters" in description and "--secret" in description
+    reference = " ".join(section("Configuration reference").split())
+    assert f"`gpu-platform:{KEY}` (environment stacks)" in reference
+    assert f"it must be a secret (`pulumi config set --secret`; a plain value is refused) of at least {MIN_LENGTH} characters" in reference
+    assert f"--secret {KEY} '<password>'   # optional (≥ {MIN_LENGTH} characters)" in README
+
+
 def test_tenant_stacks_take_the_same_fields_as_inline_tenants():
     assert CONFIG_MODELS["tenant"] is CONFIG_MODELS["tenants"]
     assert "same fields as an entry of `tenants`" in PULUMI_YAML["config"]["tenant"]["description"]

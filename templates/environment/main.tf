@@ -47,7 +47,13 @@ provider "google" {
 
 locals {
   # Rendered by GcpNodeProvider (components/templates.py): this file serves one environment.
-  environment        = "__GPU_PLATFORM_ENVIRONMENT__"
+  environment = "__GPU_PLATFORM_ENVIRONMENT__"
+  # The platform passes a node environment `var.vcluster.instance`, "Full tenant cluster instance
+  # object" (the VirtualClusterInstance, whose metadata.namespace is its platform project's
+  # namespace), and `var.vcluster.namespace`, "Project namespace of the vCluster": vcluster-docs
+  # commit 0f45a068f platform/administer/node-providers/terraform.mdx, "Available terraform vCluster
+  # variables". The official template reads the same field (loft-sh/vcluster-auto-nodes-gcp tag
+  # v0.1.1 environment/infrastructure/locals.tf).
   vcluster_name      = try(nonsensitive(var.vcluster.instance.metadata.name), "")
   vcluster_namespace = try(nonsensitive(var.vcluster.instance.metadata.namespace), "")
   # The team's platform project is named after the team; its namespace carries the prefix the
