@@ -31,7 +31,7 @@ CREATABLE = (ON_DEMAND, SPOT)
 @dataclass(frozen=True)
 class Source:
     url: str
-    read: str | None  # date the page was read; None: could not be read
+    read: str | None  # date the page was read; None: not checked against it
     note: str = ""
 
 
@@ -73,7 +73,7 @@ class Availability:
 
     def citation(self, family: Family) -> str:
         return "; ".join(
-            f"{self.sources[s].url} (read {self.sources[s].read})" if self.sources[s].read else f"{self.sources[s].url} (not readable here)"
+            f"{self.sources[s].url} (read {self.sources[s].read})" if self.sources[s].read else f"{self.sources[s].url} (not checked against it)"
             for s in family.sources
         )
 

@@ -17,6 +17,8 @@ if TYPE_CHECKING:  # pragma: no cover
 PRICES_HOURS_PER_MONTH = 730
 # Source kinds whose figures are not estimates (see the comment above `prices:` in catalog.yaml).
 CONFIRMED_KINDS = ("google",)
+# Source kinds whose figures were read for the region on its `read` date (the others were not).
+READ_KINDS = ("google", "catalog")
 SOURCE_KINDS = ("google", "catalog", "derived", "recorded")
 REGION_KEYS = {"read", "sources", "gpus", "hosts", "machines", "disks", "forwardingRule"}
 
@@ -31,6 +33,10 @@ class Source:
     def estimate(self) -> bool:
         return self.kind not in CONFIRMED_KINDS
 
+    @property
+    def read_on_date(self) -> bool:
+        return self.kind in READ_KINDS
+
 
 @dataclass(frozen=True)
 class Price:
@@ -44,6 +50,11 @@ class Price:
 
     def __mul__(self, factor: float) -> Price:
         return Price(self.usd_per_hour * factor, self.sources)
+
+
+def _note(used: dict[str, list[str]], source: str, label: str) -> None:
+    if label not in used.setdefault(source, []):
+        used[source].append(label)
 
 
 def _merge(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[str, ...]:
@@ -70,7 +81,7 @@ class RegionPrices:
     hosts: dict[str, UnitPrice]  # the VM without GPUs
     machines: dict[str, UnitPrice]  # the whole VM, its built-in GPUs included
     disks: dict[str, tuple[float, str]]  # disk type → (USD per GB-month, source)
-    forwarding_rule: tuple[float, float, str]  # (first five, each further, source), USD/h
+    forwarding_rule: tuple[float, float, str]  # (first one to five together, each further, source), USD/h
 
     def machine(self, machine: Machine, spot: bool) -> Price | None:
         """One VM of `machine` with its built-in GPUs (not N1's attached ones, which the shape
@@ -95,9 +106,22 @@ class RegionPrices:
         return Price(size_gb * per_gb_month / PRICES_HOURS_PER_MONTH, (source,))
 
     def forwarding_rules(self, count: int) -> Price:
-        """`count` forwarding rules of one project in this region."""
-        first, further, source = self.forwarding_rule
-        return Price(min(count, 5) * first + max(0, count - 5) * further, (source,))
+        """`count` forwarding rules of one project in this region: one flat charge for the first one
+        to five, and each further rule on top (https://cloud.google.com/load-balancing/pricing)."""
+        first_five, further, source = self.forwarding_rule
+        return Price(0.0 if count <= 0 else first_five + max(0, count - 5) * further, (source,))
+
+    def figures_by_source(self) -> dict[str, list[str]]:
+        """Which kinds of figures each source gave this region, in catalog order."""
+        sections = (("GPUs", self.gpus), ("hosts", self.hosts), ("whole VMs", self.machines))
+        used: dict[str, list[str]] = {name: [] for name in self.sources}
+        for label, units in sections:
+            for unit in units.values():
+                _note(used, unit.source, label)
+        for _, source in self.disks.values():
+            _note(used, source, "disks")
+        _note(used, self.forwarding_rule[2], "forwarding rules")
+        return {name: labels for name, labels in used.items() if labels}
 
     def is_estimate(self, price: Price) -> bool:
         return any(self.sources[s].estimate for s in price.sources if s in self.sources) or not price.sources

@@ -20,8 +20,8 @@ from config.node_types import GPU_RESOURCE, generate_node_types
 CATALOG = load_catalog()
 AVAILABILITY = load_availability()
 ZONES = ("europe-west4-a", "europe-west4-b", "europe-west4-c")
-# Two regions with recorded prices and one without.
-REGIONS = ("europe-west4", "us-central1", "asia-east1")
+# Two regions with recorded prices and one without (no region of `availability:` lacks prices).
+REGIONS = ("europe-west4", "us-central1", "me-west1")
 
 
 # For tests of prices and shapes, not of availability: every family sold on-demand and as Spot in
@@ -159,17 +159,83 @@ def test_prices_are_the_regions_own():
 
 
 def test_a_region_without_recorded_prices_has_no_costs():
-    offer = offer_of(["nvidia-l4"], {"nvidia-l4": 8}, cpu=("e2-standard-2",), region="asia-east1")
+    offer = offer_of(["nvidia-l4"], {"nvidia-l4": 8}, cpu=("e2-standard-2",), region="me-west1")
     assert offer.node_types and all(nt.usd_per_hour is None and nt.cost is None for nt in offer.node_types)
 
 
-def test_what_europe_west4_does_not_record_is_unknown_there():
-    # europe-west4 records no A100 machines and no P4 GPU; us-central1 does.
-    for gpu, quota in (("nvidia-tesla-a100", {"nvidia-tesla-a100": 1}), ("nvidia-tesla-p4", {"nvidia-tesla-p4": 1})):
-        west4 = offer_of([gpu], quota, region="europe-west4").node_types
-        central1 = offer_of([gpu], quota).node_types
-        assert west4 and all(nt.usd_per_hour is None for nt in west4)
-        assert central1 and all(nt.usd_per_hour is not None for nt in central1)
+@pytest.mark.parametrize(
+    "region, gpu",
+    [
+        ("europe-west4", "nvidia-tesla-a100"),  # its A100 row fails the check of config/catalog.yaml
+        ("us-west1", "nvidia-h100-80gb"),  # likewise its H100 row (4.20076)
+        ("asia-southeast1", "nvidia-tesla-a100"),
+    ],
+)
+def test_what_a_region_does_not_record_is_unknown_there(region, gpu):
+    def offer(region):  # in zone b of the region, which offers the GPU (`availability:`)
+        return generate_node_types(
+            catalog=CATALOG, region=region, zones=(f"{region}-b",), gpu_types=(gpu,), spot=False, gpu_quota={gpu: 8},
+            cpu_machine_types=(), gpu_disk=(200, "pd-balanced"), cpu_disk=(50, "pd-balanced"), availability=AVAILABILITY,
+        ).node_types
+
+    here, central1 = offer(region), offer("us-central1")
+    assert here and all(nt.usd_per_hour is None for nt in here)
+    assert central1 and all(nt.usd_per_hour is not None for nt in central1)
+
+
+def test_every_region_with_availability_has_prices():
+    regions = {region for family in AVAILABILITY.families.values() for region in family.zones}
+    assert regions == {"europe-west4", "us-central1", "us-east1", "us-east4", "us-west1", "europe-west1", "asia-southeast1", "asia-east1"}
+    assert set(CATALOG.prices) == regions
+
+
+def test_derived_disk_prices_are_us_central1s_at_the_regions_n1_price_level():
+    # What each region's `ratio` source says: us-central1's disk figure × the region's
+    # n1-standard-4 host price over us-central1's, to four decimals.
+    central1 = CATALOG.prices["us-central1"]
+    for region, prices in CATALOG.prices.items():
+        for disk, (usd, source) in prices.disks.items():
+            if prices.sources[source].kind != "derived":
+                continue
+            level = prices.hosts["n1-standard-4"].on_demand / central1.hosts["n1-standard-4"].on_demand
+            assert f"× {round(level, 4):g}" in prices.sources[source].text, region
+            assert usd == pytest.approx(central1.disks[disk][0] * level, abs=5e-5), (region, disk)
+
+
+def test_a2_and_a3_prices_agree_with_us_central1s_whole_vm_prices():
+    # The check config/catalog.yaml applies to the GPU rows of A2 and A3: a region's VM (host +
+    # GPUs) costs us-central1's whole-VM list price × the region's price level for
+    # accelerator-optimized VMs (its g2-standard-4 host over us-central1's), within 5%.
+    central1 = CATALOG.prices["us-central1"]
+    checked = set()
+    for region, prices in CATALOG.prices.items():
+        level = prices.hosts["g2-standard-4"].on_demand / central1.hosts["g2-standard-4"].on_demand
+        for name in central1.machines:
+            here = prices.machine(CATALOG.machines[name], spot=False)
+            if here is not None and region != "us-central1":
+                there = central1.machine(CATALOG.machines[name], spot=False)
+                assert here.usd_per_hour / there.usd_per_hour == pytest.approx(level, rel=0.05), (region, name)
+                checked.add(region)
+    assert checked == {"us-east1", "us-east4", "us-west1", "europe-west1", "asia-southeast1", "asia-east1"}
+
+
+def test_each_source_says_which_figures_it_gave():
+    assert CATALOG.prices["europe-west4"].figures_by_source() == {
+        "skypilot": ["GPUs", "hosts"], "ratio": ["disks"], "lb-page": ["forwarding rules"],
+    }
+    assert CATALOG.prices["us-central1"].figures_by_source() == {
+        "skypilot": ["GPUs", "hosts"], "first-catalog": ["whole VMs"], "disk-page": ["disks"], "lb-page": ["forwarding rules"],
+    }
+
+
+@pytest.mark.parametrize(
+    "rules, usd_per_hour",
+    # https://cloud.google.com/load-balancing/pricing: "First 5 forwarding rules 0.025 per hour",
+    # "Per additional forwarding rule 0.01 per hour".
+    [(0, 0.0), (1, 0.025), (3, 0.025), (5, 0.025), (6, 0.035), (8, 0.055)],
+)
+def test_forwarding_rules_cost_one_charge_for_five_then_each_further_one(rules, usd_per_hour):
+    assert CATALOG.prices["europe-west4"].forwarding_rules(rules).usd_per_hour == pytest.approx(usd_per_hour)
 
 
 def test_a_missing_spot_price_is_unknown_not_borrowed(monkeypatch):

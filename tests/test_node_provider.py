@@ -90,12 +90,13 @@ def test_node_types_are_the_generated_offer(dev_run, stack_values):
 
 
 def test_a_node_type_without_a_recorded_price_has_no_cost():
-    # asia-east1 has no prices in the catalog: no cost is sent, so the platform derives one.
+    # The catalog records no H100 price in us-west1 (config/catalog.yaml says why): no cost is sent
+    # for a3-highgpu-8g there, so the platform derives one.
     offer = generate_node_types(
-        catalog=load_catalog(), region="asia-east1", zones=("asia-east1-a",), gpu_types=("nvidia-l4",), spot=True,
-        gpu_quota={"nvidia-l4": 1}, cpu_machine_types=(), gpu_disk=(200, "pd-balanced"), cpu_disk=(50, "pd-balanced"),
+        catalog=load_catalog(), region="us-west1", zones=("us-west1-a",), gpu_types=("nvidia-h100-80gb",), spot=True,
+        gpu_quota={"nvidia-h100-80gb": 8}, cpu_machine_types=(), gpu_disk=(200, "pd-balanced"), cpu_disk=(50, "pd-balanced"),
     )
-    args = GcpNodeProviderArgs(name="gcp-gpu", environment="dev", region="asia-east1", node_types=offer.node_types)
+    args = GcpNodeProviderArgs(name="gcp-gpu", environment="dev", region="us-west1", node_types=offer.node_types)
     rendered = node_provider_spec(args).to_dict()["terraform"]["nodeTypes"]
     assert rendered and all("cost" not in nt for nt in rendered)
 

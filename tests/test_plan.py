@@ -287,6 +287,21 @@ def recorded_prices(region: str) -> dict:
     return {"region": raw["prices"][region], "services": raw["services"]}
 
 
+def dev_control_planes() -> list[str]:
+    """dev's tenants as a person finds them in the shipped stack files: the inline ones, then each
+    team stack naming dev. Every one's vCluster control plane is a LoadBalancer Service on the host
+    cluster, one forwarding rule in the host project."""
+    def config(stack: str) -> dict:
+        return yaml.safe_load((SHIPPED_DIR / f"Pulumi.{stack}.yaml").read_text())["config"]
+
+    names = [tenant["name"] for tenant in config("dev")["gpu-platform:tenants"]]
+    for path in sorted(SHIPPED_DIR.glob("Pulumi.*.yaml")):
+        team = config(path.name.removeprefix("Pulumi.").removesuffix(".yaml"))
+        if str(team.get("gpu-platform:environmentStack", "")).endswith("/dev"):
+            names.append(team["gpu-platform:tenant"]["name"])
+    return names
+
+
 def hand_computed_dev_costs() -> dict[str, tuple[float, float, float]]:
     """dev's parts (always on, expected, ceiling; USD/h) as committed, computed by hand from the
     recorded europe-west4 prices."""
@@ -303,7 +318,10 @@ def hand_computed_dev_costs() -> dict[str, tuple[float, float, float]]:
     nat = services["cloudNat"]
     gateway = lambda vms: vms * nat["usdPerVmHour"] + nat["usdPerAddressHour"]  # noqa: E731 - one address
     fee = services["gkeClusterFee"]["usdPerHour"]
-    control_plane = p["forwardingRule"]["first5"] + 5 * per_gb_hour  # load balancer + 5 GiB volume
+    # Three forwarding rules (nlp, speech, vision) are within the page's "first 5": one charge of
+    # `first5` for all of them, a third of it counted per tenant; + each one's 5 GiB volume.
+    assert dev_control_planes() == ["nlp", "speech", "vision"]
+    control_plane = p["forwardingRule"]["first5"] / 3 + 5 * per_gb_hour
     parts = {
         "GKE cluster management fee": (fee, fee, fee),
         "GKE system pool": (system_node, system_node, 3 * system_node),  # zonal: 1–3 nodes
@@ -338,8 +356,14 @@ def test_plan_figures_equal_hand_computations_from_the_recorded_prices(dev_json)
 def test_dev_plan_costs_say_where_prices_come_from(dev_plan, dev_json):
     _, out, _, _ = dev_plan
     costs = section(out, "Costs in USD")
-    assert "list prices of europe-west4 read 2026-11-30" in costs
+    assert "list prices of europe-west4, not quotes" in costs
     assert "≈ marks figures from estimates" in costs
+    # Which figures were read on the date and which were not: europe-west4's disks are derived
+    # from us-central1's, its forwarding-rule prices from Google's global table.
+    read = load_catalog().prices["europe-west4"].read
+    assert f"\n  read {read}: GPUs, hosts (skypilot)\n" in costs
+    assert "\n  derived, not read: disks (ratio); forwarding rules (lb-page)\n" in costs
+    assert [line for line in costs.splitlines() if f"read {read}" in line and ("disks" in line or "forwarding" in line)] == []
     assert "not included (usage-based): network egress" in costs
     for unit in ("always on USD/h", "always on USD/month", "expected USD/h", "ceiling USD/h"):
         assert unit in costs
@@ -367,7 +391,52 @@ def test_a_missing_price_makes_the_totals_unknown_with_what_is_known(monkeypatch
     assert "unknown (≥ " in total
 
 
-def test_a_region_without_recorded_prices_is_said_plainly(tmp_path):
+def test_us_central1_says_its_whole_vm_and_disk_prices_were_not_re_read():
+    # The lines under prod's "Costs in USD" title (us-central1).
+    from tools.plan_text import _price_sources
+
+    prices = load_catalog().prices["us-central1"]
+    assert _price_sources(prices) == [
+        f"  read {prices.read}: GPUs, hosts (skypilot)",
+        "  recorded earlier, not re-read: whole VMs (first-catalog); disks (disk-page)",
+        "  derived, not read: forwarding rules (lb-page)",
+    ]
+
+
+def test_the_environment_and_its_team_stacks_share_one_forwarding_rule_charge(dev_json, vision):
+    # dev's three control planes (two inline, one team stack) are three forwarding rules in the host
+    # project: one charge for up to five. The environment's plan and the team stack's count the
+    # same three, so their parts add up to that one charge.
+    team = vision[1]["costs"]["loadBalancers"]
+    env = dev_json["costs"]["loadBalancers"]
+    assert env["controlPlanes"] == team["controlPlanes"] == dev_control_planes()
+    first5 = recorded_prices("europe-west4")["region"]["forwardingRule"]["first5"]
+    assert env["forwardingRulesUsdPerHour"] == team["forwardingRulesUsdPerHour"] == pytest.approx(first5)
+    assert 3 * env["perTenantUsdPerHour"] == pytest.approx(first5, abs=1e-3)
+
+
+def test_six_control_planes_pay_the_additional_rule(tmp_path):
+    # Three more inline tenants make six rules: the flat charge for the first five and 0.01 USD/h
+    # for the sixth (https://cloud.google.com/load-balancing/pricing), shared by six.
+    project = project_copy(tmp_path, "dev", "team-vision-dev")
+    text = (project / "Pulumi.dev.yaml").read_text()
+    extra = "".join(
+        f"    - name: extra{i}\n      isolation: shared\n      network: {{cidr: 10.161.{4 * i}.0/22}}\n"
+        "      gpuPools: [{gpu: nvidia-tesla-t4, maxGpus: 1}]\n"
+        for i in range(3)
+    )
+    (project / "Pulumi.dev.yaml").write_text(text.replace("      smokeTest: true\n", "      smokeTest: true\n" + extra))
+    code, out, err = plan("--project-dir", str(project), "--stack", "dev", "--json")
+    assert code == 0, err
+    balancers = json.loads(out)["costs"]["loadBalancers"]
+    assert balancers["controlPlanes"] == ["nlp", "speech", "extra0", "extra1", "extra2", "vision"]
+    assert balancers["forwardingRulesUsdPerHour"] == pytest.approx(0.025 + 0.01)
+    assert balancers["perTenantUsdPerHour"] == pytest.approx(0.035 / 6, abs=1e-4)
+
+
+def test_a_region_without_recorded_prices_is_said_plainly(tmp_path, monkeypatch):
+    # Every region of `availability:` has prices; one without them is said plainly all the same.
+    monkeypatch.delitem(load_catalog().prices, "asia-east1")
     project = project_copy(tmp_path, "dev")
     text = (project / "Pulumi.dev.yaml").read_text().replace("europe-west4", "asia-east1")
     (project / "Pulumi.dev.yaml").write_text(text)

@@ -81,6 +81,55 @@ def test_the_costs_example_is_the_plan_of_the_dev_stack_as_shipped():
     assert example in dev_plan()
 
 
+@functools.cache
+def dev_costs():
+    """The cost model of dev as shipped, as the plan computes it."""
+    from tools.plan import plan_stack
+
+    return plan_stack("dev", SHIPPED_DIR).costs
+
+
+def _number(pattern: str, text: str) -> tuple[float, ...]:
+    found = re.search(pattern, " ".join(text.split()))
+    assert found, f"README Costs no longer says: {pattern}"
+    return tuple(float(g) for g in found.groups())
+
+
+def test_the_costs_worked_example_prose_is_the_catalog_and_the_plan():
+    """Every number of the worked example's prose: the prices from config/catalog.yaml, the
+    results from the plan's own pool and load-balancer figures."""
+    from config.catalog import CATALOG_PATH
+
+    prices = yaml.safe_load(CATALOG_PATH.read_text())["prices"]["europe-west4"]
+    hosts, gpus, disk = prices["hosts"], prices["gpus"], prices["disks"]["pd-balanced"]["usdPerGbMonth"]
+    costs = section("Costs")
+    pools = {(p.tenant, p.pool): p for p in dev_costs().pools}
+    nlp = next(p for (tenant, _), p in pools.items() if tenant == "nlp" and p.machine_types == ("g2-standard-4",))
+    speech = next(p for (tenant, _), p in pools.items() if tenant == "speech" and "n1-standard-4" in p.machine_types)
+
+    host, l4, per_gb, boot, total = _number(
+        r"4 × \(the g2-standard-4 host at ([\d.]+) \+ one L4 at ([\d.]+) \+ (\d+) GB × ([\d.]+) / 730\) = ([\d.]+) USD/h", costs
+    )
+    assert (host, l4, per_gb, boot) == (hosts["g2-standard-4"]["onDemand"], gpus["nvidia-l4"]["onDemand"], 200, disk)
+    assert total == round(nlp.expected, 2) == round(nlp.ceiling, 2) == round(4 * (host + l4 + 200 * disk / 730), 2)
+
+    host, t4, total = _number(r"4 × \(the n1-standard-4 Spot host at ([\d.]+) \+ one Spot T4 at ([\d.]+) \+ the same boot disk\) = ([\d.]+) USD/h", costs)
+    assert (host, t4) == (hosts["n1-standard-4"]["spot"], gpus["nvidia-tesla-t4"]["spot"])
+    assert total == round(speech.expected, 2) == round(4 * (host + t4 + 200 * disk / 730), 2)
+
+    planes, first5, rules, share = _number(
+        r"The environment has (\d+) tenant control planes .*?: one charge of ([\d.]+) USD/h for the (\d+) forwarding rules, ([\d.]+) USD/h counted per tenant", costs
+    )
+    assert planes == rules == len(dev_costs().control_planes) and first5 == prices["forwardingRule"]["first5"]
+    assert share == round(dev_costs().load_balancer_share, 4)
+    share_again, volume_gi, per_gb_again, control_plane = _number(
+        r"so a control plane is ([\d.]+) \+ (\d+) GiB × ([\d.]+) / 730 = ([\d.]+) USD/h", costs
+    )
+    assert (share_again, per_gb_again) == (share, disk)
+    nlp_line = next(line for line in dev_costs().lines if line.part.startswith("tenant nlp: control plane"))
+    assert control_plane == round(nlp_line.always_on, 2) == round(dev_costs().load_balancer_share + volume_gi * disk / 730, 2)
+
+
 def test_costs_define_expected_as_the_plan_does():
     from config.tenant import EXPECTED
 
@@ -250,7 +299,7 @@ def test_availability_names_the_regions_with_zones_and_with_prices():
     with_zones = re.search(r"\(zones per region: (.+?)\) and how", text, flags=re.S).group(1)
     named = set(re.findall(r"\b[a-z]+-[a-z]+\d\b", with_zones))
     assert named == {r for family in catalog["availability"]["families"].values() for r in family["zones"]}
-    priced = re.search(r"\*\*Prices are recorded for (.+?) only\.\*\*", text).group(1)
+    priced = re.search(r"\*\*Prices are recorded for every one of these regions\*\* \((.+?)\)", text, flags=re.S).group(1)
     assert set(re.findall(r"\b[a-z]+-[a-z]+\d\b", priced)) == set(catalog["prices"])
 
 

@@ -45,7 +45,7 @@ from config.stack_files import PROJECT_DIR, SecureValue, StackFileError, list_st
 from config.tenant import TenantPlan
 from tools import isolation_plan
 from tools.mock_engine import ProgramRun, config_strings, run_program
-from tools.plan_costs import environment_costs, tenant_stack_costs
+from tools.plan_costs import control_planes_of, environment_costs, tenant_stack_costs
 from tools.plan_json import summary
 from tools.plan_model import INSTANCE_TYPE, NODE_PROVIDER_TYPE, SECRET, PlanError, Pool, StackPlan, TenantReport
 from tools.plan_text import DOCUMENT_HEADER, render_quiet, render_text
@@ -95,10 +95,11 @@ def plan_stack(
 
     run = _run(values, stack, project_dir, stack_outputs)
     explicit = _explicit_keys(project_dir, stack)
+    control_planes = control_planes_of(loaded, stack, project_dir)
     if isinstance(loaded, EnvironmentStack):
-        costs = environment_costs(catalog, loaded)
+        costs = environment_costs(catalog, loaded, control_planes)
     else:
-        costs = tenant_stack_costs(catalog, loaded, control_planes_before=len(loaded.facts.tenants))
+        costs = tenant_stack_costs(catalog, loaded, control_planes)
     plan = StackPlan(
         stack=stack,
         kind=kind,

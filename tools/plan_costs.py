@@ -17,11 +17,13 @@ volumes, logging) are named as not included.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from config import node_properties as props
 from config.catalog import Catalog
 from config.node_types import NodeType
 from config.prices import PRICES_HOURS_PER_MONTH, Price, RegionPrices
+from config.quota import team_stack_tenants
 from config.stack import EnvironmentStack, TenantStack
 from config.tenant import PoolPlan, TenantPlan
 from config.versions import VCLUSTER_CONTROL_PLANE_DISK_CLASS, VCLUSTER_CONTROL_PLANE_VOLUME_GI
@@ -67,9 +69,23 @@ class PoolCost:
 class StackCosts:
     region: str
     prices: RegionPrices | None  # None: the region has no recorded prices
+    # Every tenant control plane of the environment (inline and committed team stacks): one
+    # forwarding rule each in the host project, sharing its price tier.
+    control_planes: tuple[str, ...] = ()
     lines: list[CostLine] = field(default_factory=list)
     pools: list[PoolCost] = field(default_factory=list)
     unknown: list[str] = field(default_factory=list)  # why figures are unknown
+
+    @property
+    def forwarding_rules(self) -> float | None:
+        """The host project's forwarding rules of the tenant control planes, USD/h."""
+        return None if self.prices is None else self.prices.forwarding_rules(len(self.control_planes)).usd_per_hour
+
+    @property
+    def load_balancer_share(self) -> float | None:
+        """Each control plane's equal share of them, USD/h."""
+        total = self.forwarding_rules
+        return None if total is None or not self.control_planes else total / len(self.control_planes)
 
     def total(self, attribute: str) -> float | None:
         values = [getattr(line, attribute) for line in self.lines]
@@ -115,11 +131,6 @@ class _Pricer:
     def nat(self, vms: int, addresses: int) -> float:
         return self.catalog.services.nat_gateway(vms, addresses).usd_per_hour
 
-    def forwarding_rules(self, count: int) -> float | None:
-        if self.regional is None:
-            return None
-        return self.regional.forwarding_rules(count).usd_per_hour
-
 
 def pool_cost(pricer: _Pricer, tenant: str, pool: PoolPlan) -> PoolCost:
     for nt in pool.node_types:
@@ -133,21 +144,20 @@ def _max_nodes(pool: PoolPlan) -> int:
     return max(pool.nodes_within_limits(nt) for nt in pool.node_types)
 
 
-def tenant_lines(pricer: _Pricer, plan: TenantPlan, control_planes_before: int) -> list[CostLine]:
+def tenant_lines(pricer: _Pricer, plan: TenantPlan) -> list[CostLine]:
     """A tenant's parts: its control plane (load balancer and data volume), its Cloud NAT, its
-    system node(s) and its GPU pools. `control_planes_before`: tenants' load balancers already in
-    the host project, for the forwarding-rule price tier."""
+    system node(s) and its GPU pools."""
     name = plan.tenant.name
     pools = [pool_cost(pricer, name, p) for p in plan.gpu_pools]
     cpu = pool_cost(pricer, name, plan.cpu_pool)
     pricer.costs.pools.extend([*pools, cpu])
     always_on_node = plan.always_on_node_usd_per_hour
 
-    # The control plane's LoadBalancer Service is one forwarding rule in the host project; its data
-    # volume is the vcluster chart's default claim on the host cluster's default StorageClass.
-    rules = pricer.forwarding_rules(control_planes_before + 1)
-    rules_before = pricer.forwarding_rules(control_planes_before)
-    load_balancer = None if rules is None or rules_before is None else rules - rules_before
+    # The control plane's LoadBalancer Service is one forwarding rule in the host project, priced
+    # together with the other tenants' (one flat charge for up to five): each pays an equal share,
+    # the same in every plan of the environment. Its data volume is the vcluster chart's default
+    # claim on the host cluster's default StorageClass.
+    load_balancer = pricer.costs.load_balancer_share
     volume = pricer.disk(VCLUSTER_CONTROL_PLANE_DISK_CLASS, VCLUSTER_CONTROL_PLANE_VOLUME_GI)
     control_plane = _add(load_balancer, volume)
 
@@ -169,8 +179,28 @@ def tenant_lines(pricer: _Pricer, plan: TenantPlan, control_planes_before: int) 
     ]
 
 
-def environment_costs(catalog: Catalog, env: EnvironmentStack) -> StackCosts:
-    costs = StackCosts(env.region, catalog.prices.get(env.region))
+def control_planes_of(loaded: EnvironmentStack | TenantStack, stack: str, project_dir: Path) -> tuple[str, ...]:
+    """Every tenant of the stack's environment, whose control planes' LoadBalancer Services are all
+    in the host project: the environment's inline tenants, then the committed team stacks that name
+    it (config.quota.team_stack_tenants, as the GPU quota counts them). The same set in the plan of
+    the environment and in the plan of each of its team stacks."""
+    if isinstance(loaded, EnvironmentStack):
+        inline, environment_stack = [t.tenant.name for t in loaded.tenants], stack
+    else:
+        inline, environment_stack = [t.name for t in loaded.facts.tenants], loaded.environment_stack.split("/")[-1]
+    entries = team_stack_tenants(project_dir, environment_stack_name=environment_stack)
+    names = inline + [e.tenant.name for e in entries]
+    if isinstance(loaded, TenantStack) and f"stack {stack}" not in {e.source for e in entries}:
+        names.append(loaded.tenant.tenant.name)
+    return tuple(names)
+
+
+def environment_costs(catalog: Catalog, env: EnvironmentStack, control_planes: tuple[str, ...] | None = None) -> StackCosts:
+    """`control_planes`: every tenant of the environment (control_planes_of); by default its inline
+    tenants only, as for an environment without team stacks."""
+    if control_planes is None:
+        control_planes = tuple(t.tenant.name for t in env.tenants)
+    costs = StackCosts(env.region, catalog.prices.get(env.region), control_planes)
     pricer = _Pricer(catalog, env.region, dict(env.node_provider.prices), costs)
     services = catalog.services
     costs.lines.append(CostLine("GKE cluster management fee", services.gke_cluster_fee, services.gke_cluster_fee, services.gke_cluster_fee, False))
@@ -189,17 +219,18 @@ def environment_costs(catalog: Catalog, env: EnvironmentStack) -> StackCosts:
     if env.cluster.private_nodes.enabled:
         # The host's Cloud NAT (AUTO_ONLY: at least one address) for the private system nodes.
         costs.lines.append(CostLine("host Cloud NAT (1 address)", pricer.nat(max(minimum, 1), 1), pricer.nat(max(minimum, 1), 1), pricer.nat(maximum, 1), False))
-    for i, tenant in enumerate(env.tenants):
-        costs.lines.extend(tenant_lines(pricer, tenant, i))
+    for tenant in env.tenants:
+        costs.lines.extend(tenant_lines(pricer, tenant))
     _check_region(pricer)
     return costs
 
 
-def tenant_stack_costs(catalog: Catalog, stack: TenantStack, control_planes_before: int) -> StackCosts:
+def tenant_stack_costs(catalog: Catalog, stack: TenantStack, control_planes: tuple[str, ...]) -> StackCosts:
+    """`control_planes`: as for environment_costs, this stack's tenant among them."""
     region = stack.facts.region
-    costs = StackCosts(region, catalog.prices.get(region))
+    costs = StackCosts(region, catalog.prices.get(region), control_planes)
     pricer = _Pricer(catalog, region, {}, costs)
-    costs.lines.extend(tenant_lines(pricer, stack.tenant, control_planes_before))
+    costs.lines.extend(tenant_lines(pricer, stack.tenant))
     _check_region(pricer)
     return costs
 

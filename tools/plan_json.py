@@ -41,6 +41,17 @@ def summary(plan: StackPlan) -> dict[str, Any]:
             "region": costs.region,
             "pricesRead": regional.read if regional else None,
             "estimateSources": sorted(s.name for s in regional.sources.values() if s.estimate) if regional else [],
+            "priceSources": [
+                {"name": name, "kind": regional.sources[name].kind, "read": regional.read if regional.sources[name].read_on_date else None, "figures": figures}
+                for name, figures in regional.figures_by_source().items()
+            ]
+            if regional
+            else [],
+            "loadBalancers": {
+                "controlPlanes": list(costs.control_planes),
+                "forwardingRulesUsdPerHour": _round(costs.forwarding_rules),
+                "perTenantUsdPerHour": _round(costs.load_balancer_share),
+            },
             "hoursPerMonth": HOURS_PER_MONTH,
             "notIncluded": NOT_INCLUDED,
             "unknown": list(costs.unknown),

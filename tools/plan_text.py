@@ -202,9 +202,10 @@ def _costs(plan: StackPlan) -> list[str]:
     else:
         estimates = sorted(s.name for s in regional.sources.values() if s.estimate)
         lines.append(
-            f"Costs in USD: list prices of {costs.region} read {regional.read}, not quotes ({HOURS_PER_MONTH} h per month; "
+            f"Costs in USD: list prices of {costs.region}, not quotes ({HOURS_PER_MONTH} h per month; "
             f"≈ marks figures from estimates: {', '.join(estimates) or 'none'}; sources in config/catalog.yaml)"
         )
+        lines.extend(_price_sources(regional))
     lines.append(f"  always on: with no workload; expected: {EXPECTED};")
     lines.append("  ceiling: every pool's limits fully used by the most expensive shape they admit. A node: its VM with its GPUs and its boot disk.")
     lines.append(f"  not included (usage-based): {NOT_INCLUDED}")
@@ -226,6 +227,14 @@ def _costs(plan: StackPlan) -> list[str]:
         lines.append("  every figure is rounded to the cent on its own: a total adds the unrounded figures, so its column's rows may differ from it by cents")
     for why in costs.unknown:
         lines.append(f"  unknown: {why}")
+    share = costs.load_balancer_share
+    if share is not None:
+        n = len(costs.control_planes)
+        lines.append(
+            f"  load balancers: {n} tenant control plane{'s' if n > 1 else ''} in the environment ({', '.join(costs.control_planes)}), "
+            f"one forwarding rule each in the host project: {_money(costs.forwarding_rules, 4)} USD/h together (one charge for the "
+            f"first five, each further rule on top), {_money(share, 4)} USD/h counted per tenant"
+        )
     if plan.kind == "environment":
         team_stacks = _team_stacks(plan)
         if team_stacks:
@@ -233,6 +242,20 @@ def _costs(plan: StackPlan) -> list[str]:
     else:
         lines.append("  the environment's own parts (GKE fee, system pool, host NAT) are in its plan")
     return lines
+
+
+# How each source kind's figures came to be, for the lines under the costs' title.
+_HOW = {"google": "read {read} on Google's page", "catalog": "read {read}", "derived": "derived, not read", "recorded": "recorded earlier, not re-read"}
+
+
+def _price_sources(regional) -> list[str]:
+    """One line per way the region's figures came to be: which were read on its `read` date, which
+    were derived or recorded earlier (never "read" on that date), each with its sources' names."""
+    by_how: dict[str, list[str]] = {}
+    for name, figures in regional.figures_by_source().items():
+        kind = regional.sources[name].kind
+        by_how.setdefault(_HOW.get(kind, kind).format(read=regional.read), []).append(f"{', '.join(figures)} ({name})")
+    return [f"  {how}: {'; '.join(parts)}" for how, parts in by_how.items()]
 
 
 def _rounding_shows(costs) -> bool:
@@ -279,8 +302,8 @@ def _table(headers: list[str], rows: list[list[str]], indent: str = "  ", right:
     return [line(headers), *(line(r) for r in rows)]
 
 
-def _money(value: float | None) -> str:
-    return "unknown" if value is None else f"{value:,.2f}"
+def _money(value: float | None, digits: int = 2) -> str:
+    return "unknown" if value is None else f"{value:,.{digits}f}"
 
 
 def _compact(value: Any) -> str:
