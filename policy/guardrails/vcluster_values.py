@@ -74,8 +74,10 @@ def _single_address(cidr: Any) -> bool:
 
 
 def validate_control_plane_isolation(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
-    """The control plane's LoadBalancer admits the tenant's NAT addresses only, and the chart's
-    NetworkPolicies keep other tenants' pods out of its host namespace."""
+    """The control plane's LoadBalancer admits single addresses only (the tenant's NAT addresses),
+    and the chart's NetworkPolicies are on: they limit the control plane to its API port, its
+    peers and the platform (loft-sh/vcluster chart/templates/networkpolicy.yaml, v0.36.1; the API
+    port stays open to every host pod, see README "Security")."""
     values = instance_values(args)
     if values is None:
         return
@@ -106,7 +108,7 @@ def validate_control_plane_isolation(args: ResourceValidationArgs, report_violat
         enabled = get(document, "policies", "networkPolicy", "enabled")
         report_violation(
             f"{Values.FIELD} policies.networkPolicy.enabled: {show(enabled)}{'' if enabled is None else ' is not allowed'}; "
-            "allowed: true (the chart's NetworkPolicies keep other tenants' pods away from this control plane)",
+            "allowed: true (the chart's NetworkPolicies admit only the API port, the tenant's own pods and the platform)",
             None,
         )
 
