@@ -9,7 +9,6 @@ whole before anything is registered.
 import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
-import pulumi_random as random
 
 from components.auto_nodes_identity import AutoNodesIdentity, AutoNodesIdentityArgs
 from components.gke_cluster import GkeCluster, GkeClusterArgs
@@ -18,7 +17,7 @@ from components.tenant_vcluster import TenantVCluster, TenantVClusterArgs
 from components.vcluster_platform import VClusterPlatform, VClusterPlatformArgs
 from config.errors import ConfigError
 from config.facts import PLATFORM_NAMESPACE
-from config.runtime import is_set, runtime_secret_keys, runtime_values
+from config.runtime import runtime_values
 from config.stack import NS, EnvironmentStack, TenantStack, check_against_deployed, load_stack
 from config.stack_files import PROJECT_DIR
 
@@ -50,26 +49,22 @@ def deploy_environment(env: EnvironmentStack) -> None:
     )
 
     config = pulumi.Config(NS)
-    # A generated password is not exported: every reader of the stack's outputs (a team stack's
-    # StackReference among them) would get it. It stays a secret in the state and in the
-    # Kubernetes Secret the chart reads (README "Deploy an environment" says how to read it).
-    if is_set(f"{NS}:platformAdminPassword"):
-        admin_password = config.require_secret("platformAdminPassword")
-    else:
-        admin_password = random.RandomPassword("platform-admin-password", length=32, special=False).result
+    # The admin password is no Pulumi secret (a preview would decrypt it): the platform component
+    # creates it inside the cluster (config/platform_access.py).
     license_key = env.platform.license_token_key
 
     platform = VClusterPlatform(
         "platform",
         VClusterPlatformArgs(
             chart_version=env.platform.chart_version,
-            admin_password=admin_password,
             service_account_email=identity.email,
             kubeconfig=gke.kubeconfig,
             public_host=env.platform.public_host,
             ingress_class=env.platform.ingress_class,
             ingress_tls=env.platform.ingress_tls,
             license_token=config.require_secret(license_key) if license_key else None,
+            sso=env.platform.sso,
+            ingress_source_ranges=env.platform.ingress_source_ranges,
         ),
         opts=pulumi.ResourceOptions(providers=[gke.provider], depends_on=[gke.system_pool, identity]),
     )
@@ -164,7 +159,7 @@ def tenant_outputs(tenant: TenantVCluster) -> dict:
 
 
 try:
-    loaded = load_stack(runtime_values(), stack=pulumi.get_stack(), project_dir=PROJECT_DIR, secret_keys=runtime_secret_keys())
+    loaded = load_stack(runtime_values(), stack=pulumi.get_stack(), project_dir=PROJECT_DIR)
 except ConfigError as e:
     raise pulumi.RunError(str(e)) from None
 

@@ -8,9 +8,9 @@ from typing import Any
 
 from config import yaml_io
 
+from .tenant_pod_security import ENFORCE_LABEL, GPU_OPERATOR_NAMESPACE, PRIVILEGED, pod_security_objects
 from .vcluster_values import GPU_RESOURCE
 
-GPU_OPERATOR_NAMESPACE = "gpu-operator"
 SMOKE_TEST_NAMESPACE = "gpu-smoke-test"
 # CUDA base image whose userspace matches the 570 driver of the Deep Learning VM image family.
 SMOKE_TEST_IMAGE = "nvcr.io/nvidia/cuda:12.8.1-base-ubuntu24.04"
@@ -49,21 +49,25 @@ def gpu_operator_values(service_monitor: bool) -> dict[str, Any]:
     }
 
 
-def tenant_objects(smoke_test: bool) -> list[dict[str, Any]]:
+def tenant_objects(smoke_test: bool, pod_security_standard: str = "baseline") -> list[dict[str, Any]]:
     objects: list[dict[str, Any]] = [
         {
             "apiVersion": "v1",
             "kind": "Namespace",
             "metadata": {
                 "name": GPU_OPERATOR_NAMESPACE,
-                # The operator's daemonsets are privileged.
-                "labels": {"pod-security.kubernetes.io/enforce": "privileged"},
+                # The operator's daemonsets are privileged (components/tenant_pod_security.py).
+                "labels": {ENFORCE_LABEL: PRIVILEGED},
             },
-        }
+        },
+        *pod_security_objects(pod_security_standard),
     ]
     if smoke_test:
+        # The smoke Job's pod meets even the restricted standard (no root, no privilege escalation,
+        # no capabilities, the runtime's seccomp profile), so its namespace enforces the tenant's.
+        labels = {} if pod_security_standard == PRIVILEGED else {"labels": {ENFORCE_LABEL: pod_security_standard}}
         objects += [
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SMOKE_TEST_NAMESPACE}},
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SMOKE_TEST_NAMESPACE, **labels}},
             {
                 "apiVersion": "batch/v1",
                 "kind": "Job",
@@ -77,12 +81,14 @@ def tenant_objects(smoke_test: bool) -> list[dict[str, Any]]:
                         "spec": {
                             "restartPolicy": "Never",
                             "tolerations": [dict(_TOLERATE_GPU)],
+                            "securityContext": {"runAsNonRoot": True, "runAsUser": 65534, "seccompProfile": {"type": "RuntimeDefault"}},
                             "containers": [
                                 {
                                     "name": "nvidia-smi",
                                     "image": SMOKE_TEST_IMAGE,
                                     "command": ["nvidia-smi"],
                                     "resources": {"limits": {GPU_RESOURCE: "1"}},
+                                    "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
                                 }
                             ],
                         }
@@ -100,6 +106,6 @@ def gpu_operator_values_yaml(service_monitor: bool) -> str:
 
 
 @functools.lru_cache(maxsize=None)
-def tenant_objects_yaml(smoke_test: bool) -> str:
-    return yaml_io.dump_all(tenant_objects(smoke_test))
+def tenant_objects_yaml(smoke_test: bool, pod_security_standard: str = "baseline") -> str:
+    return yaml_io.dump_all(tenant_objects(smoke_test, pod_security_standard))
 

@@ -204,7 +204,7 @@ class TenantVCluster(pulumi.ComponentResource):
                         values=gpu_operator_values_yaml(tenant.gpu_operator.service_monitor),
                     )
                 ],
-                objects=tenant_objects_yaml(tenant.smoke_test),
+                objects=tenant_objects_yaml(tenant.smoke_test, tenant.pod_security_standard),
                 access=in_cluster_access(tenant),
                 # As `vcluster create --driver platform` sends them: private and auto nodes are
                 # platform features, and the tenant talks to the platform with a forwarded token.

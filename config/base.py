@@ -13,6 +13,8 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 from pydantic.alias_generators import to_camel
 
+from policy.vcluster_reader import quantity as _quantity
+
 from .errors import Broken, Problems, Unchecked, problems_from_validation, shown
 
 
@@ -44,6 +46,14 @@ GCP_LABEL_KEY = Syntax(r"^[a-z][a-z0-9_-]{0,62}$")
 GCP_LABEL_VALUE = Syntax(r"^[a-z0-9_-]{0,63}$")
 # Go/Karpenter durations as vCluster accepts them: 30s, 5m, 1h30m.
 DURATION = Syntax(r"^(?=\d)(\d+h)?(\d+m)?(\d+s)?$")
+
+
+def quantity(text: Any) -> float | None:
+    """A Kubernetes resource quantity (200m, 2, 512Mi, 4Gi) as a number, or None: the parser the
+    policy pack uses too (policy/vcluster_reader.py). A Broken value stops the check (Unchecked)."""
+    if isinstance(text, Broken):
+        raise Unchecked(text.broken_path)
+    return _quantity(text)
 
 
 def duration_seconds(text: str) -> int:
@@ -104,17 +114,19 @@ def parse(path: str, model: type[BaseModel], raw: Any, problems: Problems, *, wh
 def _salvage(path: str, model: type[BaseModel], raw: Any) -> Any:
     if not isinstance(raw, dict):
         return Broken(path)
-    values = {}
+    values, given = {}, set()
     for name, info in model.model_fields.items():
         key = info.alias or name
         here = f"{path}.{key}" if path else key
         if key in raw or name in raw:
             values[name] = _salvage_value(here, model, name, raw[key] if key in raw else raw[name])
+            given.add(name)
         elif info.is_required():
             values[name] = Broken(here)
         else:
             values[name] = info.get_default(call_default_factory=True)
-    return model.model_construct(**values)
+    # Only the keys given count as set (model_fields_set), as for a model that validated.
+    return model.model_construct(_fields_set=given, **values)
 
 
 def _salvage_value(path: str, model: type[BaseModel], name: str, value: Any) -> Any:

@@ -18,6 +18,8 @@ from .catalog import Catalog, series_of
 from .errors import Broken, Problems, derived
 from .isolation import TenantProjects
 from .node_types import MAX_QUALIFIED_NAME, longest_qualified_name
+from .platform_access import Sso, check_platform_access
+from .tenant_security import ControlPlaneMaximum, TenantSecurity
 
 Environment = Literal["dev", "staging", "prod"]
 ENVIRONMENTS = ("dev", "staging", "prod")
@@ -96,6 +98,15 @@ class PlatformConfig(ConfigModel):
     # Tenants with isolation: shared (in the environment's project). Default: allowed in dev and
     # staging, refused in prod.
     allow_shared_isolation: bool | None = None
+    # Shared tenants beside tenants in projects of their own (config/tenant_security.py): refused
+    # unless accepted here.
+    allow_shared_with_project_tenants: bool = False
+    # prod: per team, the security settings it may have instead of the safe ones.
+    approved_tenant_security: dict[str, TenantSecurity] = {}
+    # The most one tenant's control-plane pod may request or be limited to.
+    control_plane_maximum: ControlPlaneMaximum = ControlPlaneMaximum()
+    sso: Sso | None = None  # log in through OIDC only; password login off
+    ingress_source_ranges: tuple[str, ...] | None = None  # with ingressClass: who may reach the UI
 
 
 class Disk(ConfigModel):
@@ -269,6 +280,7 @@ def check_platform(platform: PlatformConfig, problems: Problems) -> None:
         if platform.ingress_class and not platform.public_host:
             problems.add("platform.ingressClass", "needs platform.publicHost (the host the Ingress serves)")
     _check_ingress_tls(platform, problems)
+    check_platform_access(platform, problems)
     with problems.checking("platform.licenseTokenKey"):
         if platform.license_token_key is not None and not platform.license_token_key.isidentifier():
             problems.add("platform.licenseTokenKey", f"{platform.license_token_key!r} must be a config key name like vclusterLicenseToken")
@@ -279,7 +291,8 @@ def check_platform(platform: PlatformConfig, problems: Problems) -> None:
         if not SERVICE_ACCOUNT_ID.match(platform.service_account_id):
             problems.add("platform.serviceAccountId", f"{platform.service_account_id!r} must be 6–30 characters of [a-z0-9-]")
         elif platform.service_account_id.endswith("-nodes") or platform.service_account_id.startswith("gpu-ci-"):
-            # The policy pack tells identities apart by their names (config/iam_grants.py).
+            # The names of node accounts (<cluster>-nodes, <env>-<tenant>-nodes) and CI's: one account
+            # must never be two identities.
             problems.add(
                 "platform.serviceAccountId",
                 f"{platform.service_account_id!r} is not allowed; allowed: an id that neither ends in -nodes (node accounts) nor starts with gpu-ci- (CI's)",

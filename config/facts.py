@@ -7,7 +7,7 @@ before registering anything, and checks it again against the deployed environmen
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .isolation import TenantProjects
@@ -40,6 +40,7 @@ class TenantClaim:
     cidr: str
     source: str  # where it is declared, for error messages
     project: str | None = None  # its own GCP project; None when shared (or not named)
+    shared: bool = False  # isolation: shared
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,9 @@ class EnvironmentFacts:
     platform_role: str = ""  # projects/<project>/roles/<prefix>_autoNodes, for shared tenants
     tenant_projects: TenantProjects | None = None  # where Pulumi creates teams' projects
     allow_shared_isolation: bool = False
+    allow_shared_with_project_tenants: bool = False
+    approved_tenant_security: dict[str, dict[str, Any]] = field(default_factory=dict)  # team → config key → value
+    control_plane_maximum: dict[str, str] = field(default_factory=lambda: {"cpu": "4", "memory": "8Gi"})
 
     def node_types_for(
         self, gpu: str | None, spot: bool, gpu_count: int | None = None, zones: tuple[str, ...] | None = None
@@ -93,7 +97,7 @@ class EnvironmentFacts:
             "gpuQuota": dict(self.gpu_quota),
             "nodeTypes": [nt.to_dict() for nt in self.node_types],
             "reservedCidrs": [{"what": w, "cidr": c} for w, c in self.reserved_cidrs],
-            "tenants": [{"name": t.name, "cidr": t.cidr, "source": t.source, "project": t.project} for t in self.tenants],
+            "tenants": [{"name": t.name, "cidr": t.cidr, "source": t.source, "project": t.project, "shared": t.shared} for t in self.tenants],
             "vclusterVersion": self.vcluster_version,
             "platformServiceAccount": self.platform_service_account,
             "tenantSubnetRole": self.tenant_subnet_role,
@@ -105,6 +109,9 @@ class EnvironmentFacts:
             "platformRole": self.platform_role,
             "tenantProjects": self.tenant_projects.model_dump(by_alias=True) if self.tenant_projects else None,
             "allowSharedIsolation": self.allow_shared_isolation,
+            "allowSharedWithProjectTenants": self.allow_shared_with_project_tenants,
+            "approvedTenantSecurity": {team: dict(settings) for team, settings in self.approved_tenant_security.items()},
+            "controlPlaneMaximum": dict(self.control_plane_maximum),
         }
 
     @classmethod
@@ -120,7 +127,10 @@ class EnvironmentFacts:
             gpu_quota={k: int(v) for k, v in data["gpuQuota"].items()},
             node_types=tuple(NodeType.from_dict(nt) for nt in data["nodeTypes"]),
             reserved_cidrs=tuple((r["what"], r["cidr"]) for r in data["reservedCidrs"]),
-            tenants=tuple(TenantClaim(t["name"], t["cidr"], t.get("source", "environment"), t.get("project")) for t in data["tenants"]),
+            tenants=tuple(
+                TenantClaim(t["name"], t["cidr"], t.get("source", "environment"), t.get("project"), bool(t.get("shared", t.get("project") is None)))
+                for t in data["tenants"]
+            ),
             vcluster_version=data["vclusterVersion"],
             platform_service_account=data["platformServiceAccount"],
             tenant_subnet_role=data["tenantSubnetRole"],
@@ -134,4 +144,8 @@ class EnvironmentFacts:
             platform_role=data.get("platformRole", ""),
             tenant_projects=TenantProjects.model_validate(data["tenantProjects"]) if data.get("tenantProjects") else None,
             allow_shared_isolation=bool(data.get("allowSharedIsolation", False)),
+            # Absent in exports of environments deployed before these settings existed: their defaults.
+            allow_shared_with_project_tenants=bool(data.get("allowSharedWithProjectTenants", False)),
+            approved_tenant_security={k: dict(v) for k, v in (data.get("approvedTenantSecurity") or {}).items()},
+            control_plane_maximum=dict(data.get("controlPlaneMaximum") or {"cpu": "4", "memory": "8Gi"}),
         )

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import yaml_io
-from .environment import ENVIRONMENTS
 from .isolation import instance_name_condition, vm_name_condition
 
 GRANTS_PATH = Path(__file__).with_name("iam_grants.yaml")
@@ -19,33 +18,6 @@ WHEN = ("persistentDisks", "loadBalancerServices")
 TARGETS = ("platform", "tenantNodes", "self")
 CONDITIONS = {"vmNames": vm_name_condition, "instanceNames": instance_name_condition}
 CUSTOM_PREFIX = "custom:"
-NODE_ACCOUNT_SUFFIX = "-nodes"
-
-# How a principal's account is named: the platform's is platform.serviceAccountId (default
-# vcluster-platform-<environment>, config/environment.py, which refuses ids ending in -nodes), the
-# host cluster's nodes run as <cluster name>-nodes (components/gke_cluster.py), a tenant's as
-# <environment>-<tenant>-nodes (components/tenant_network.py). Every account is a user-managed one
-# of a project: <id>@<project>.iam.gserviceaccount.com.
-_PROJECT = r"(?P<project>[a-z][-a-z0-9]{4,28}[a-z0-9])"
-_DOMAIN = r"\.iam\.gserviceaccount\.com$"
-_LABEL = r"[a-z]([-a-z0-9]*[a-z0-9])?"
-
-
-def member_patterns() -> dict[str, str]:
-    """principal → the regular expression its members match (named groups: project, and for
-    tenant nodes environment and tenant)."""
-    environments = "|".join(ENVIRONMENTS)
-    return {
-        "platform": _account(r"(?!gpu-ci-)(?P<id>[a-z][a-z0-9-]{4,28}[a-z0-9])(?<!" + NODE_ACCOUNT_SUFFIX + ")"),
-        "gkeNodes": _account(r"(?P<id>[a-z]([-a-z0-9]{0,22}[a-z0-9])?" + NODE_ACCOUNT_SUFFIX + ")"),
-        "tenantNodes": _account(f"(?P<id>(?P<environment>{environments})-(?P<tenant>{_LABEL}){NODE_ACCOUNT_SUFFIX})"),
-    }
-
-
-def _account(account_id: str) -> str:
-    return "^serviceAccount:" + account_id + "@" + _PROJECT + _DOMAIN
-
-
 PREFIX_PLACEHOLDER = "<PREFIX>"
 
 

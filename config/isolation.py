@@ -280,8 +280,11 @@ def project_id_problem(project: str) -> str | None:
 
 def shared_warning(path: str, tenant: str, host_project: str) -> str:
     return (
-        f"{path} ({tenant}) uses isolation: shared: its VMs, disks, network and node identity live in the environment's project "
-        f"{host_project}, beside every other shared tenant and the host cluster's volumes. A workload on its nodes that obtains the "
-        "node identity can read every VM's metadata there and, with persistentDisks, copy any disk of that project. "
-        "Use isolation: project for teams that must not trust each other (README \"Security\", \"Migration\")."
+        f"{path} ({tenant}) uses isolation: shared: its VMs, network and node identity live in the environment's project "
+        f"{host_project}, beside every other shared tenant and the host cluster. A workload on its nodes that obtains the "
+        "node identity (nodeMetadata: exposed, a hostNetwork or privileged pod) can read every VM's metadata there: other "
+        "shared teams' join data and the host cluster's nodes, which run every tenant's control plane, those of teams with "
+        "projects of their own included. It gets no disk or load-balancer role there (persistentDisks and "
+        "loadBalancerServices are refused with isolation: shared). Use isolation: project for teams that must not trust "
+        "each other (README \"Security\", \"Migration\")."
     )

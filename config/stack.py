@@ -8,12 +8,10 @@ team's tenant stack, otherwise an environment stack.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import admin_password
 from .catalog import Catalog, load_catalog
 from .environment import (
     ENVIRONMENTS,
@@ -33,9 +31,12 @@ from .errors import Broken, ConfigError, Problem, Problems, derived, shown
 from .facts import EnvironmentFacts, TenantClaim
 from .isolation import SHARED, Placement, check_tenant_projects, placement, shared_warning, tenant_roles
 from .node_types import NodeTypeOffer, generate_node_types
+from .platform_access import KEY as ADMIN_PASSWORD_KEY
+from .platform_access import check_no_admin_password
 from .quota import QuotaLine, TenantEntry, quota_lines, team_stack_tenants
 from .stack_files import StackFileError, list_stacks, read_stack_values, structured
 from .tenant import MAX_TENANT_NAME, Tenant, TenantPlan, check_tenant, plan_tenant
+from .tenant_security import check_approvals
 
 NS = "gpu-platform"
 ENVIRONMENT_KEYS = ("cluster", "platform", "nodeProvider", "tenants")
@@ -44,7 +45,8 @@ TENANT_KEYS = ("environmentStack", "tenant")
 # descriptions list exactly these models' keys.
 CONFIG_MODELS = {"cluster": ClusterConfig, "platform": PlatformConfig, "nodeProvider": NodeProviderConfig, "tenants": Tenant, "tenant": Tenant}
 # Keys the program reads itself (secrets are read by __main__, never parsed here).
-KNOWN_KEYS = {f"{NS}:{k}" for k in ("environment", admin_password.KEY, *ENVIRONMENT_KEYS, *TENANT_KEYS)}
+# platformAdminPassword is known, and refused with a message of its own (config/platform_access.py).
+KNOWN_KEYS = {f"{NS}:{k}" for k in ("environment", ADMIN_PASSWORD_KEY, *ENVIRONMENT_KEYS, *TENANT_KEYS)}
 
 
 @dataclass(frozen=True)
@@ -88,19 +90,17 @@ def load_stack(
     project_dir: Path,
     catalog: Catalog | None = None,
     team_stacks: bool = True,
-    secret_keys: Collection[str] | None = None,
 ) -> EnvironmentStack | TenantStack:
     """`team_stacks`: an environment stack checks its inline tenants against the team stacks of
     `project_dir` that use it (names, CIDRs, GCP projects). A team stack loading its environment
     passes False: it checks itself against the environment's tenants and the other team stacks,
-    each problem at its own key, and another team's mistake does not hide its environment.
-    `secret_keys`: the full keys the engine holds as secrets (the running program passes them);
-    None: unknown, and keys that must be secrets are not judged by it."""
+    each problem at its own key, and another team's mistake does not hide its environment."""
     catalog = catalog or load_catalog()
-    password_key = f"{NS}:{admin_password.KEY}"
-    password = values.get(password_key)  # as given: a password may look like JSON
+    password = values.get(f"{NS}:{ADMIN_PASSWORD_KEY}")  # as given: never parsed, never quoted
     values = {k: structured(v) for k, v in values.items()}
     problems = Problems()
+    # First and outside every other check, so it is reported whatever else is wrong.
+    check_no_admin_password(password, problems)
     environment = values.get(f"{NS}:environment")
     if not isinstance(environment, str) or environment not in ENVIRONMENTS:
         problems.add("environment", f"{shown(environment)} is not allowed; allowed: {', '.join(ENVIRONMENTS)}")
@@ -112,7 +112,6 @@ def load_stack(
             result = _load_tenant_stack(values, environment, stack, project_dir, catalog, problems)
         else:
             result = _load_environment_stack(values, environment, stack, project_dir, catalog, problems, team_stacks)
-            admin_password.check_admin_password(password, full_key=password_key, secret_keys=secret_keys, problems=problems)
     problems.extend(unknown_keys(set(values), values))
     problems.raise_if_any(stack)
     assert result is not None
@@ -177,6 +176,9 @@ def _load_environment_stack(values, environment, stack, project_dir, catalog, pr
     # name, CIDR or project fails here too, not only in the team stack's own plan.
     team_claims = _tenant_stack_claims(project_dir, facts, environment_stack_name=stack, exclude=None) if team_stacks else []
     claims = [_claim(t, f"tenants[{j}]", f"tenants[{j}]", facts) for j, t in enumerate(tenants)]
+    with problems.checking("platform.approvedTenantSecurity"):
+        names = [c.name for c in [*claims, *team_claims] if not isinstance(c.name, Broken)] if team_stacks else None
+        check_approvals(platform.approved_tenant_security, names, problems)
     for i, tenant in enumerate(tenants):
         # Earlier entries only: a collision between inline tenants is reported once, at the entry
         # that causes it. A suggested CIDR keeps clear of every range claimed anywhere.
@@ -227,7 +229,7 @@ def _gcp_value(values: dict[str, Any], key: str, placeholder: str, problems: Pro
 
 
 def _load_tenant_stack(values, environment, stack, project_dir, catalog, problems) -> TenantStack | None:
-    for key in (*ENVIRONMENT_KEYS, admin_password.KEY):
+    for key in ENVIRONMENT_KEYS:
         if values.get(f"{NS}:{key}"):
             problems.add(key, "belongs to an environment stack; a tenant stack (environmentStack is set) configures only `tenant`")
     tenant = parse("tenant", Tenant, values.get(f"{NS}:tenant"), problems)
@@ -243,7 +245,7 @@ def _load_tenant_stack(values, environment, stack, project_dir, catalog, problem
         # Without its environment the tenant is still checked on its own and against the other
         # team stacks; whatever needs the environment waits for environmentStack (see the notes).
         facts = unknown_facts(env.broken_path)
-        inline = [TenantClaim(env, env, "the environment's tenants", env)]
+        inline = [TenantClaim(env, env, "the environment's tenants", env, env)]
     others = inline
     if isinstance(reference, str) and len(reference.split("/")) == 3:
         others = inline + _tenant_stack_claims(project_dir, facts, environment_stack_name=reference.split("/")[2], exclude=stack)
@@ -301,7 +303,7 @@ def _claim(tenant: Any, path: str, source: str, facts: EnvironmentFacts) -> Tena
         where = placement(tenant, environment=facts.environment, host_project=facts.project, tenant_projects=facts.tenant_projects)
         return None if where is None or where.shared else where.project
 
-    return TenantClaim(derived(lambda: tenant.name), cidr, source, derived(project))
+    return TenantClaim(derived(lambda: tenant.name), cidr, source, derived(project), derived(lambda: tenant.isolation == SHARED))
 
 
 def _quota_verdict(quota: tuple[QuotaLine, ...], policy: str | None, key, problems: Problems) -> tuple[str, ...]:
@@ -362,6 +364,12 @@ def _facts(stack, environment, project, region, cluster, platform, node_provider
         platform_role=derived(lambda: names.vm),
         tenant_projects=problems.derive(lambda: platform.tenant_projects, "platform.tenantProjects"),
         allow_shared_isolation=derived(lambda: platform.allow_shared_isolation),
+        allow_shared_with_project_tenants=derived(lambda: platform.allow_shared_with_project_tenants),
+        approved_tenant_security=problems.derive(
+            lambda: {t: s.model_dump(by_alias=True, exclude_none=True) for t, s in platform.approved_tenant_security.items()},
+            "platform.approvedTenantSecurity",
+        ),
+        control_plane_maximum=problems.derive(lambda: platform.control_plane_maximum.model_dump(), "platform.controlPlaneMaximum"),
     )
     # Claims name each tenant's project, which follows from the facts above, and where the tenant
     # is declared, for the messages of team stacks that collide with it.

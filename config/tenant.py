@@ -13,17 +13,18 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from . import isolation
 from . import node_properties as props
 from .availability import load_availability
-from .base import DNS_LABEL, DURATION, ConfigModel, Syntax, duration_seconds, parse_cidr, read_cidr
+from .base import DNS_LABEL, DURATION, ConfigModel, Syntax, duration_seconds, parse_cidr, quantity, read_cidr
 from .catalog import load_catalog
 from .errors import Broken, Problems, derived, shown
 from .facts import TENANT_CLUSTER_CIDRS, EnvironmentFacts, TenantClaim
 from .isolation import GcpProject
 from .node_types import GPU_RESOURCE, NodeType
+from .tenant_security import check_tenant_security
 from .versions import GPU_OPERATOR_VERSION
 
 # Derived GCP names must fit: the node service account id "<env>-<name>-nodes" has at most 30
@@ -103,6 +104,7 @@ class Tenant(ConfigModel):
     smoke_test: bool = False
     # Persistent volumes through the PD CSI driver on the tenant's nodes. Its node identity then
     # holds project-wide disk rights (see README "Security"); turn off if the team needs none.
+    # Default: on in project mode, off (and refused) in shared mode (config/tenant_security.py).
     persistent_disks: bool = True
     # Let the tenant's cloud controller manager create Google load balancers for its Services
     # (grants its node identity load-balancer and firewall rights). Off: Services stay internal.
@@ -115,6 +117,17 @@ class Tenant(ConfigModel):
     # token); exposed: they can, e.g. to use Google APIs as the node identity.
     node_metadata: Literal["concealed", "exposed"] = "concealed"
     control_plane: ControlPlane = ControlPlane()
+    # Pod Security Standard of the team's namespaces (components/tenant_pod_security.py).
+    pod_security_standard: Literal["baseline", "restricted", "privileged"] = "baseline"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_disks_when_shared(cls, value):
+        """persistentDisks defaults to false for a shared tenant: its node identity gets no disk
+        role on the environment's project (config/tenant_security.py)."""
+        if isinstance(value, dict) and value.get("isolation") == "shared" and "persistentDisks" not in value and "persistent_disks" not in value:
+            return {**value, "persistentDisks": False}
+        return value
 
     @field_validator("gcp_project", mode="before")
     @classmethod
@@ -296,7 +309,8 @@ def check_tenant(
     with problems.checking(f"{path}.isolation"):
         isolation.check_placement(path, tenant, facts, others, problems)
     with problems.checking(f"{path}.controlPlane"):
-        check_control_plane(f"{path}.controlPlane", tenant.control_plane, problems)
+        check_control_plane(f"{path}.controlPlane", tenant.control_plane, problems, maximum=facts.control_plane_maximum)
+    check_tenant_security(path, tenant, facts, others, problems)
 
     seen: dict[tuple, int] = {}
     with problems.checking(f"{path}.gpuPools"):
@@ -566,17 +580,9 @@ def suggest_cidr(facts: EnvironmentFacts, others: list[TenantClaim]) -> str:
     return "a free private /22"
 
 
-_QUANTITY = Syntax(r"^([0-9]+(?:\.[0-9]+)?)(m|k|M|G|T|Ki|Mi|Gi|Ti)?$")
-_FACTORS = {None: 1, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
-
-
-def quantity(text: str) -> float | None:
-    """A Kubernetes resource quantity (200m, 2, 512Mi, 4Gi) as a number, or None."""
-    match = _QUANTITY.match(text)
-    return None if match is None else float(match.group(1)) * _FACTORS[match.group(2)]
-
-
-def check_control_plane(path: str, control_plane: ControlPlane, problems: Problems) -> None:
+def check_control_plane(path: str, control_plane: ControlPlane, problems: Problems, *, maximum: dict[str, str] | None = None) -> None:
+    """Requests and limits are quantities, requests within limits, and each within the
+    environment's `maximum` (platform.controlPlaneMaximum: resource → quantity)."""
     values: dict[tuple[str, str], float | None] = {}
     for kind in ("requests", "limits"):
         for resource in ("cpu", "memory"):
@@ -590,3 +596,16 @@ def check_control_plane(path: str, control_plane: ControlPlane, problems: Proble
         request, limit = values.get(("requests", resource)), values.get(("limits", resource))
         if request is not None and limit is not None and request > limit:
             problems.add(f"{path}.requests.{resource}", f"{getattr(control_plane.requests, resource)} is above limits.{resource} {getattr(control_plane.limits, resource)}")
+    most: dict[str, float | None] = {}
+    with problems.checking(path):  # against the environment's maximum, once it is known
+        most = {resource: quantity(maximum[resource]) for resource in ("cpu", "memory")} if maximum else {}
+    for kind in ("requests", "limits"):
+        for resource in ("cpu", "memory"):
+            with problems.checking(f"{path}.{kind}.{resource}"):
+                value = values.get((kind, resource))
+                if most.get(resource) is not None and value is not None and value > most[resource]:
+                    problems.add(
+                        f"{path}.{kind}.{resource}",
+                        f"{getattr(getattr(control_plane, kind), resource)} is above the environment's maximum {maximum[resource]} "
+                        f"(platform.controlPlaneMaximum.{resource}: every tenant's control plane shares the host cluster's system nodes)",
+                    )

@@ -14,7 +14,7 @@ program itself uses (vcluster_reader.py).
 
 from __future__ import annotations
 
-from guardrails import cost, gke, iam, platform_objects, supply_chain, tenancy, vcluster_values
+from guardrails import by_design, cost, gke, iam, platform_objects, public_ranges, supply_chain, tenancy, tenant_placement, vcluster_values
 from guardrails.common import (  # noqa: F401  (re-exported for the tests and the README check)
     BOOTSTRAP_PROJECT,
     CLUSTER_ENVIRONMENT_LABEL,
@@ -33,6 +33,15 @@ from guardrails.common import (  # noqa: F401  (re-exported for the tests and th
     SERVICE_ACCOUNT_KEY,
     VIRTUAL_CLUSTER_INSTANCE,
     WORKLOAD_IDENTITY_USER,
+)
+from guardrails.by_design import (  # noqa: F401
+    commands_by_design,
+    kubernetes_rbac_by_design,
+    load_balancer_services,
+    node_pool_service_account,
+    release_by_design,
+    resource_types_by_design,
+    tenant_objects_by_design,
 )
 from guardrails.cost import (  # noqa: F401
     DEFAULT_MAX_GPUS_PER_TENANT,
@@ -64,6 +73,7 @@ from guardrails.iam import (  # noqa: F401
     workload_identity_members,
 )
 from guardrails.platform_objects import one_node_provider, platform_objects_by_design  # noqa: F401
+from guardrails.public_ranges import public_ranges_nonprod, public_ranges_prod  # noqa: F401
 from guardrails.supply_chain import helm_release_version, instance_chart_versions, node_provider_templates  # noqa: F401
 from guardrails.tenancy import (  # noqa: F401
     concrete_scope,
@@ -72,13 +82,17 @@ from guardrails.tenancy import (  # noqa: F401
     tenant_isolation,
     unprivileged_control_plane,
 )
+from guardrails.tenant_placement import control_plane_resources, one_tenant_per_project, tenant_placement_by_design  # noqa: F401
 from guardrails.vcluster_values import control_plane_isolation, values_by_design  # noqa: F401
 
 POLICIES = [
+    *by_design.POLICIES,
     *gke.POLICIES,
+    *public_ranges.POLICIES,
     *iam.POLICIES,
     *supply_chain.POLICIES,
     *tenancy.POLICIES,
+    *tenant_placement.POLICIES,
     *vcluster_values.POLICIES,
     *platform_objects.POLICIES,
     *cost.POLICIES,

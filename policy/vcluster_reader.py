@@ -14,6 +14,7 @@ Pool kinds of vcluster 0.36.1 (loft-sh/vcluster config/config.go at tag v0.36.1,
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
@@ -35,6 +36,17 @@ DYNAMIC, STATIC = "dynamic", "static"
 POOL_KINDS = (DYNAMIC, STATIC)
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+# Kubernetes resource quantities (k8s.io/apimachinery pkg/api/resource: a number, then a decimal
+# SI or binary suffix), as far as requests and limits use them.
+_QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(m|k|M|G|T|Ki|Mi|Gi|Ti)?$")
+_FACTORS = {None: 1, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+
+
+def quantity(text: Any) -> float | None:
+    """A Kubernetes resource quantity (200m, 2, 512Mi, 4Gi) as a number, or None."""
+    match = _QUANTITY.match(text) if isinstance(text, str) else None
+    return None if match is None else float(match.group(1)) * _FACTORS[match.group(2)]
 
 
 @dataclass(frozen=True)
@@ -178,3 +190,76 @@ class VClusterValues:
     def gpu_pools(self) -> list[Pool]:
         """Every pool, of either kind, that may get GPU nodes."""
         return [p for p in self.pools() if p.is_gpu]
+
+
+# --- A tenant's VirtualClusterInstance as a whole ---------------------------------------------------
+
+_INSTANCE = _DATA["tenantInstance"]
+NODE_METADATA: str = _INSTANCE["nodeMetadataProperty"]
+LOAD_BALANCERS: str = _INSTANCE["loadBalancerProperty"]
+PERSISTENT_DISKS: str = _INSTANCE["persistentDisksProperty"]
+PROJECT: str = _INSTANCE["projectProperty"]
+ENFORCE_LABEL: str = _INSTANCE["enforceLabel"]
+POD_SECURITY_POLICY: str = _INSTANCE["podSecurityPolicy"]
+
+
+def _get(value: Any, *path: str) -> Any:
+    for key in path:
+        value = value.get(key) if isinstance(value, dict) else None
+    return value
+
+
+@dataclass(frozen=True)
+class TenantInstance:
+    """What a VirtualClusterInstance (as the program builds it: components/tenant_vcluster.py)
+    says about its tenant: its name, its GCP project, its security settings."""
+
+    name: str | None
+    values: VClusterValues
+    objects: tuple[dict[str, Any], ...]
+
+    @classmethod
+    def parse(cls, spec: dict[str, Any], name: str | None) -> TenantInstance:
+        """`spec`: the instance's spec, plain. Raises ValueError or yaml.YAMLError for documents
+        that are not YAML mappings."""
+        template = spec.get("template") or {}
+        values = VClusterValues.parse(_get(template, "helmRelease", "values") or "")
+        text = template.get("objects") or ""
+        objects = tuple(d for d in yaml.load_all(text, Loader=_Loader) if d is not None) if text else ()  # noqa: S506 - a safe loader
+        if not all(isinstance(d, dict) for d in objects):
+            raise ValueError("spec.template.objects holds a document that is not a mapping")
+        return cls(name, values, objects)
+
+    @property
+    def properties(self) -> dict[str, Any]:
+        entries = self.values.auto_nodes
+        return dict((entries[0].get("properties") or {})) if entries else {}
+
+    @property
+    def project(self) -> str | None:
+        return self.properties.get(PROJECT)
+
+    @property
+    def pod_security_standard(self) -> str:
+        """The standard the instance's objects enforce: the label they put on `default` when the
+        admission policy that requires labels is there, else privileged (nothing enforced)."""
+        kinds = {(d.get("kind"), _get(d, "metadata", "name")) for d in self.objects}
+        if ("ValidatingAdmissionPolicy", POD_SECURITY_POLICY) not in kinds or ("ValidatingAdmissionPolicyBinding", POD_SECURITY_POLICY) not in kinds:
+            return "privileged"
+        for d in self.objects:
+            if d.get("kind") == "Namespace" and _get(d, "metadata", "name") == "default":
+                return str(_get(d, "metadata", "labels", ENFORCE_LABEL) or "privileged")
+        return "privileged"
+
+    def security_settings(self, host_project: str | None) -> dict[str, Any]:
+        """By the tenant's config keys (config/tenant_security.py SETTINGS), as far as the instance
+        shows them; isolation needs the environment's project (`host_project`)."""
+        properties = self.properties
+        settings: dict[str, Any] = {
+            "loadBalancerServices": properties.get(LOAD_BALANCERS) == "true",
+            "nodeMetadata": properties.get(NODE_METADATA, "concealed"),
+            "podSecurityStandard": self.pod_security_standard,
+        }
+        if host_project is not None:
+            settings["isolation"] = "shared" if self.project == host_project else "project"
+        return settings

@@ -50,7 +50,7 @@ def _options(protect: bool = False) -> PolicyResourceOptions:
     )
 
 
-def urn_of(resource_type: str, name: str, project: str = P.PROGRAM_PROJECT, stack: str = "test") -> str:
+def urn_of(resource_type: str, name: str, project: str = P.PROGRAM_PROJECT, stack: str = "dev") -> str:
     return f"urn:pulumi:{stack}::{project}::{resource_type}::{name}"
 
 

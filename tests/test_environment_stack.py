@@ -105,48 +105,11 @@ def test_auto_nodes_identity(dev_run):
     assert not dev_run.of_type("gcp:serviceaccount/key:Key")
 
 
-def test_platform_release_keeps_the_password_out_of_helm_values(dev_run):
-    release = dev_run.one(RELEASE)
-    assert (release.input("chart"), release.input("version")) == ("vcluster-platform", "4.11.2")
-    assert release.input("repositoryOpts", "repo") == "https://charts.loft.sh"
-    assert release.input("namespace") == "vcluster-platform"
-    values = release.input("values")
-    assert values["serviceAccount"]["annotations"] == {"iam.gke.io/gcp-service-account": "vcluster-platform-dev@acme-ml-dev.iam.gserviceaccount.com"}
-    assert values["admin"]["passwordSecretRef"] == {"name": "vcluster-platform-admin", "key": "password"}
-    assert "password" not in values["admin"]
-    assert "placeholder-generated-password" not in yaml.safe_dump(values)
-    secret = dev_run.one("kubernetes:core/v1:Secret", "admin-password")
-    assert secret.input("metadata", "name") == "vcluster-platform-admin"
-    assert secret.is_secret("stringData")
-    assert secret.input("stringData") == {"password": "placeholder-generated-password"}
-
-
-def test_generated_admin_password_is_not_a_stack_output(dev_run, tenant_run):
-    """Readers of the environment's outputs (a team stack's StackReference) never get it: it stays
-    in the Kubernetes Secret (above), where README "Deploy an environment" reads it."""
-    assert dev_run.of_type("random:index/randomPassword:RandomPassword")
-    assert "platformAdminPassword" not in dev_run.outputs
-    assert "placeholder-generated-password" not in json.dumps(dev_run.outputs)
-    assert "placeholder-generated-password" not in json.dumps(tenant_run.outputs)
-
-
-def test_configured_admin_password_is_used_and_not_generated(stack_values):
-    from config.stack_files import SecureValue
-
-    values = stack_values("dev")
-    values["gpu-platform:platformAdminPassword"] = SecureValue("v1:encrypted")
-    run = run_shipped(values, stack="dev")
-    assert not run.of_type("random:index/randomPassword:RandomPassword")
-    assert "platformAdminPassword" not in run.outputs
-    secret = run.one("kubernetes:core/v1:Secret", "admin-password")
-    assert secret.is_secret("stringData") and secret.input("stringData") == {"password": "placeholder-decrypted-secret"}
-
-
 def test_license_token_travels_in_a_secret(stack_values):
     from config.stack_files import SecureValue
 
     values = stack_values("dev")
-    values["gpu-platform:platform"] = {"licenseTokenKey": "vclusterLicenseToken"}
+    values["gpu-platform:platform"]["licenseTokenKey"] = "vclusterLicenseToken"
     values["gpu-platform:vclusterLicenseToken"] = SecureValue("v1:encrypted")
     run = run_shipped(values, stack="dev")
     secret = run.one("kubernetes:core/v1:Secret", "license")
@@ -170,7 +133,7 @@ def test_the_platforms_project_namespace_prefix_is_the_one_the_environment_templ
 
 
 def test_ordering_cluster_platform_api_node_provider(dev_run):
-    release, wait, node_provider = dev_run.one(RELEASE), dev_run.one(WAIT), dev_run.one(NODE_PROVIDER)
+    release, wait, node_provider = dev_run.one(RELEASE), dev_run.one(WAIT, "api-ready"), dev_run.one(NODE_PROVIDER)
     release_waits_for = dev_run.depends_on(release.urn)
     assert dev_run.one(NODE_POOL).urn in release_waits_for
     wi_binding = next(m for m in dev_run.of_type("gcp:serviceaccount/iAMMember:IAMMember") if m.input("role") == "roles/iam.workloadIdentityUser")

@@ -143,37 +143,39 @@ def test_tenant_network_is_destroyed_after_the_virtual_cluster(dev_run, tenant_r
             assert network_resources <= run.depends_on(vci.urn)
 
 
-def test_node_identity_roles_follow_what_the_tenant_uses(dev_run, stack_values):
+def test_node_identity_roles_follow_what_the_tenant_uses(dev_run, tenant_run, stack_values, env_stack_ref):
     def roles_of(run, account: str) -> set[str]:
-        member = f"serviceAccount:{account}@acme-ml-dev.iam.gserviceaccount.com"
-        return {m.input("role") for m in run.of_type(PROJECT_MEMBER) if m.input("member") == member}
+        return {m.input("role") for m in run.of_type(PROJECT_MEMBER) if m.input("member") == f"serviceAccount:{account}"}
 
-    assert roles_of(dev_run, "dev-nlp-nodes") == {
+    # A shared tenant: no disk or load-balancer role on the environment's project, which holds the
+    # host cluster's volumes (config/tenant_security.py).
+    assert roles_of(dev_run, "dev-nlp-nodes@acme-ml-dev.iam.gserviceaccount.com") == {"roles/compute.viewer"}
+    shared = VClusterValues.parse(dev_run.one(VCI, "nlp").input("spec", "template", "helmRelease", "values")).auto_nodes[0]["properties"]
+    assert shared[props.CSI_ENABLED] == "false" and shared[props.CCM_LB_ENABLED] == "false"
+    vision = "dev-vision-nodes@acme-ml-dev-vision.iam.gserviceaccount.com"
+    assert roles_of(tenant_run, vision) == {
         "roles/compute.viewer",
         "roles/compute.storageAdmin",
-        "projects/acme-ml-dev/roles/gpuPlatform_dev_tenantDisks",
+        "projects/acme-ml-dev-vision/roles/gpuPlatform_dev_tenantDisks",
     }
     # Volumes attach only to the tenant's own node VMs.
-    [attach] = [
-        m for m in dev_run.of_type(PROJECT_MEMBER)
-        if m.input("role").endswith("_tenantDisks") and m.input("member") == "serviceAccount:dev-nlp-nodes@acme-ml-dev.iam.gserviceaccount.com"
-    ]
-    assert attach.input("condition")["expression"] == instance_name_condition("dev-nlp-")["expression"]
-    values = stack_values("dev")
-    values["gpu-platform:tenants"][0].update(persistentDisks=False, loadBalancerServices=True)
-    run = run_shipped(values, stack="dev")
-    assert roles_of(run, "dev-nlp-nodes") == {
+    [attach] = [m for m in tenant_run.of_type(PROJECT_MEMBER) if m.input("role").endswith("_tenantDisks") and m.input("member") == f"serviceAccount:{vision}"]
+    assert attach.input("condition")["expression"] == instance_name_condition("dev-vision-")["expression"]
+    values = stack_values("team-vision-dev")
+    values["gpu-platform:tenant"].update(persistentDisks=False, loadBalancerServices=True)
+    run = run_shipped(values, stack="team-vision-dev", stack_outputs={env_stack_ref: dev_run.outputs})
+    assert roles_of(run, vision) == {
         "roles/compute.viewer",
         "roles/compute.loadBalancerAdmin",
-        "projects/acme-ml-dev/roles/gpuPlatform_dev_tenantLoadBalancers",
+        "projects/acme-ml-dev-vision/roles/gpuPlatform_dev_tenantLoadBalancers",
     }
-    properties = VClusterValues.parse(run.one(VCI, "nlp").input("spec", "template", "helmRelease", "values")).auto_nodes[0]["properties"]
+    properties = VClusterValues.parse(run.one(VCI, "vision").input("spec", "template", "helmRelease", "values")).auto_nodes[0]["properties"]
     assert properties[props.CSI_ENABLED] == "false" and properties[props.CCM_LB_ENABLED] == "true"
 
 
 def test_role_ids_are_stable_and_overridable(stack_values):
     values = stack_values("dev")
-    values["gpu-platform:platform"] = {"roleIdPrefix": "gpuPlatform_dev2"}
+    values["gpu-platform:platform"] = {**values["gpu-platform:platform"], "roleIdPrefix": "gpuPlatform_dev2"}
     run = run_shipped(values, stack="dev")
     assert sorted(r.input("roleId") for r in run.of_type(CUSTOM_ROLE)) == [
         "gpuPlatform_dev2_autoNodes",
@@ -182,16 +184,16 @@ def test_role_ids_are_stable_and_overridable(stack_values):
         "gpuPlatform_dev2_tenantSubnetUse",
     ]
     tenant_roles = {m.input("role") for m in run.of_type(PROJECT_MEMBER)}
-    assert "projects/acme-ml-dev/roles/gpuPlatform_dev2_tenantDisks" in tenant_roles
+    assert "projects/acme-ml-dev/roles/gpuPlatform_dev2_autoNodes" in tenant_roles
 
 
 def test_inline_tenants_bind_environment_roles_only_once_they_exist(dev_run):
     roles = {r.input("roleId"): r.urn for r in dev_run.of_type(CUSTOM_ROLE)}
     [binding] = [
         m for m in dev_run.of_type(PROJECT_MEMBER)
-        if m.input("role") == "projects/acme-ml-dev/roles/gpuPlatform_dev_tenantDisks" and "dev-nlp-nodes" in m.input("member")
+        if m.input("role") == "projects/acme-ml-dev/roles/gpuPlatform_dev_autoNodes" and m.name == "tenant-nlp-project-platform-vm-role"
     ]
-    assert roles["gpuPlatform_dev_tenantDisks"] in dev_run.depends_on(binding.urn)
+    assert roles["gpuPlatform_dev_autoNodes"] in dev_run.depends_on(binding.urn)
 
 
 def test_platform_may_use_tenant_subnets_only(dev_run):

@@ -642,7 +642,7 @@ def test_unknown_stack_names_the_stacks_there_are():
 
 
 SECURE = """
-  gpu-platform:platformAdminPassword:
+  gpu-platform:vclusterLicenseToken:
     secure: v1:AAAAbm90LWEtcmVhbC1jaXBoZXJ0ZXh0
 """
 
@@ -650,12 +650,13 @@ SECURE = """
 def test_secure_values_are_shown_as_secret_and_legacy_mode_warns(tmp_path):
     project = project_copy(tmp_path, "dev")
     text = (project / "Pulumi.dev.yaml").read_text().replace("    spot: true\n", "    spot: true\n    legacyInfrastructure: true\n", 1)
+    text = text.replace("    allowSharedWithProjectTenants: true\n", "    allowSharedWithProjectTenants: true\n    licenseTokenKey: vclusterLicenseToken\n", 1)
     (project / "Pulumi.dev.yaml").write_text(text + SECURE)
     code, out, err = plan("--project-dir", str(project), "--stack", "dev")
     assert code == 0, err
-    assert "gpu-platform:platformAdminPassword = [secret]" in out
+    assert "gpu-platform:vclusterLicenseToken = [secret]" in out
     assert "AAAAbm90LWEtcmVhbC1jaXBoZXJ0ZXh0" not in out
-    assert "platformAdminPassword =" not in section(out, "Stack outputs")  # set, so nothing generated
+    assert "vclusterLicenseToken" not in section(out, "Stack outputs")
     warnings = section(out, "Warnings")
     assert re.search(r"WARNING \((program|plan)\): nodeProvider\.legacyInfrastructure", warnings)
     # The quiet line counts it too.

@@ -18,7 +18,7 @@ HOST = "gpu.example.com"
 
 def _platform(stack_values, **platform) -> dict:
     values = stack_values("dev")
-    values["gpu-platform:platform"] = {"publicHost": HOST, "ingressClass": "nginx", **platform}
+    values["gpu-platform:platform"] = {**values["gpu-platform:platform"], "publicHost": HOST, "ingressClass": "nginx", **platform}
     return values
 
 
@@ -74,13 +74,14 @@ def test_contradictory_tls_settings_are_refused(stack_values, tls, message):
 
 def test_tls_settings_need_the_ingress(stack_values):
     values = stack_values("dev")
-    values["gpu-platform:platform"] = {"publicHost": HOST, "ingressTls": {"clusterIssuer": "letsencrypt"}}
+    values["gpu-platform:platform"] = {**values["gpu-platform:platform"], "publicHost": HOST, "ingressTls": {"clusterIssuer": "letsencrypt"}}
     assert _problems(values) == ["platform.ingressTls: applies only with platform.ingressClass (the chart's Ingress)"]
 
 
 def test_every_tls_problem_at_once_and_what_waits_for_a_broken_ingress_class(stack_values):
     values = stack_values("dev")
     values["gpu-platform:platform"] = {
+        **values["gpu-platform:platform"],
         "publicHost": HOST,
         "ingressClass": 5,
         "ingressTls": {"enabled": False, "secretName": "Gpu_Cert", "clusterIssuer": "lets..encrypt"},

@@ -85,6 +85,7 @@ def test_every_policy_object_is_in_the_pack():
 def test_enforcement_levels():
     levels = {p.name: p.enforcement_level for p in P.POLICIES}
     assert levels.pop(P.GPU_CEILING_NON_PROD) == EnforcementLevel.ADVISORY
+    assert levels.pop(P.public_ranges_nonprod.name) == EnforcementLevel.ADVISORY
     assert set(levels.values()) == {EnforcementLevel.MANDATORY}
 
 

@@ -89,9 +89,10 @@ def test_a_copy_of_policy_alone_serves_and_rejects(tmp_path, runs):
 @pytest.fixture(scope="module")
 def every_grant_kind(dev_run, prod_run, tenant_run) -> list:
     """The committed stacks, plus a tenant with every option that adds grants flipped."""
-    values = copy.deepcopy(read_stack_values(SHIPPED_DIR, "dev"))
+    values = copy.deepcopy(read_stack_values(SHIPPED_DIR, "prod"))
     values["gpu-platform:tenants"][0].update(loadBalancerServices=True, persistentDisks=False)
-    options_run = run_shipped(values, stack="dev")
+    values["gpu-platform:platform"]["approvedTenantSecurity"] = {"research": {"loadBalancerServices": True}}
+    options_run = run_shipped(values, stack="prod")
     return [dev_run, prod_run, tenant_run, options_run]
 
 
@@ -120,7 +121,11 @@ def test_every_policy_the_readme_table_needs_is_a_resource_or_stack_policy():
     """Resource policies are all ResourcePolicy, whose messages start with the resource's name."""
     kinds = {type(p).__name__ for p in P.POLICIES}
     assert kinds == {"ResourcePolicy", "StackValidationPolicy"}
-    assert [p.name for p in P.POLICIES if isinstance(p, StackValidationPolicy)] == [P.no_grants_on_host_network.name, P.one_node_provider.name]
+    assert [p.name for p in P.POLICIES if isinstance(p, StackValidationPolicy)] == [
+        P.no_grants_on_host_network.name,
+        P.one_tenant_per_project.name,
+        P.one_node_provider.name,
+    ]
 
 
 def test_readme_enables_the_committed_pack_version():

@@ -114,7 +114,10 @@ def test_a_binding_or_policy_is_checked_member_by_member():
 def test_an_iam_policy_that_cannot_be_read_is_rejected(policy_data, problem):
     """What an unreadable policyData grants cannot be checked, so it fails closed."""
     props = {"project": "acme-ml-dev", "policyData": policy_data}
-    assert rejected(make_args("gcp:projects/iAMPolicy:IAMPolicy", props, name="project-policy")) == [
+    found = rejected(make_args("gcp:projects/iAMPolicy:IAMPolicy", props, name="project-policy"))
+    # An IAM policy is no type the program registers either (resource-types-by-design).
+    assert [name for name, _ in found].count(P.resource_types_by_design.name) == 1
+    assert [f for f in found if f[0] != P.resource_types_by_design.name] == [
         (
             P.grant_allow_list.name,
             f"project-policy (on project 'acme-ml-dev'): policyData: {problem}; allowed: a JSON IAM policy "
@@ -147,14 +150,16 @@ def test_the_host_subnet_takes_no_grant_at_all(runs):
     run = runs["dev"]
     tenant_grant = run.one(SUBNET_MEMBER, "nlp")
     on_host = {**tenant_grant.plain_inputs, "subnetwork": "gpu-dev-nodes"}
-    assert violations(P.grant_allow_list, args_of(run, tenant_grant, props=on_host)) == []  # right kind of grant…
+    # The right kind of grant, on no tenant's subnet: the exact identity data rejects it…
+    [message] = violations(P.grant_allow_list, args_of(run, tenant_grant, props=on_host))
+    assert "is bound on subnet acme-ml-dev/europe-west4/gpu-dev-nodes, not on a tenant's subnet of stack dev" in message
     extra = policy_resource(SUBNET_MEMBER, on_host, urn_of(SUBNET_MEMBER, "platform-uses-host-subnet"), "platform-uses-host-subnet")
     found = violations(P.no_grants_on_host_network, stack_args(run, [extra]))
     assert found == [
         "platform-uses-host-subnet (on subnetwork 'gpu-dev-nodes'): subnetwork: the host cluster's subnet takes no grant "
         "('projects/acme-ml-dev/roles/gpuPlatform_dev_tenantSubnetUse'); allowed: grants on tenants' subnets only"
     ]
-    assert violations(P.no_grants_on_host_network, stack_args(run)) == []  # …on the wrong subnet
+    assert violations(P.no_grants_on_host_network, stack_args(run)) == []  # …and so does the stack policy
 
 
 # --- Custom roles --------------------------------------------------------------------------------

@@ -100,6 +100,7 @@ def test_quota_policy_fail_is_the_prod_default_and_an_error(stack_values):
     values = stack_values("prod")
     # Shared tenants add up against the environment's project's quota.
     values[f"{NS}:platform"]["allowSharedIsolation"] = True
+    values[f"{NS}:platform"]["approvedTenantSecurity"] = {f"team{i}": {"isolation": "shared"} for i in range(3)}
     values[f"{NS}:tenants"] = [
         {"name": f"team{i}", "isolation": "shared", "network": {"cidr": f"10.160.{4 * i}.0/22"}, "gpuPools": [{"gpu": "nvidia-l4", "maxGpus": 8}]}
         for i in range(3)

@@ -1,6 +1,8 @@
 """Generate policy/program_data.json: the facts the policy pack checks against, taken from the data
-the program and the bootstrap use, so the pack can be published on its own (`pulumi policy publish`
-uploads policy/ and nothing else) and still agree with them.
+the program and the bootstrap use and from what they register under the mock engine (every
+committed stack, the coverage variants below and the bootstrap: tools/program_inventory.py), so the
+pack can be published on its own (`pulumi policy publish` uploads policy/ and nothing else) and
+still agree with them.
 
     make policy-data          # python -m tools.policy_data
     python -m tools.policy_data --check   # exit 1 when the committed file is stale
@@ -11,13 +13,15 @@ tests/test_policy_data.py fails when the committed file differs from what this w
 from __future__ import annotations
 
 import argparse
+import copy
 import dataclasses
 import importlib.util
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, Callable
 
 from components import loft_api
 from components.platform_project import INSTANCE_VERBS, MEMBER_ROLE
@@ -28,9 +32,13 @@ from config import yaml_io
 from config.catalog import load_catalog
 from config.environment import ENVIRONMENTS
 from config.facts import project_namespace
-from config.iam_grants import GRANTS_PATH, PREFIX_PLACEHOLDER, condition_templates, load_grants, member_patterns
+from config.iam_grants import GRANTS_PATH, PREFIX_PLACEHOLDER, condition_templates, load_grants
 from config.permissions import LEGACY_AUTO_NODES, PERMISSIONS_PATH, load_roles
-from config.stack_files import PROJECT_DIR, read_stack_values
+from components.tenant_pod_security import ENFORCE_LABEL, POLICY_NAME, PRIVILEGED_NAMESPACES
+from config.stack_files import PROJECT_DIR, list_stacks, read_stack_values
+from config.tenant_security import SETTINGS, STRICTER
+from tools import program_inventory as inventory
+from tools.mock_engine import ProgramRun, run_program
 
 OUTPUT = PROJECT_DIR / "policy" / "program_data.json"
 BOOTSTRAP_DIR = PROJECT_DIR / "bootstrap"
@@ -140,7 +148,144 @@ def _gpus_per_machine_type() -> dict[str, int | None]:
     return table
 
 
-def build() -> dict[str, Any]:
+# --- The runs the inventory is read from -------------------------------------------------------------
+
+NS = "gpu-platform"
+
+
+def _all_options(values: dict[str, Any]) -> dict[str, Any] | None:
+    """Every option that adds resources, commands, chart values or in-tenant objects, at once: a
+    license, single sign-on behind the chart's Ingress with source ranges, and per project-mode
+    tenant load balancers, SSH through IAP, the smoke test, no Pod Security."""
+    platform = values.setdefault(f"{NS}:platform", {})
+    platform.update(
+        licenseTokenKey="policyDataLicense",
+        publicHost="gpu.example.com",
+        ingressClass="nginx",
+        ingressTls={"clusterIssuer": "letsencrypt"},
+        ingressSourceRanges=["203.0.113.0/24"],
+        sso={"issuerUrl": "https://accounts.example.com", "clientId": "gpu-platform", "groups": ["admins"], "groupsClaim": "groups"},
+    )
+    values[f"{NS}:policyDataLicense"] = "placeholder-license"
+    for tenant in values.get(f"{NS}:tenants") or []:
+        tenant.update(smokeTest=True, podSecurityStandard="privileged")
+        tenant.setdefault("network", {})["iapSsh"] = True
+        if tenant.get("isolation") != "shared":
+            tenant.update(loadBalancerServices=True, persistentDisks=True)
+    platform["approvedTenantSecurity"] = {
+        t["name"]: {"podSecurityStandard": "privileged", **({} if t.get("isolation") == "shared" else {"loadBalancerServices": True})}
+        for t in values.get(f"{NS}:tenants") or []
+    }
+    return values
+
+
+def _legacy(values: dict[str, Any]) -> dict[str, Any] | None:
+    """The opt-in legacy mode (the official infrastructure template), which needs shared tenants."""
+    values.setdefault(f"{NS}:nodeProvider", {})["legacyInfrastructure"] = True
+    platform = values.setdefault(f"{NS}:platform", {})
+    platform.update(allowSharedIsolation=True, allowSharedWithProjectTenants=True)
+    for tenant in values.get(f"{NS}:tenants") or []:
+        tenant.pop("gcpProject", None)
+        tenant.update(isolation="shared", persistentDisks=False, loadBalancerServices=False)
+    platform["approvedTenantSecurity"] = {t["name"]: {"isolation": "shared"} for t in values.get(f"{NS}:tenants") or []}
+    return values
+
+
+# Variants of each committed environment stack whose runs add to what the committed stacks alone
+# register: the pack allows what the program makes under any configuration, not only the committed one.
+COVERAGE_VARIANTS: dict[str, Callable[[dict[str, Any]], dict[str, Any] | None]] = {"all options": _all_options, "legacy mode": _legacy}
+
+
+@dataclass
+class Evaluated:
+    """The committed stacks' runs by stack name, the variants' runs, the bootstrap's run, and each
+    committed stack's configuration."""
+
+    stacks: dict[str, ProgramRun]
+    variants: list[ProgramRun]
+    bootstrap: ProgramRun
+    values: dict[str, dict[str, Any]]
+
+
+def environment_stack_of(values: dict[str, Any]) -> str | None:
+    reference = values.get(f"{NS}:environmentStack")
+    return str(reference).split("/")[-1] if reference else None
+
+
+def evaluate(stacks: dict[str, ProgramRun] | None = None, bootstrap: ProgramRun | None = None, project_dir: Path = PROJECT_DIR) -> Evaluated:
+    """Run every committed stack (environment stacks first) unless given, their variants, and the bootstrap."""
+    values = {stack: read_stack_values(project_dir, stack) for stack in list_stacks(project_dir)}
+    ordered = sorted(values, key=lambda s: (environment_stack_of(values[s]) is not None, s))
+    runs = dict(stacks or {})
+    for stack in ordered:
+        if stack in runs:
+            continue
+        env = environment_stack_of(values[stack])
+        outputs = {values[stack][f"{NS}:environmentStack"]: runs[env].outputs} if env else None
+        runs[stack] = run_program(values[stack], stack=stack, stack_outputs=outputs, project_dir=project_dir)
+    variants = []
+    for stack in ordered:
+        if environment_stack_of(values[stack]) is None:
+            for variant in COVERAGE_VARIANTS.values():
+                edited = variant(copy.deepcopy(values[stack]))
+                if edited is not None:
+                    variants.append(run_program(edited, stack=stack, project_dir=project_dir))
+    if bootstrap is None:
+        bootstrap = _run_bootstrap()
+    return Evaluated({s: runs[s] for s in ordered}, variants, bootstrap, values)
+
+
+def _run_bootstrap() -> ProgramRun:
+    """The bootstrap (its own Pulumi project) from its committed stack file. Its entry point imports
+    its sibling modules top-level, as the CLI runs it with bootstrap/ on sys.path; so here."""
+    added = str(BOOTSTRAP_DIR) not in sys.path
+    if added:
+        sys.path.insert(0, str(BOOTSTRAP_DIR))
+    try:
+        return run_program(read_stack_values(BOOTSTRAP_DIR, "ci"), stack="ci", main=BOOTSTRAP_DIR / "__main__.py", project=_project_name(BOOTSTRAP_DIR))
+    finally:
+        if added:
+            sys.path.remove(str(BOOTSTRAP_DIR))
+
+
+def _stacks(evaluated: Evaluated) -> dict[str, Any]:
+    """Per committed stack, the exact identities and tenants its grants and instances may name."""
+    out: dict[str, Any] = {}
+    for stack, run in evaluated.stacks.items():
+        values = evaluated.values[stack]
+        env = environment_stack_of(values)
+        out[stack] = inventory.stack_identities(run, values[f"{NS}:environment"], env or stack, out.get(env) if env else None)
+        if env is None:
+            out[stack]["approvedTenantSecurity"] = run_facts(run).get("approvedTenantSecurity", {})
+            out[stack]["controlPlaneMaximum"] = run_facts(run).get("controlPlaneMaximum")
+            out[stack]["allowSharedWithProjectTenants"] = run_facts(run).get("allowSharedWithProjectTenants", False)
+        else:
+            for key in ("approvedTenantSecurity", "controlPlaneMaximum", "allowSharedWithProjectTenants"):
+                out[stack][key] = out[env][key]
+    return out
+
+
+def run_facts(run: ProgramRun) -> dict[str, Any]:
+    """The environment facts an environment stack's run exports."""
+    return run.outputs.get("environmentFacts") or {}
+
+
+def _program(evaluated: Evaluated) -> dict[str, Any]:
+    runs = [*evaluated.stacks.values(), *evaluated.variants]
+    return {
+        "resourceTypes": inventory.resource_types(runs, references=True),
+        "commands": inventory.commands(runs),
+        "helmReleases": inventory.helm_releases(runs),
+        "instanceCharts": inventory.instance_charts(runs),
+        "tenantObjects": inventory.tenant_objects(runs),
+        "tenantImages": inventory.tenant_images(runs),
+        "kubernetesRbac": inventory.kubernetes_objects(runs, inventory.RBAC_KINDS),
+        "kubernetesServices": inventory.kubernetes_objects(runs, ("Service",)),
+    }
+
+
+def build(evaluated: Evaluated | None = None) -> dict[str, Any]:
+    evaluated = evaluated or evaluate()
     roles = load_roles()
     program, bootstrap = _project_name(PROJECT_DIR), _project_name(BOOTSTRAP_DIR)
     return {
@@ -162,7 +307,6 @@ def build() -> dict[str, Any]:
         "projects": {"program": program, "bootstrap": bootstrap},
         "environments": list(ENVIRONMENTS),
         "grants": {program: _program_grants(), bootstrap: _bootstrap_grants()},
-        "identities": member_patterns(),
         "conditions": {
             "prefixPlaceholder": PREFIX_PLACEHOLDER,
             "expressions": {name: c["expression"] for name, c in condition_templates().items()},
@@ -197,11 +341,25 @@ def build() -> dict[str, Any]:
             "allowedPaths": list(yaml_io.load(VALUE_PATHS.read_text())["paths"]),
         },
         "gpusPerMachineType": _gpus_per_machine_type(),
+        "tenantInstance": {
+            **inventory.node_property_names(),
+            "enforceLabel": ENFORCE_LABEL,
+            "podSecurityPolicy": POLICY_NAME,
+            "privilegedNamespaces": sorted(PRIVILEGED_NAMESPACES),
+        },
+        "tenantSecurity": {"safe": {k: safe for k, (_, safe) in SETTINGS.items()}, "stricter": {k: list(v) for k, v in STRICTER.items()}},
+        "stacks": _stacks(evaluated),
+        "inventory": {program: _program(evaluated), bootstrap: _bootstrap_inventory(evaluated)},
     }
 
 
-def render() -> str:
-    return json.dumps(build(), indent=2, sort_keys=False) + "\n"
+def _bootstrap_inventory(evaluated: Evaluated) -> dict[str, Any]:
+    runs = [evaluated.bootstrap]
+    return {"resourceTypes": inventory.resource_types(runs), "commands": inventory.commands(runs)}
+
+
+def render(evaluated: Evaluated | None = None) -> str:
+    return json.dumps(build(evaluated), indent=2, sort_keys=False) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:

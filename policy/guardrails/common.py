@@ -27,6 +27,10 @@ from vcluster_reader import VClusterValues
 DATA: dict[str, Any] = json.loads((Path(__file__).resolve().parent.parent / "program_data.json").read_text())
 PROGRAM_PROJECT: str = DATA["projects"]["program"]
 BOOTSTRAP_PROJECT: str = DATA["projects"]["bootstrap"]
+# What the program and the bootstrap register, per Pulumi project (tools/program_inventory.py).
+INVENTORY: dict[str, dict[str, Any]] = DATA["inventory"]
+# Per committed stack of the program: its exact identities and tenants.
+STACKS: dict[str, dict[str, Any]] = DATA["stacks"]
 
 # --- Resource types -------------------------------------------------------------------------------
 
@@ -88,6 +92,29 @@ def project_of(urn: str) -> str:
     """The Pulumi project of a URN: urn:pulumi:<stack>::<project>::<type>::<name>."""
     parts = urn.split("::")
     return parts[1] if len(parts) > 2 else ""
+
+
+def stack_of(urn: str) -> str:
+    """The stack of a URN: urn:pulumi:<stack>::<project>::<type>::<name>."""
+    return urn.split("::", 1)[0].removeprefix("urn:pulumi:")
+
+
+def stack_data(urn: str) -> Mapping[str, Any] | None:
+    """The data of the program's stack a URN belongs to, None for a stack the data does not know."""
+    return STACKS.get(stack_of(urn)) if project_of(urn) == PROGRAM_PROJECT else None
+
+
+def unknown_stack(urn: str) -> str:
+    return (
+        f"stack {stack_of(urn)!r} is not in the pack's data, so nothing of it is known; allowed: the stacks of "
+        f"policy/program_data.json ({', '.join(sorted(STACKS)) or 'none'}): commit the stack file, run `make policy-data` and publish the pack"
+    )
+
+
+def environment_of_stack(urn: str) -> str | None:
+    """The environment (dev, staging, prod) of the program's stack a URN belongs to."""
+    data = stack_data(urn)
+    return data["environment"] if data else None
 
 
 def wildcard_problem(value: Any) -> str | None:

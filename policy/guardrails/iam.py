@@ -6,7 +6,8 @@ The allow-list is data: program_data.json `grants`, generated from config/iam_gr
 program) and bootstrap/ci_roles.yaml with bootstrap/Pulumi.ci.yaml (the bootstrap), keyed by Pulumi
 project (taken from each resource's URN). A grant is matched on (member kind, role, scope), and then
 on who exactly it names and where (identities.py): the member's account, the account it is bound
-on, the project, the condition, the federation subject.
+on, the project, the subnet, the condition, the federation subject, each the exact one the
+program's run of that stack names (program_data.json `stacks`).
 """
 
 from __future__ import annotations
@@ -201,7 +202,7 @@ def validate_grant_allow_list(args: ResourceValidationArgs, report_violation: Re
                     None,
                 )
                 continue
-            problems = [(_identity_problem(project, g, scope, args.props, role, member), g) for g in candidates]
+            problems = [(_identity_problem(project, g, scope, args.urn, args.props, role, member), g) for g in candidates]
             if all(problem for problem, _ in problems):
                 # The entry it came closest to (the right identity, wrongly bound) tells most.
                 (_, reason), entry = max(problems, key=lambda found: found[0][0])  # type: ignore[index]
@@ -212,10 +213,10 @@ def validate_grant_allow_list(args: ResourceValidationArgs, report_violation: Re
                 )
 
 
-def _identity_problem(project: str, entry: dict, scope: str, props, role, member) -> identities.Problem | None:
+def _identity_problem(project: str, entry: dict, scope: str, urn: str, props, role, member) -> identities.Problem | None:
     if project == BOOTSTRAP_PROJECT:
         return identities.bootstrap_problem(entry, scope, props, member)
-    return identities.program_problem(entry, props, role, member)
+    return identities.program_problem(entry, urn, props, role, member)
 
 
 grant_allow_list = ResourcePolicy(
@@ -386,7 +387,7 @@ def validate_conditioned_grants(args: ResourceValidationArgs, report_violation: 
         key = role_key(role)
         for member_path, member in members:
             for entry in (g for g in conditioned if g["member"] == member_kind(member) and g["role"] == key):
-                problem = identities.condition_problem(entry, args.props, member)
+                problem = identities.condition_problem(entry, args.urn, args.props, member)
                 if problem:
                     report_violation(f"{member_path}: {show(member)} holding {show(role)} {problem}", None)
                     break

@@ -1,5 +1,7 @@
 """Supply-chain guardrails: every chart and template the platform installs is pinned, so the same
-stack deploys the same thing next week."""
+stack deploys the same thing next week: charts by exact version and by repository (a chart of the
+same name and version from another repository is another chart; the Helm release's source is
+checked by helm-release-by-design), templates by tag or commit."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from typing import Any, Iterator
 from pulumi_policy import EnforcementLevel, ReportViolation, ResourceValidationArgs, Severity
 from pulumi_policy.proxy import UnknownValueError
 
-from .common import HELM_RELEASES, NODE_PROVIDER, VIRTUAL_CLUSTER_INSTANCE, ResourcePolicy, get, is_list, show, wildcard_problem
+from .common import HELM_RELEASES, INVENTORY, NODE_PROVIDER, VIRTUAL_CLUSTER_INSTANCE, ResourcePolicy, get, is_list, project_of, show, wildcard_problem
 
 # An exact release: 1.2.3 or v1.2.3, optionally -prerelease and +build; no ranges, no wildcards.
 _EXACT_VERSION = re.compile(r"^v?(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$")
@@ -49,20 +51,34 @@ def validate_instance_chart_versions(args: ResourceValidationArgs, report_violat
     template = get(args.props, "spec", "template")
     if template is None and get(args.props, "spec", "templateRef") is not None:
         return  # versions live in the referenced VirtualClusterTemplate
+    known = [(c["name"], c["repository"]) for c in INVENTORY.get(project_of(args.urn), {}).get("instanceCharts", [])]
+    sources = "; ".join(f"{n} from {r}" for n, r in known) or "none"
     chart = get(template, "helmRelease", "chart")
     problem = _version_problem(get(chart, "version"))
     if problem:
         report_violation(f"spec.template.helmRelease.chart.version (chart {show(get(chart, 'name'))}): {problem}", None)
+    if (get(chart, "name"), get(chart, "repo")) not in known:
+        report_violation(
+            f"spec.template.helmRelease.chart: {show(get(chart, 'name'))} from repo {show(get(chart, 'repo'))} is not a chart source the "
+            f"program installs; allowed: {sources}",
+            None,
+        )
     charts = get(template, "charts")
     for i, entry in enumerate(charts if is_list(charts) else []):
         problem = _version_problem(get(entry, "version"))
         if problem:
             report_violation(f"spec.template.charts[{i}].version (chart {show(get(entry, 'name'))}): {problem}", None)
+        if (get(entry, "name"), get(entry, "repoURL")) not in known:
+            report_violation(
+                f"spec.template.charts[{i}]: {show(get(entry, 'name'))} from repoURL {show(get(entry, 'repoURL'))} is not a chart source "
+                f"the program installs; allowed: {sources}",
+                None,
+            )
 
 
 instance_chart_versions = ResourcePolicy(
     name="vcluster-instance-pinned-charts",
-    description="Every VirtualClusterInstance pins the vcluster chart and every chart it installs to an exact version.",
+    description="Every VirtualClusterInstance pins the vcluster chart and every chart it installs to an exact version and to the repository the program installs it from.",
     validate=validate_instance_chart_versions,
     enforcement_level=EnforcementLevel.MANDATORY,
     severity=Severity.HIGH,

@@ -1,0 +1,338 @@
+"""Default deny: a stack of this project holds only the resource types the program registers, and
+where a type can do harm, only what the program puts there. What the program registers is data,
+read from its own mock runs of every committed stack and of variants that switch every option on
+(program_data.json `inventory`, `make policy-data`: tools/program_inventory.py), so a type or
+command another change adds is allowed once the data is regenerated, and nothing else is.
+
+- Types: anything the runs never register is rejected, whatever it is: a host ClusterRoleBinding,
+  a LoadBalancer Service in front of the platform, a network firewall policy rule.
+- Local commands run on the deployer's machine with its credentials: only the program's own
+  scripts, with the environment variables the program gives them.
+- Host RBAC and Services: exactly the objects the program makes (today none of either: the
+  platform chart's own RBAC is inside its release).
+- Node pools run as the host nodes' own service account (without one, GKE runs them as the
+  Compute Engine default account, which holds Editor on the project).
+- The Helm release: only value paths the program writes for that chart, and single sign-on only
+  with password login off.
+- Inside tenants: only the objects the program puts there, host access only in the namespaces
+  the product needs it in, and only the program's images.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import yaml
+from pulumi_policy import EnforcementLevel, ReportViolation, ResourceValidationArgs, Severity
+
+from . import value_paths
+from .common import (
+    DATA,
+    GKE_CLUSTER,
+    GKE_NODE_POOL,
+    HELM_RELEASES,
+    INVENTORY,
+    VIRTUAL_CLUSTER_INSTANCE,
+    ResourcePolicy,
+    as_list,
+    get,
+    is_list,
+    project_of,
+    show,
+    stack_data,
+    unknown_stack,
+)
+
+COMMAND_PREFIX = "command:"
+SERVICE = "kubernetes:core/v1:Service"
+RBAC_KINDS = ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
+# The inputs of a local command the program may set (pulumi-command local.Command); any other
+# (interpreter, dir, stdin, assetPaths, …) changes what runs.
+COMMAND_INPUTS = ("create", "update", "delete", "environment", "triggers", "logging")
+TENANT = DATA["tenantInstance"]
+PRIVILEGED_NAMESPACES: list[str] = TENANT["privilegedNamespaces"]
+ENFORCE_LABEL: str = TENANT["enforceLabel"]
+SOURCE = "policy/program_data.json inventory (make policy-data)"
+
+
+def _inventory(args: ResourceValidationArgs) -> Mapping[str, Any] | None:
+    return INVENTORY.get(project_of(args.urn))
+
+
+def validate_resource_types(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
+    inventory = _inventory(args)
+    if inventory is None or args.resource_type in inventory["resourceTypes"]:
+        return
+    report_violation(
+        f"type {args.resource_type!r} is not a resource type {project_of(args.urn)} creates; allowed: the "
+        f"{len(inventory['resourceTypes'])} types its runs register ({SOURCE}: a type the program adds flows in when the data is regenerated)",
+        None,
+    )
+
+
+resource_types_by_design = ResourcePolicy(
+    name="resource-types-by-design",
+    description=(
+        "A stack of this project (or of its bootstrap) holds only the resource types the program's (the bootstrap's) own runs "
+        "register (program_data.json inventory): e.g. no host RBAC, Kubernetes Service, network firewall policy rule or remote command."
+    ),
+    validate=validate_resource_types,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    severity=Severity.CRITICAL,
+)
+
+
+def _first_line(script: Any) -> str:
+    text = str(script).strip().splitlines()
+    return show(text[0] if len(text) == 1 else f"{text[0]} …") if text else show(script)
+
+
+def validate_commands(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
+    if not args.resource_type.startswith(COMMAND_PREFIX):
+        return
+    inventory = _inventory(args) or {"commands": []}
+    props = args.props
+    for key in sorted(k for k in props if k not in COMMAND_INPUTS):
+        report_violation(f"{key}: is not an input gpu-platform sets on a command; allowed: {', '.join(COMMAND_INPUTS)}", None)
+    scripts = {key: props.get(key) for key in ("create", "update", "delete")}
+    environment = sorted(props.get("environment") or {}) if isinstance(props.get("environment"), Mapping) else None
+    for known in inventory["commands"]:
+        if all(known[k] == scripts[k] for k in scripts) and known["environment"] == environment:
+            return
+    matching = [c for c in inventory["commands"] if all(c[k] == scripts[k] for k in scripts)]
+    if matching:
+        report_violation(
+            f"environment: {environment} is not what gpu-platform gives this command; allowed: {matching[0]['environment']}", None
+        )
+        return
+    changed = next((k for k in ("create", "update", "delete") if scripts[k] not in {c[k] for c in inventory["commands"]}), "create")
+    report_violation(
+        f"{changed}: {_first_line(scripts[changed])} is not a script gpu-platform runs (a command runs on the deployer's machine, "
+        f"with its credentials); allowed: the program's {len(inventory['commands'])} commands ({SOURCE})",
+        None,
+    )
+
+
+commands_by_design = ResourcePolicy(
+    name="commands-by-design",
+    description="A command resource runs only the program's own scripts (create, update, delete), with the environment the program gives it.",
+    validate=validate_commands,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    severity=Severity.CRITICAL,
+)
+
+
+def _kind(resource_type: str) -> str:
+    return resource_type.rsplit(":", 1)[-1]
+
+
+def _recorded(args: ResourceValidationArgs, key: str) -> list[Mapping[str, Any]]:
+    return [e["inputs"] for e in (_inventory(args) or {}).get(key, []) if e["type"] == args.resource_type]
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _plain(value[k]) for k in value}
+    if is_list(value):
+        return [_plain(v) for v in value]
+    return value
+
+
+def validate_kubernetes_rbac(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
+    if not args.resource_type.startswith("kubernetes:rbac.authorization.k8s.io/") or _kind(args.resource_type) not in RBAC_KINDS:
+        return
+    if _plain(args.props) in _recorded(args, "kubernetesRbac"):
+        return
+    role = get(args.props, "roleRef", "name")
+    subjects = [f"{get(s, 'kind')} {get(s, 'name')}" for s in as_list(args.props.get("subjects"))]
+    what = f" binding {', '.join(subjects) or 'nobody'} to {show(role)}" if role is not None else ""
+    report_violation(
+        f"{_kind(args.resource_type)} {show(get(args.props, 'metadata', 'name'))}{what} is not host RBAC the program makes; allowed: "
+        f"exactly the objects of {SOURCE} (none but the platform chart's own, inside its release)",
+        None,
+    )
+
+
+kubernetes_rbac_by_design = ResourcePolicy(
+    name="host-rbac-by-design",
+    description="Host RBAC (ClusterRole, ClusterRoleBinding, Role, RoleBinding) only exactly as the program makes it: today none outside the platform chart.",
+    validate=validate_kubernetes_rbac,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    severity=Severity.CRITICAL,
+)
+
+
+def validate_services(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
+    if args.resource_type != SERVICE:
+        return
+    service_type = get(args.props, "spec", "type")
+    if service_type not in ("LoadBalancer", "NodePort") or _plain(args.props) in _recorded(args, "kubernetesServices"):
+        return
+    ranges = as_list(get(args.props, "spec", "loadBalancerSourceRanges"))
+    report_violation(
+        f"spec.type: {show(service_type)} is not allowed on the host cluster (Service {show(get(args.props, 'metadata', 'name'))}, admitting "
+        f"{', '.join(map(str, ranges)) if ranges else '0.0.0.0/0'}); allowed: the Services of {SOURCE} (none: tenants' control planes "
+        "get theirs from the vcluster chart, limited to their NAT addresses, and the platform is reached through its Ingress)",
+        None,
+    )
+
+
+load_balancer_services = ResourcePolicy(
+    name="load-balancer-services-by-design",
+    description="No LoadBalancer or NodePort Service on the host cluster but the ones the program makes (none: control planes' come from the vcluster chart).",
+    validate=validate_services,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    severity=Severity.CRITICAL,
+)
+
+
+def validate_node_pool_account(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
+    if args.resource_type not in (GKE_NODE_POOL, GKE_CLUSTER):
+        return
+    stack = stack_data(args.urn)
+    configs = [("nodeConfig", args.props.get("nodeConfig"))]
+    if args.resource_type == GKE_CLUSTER:
+        configs += [(f"nodePools[{i}].nodeConfig", get(p, "nodeConfig")) for i, p in enumerate(as_list(args.props.get("nodePools")))]
+        if args.props.get("nodeConfig") is None:
+            configs = configs[1:]
+    for path, config in configs:
+        account = get(config, "serviceAccount")
+        if stack is None:
+            report_violation(f"{path}.serviceAccount: {show(account)}: {unknown_stack(args.urn)}", None)
+            continue
+        allowed = stack.get("hostNodesServiceAccount")
+        if account != allowed:
+            why = " (GKE would run the nodes as the Compute Engine default account, Editor on the project)" if account in (None, "", "default") else ""
+            report_violation(f"{path}.serviceAccount: {show(account)}{why} is not allowed; allowed: the host nodes' own account {show(allowed)}", None)
+
+
+node_pool_service_account = ResourcePolicy(
+    name="node-pool-service-account",
+    description="Every GKE node pool (and the cluster's node config) runs as the host nodes' dedicated service account of its stack, never the default one.",
+    validate=validate_node_pool_account,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    severity=Severity.CRITICAL,
+)
+
+
+def validate_release_values(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
+    """The chart and repository of a Helm release are ones the program installs (pinned by source as
+    well as version), and its values use only the paths the program writes for that chart."""
+    if args.resource_type not in HELM_RELEASES:
+        return
+    releases = (_inventory(args) or {}).get("helmReleases", [])
+    chart, repository = args.props.get("chart"), get(args.props, "repositoryOpts", "repo")
+    known = [r for r in releases if r["chart"] == chart and r["repository"] == repository]
+    if not known:
+        sources = "; ".join(f"{r['chart']} from {r['repository']}" for r in releases) or "none"
+        report_violation(
+            f"chart: {show(chart)} from repositoryOpts.repo {show(repository)} is not a chart source the program installs (a chart of the "
+            f"same name and version from another repository is another chart); allowed: {sources}",
+            None,
+        )
+        return
+    patterns = [value_paths.parse(p) for p in known[0]["valuePaths"]]
+    values = args.props.get("values")
+    for path, value in value_paths.leaves(_plain(values) if isinstance(values, Mapping) else {}):
+        if not value_paths.allowed(path, value, patterns):
+            shown = value_paths.show(path)
+            note = " (a LoadBalancer or NodePort in front of the platform)" if shown == "service.type" else ""
+            report_violation(f"values.{shown}: {show(value)}{note} is not a value gpu-platform sets for chart {chart}; allowed: the paths of {SOURCE}", None)
+    if get(values, "config", "auth", "oidc") is not None and get(values, "config", "auth", "password", "disabled") is not True:
+        report_violation(
+            "values.config.auth.password.disabled: not true while single sign-on is configured; allowed: true (with SSO, nobody logs in "
+            "with the admin password, which whoever may read the platform's Secrets knows)",
+            None,
+        )
+
+
+release_by_design = ResourcePolicy(
+    name="helm-release-by-design",
+    description=(
+        "A Helm release installs a chart the program installs, from the same repository, and sets only the value paths the program "
+        "writes for it (e.g. no service.type LoadBalancer, no admin.password); with single sign-on, password login is disabled."
+    ),
+    validate=validate_release_values,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    severity=Severity.CRITICAL,
+)
+
+
+def _objects(props: Mapping[str, Any]) -> list[Any]:
+    text = get(props, "spec", "template", "objects")
+    if not isinstance(text, str) or not text.strip():
+        return []
+    return [d for d in yaml.safe_load_all(text) if d is not None]
+
+
+def _containers(document: Any):
+    if isinstance(document, Mapping):
+        for key in ("containers", "initContainers", "ephemeralContainers"):
+            for container in as_list(document.get(key)):
+                yield container
+        for value in document.values():
+            yield from _containers(value)
+    elif is_list(document):
+        for value in document:
+            yield from _containers(value)
+
+
+def validate_tenant_objects(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
+    """The objects an instance puts inside its tenant are the program's: known (apiVersion, kind,
+    namespace, name), namespaces labelled privileged only among the product's, images the
+    program's own, and the Pod Security admission policy exempting no other namespace."""
+    if args.resource_type != VIRTUAL_CLUSTER_INSTANCE:
+        return
+    inventory = _inventory(args) or {}
+    known = {tuple(o) for o in inventory.get("tenantObjects", [])}
+    images = set(inventory.get("tenantImages", []))
+    field = "spec.template.objects"
+    try:
+        documents = _objects(args.props)
+    except yaml.YAMLError as e:
+        report_violation(f"{field}: is not YAML ({str(e).splitlines()[0]}); allowed: the program's in-tenant objects", None)
+        return
+    for i, d in enumerate(documents):
+        meta = get(d, "metadata") or {}
+        key = (get(d, "apiVersion"), get(d, "kind"), get(meta, "namespace") or "", get(meta, "name"))
+        where = f"{field}[{i}] ({key[1]} {'/'.join(str(p) for p in key[2:] if p)})"
+        if key not in known:
+            report_violation(f"{where}: is not an object gpu-platform puts inside a tenant; allowed: those of {SOURCE}", None)
+        if key[1] == "Namespace" and get(meta, "labels", ENFORCE_LABEL) == "privileged" and key[3] not in PRIVILEGED_NAMESPACES:
+            report_violation(
+                f"{where}: metadata.labels[{ENFORCE_LABEL!r}]: 'privileged' is not allowed; allowed: only in the namespaces the product "
+                f"needs host access in ({', '.join(PRIVILEGED_NAMESPACES)}: components/tenant_pod_security.py)",
+                None,
+            )
+        if key[1] == "ValidatingAdmissionPolicy":
+            for expression in as_list(get(d, "spec", "matchConstraints", "namespaceSelector", "matchExpressions")):
+                extra = [v for v in as_list(get(expression, "values")) if v not in PRIVILEGED_NAMESPACES]
+                if get(expression, "operator") == "NotIn" and extra:
+                    report_violation(f"{where}: exempts {extra} from Pod Security; allowed: only {', '.join(PRIVILEGED_NAMESPACES)}", None)
+        for container in _containers(d):
+            image = get(container, "image")
+            if image not in images:
+                report_violation(f"{where}: image {show(image)} is not an image gpu-platform runs; allowed: {', '.join(sorted(images)) or 'none'}", None)
+
+
+tenant_objects_by_design = ResourcePolicy(
+    name="tenant-objects-by-design",
+    description=(
+        "A VirtualClusterInstance puts only the program's objects inside its tenant: no other object, no namespace labelled "
+        "privileged but the product's (GPU Operator, CCM/CSI, …), no Pod Security exemption beyond them, no other image."
+    ),
+    validate=validate_tenant_objects,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    severity=Severity.CRITICAL,
+)
+
+POLICIES = [
+    resource_types_by_design,
+    commands_by_design,
+    kubernetes_rbac_by_design,
+    load_balancer_services,
+    node_pool_service_account,
+    release_by_design,
+    tenant_objects_by_design,
+]

@@ -1,0 +1,242 @@
+"""What the program registers, read from its mock runs (tools/mock_engine.py): the resource types,
+the commands it runs, the charts and Helm values it installs, the objects it puts inside tenants,
+and per stack the exact identities its grants name. tools/policy_data.py writes these into
+policy/program_data.json, so the policy pack allows exactly what the program makes, and a type or
+command another change adds flows in with `make policy-data` (a test fails until it does).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Iterable
+
+import yaml
+
+from config import node_properties as props
+from config.isolation import node_name_prefix
+from tools.mock_engine import ProgramRun, Registration
+
+COMMAND = "command:local:Command"
+RELEASE = "kubernetes:helm.sh/v3:Release"
+INSTANCE = "kubernetes:management.loft.sh/v1:VirtualClusterInstance"
+ACCOUNT = "gcp:serviceaccount/account:Account"
+SUBNETWORK = "gcp:compute/subnetwork:Subnetwork"
+CUSTOM_ROLE = "gcp:projects/iAMCustomRole:IAMCustomRole"
+SERVICE_ACCOUNT_GRANT = "gcp:serviceaccount/iAMMember:IAMMember"
+CLUSTER = "gcp:container/cluster:Cluster"
+# Kubernetes kinds whose every instance the pack compares with what the program makes.
+RBAC_KINDS = ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
+# The engine analyses every registered resource, the stack itself and the providers included
+# (pulumi/pulumi pkg/resource/deploy/step_generator.go, continueStepsFromImport: "Send the resource
+# off to any Analyzers", for every goal, read at commit 00285a9b6248a4a7606fd8eb3d3485f7c2e5de12);
+# default providers (command's, here) are registered by the engine, not by the program.
+STACK_TYPE = "pulumi:pulumi:Stack"
+STACK_REFERENCE_TYPE = "pulumi:pulumi:StackReference"
+# A component of ours owns the resources under it: the component types of the accounts the grants name.
+PLATFORM_IDENTITY = "gpu-platform:iam:AutoNodesIdentity"
+HOST_CLUSTER = "gpu-platform:gke:Cluster"
+TENANT = "gpu-platform:tenants:VirtualCluster"
+TENANT_NETWORK = "gpu-platform:tenants:Network"
+
+
+def resource_types(runs: Iterable[ProgramRun], *, references: bool = False) -> list[str]:
+    """Every type the runs register, the providers of their packages, the stack (and, for a project
+    with team stacks, the StackReference they read their environment with)."""
+    found = {STACK_TYPE}
+    if references:
+        found.add(STACK_REFERENCE_TYPE)
+    for run in runs:
+        for r in run.registrations:
+            found.add(r.type)
+            package = r.type.split(":", 1)[0]
+            if r.custom and package not in ("pulumi",):
+                found.add(f"pulumi:providers:{package}")
+    return sorted(found)
+
+
+def commands(runs: Iterable[ProgramRun]) -> list[dict[str, Any]]:
+    """Each distinct local command: its scripts, and the names of the environment it gets."""
+    found: dict[str, dict[str, Any]] = {}
+    for run in runs:
+        for r in run.of_type(COMMAND):
+            inputs = r.plain_inputs
+            entry = {
+                "create": inputs.get("create"),
+                "update": inputs.get("update"),
+                "delete": inputs.get("delete"),
+                "environment": sorted((inputs.get("environment") or {}).keys()),
+            }
+            found[repr(sorted(entry.items()))] = entry
+    return [found[k] for k in sorted(found)]
+
+
+_PLAIN_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def value_paths(document: Any, prefix: str = "") -> set[str]:
+    """The key paths of a document in the allow-list syntax of the pack (policy/guardrails/value_paths.py):
+    `a.b`, `a[]` for list items, `["k/x"]` for a key that is not a plain word."""
+    if isinstance(document, dict) and document:
+        found: set[str] = set()
+        for key, child in document.items():
+            key = str(key)
+            step = (f".{key}" if prefix else key) if _PLAIN_KEY.match(key) else f'["{key}"]'
+            found |= value_paths(child, prefix + step)
+        return found
+    if isinstance(document, list) and document:
+        return set().union(*(value_paths(item, prefix + "[]") for item in document))
+    return {prefix}
+
+
+def helm_releases(runs: Iterable[ProgramRun]) -> list[dict[str, Any]]:
+    """Per chart the program installs with a Helm release: its repository, and every value path it sets."""
+    found: dict[tuple[str, str], set[str]] = {}
+    for run in runs:
+        for r in run.of_type(RELEASE):
+            inputs = r.plain_inputs
+            key = (inputs.get("chart"), (inputs.get("repositoryOpts") or {}).get("repo"))
+            found.setdefault(key, set()).update(value_paths(inputs.get("values") or {}))
+    return [{"chart": c, "repository": repo, "valuePaths": sorted(paths)} for (c, repo), paths in sorted(found.items())]
+
+
+def instance_charts(runs: Iterable[ProgramRun]) -> list[dict[str, str]]:
+    """The charts a VirtualClusterInstance installs: the vcluster chart and those inside the tenant."""
+    found = set()
+    for run in runs:
+        for r in run.of_type(INSTANCE):
+            template = r.input("spec", "template") or {}
+            chart = (template.get("helmRelease") or {}).get("chart") or {}
+            found.add((chart.get("name"), chart.get("repo")))
+            found |= {(c.get("name"), c.get("repoURL")) for c in template.get("charts") or []}
+    return [{"name": n, "repository": repo} for n, repo in sorted(found)]
+
+
+def _objects(r: Registration) -> list[dict[str, Any]]:
+    text = r.input("spec", "template", "objects") or ""
+    return [d for d in yaml.safe_load_all(text) if d]
+
+
+def tenant_objects(runs: Iterable[ProgramRun]) -> list[list[str]]:
+    """[apiVersion, kind, namespace, name] of every object the program puts inside a tenant."""
+    found = set()
+    for run in runs:
+        for r in run.of_type(INSTANCE):
+            for d in _objects(r):
+                meta = d.get("metadata") or {}
+                found.add((d.get("apiVersion"), d.get("kind"), meta.get("namespace") or "", meta.get("name")))
+    return [list(t) for t in sorted(found)]
+
+
+def _containers(document: Any) -> Iterable[dict[str, Any]]:
+    if isinstance(document, dict):
+        for key in ("containers", "initContainers"):
+            yield from (c for c in document.get(key) or [] if isinstance(c, dict))
+        for value in document.values():
+            yield from _containers(value)
+    elif isinstance(document, list):
+        for value in document:
+            yield from _containers(value)
+
+
+def tenant_images(runs: Iterable[ProgramRun]) -> list[str]:
+    """Every container image of the objects the program puts inside tenants."""
+    return sorted({c.get("image") for run in runs for r in run.of_type(INSTANCE) for d in _objects(r) for c in _containers(d) if c.get("image")})
+
+
+def kubernetes_objects(runs: Iterable[ProgramRun], kinds: tuple[str, ...]) -> list[dict[str, Any]]:
+    """The inputs of every Kubernetes resource of `kinds` the program registers on a host cluster
+    (none today), recorded whole: the pack allows exactly these."""
+    found: dict[str, dict[str, Any]] = {}
+    for run in runs:
+        for r in run.registrations:
+            if r.type.startswith("kubernetes:") and r.type.rsplit(":", 1)[-1] in kinds:
+                entry = {"type": r.type, "inputs": r.plain_inputs}
+                found[repr(entry)] = entry
+    return [found[k] for k in sorted(found)]
+
+
+# --- Identities, per stack ---------------------------------------------------------------------------
+
+
+def _email(r: Registration) -> str:
+    inputs = r.plain_inputs
+    return f"{inputs['accountId']}@{inputs['project']}.iam.gserviceaccount.com"
+
+
+def _under(run: ProgramRun, ancestor_type: str) -> dict[str, list[Registration]]:
+    """Component URN of `ancestor_type` → the resources inside it."""
+    index = run.by_urn()
+    found: dict[str, list[Registration]] = {}
+    for r in run.registrations:
+        parent = index.get(r.parent)
+        while parent is not None and parent.type != ancestor_type:
+            parent = index.get(parent.parent)
+        if parent is not None:
+            found.setdefault(parent.urn, []).append(r)
+    return found
+
+
+def _tenant(resources: list[Registration], environment_project: str | None) -> tuple[str, dict[str, Any]]:
+    from policy.vcluster_reader import TenantInstance
+
+    [instance] = [r for r in resources if r.type == INSTANCE]
+    parsed = TenantInstance.parse(instance.input("spec") or {}, instance.input("metadata", "name"))
+    entry: dict[str, Any] = {"project": parsed.project, **parsed.security_settings(environment_project)}
+    accounts = [r for r in resources if r.type == ACCOUNT]
+    subnets = [r for r in resources if r.type == SUBNETWORK]
+    entry["nodeServiceAccount"] = _email(accounts[0]) if accounts else None
+    entry["subnetwork"] = subnets[0].input("name") if subnets else None
+    entry["region"] = subnets[0].input("region") if subnets else None
+    return str(parsed.name), entry
+
+
+def stack_identities(run: ProgramRun, environment: str, environment_stack: str, environment_entry: dict[str, Any] | None) -> dict[str, Any]:
+    """The exact identities a stack's grants may name, and its tenants with their projects and
+    security settings. A team stack (`environment_entry`: its environment's entry) takes the
+    platform's account and the environment's project from its environment."""
+    platform = [_email(r) for rs in _under(run, PLATFORM_IDENTITY).values() for r in rs if r.type == ACCOUNT]
+    host_nodes = [_email(r) for rs in _under(run, HOST_CLUSTER).values() for r in rs if r.type == ACCOUNT]
+    members = [
+        r.input("member")
+        for rs in _under(run, PLATFORM_IDENTITY).values()
+        for r in rs
+        if r.type == SERVICE_ACCOUNT_GRANT and r.input("role") == "roles/iam.workloadIdentityUser"
+    ]
+    clusters = run.of_type(CLUSTER)
+    if environment_entry is None:
+        project = clusters[0].input("project") if clusters else None
+        entry: dict[str, Any] = {
+            "environment": environment,
+            "environmentStack": environment_stack,
+            "project": project,
+            "platformServiceAccount": platform[0] if platform else None,
+            "workloadIdentityMember": members[0] if members else None,
+            "hostNodesServiceAccount": host_nodes[0] if host_nodes else None,
+        }
+    else:
+        entry = {
+            "environment": environment,
+            "environmentStack": environment_stack,
+            **{k: environment_entry[k] for k in ("project", "platformServiceAccount")},
+            "workloadIdentityMember": None,
+            "hostNodesServiceAccount": None,
+        }
+    prefixes = {str(r.input("roleId")).rsplit("_", 1)[0] for r in run.of_type(CUSTOM_ROLE)}
+    entry["roleIdPrefixes"] = sorted(prefixes | set((environment_entry or {}).get("roleIdPrefixes", [])))
+    tenants = {}
+    for resources in _under(run, TENANT).values():
+        name, tenant = _tenant(resources, entry["project"])
+        tenant["vmNamePrefix"] = node_name_prefix(environment, name)
+        tenants[name] = tenant
+    entry["tenants"] = dict(sorted(tenants.items()))
+    return entry
+
+
+def node_property_names() -> dict[str, str]:
+    """The auto-nodes properties the pack reads a tenant's settings from (config/node_properties.py)."""
+    return {
+        "nodeMetadataProperty": props.NODE_METADATA,
+        "loadBalancerProperty": props.CCM_LB_ENABLED,
+        "persistentDisksProperty": props.CSI_ENABLED,
+        "projectProperty": props.PROJECT,
+    }
