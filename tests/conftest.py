@@ -59,6 +59,24 @@ def bootstrap_run():
     return run_program(read_stack_values(bootstrap, "ci"), stack="ci", main=bootstrap / "__main__.py", project="gpu-platform-bootstrap")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def pack_judges_the_shipped_stacks(request):
+    """The pack's per-stack data (policy/program_data.json) is this checkout's; the tests that run
+    the pack over the shipped stacks' runs judge them by the shipped stacks' own data. Nothing to do
+    while the two are the same."""
+    if checkout_is_as_shipped():
+        yield
+        return
+    from policy_support import pack_stacks
+
+    from tools import policy_data
+
+    shipped = request.getfixturevalue("runs")
+    values = {stack: shipped_values(stack) for stack in shipped}
+    with pack_stacks(policy_data.stack_data(shipped, values)):
+        yield
+
+
 @pytest.fixture(scope="session")
 def runs(dev_run, prod_run, tenant_run):
     """Every shipped stack's run, by stack name."""

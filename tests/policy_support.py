@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import copy
 import inspect
+import json
 import os
 import select
 import subprocess
@@ -192,6 +193,20 @@ def pools_of(document: dict) -> dict[str, dict]:
 
 
 @contextlib.contextmanager
+def pack_stacks(stacks: dict[str, Any]):
+    """The pack judging with `stacks` as its per-stack data (program_data.json `stacks`) for a while:
+    the shipped stacks' own data for their runs, whatever stacks this checkout holds."""
+    saved = dict(P.STACKS)
+    P.STACKS.clear()
+    P.STACKS.update(stacks)
+    try:
+        yield
+    finally:
+        P.STACKS.clear()
+        P.STACKS.update(saved)
+
+
+@contextlib.contextmanager
 def served_pack(pack_dir: Path, cwd: Path | None = None):
     """Starts a pack the way the CLI's Python analyzer does (`python -m pulumi.policy <engine>
     <dir>`) and yields a gRPC Analyzer stub talking to it."""
@@ -220,14 +235,37 @@ def served_pack(pack_dir: Path, cwd: Path | None = None):
         process.wait(timeout=30)
 
 
-def analyze_remote(analyzer, resource_type: str, props: dict, urn: str, name: str) -> list:
+def _struct(props: dict):
     from google.protobuf import struct_pb2
-    from pulumi.runtime.proto import analyzer_pb2
 
     properties = struct_pb2.Struct()
-    properties.update(props)
-    request = analyzer_pb2.AnalyzeRequest(type=resource_type, properties=properties, urn=urn, name=name)
+    properties.update(json.loads(json.dumps(props, default=str)))
+    return properties
+
+
+def analyze_remote(analyzer, resource_type: str, props: dict, urn: str, name: str, *, protect: bool = False, provider=None) -> list:
+    """The diagnostics of one resource, sent as the engine sends it: its inputs, options and provider."""
+    from pulumi.runtime.proto import analyzer_pb2
+
+    request = analyzer_pb2.AnalyzeRequest(
+        type=resource_type,
+        properties=_struct(props),
+        urn=urn,
+        name=name,
+        options=analyzer_pb2.AnalyzerResourceOptions(protect=protect),
+        provider=provider,
+    )
     return list(analyzer.Analyze(request, timeout=30).diagnostics)
+
+
+def remote_provider(run: ProgramRun, reg: Registration):
+    """The registration's provider, as the engine hands it to an analyzer."""
+    from pulumi.runtime.proto import analyzer_pb2
+
+    found = run.by_urn().get(reg.provider.rsplit("::", 1)[0]) if reg.provider else None
+    if found is None:
+        return None
+    return analyzer_pb2.AnalyzerProviderResource(type=found.type, properties=_struct(found.plain_inputs), urn=found.urn, name=found.name)
 
 
 def requirement_pins(path: Path) -> dict[str, str]:

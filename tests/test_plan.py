@@ -454,7 +454,7 @@ def test_dev_plan_labels_cloud_computed_values_and_hides_secrets(dev_plan):
     assert out.splitlines()[2].startswith("Legend: values containing 'placeholder' are computed by the cloud")
     outputs = section(out, "Stack outputs")
     assert "kubeconfig = [secret]  (computed by the cloud at deploy time)" in outputs
-    assert "placeholder-generated-password" not in out  # the generated admin password is secret
+    assert "RandomPassword" not in out and "platformAdminPassword" not in out  # no admin password exists in Pulumi at all
 
 
 # --- --out ---------------------------------------------------------------------------------------------

@@ -26,11 +26,18 @@ from shipped_stacks import SHIPPED_DIR, run_shipped
 POLICY_DIR = PROJECT_DIR / "policy"
 
 
-def test_program_data_is_fresh():
-    assert policy_data.OUTPUT.read_text() == policy_data.render(), "policy/program_data.json is stale: run `make policy-data`"
+@pytest.fixture(scope="module")
+def evaluated(committed_runs, bootstrap_run):
+    """What `make policy-data` evaluates, from the session's runs of the committed stacks."""
+    return policy_data.evaluate(stacks=committed_runs, bootstrap=bootstrap_run)
 
 
-def test_freshness_check_fails_on_a_stale_file(tmp_path, monkeypatch):
+def test_program_data_is_fresh(evaluated):
+    assert policy_data.OUTPUT.read_text() == policy_data.render(evaluated), "policy/program_data.json is stale: run `make policy-data`"
+
+
+def test_freshness_check_fails_on_a_stale_file(tmp_path, monkeypatch, evaluated):
+    monkeypatch.setattr(policy_data, "evaluate", lambda: evaluated)
     stale = tmp_path / "program_data.json"
     stale.write_text(policy_data.render().replace('"autoNodes"', '"somethingElse"', 1))
     monkeypatch.setattr(policy_data, "OUTPUT", stale)

@@ -3,7 +3,8 @@
 - Per tenant: its GCP project and isolation mode (`tenant_line`, `tenant_fields`).
 - `--compare-to <git-ref>`: the stack as committed at that ref and as it is now, both evaluated
   offline, and what a deployment would create, delete, replace or update. A tenant that moves to
-  another GCP project is named, with what that means (README "Migration").
+  another GCP project is named, with what that means (README "Migration"), and so is every change
+  of a tenant's security settings (config/tenant_security.py), read from its instance.
 
 Which input changes replace a resource rather than update it is the providers' business; the rules
 below are the ones that matter for this program (names, projects, locations, IAM bindings, the
@@ -26,10 +27,32 @@ from typing import Any
 from components.vcluster_values import VClusterValues
 from config import node_properties as props
 from config.isolation import placement
+from config.tenant_security import PROD, SETTINGS, as_yaml
+from policy.vcluster_reader import TenantInstance
 
 INSTANCE = "kubernetes:management.loft.sh/v1:VirtualClusterInstance"
 
 # --- per tenant ------------------------------------------------------------------------------------
+
+
+# What each value of a security setting beyond the safe one lets the team's pods reach, for the plan.
+REACH = {
+    ("isolation", "shared"): (
+        "its VMs and node identity live in the environment's project: a pod with the node identity reads every VM's metadata there "
+        "(other shared teams' join data, the host cluster's nodes)"
+    ),
+    ("loadBalancerServices", True): "its node identity manages load balancers and firewall rules of its project",
+    ("nodeMetadata", "exposed"): "every pod on its nodes can obtain the node identity's token from the metadata server",
+    ("podSecurityStandard", "privileged"): (
+        "any pod may use hostNetwork, run privileged or mount host paths: it reaches the metadata server, and so the node "
+        "identity, whatever nodeMetadata says, and takes over its node"
+    ),
+}
+
+
+def reach_notes(settings: dict[str, Any]) -> list[str]:
+    """What a tenant's security settings beyond the safe values let its pods reach."""
+    return [f"{key} {as_yaml(value)}: {REACH[key, value]}" for key, value in settings.items() if (key, value) in REACH]
 
 
 def tenant_fields(plan: Any, tenant_plan: Any) -> dict[str, Any]:
@@ -45,6 +68,9 @@ def tenant_fields(plan: Any, tenant_plan: Any) -> dict[str, Any]:
         "projectCreated": where.create,
         "natAddresses": 0 if facts.legacy_infrastructure else tenant.network.nat_addresses,
         "nodeMetadata": tenant.node_metadata,
+        "loadBalancerServices": tenant.load_balancer_services,
+        "persistentDisks": tenant.persistent_disks,
+        "podSecurityStandard": tenant.pod_security_standard,
     }
 
 
@@ -54,10 +80,13 @@ def tenant_line(plan: Any, tenant_plan: Any) -> str:
         where = f"GCP project {f['gcpProject']} (shared with the environment and its other shared tenants: see the warning)"
     else:
         where = f"GCP project {f['gcpProject']} ({'created by Pulumi' if f['projectCreated'] else 'existing'}, the team's own)"
-    return (
+    line = (
         f"isolation {f['isolation']}: {where}; control plane accepts joins from {f['natAddresses']} static NAT address(es) only; "
-        f"node metadata {f['nodeMetadata']}"
+        f"node metadata {f['nodeMetadata']}; pod security {f['podSecurityStandard']}; load balancers {as_yaml(f['loadBalancerServices'])}; "
+        f"persistent disks {as_yaml(f['persistentDisks'])}"
     )
+    notes = reach_notes({key: f[key] for key in SETTINGS if key in f})
+    return line + "".join(f"\n    SECURITY: {note}" for note in notes)
 
 
 # --- --compare-to --------------------------------------------------------------------------------
@@ -134,12 +163,21 @@ class TenantMove:
 
 
 @dataclass
+class SecurityChange:
+    tenant: str
+    setting: str  # a key of config/tenant_security.py SETTINGS
+    before: Any
+    after: Any
+
+
+@dataclass
 class Changes:
     ref: str
     stack: str
     changes: list[Change]
     moves: list[TenantMove]
     note: str | None = None  # e.g. the stack did not exist at the ref
+    security: list[SecurityChange] = field(default_factory=list)
 
     def count(self, action: str) -> int:
         return sum(1 for c in self.changes if c.action == action)
@@ -151,6 +189,7 @@ class Changes:
             "counts": {a: self.count(a) for a in ("create", "delete", "replace", "update")},
             "changes": [{"action": c.action, "type": c.type, "name": c.name, "because": c.because} for c in self.changes],
             "tenantMoves": [{"tenant": m.tenant, "from": m.before, "to": m.after} for m in self.moves],
+            "securityChanges": [{"tenant": c.tenant, "setting": c.setting, "from": c.before, "to": c.after} for c in self.security],
         }
 
 
@@ -199,7 +238,7 @@ def _env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
 
 
-def compare(before: dict[str, Resource] | None, after: dict[str, Resource], *, ref: str, stack: str) -> Changes:
+def compare(before: dict[str, Resource] | None, after: dict[str, Resource], *, ref: str, stack: str, host_project: str | None = None) -> Changes:
     changes: list[Change] = []
     note = None
     if before is None:
@@ -226,7 +265,7 @@ def compare(before: dict[str, Resource] | None, after: dict[str, Resource], *, r
             changes.append(Change("delete", old.type, old.name))
     order = {"replace": 0, "delete": 1, "create": 2, "update": 3}
     changes.sort(key=lambda c: (order[c.action], c.type, c.name))
-    return Changes(ref, stack, changes, _moves(before, after), note)
+    return Changes(ref, stack, changes, _moves(before, after), note, _security_changes(before, after, host_project))
 
 
 def _moves(before: dict[str, Resource], after: dict[str, Resource]) -> list[TenantMove]:
@@ -246,7 +285,32 @@ def _moves(before: dict[str, Resource], after: dict[str, Resource]) -> list[Tena
     return [TenantMove(t, old.get(t), new.get(t)) for t in sorted(set(old) | set(new)) if old.get(t) != new.get(t)]
 
 
-def render_changes(changes: Changes, host_project: str | None = None) -> str:
+def _settings(resources: dict[str, Resource], host_project: str | None) -> dict[str, dict[str, Any]]:
+    """Per tenant, its security settings as its instance shows them (isolation when the
+    environment's project is known), and its GCP project."""
+    found = {}
+    for r in resources.values():
+        if r.type != INSTANCE:
+            continue
+        try:
+            instance = TenantInstance.parse(_at(r.inputs, "spec") or {}, _at(r.inputs, "metadata.name"))
+        except ValueError:
+            continue
+        found[str(instance.name)] = {**instance.security_settings(host_project), "gcpProject": instance.project}
+    return found
+
+
+def _security_changes(before: dict[str, Resource], after: dict[str, Resource], host_project: str | None) -> list[SecurityChange]:
+    old, new = _settings(before, host_project), _settings(after, host_project)
+    changes = []
+    for tenant in sorted(set(old) & set(new)):
+        for key in sorted(set(old[tenant]) | set(new[tenant])):
+            if key != "gcpProject" and old[tenant].get(key) != new[tenant].get(key):
+                changes.append(SecurityChange(tenant, key, old[tenant].get(key), new[tenant].get(key)))
+    return changes
+
+
+def render_changes(changes: Changes, host_project: str | None = None, environment: str | None = None) -> str:
     out = [
         f"Changes against {changes.ref} (stack {changes.stack}): {changes.count('create')} to create, {changes.count('delete')} to delete, "
         f"{changes.count('replace')} to replace, {changes.count('update')} to update",
@@ -265,6 +329,19 @@ def render_changes(changes: Changes, host_project: str | None = None) -> str:
             f"  TENANT {move.tenant} MOVES from GCP project {move.before}{mode(move.before)} to {move.after}{mode(move.after)}: its network, NAT "
             "addresses, node identity and virtual cluster are replaced, and every VM of it is deleted with the old virtual cluster "
             "(README \"Migration\")."
+        )
+    for c in changes.security:
+        reach = REACH.get((c.setting, c.after))
+        approval = (
+            f"; in prod it needs platform.approvedTenantSecurity.{c.tenant}.{c.setting}: {as_yaml(c.after)} in the environment stack"
+            if reach
+            else ""
+        )
+        out.append(
+            f"  SECURITY CHANGE: tenant {c.tenant}: {c.setting} {as_yaml(c.before)} → {as_yaml(c.after)}"
+            + (f" ({reach})" if reach else " (back to the safe value)" if c.after == SETTINGS[c.setting][1] else "")
+            + (approval if environment == PROD or environment is None else "")
+            + "."
         )
     for change in changes.changes:
         if change.action == "replace" and change.type == INSTANCE:
@@ -286,7 +363,7 @@ def render_changes(changes: Changes, host_project: str | None = None) -> str:
 def compare_plan(plan: Any, ref: str) -> Changes:
     """The changes of a StackPlan's stack (tools/plan.py) since `ref`."""
     before = snapshot_at(ref, plan.stack, plan.stack_path.parent)
-    return compare(before, resources_of(plan.run), ref=ref, stack=plan.stack)
+    return compare(before, resources_of(plan.run), ref=ref, stack=plan.stack, host_project=plan.loaded.facts.project)
 
 
 # --- helpers -----------------------------------------------------------------------------------------

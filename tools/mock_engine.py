@@ -2,7 +2,7 @@
 
 Used by the offline plan, the benchmarks and the tests. The SDK, the providers' Python SDKs and the
 program all run for real; only the engine and the cloud are replaced. Values the cloud would
-compute (endpoints, IDs, generated passwords, another stack's outputs) come back as placeholders
+compute (endpoints, IDs, another stack's outputs) come back as placeholders
 that contain the word "placeholder", so nobody mistakes them for real values.
 """
 
@@ -184,8 +184,6 @@ class PlatformMocks(pulumi_mocks.Mocks):
             pool = f"projects/{PLACEHOLDER}-project-number/locations/global/workloadIdentityPools/{inputs['workloadIdentityPoolId']}"
             provider = inputs.get("workloadIdentityPoolProviderId")
             state["name"] = f"{pool}/providers/{provider}" if provider else pool
-        elif typ == "random:index/randomPassword:RandomPassword":
-            state["result"] = rpc.wrap_rpc_secret(f"{PLACEHOLDER}-generated-password")
         elif typ == "kubernetes:helm.sh/v3:Release":
             state["status"] = {"status": "deployed", "version": inputs.get("version"), "namespace": inputs.get("namespace")}
         return resource_id, state

@@ -458,7 +458,7 @@ def main(argv: list[str] | None = None) -> int:
                 print("\n" + "=" * 100 + "\n")
             print(render_text(plan, all_node_types=args.node_types), end="", flush=True)
         if changes and not args.json:
-            print(("\n" if not args.quiet else "") + isolation_plan.render_changes(changes, plan.loaded.facts.project), end="", flush=True)
+            print(("\n" if not args.quiet else "") + isolation_plan.render_changes(changes, plan.loaded.facts.project, plan.loaded.facts.environment), end="", flush=True)
     if args.json:
         print(json.dumps(summaries[0] if not args.all else {"stacks": summaries}, indent=2, default=str))
     return 1 if failed else 0

@@ -19,8 +19,8 @@ from tools.plan_costs import HOURS_PER_MONTH, NOT_INCLUDED
 from tools.plan_model import SECRET, StackPlan, has_placeholder
 
 LEGEND = (
-    f"Legend: values containing '{PLACEHOLDER}' are computed by the cloud at deploy time (IDs, endpoints, "
-    f"generated passwords) and unknown offline, and so are addresses in {MOCK_ADDRESS_RANGE} (static NAT addresses "
+    f"Legend: values containing '{PLACEHOLDER}' are computed by the cloud at deploy time (IDs, endpoints) "
+    f"and unknown offline, and so are addresses in {MOCK_ADDRESS_RANGE} (static NAT addresses "
     f"Google assigns; a documentation-only range, RFC 5737, stands in for them); {SECRET} marks a secret value, never shown."
 )
 # The first line of every document `--out` writes: the same stand-ins appear in them.

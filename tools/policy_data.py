@@ -248,13 +248,14 @@ def _run_bootstrap() -> ProgramRun:
             sys.path.remove(str(BOOTSTRAP_DIR))
 
 
-def _stacks(evaluated: Evaluated) -> dict[str, Any]:
-    """Per committed stack, the exact identities and tenants its grants and instances may name."""
+def stack_data(runs: dict[str, ProgramRun], values: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Per stack (environment stacks first in `runs`), the exact identities and tenants its grants
+    and instances may name."""
     out: dict[str, Any] = {}
-    for stack, run in evaluated.stacks.items():
-        values = evaluated.values[stack]
-        env = environment_stack_of(values)
-        out[stack] = inventory.stack_identities(run, values[f"{NS}:environment"], env or stack, out.get(env) if env else None)
+    for stack, run in sorted(runs.items(), key=lambda item: (environment_stack_of(values[item[0]]) is not None, item[0])):
+        values_of_stack = values[stack]
+        env = environment_stack_of(values_of_stack)
+        out[stack] = inventory.stack_identities(run, values_of_stack[f"{NS}:environment"], env or stack, out.get(env) if env else None)
         if env is None:
             out[stack]["approvedTenantSecurity"] = run_facts(run).get("approvedTenantSecurity", {})
             out[stack]["controlPlaneMaximum"] = run_facts(run).get("controlPlaneMaximum")
@@ -348,7 +349,7 @@ def build(evaluated: Evaluated | None = None) -> dict[str, Any]:
             "privilegedNamespaces": sorted(PRIVILEGED_NAMESPACES),
         },
         "tenantSecurity": {"safe": {k: safe for k, (_, safe) in SETTINGS.items()}, "stricter": {k: list(v) for k, v in STRICTER.items()}},
-        "stacks": _stacks(evaluated),
+        "stacks": stack_data(evaluated.stacks, evaluated.values),
         "inventory": {program: _program(evaluated), bootstrap: _bootstrap_inventory(evaluated)},
     }
 

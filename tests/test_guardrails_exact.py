@@ -1,0 +1,436 @@
+"""The guardrails of issue 18, probe by probe: each breaks one resource the real program registers
+(or adds one it never does) and shows the pack's MANDATORY rejection, whose message names the
+resource; and the data the pack judges by is the program's own, from its runs."""
+
+from __future__ import annotations
+
+import copy
+import json
+import shutil
+
+import policies as P
+import pytest
+import yaml
+from policy_support import (
+    analyze_remote,
+    args_of,
+    edit_values,
+    make_args,
+    one,
+    only,
+    policy_resource,
+    rejected,
+    remote_provider,
+    reports,
+    served_pack,
+    stack_args,
+    urn_of,
+)
+
+from config.stack_files import PROJECT_DIR
+from tools import program_inventory as inventory
+
+PROJECT_MEMBER = "gcp:projects/iAMMember:IAMMember"
+SA_MEMBER = "gcp:serviceaccount/iAMMember:IAMMember"
+VCI = P.VIRTUAL_CLUSTER_INSTANCE
+RELEASE = "kubernetes:helm.sh/v3:Release"
+COMMAND = "command:local:Command"
+
+
+def names(found: list[tuple[str, str]]) -> set[str]:
+    return {name for name, _ in found}
+
+
+# --- 1. Identities by account ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "stack, typ, name, changes, expected",
+    [
+        # The platform's VM role for an account of another project that is named like the platform's.
+        (
+            "dev",
+            PROJECT_MEMBER,
+            "tenant-nlp-project-platform-vm-role",
+            {"member": "serviceAccount:vcluster-platform-dev@mallory-ml.iam.gserviceaccount.com"},
+            "member: 'serviceAccount:vcluster-platform-dev@mallory-ml.iam.gserviceaccount.com' holding "
+            "'projects/acme-ml-dev/roles/gpuPlatform_dev_autoNodes' on a project is not the platform account of stack dev "
+            "(allowed: vcluster-platform-dev@acme-ml-dev.iam.gserviceaccount.com)",
+        ),
+        # actAs on a team's node identity, for an account of another project.
+        (
+            "team-vision-dev",
+            SA_MEMBER,
+            "tenant-vision-gcp-platform-acts-as-nodes",
+            {"member": "serviceAccount:vcluster-platform-dev@mallory-ml.iam.gserviceaccount.com"},
+            "is not the platform account of stack team-vision-dev (allowed: vcluster-platform-dev@acme-ml-dev.iam.gserviceaccount.com)",
+        ),
+        # The platform's VM role on a project that holds none of the stack's tenants.
+        (
+            "team-vision-dev",
+            PROJECT_MEMBER,
+            "tenant-vision-project-platform-vm-role",
+            {"project": "acme-ml-dev-audio", "role": "projects/acme-ml-dev-audio/roles/gpuPlatform_dev_autoNodes"},
+            "is bound on project 'acme-ml-dev-audio', which holds no tenant of stack team-vision-dev; allowed: acme-ml-dev-vision",
+        ),
+        # A custom role of another prefix (another environment's roles).
+        (
+            "team-vision-dev",
+            PROJECT_MEMBER,
+            "tenant-vision-project-platform-vm-role",
+            {"role": "projects/acme-ml-dev-vision/roles/gpuPlatform_prod_autoNodes"},
+            "names custom role 'gpuPlatform_prod_autoNodes', whose prefix is not the environment's (gpuPlatform_dev)",
+        ),
+        # Workload Identity for a pod of another project's cluster.
+        (
+            "dev",
+            SA_MEMBER,
+            "auto-nodes-workload-identity",
+            {"member": "serviceAccount:mallory-ml.svc.id.goog[vcluster-platform/loft]"},
+            "is not the Workload Identity member of stack dev (allowed: 'serviceAccount:acme-ml-dev.svc.id.goog[vcluster-platform/loft]')",
+        ),
+    ],
+)
+def test_a_grant_to_an_account_not_in_the_stacks_data_is_rejected(runs, stack, typ, name, changes, expected):
+    run, reg = one(runs, stack, typ, name)
+    props = {**copy.deepcopy(reg.plain_inputs), **changes}
+    message = only(rejected(args_of(run, reg, props=props)), P.grant_allow_list)
+    assert message.startswith(f"{reg.name} (on ") and expected in message, message
+
+
+def test_a_stack_the_data_does_not_know_gets_no_grant(runs):
+    run, reg = one(runs, "dev", PROJECT_MEMBER, "tenant-nlp-project-platform-vm-role")
+    args = args_of(run, reg, urn=urn_of(reg.type, reg.name, stack="mallory"))
+    message = only(rejected(args), P.grant_allow_list)
+    assert "stack 'mallory' is not in the pack's data, so nothing of it is known; allowed: the stacks of policy/program_data.json" in message
+
+
+def test_the_identity_data_is_what_the_runs_name(runs):
+    """Per stack, the exact accounts: read from the registered accounts, grants and instances."""
+    data = P.STACKS
+    assert data["dev"]["platformServiceAccount"] == "vcluster-platform-dev@acme-ml-dev.iam.gserviceaccount.com"
+    assert data["dev"]["workloadIdentityMember"] == runs["dev"].one(SA_MEMBER, "workload-identity").input("member")
+    assert data["dev"]["hostNodesServiceAccount"] == "gpu-dev-nodes@acme-ml-dev.iam.gserviceaccount.com"
+    vision = data["team-vision-dev"]["tenants"]["vision"]
+    assert vision["nodeServiceAccount"] == "dev-vision-nodes@acme-ml-dev-vision.iam.gserviceaccount.com"
+    assert (vision["project"], vision["subnetwork"], vision["isolation"]) == ("acme-ml-dev-vision", "dev-vision-nodes", "project")
+    # A team stack takes the platform's account from its environment's run.
+    assert data["team-vision-dev"]["platformServiceAccount"] == data["dev"]["platformServiceAccount"]
+
+
+# --- 2. Default deny ------------------------------------------------------------------------------------
+
+
+CLUSTER_ADMIN = {
+    "metadata": {"name": "everyone-is-admin"},
+    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+    "subjects": [{"kind": "Group", "name": "system:authenticated"}],
+}
+PLATFORM_LB = {
+    "metadata": {"name": "vcluster-platform-loadbalancer", "namespace": "vcluster-platform"},
+    "spec": {"type": "LoadBalancer", "selector": {"app": "loft"}, "ports": [{"port": 443, "targetPort": 10443}]},
+}
+
+
+@pytest.mark.parametrize(
+    "typ, props, policy, message",
+    [
+        (
+            "kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding",
+            CLUSTER_ADMIN,
+            P.kubernetes_rbac_by_design,
+            "ClusterRoleBinding 'everyone-is-admin' binding Group system:authenticated to 'cluster-admin' is not host RBAC the program makes",
+        ),
+        (
+            "kubernetes:core/v1:Service",
+            PLATFORM_LB,
+            P.load_balancer_services,
+            "spec.type: 'LoadBalancer' is not allowed on the host cluster (Service 'vcluster-platform-loadbalancer', admitting 0.0.0.0/0)",
+        ),
+        (
+            "gcp:compute/networkFirewallPolicyRule:NetworkFirewallPolicyRule",
+            {"direction": "INGRESS", "action": "allow", "priority": 1000, "match": {"srcIpRanges": ["0.0.0.0/0"]}},
+            P.public_ranges_nonprod,
+            "match.srcIpRanges: ['0.0.0.0/0'] together admit public address space in blocks wider than /24",
+        ),
+    ],
+)
+def test_a_type_the_program_never_creates_is_rejected_and_checked_too(typ, props, policy, message):
+    args = make_args(typ, props, name="intruder")
+    found = rejected(args)
+    assert only(found, P.resource_types_by_design) == (
+        f"intruder: type {typ!r} is not a resource type gpu-platform creates; allowed: the "
+        f"{len(P.INVENTORY[P.PROGRAM_PROJECT]['resourceTypes'])} types its runs register (policy/program_data.json inventory (make policy-data): "
+        "a type the program adds flows in when the data is regenerated)"
+    )
+    assert any(m.startswith("intruder") and message in m for m in (m for _, m in reports(policy, args))), reports(policy, args)
+
+
+def test_a_command_with_another_script_is_rejected(runs):
+    run, reg = one(runs, "dev", COMMAND, "api-ready")
+    props = {**reg.plain_inputs, "create": "gcloud projects add-iam-policy-binding acme-ml-dev --member=user:eve@example.com --role=roles/owner"}
+    assert only(rejected(args_of(run, reg, props=props)), P.commands_by_design) == (
+        "platform-api-ready: create: 'gcloud projects add-iam-policy-binding acme-ml-dev --member=user:eve@example.com --role=roles/owner' "
+        "is not a script gpu-platform runs (a command runs on the deployer's machine, with its credentials); allowed: the program's 3 commands "
+        "(policy/program_data.json inventory (make policy-data))"
+    )
+    props = {**reg.plain_inputs, "interpreter": ["/bin/bash", "-c"], "environment": {**reg.plain_inputs["environment"], "LD_PRELOAD": "/tmp/x.so"}}
+    found = [m for name, m in rejected(args_of(run, reg, props=props)) if name == P.commands_by_design.name]
+    assert found == [
+        "platform-api-ready: interpreter: is not an input gpu-platform sets on a command; allowed: create, update, delete, environment, triggers, logging",
+        "platform-api-ready: environment: ['KUBECONFIG_DATA', 'LD_PRELOAD'] is not what gpu-platform gives this command; allowed: ['KUBECONFIG_DATA']",
+    ]
+
+
+def test_every_command_of_the_program_passes(runs):
+    for run in runs.values():
+        for reg in run.of_type(COMMAND):
+            assert reports(P.commands_by_design, args_of(run, reg)) == []
+
+
+@pytest.mark.parametrize(
+    "path, value, expected",
+    [
+        (("service", "type"), "LoadBalancer", "values.service.type: 'LoadBalancer' (a LoadBalancer or NodePort in front of the platform) is not a value"),
+        (("admin", "password"), "hunter2hunter2", "values.admin.password: 'hunter2hunter2' is not a value gpu-platform sets for chart vcluster-platform"),
+        (("serviceAccount", "clusterRole"), "cluster-admin", "values.serviceAccount.clusterRole: 'cluster-admin' is not a value"),
+    ],
+)
+def test_helm_values_the_program_never_writes_are_rejected(runs, path, value, expected):
+    run, reg = one(runs, "dev", RELEASE)
+    props = copy.deepcopy(reg.plain_inputs)
+    props["values"].setdefault(path[0], {})[path[1]] = value
+    message = only(rejected(args_of(run, reg, props=props)), P.release_by_design)
+    assert message.startswith("platform-release (chart 'vcluster-platform'): ") and expected in message, message
+
+
+def test_sso_without_password_login_off_is_rejected(runs):
+    run, reg = one(runs, "dev", RELEASE)
+    props = copy.deepcopy(reg.plain_inputs)
+    props["values"]["config"]["auth"] = {"oidc": {"issuerUrl": "https://accounts.example.com", "clientId": "x"}}
+    found = [m for name, m in rejected(args_of(run, reg, props=props)) if name == P.release_by_design.name]
+    assert found[-1].startswith("platform-release (chart 'vcluster-platform'): values.config.auth.password.disabled: not true while single sign-on")
+
+
+@pytest.mark.parametrize("account", [None, "default", "gpu-prod-nodes@acme-ml-prod.iam.gserviceaccount.com"])
+def test_a_node_pool_without_its_dedicated_account_is_rejected(runs, account):
+    run, reg = one(runs, "dev", "gcp:container/nodePool:NodePool")
+    props = copy.deepcopy(reg.plain_inputs)
+    props["nodeConfig"]["serviceAccount"] = account
+    if account is None:
+        props["nodeConfig"].pop("serviceAccount")
+    message = only(rejected(args_of(run, reg, props=props)), P.node_pool_service_account)
+    assert message.startswith("gke-system (node pool 'system' of cluster ")
+    assert message.endswith(f"is not allowed; allowed: the host nodes' own account 'gpu-dev-nodes@acme-ml-dev.iam.gserviceaccount.com'")
+
+
+def test_tenant_objects_beyond_the_programs_are_rejected(runs):
+    run, reg = one(runs, "dev", VCI, "nlp")
+    props = copy.deepcopy(reg.plain_inputs)
+    objects = list(yaml.safe_load_all(props["spec"]["template"]["objects"]))
+    objects.append({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-tools", "labels": {"pod-security.kubernetes.io/enforce": "privileged"}}})
+    objects.append({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "x", "namespace": "team-tools"}, "spec": {"containers": [{"name": "x", "image": "alpine"}]}})
+    [policy] = [o for o in objects if o["kind"] == "ValidatingAdmissionPolicy"]
+    policy["spec"]["matchConstraints"]["namespaceSelector"]["matchExpressions"][0]["values"].append("team-tools")
+    props["spec"]["template"]["objects"] = yaml.safe_dump_all(objects)
+    found = [m for name, m in rejected(args_of(run, reg, props=props)) if name == P.tenant_objects_by_design.name]
+    prefix = "tenant-nlp-instance (instance 'p-nlp/nlp'): spec.template.objects"
+    assert found == [
+        f"{prefix}[2] (ValidatingAdmissionPolicy gpu-platform-pod-security): exempts ['team-tools'] from Pod Security; allowed: only gpu-operator, "
+        "kube-flannel, kube-system, local-path-storage",
+        f"{prefix}[4] (Namespace team-tools): is not an object gpu-platform puts inside a tenant; allowed: those of policy/program_data.json inventory (make policy-data)",
+        f"{prefix}[4] (Namespace team-tools): metadata.labels['pod-security.kubernetes.io/enforce']: 'privileged' is not allowed; allowed: only in the "
+        "namespaces the product needs host access in (gpu-operator, kube-flannel, kube-system, local-path-storage: components/tenant_pod_security.py)",
+        f"{prefix}[5] (Pod team-tools/x): is not an object gpu-platform puts inside a tenant; allowed: those of policy/program_data.json inventory (make policy-data)",
+        f"{prefix}[5] (Pod team-tools/x): image 'alpine' is not an image gpu-platform runs; allowed: nvcr.io/nvidia/cuda:12.8.1-base-ubuntu24.04",
+    ]
+
+
+# --- 3. Pinned sources ----------------------------------------------------------------------------------
+
+
+def test_a_chart_from_another_repository_is_rejected(runs):
+    run, reg = one(runs, "dev", RELEASE)
+    props = {**copy.deepcopy(reg.plain_inputs), "repositoryOpts": {"repo": "https://charts.mallory.example"}}
+    assert only(rejected(args_of(run, reg, props=props)), P.release_by_design) == (
+        "platform-release (chart 'vcluster-platform'): chart: 'vcluster-platform' from repositoryOpts.repo 'https://charts.mallory.example' is not a "
+        "chart source the program installs (a chart of the same name and version from another repository is another chart); allowed: "
+        "vcluster-platform from https://charts.loft.sh"
+    )
+
+
+@pytest.mark.parametrize(
+    "where, edit, expected",
+    [
+        ("vcluster", lambda t: t["helmRelease"]["chart"].update(repo="https://charts.mallory.example"), "spec.template.helmRelease.chart: 'vcluster' from repo 'https://charts.mallory.example'"),
+        ("gpu-operator", lambda t: t["charts"][0].update(repoURL="oci://ghcr.io/mallory/charts"), "spec.template.charts[0]: 'gpu-operator' from repoURL 'oci://ghcr.io/mallory/charts'"),
+    ],
+)
+def test_a_chart_inside_an_instance_from_another_repository_is_rejected(runs, where, edit, expected):
+    run, reg = one(runs, "team-vision-dev", VCI)
+    props = copy.deepcopy(reg.plain_inputs)
+    edit(props["spec"]["template"])
+    message = only(rejected(args_of(run, reg, props=props)), P.instance_chart_versions)
+    assert message.startswith(f"tenant-vision-instance (instance 'p-vision/vision'): {expected} is not a chart source the program installs; allowed: ")
+
+
+# --- 4. No public range by any split --------------------------------------------------------------------
+
+
+def test_the_split_internet_is_rejected_in_prod_and_advisory_in_dev(runs):
+    run, reg = one(runs, "prod", "gcp:container/cluster:Cluster")
+    props = copy.deepcopy(reg.plain_inputs)
+    props["masterAuthorizedNetworksConfig"]["cidrBlocks"] = [{"cidrBlock": "0.0.0.0/1", "displayName": "a"}, {"cidrBlock": "128.0.0.0/1", "displayName": "b"}]
+    message = only(rejected(args_of(run, reg, props=props)), P.public_ranges_prod)
+    assert message.startswith(
+        "gke-cluster (cluster 'gpu-prod'): masterAuthorizedNetworksConfig.cidrBlocks[].cidrBlock: ['0.0.0.0/1', '128.0.0.0/1'] together admit "
+        "public address space in blocks wider than /24 (IPv6 /64): 32.0.0.0/3, 64.0.0.0/3, 128.0.0.0/3 and "
+    )
+    dev, cluster = one(runs, "dev", "gcp:container/cluster:Cluster")
+    props = copy.deepcopy(cluster.plain_inputs)
+    props["masterAuthorizedNetworksConfig"]["cidrBlocks"] = [{"cidrBlock": "8.8.0.0/23", "displayName": "wide"}]
+    assert P.public_ranges_prod.name not in names(rejected(args_of(dev, cluster, props=props)))
+    [advisory] = [m for _, m in reports(P.public_ranges_nonprod, args_of(dev, cluster, props=props))]
+    assert "['8.8.0.0/23'] together admit public address space in blocks wider than /24 (IPv6 /64): 8.8.0.0/23;" in advisory
+
+
+def test_adjacent_narrow_ranges_count_as_their_union_and_the_prefix_is_configurable(runs):
+    run, reg = one(runs, "prod", "gcp:container/cluster:Cluster")
+    props = copy.deepcopy(reg.plain_inputs)
+    props["masterAuthorizedNetworksConfig"]["cidrBlocks"] = [{"cidrBlock": f"8.8.{i}.0/24", "displayName": f"n{i}"} for i in range(4)]
+    assert "8.8.0.0/22" in only(rejected(args_of(run, reg, props=props)), P.public_ranges_prod)
+    assert reports(P.public_ranges_prod, args_of(run, reg, props=props, config={P.public_ranges.PREFIX_CONFIG: 22})) == []
+    assert reports(P.public_ranges_prod, args_of(run, reg)) == []  # the office /24 as shipped
+
+
+def test_a_firewall_split_open_is_rejected_but_googles_ranges_are_not(runs):
+    run, reg = one(runs, "prod", P.FIREWALL, "allow-health-checks")
+    assert reports(P.public_ranges_prod, args_of(run, reg)) == []  # 35.191.0.0/16 and 130.211.0.0/22, as the program opens them
+    props = {**copy.deepcopy(reg.plain_inputs), "sourceRanges": ["35.191.0.0/16", "0.0.0.0/1", "128.0.0.0/1"]}
+    assert "together admit public address space" in only(rejected(args_of(run, reg, props=props)), P.public_ranges_prod)
+
+
+def test_the_platform_ingress_ranges_and_a_control_plane_are_judged_too(runs):
+    run, reg = one(runs, "prod", RELEASE)
+    props = copy.deepcopy(reg.plain_inputs)
+    props["values"]["ingress"] = {"annotations": {"nginx.ingress.kubernetes.io/whitelist-source-range": "0.0.0.0/1,128.0.0.0/1"}}
+    [message] = [m for _, m in reports(P.public_ranges_prod, args_of(run, reg, props=props))]
+    assert message.startswith("platform-release (chart 'vcluster-platform'): values.ingress.annotations['nginx.ingress.kubernetes.io/whitelist-source-range']")
+    run, reg = one(runs, "prod", VCI)
+    props = edit_values(reg.plain_inputs, lambda d: d["controlPlane"]["service"]["spec"].update(loadBalancerSourceRanges=["0.0.0.0/1", "128.0.0.0/1"]))
+    assert "together admit public address space" in only(rejected(args_of(run, reg, props=props)), P.public_ranges_prod)
+
+
+# --- 5. Tenants' placement --------------------------------------------------------------------------------
+
+
+def test_two_tenants_in_one_team_project_are_rejected(runs):
+    run, reg = one(runs, "prod", VCI)
+    props = edit_values(reg.plain_inputs, lambda d: d["privateNodes"]["autoNodes"][0]["properties"].update(project="acme-ml-dev-vision"))
+    found = [m for name, m in rejected(args_of(run, reg, props=props)) if name == P.tenant_placement_by_design.name]
+    assert "tenant-research-instance (instance 'p-research/research'): spec.template.helmRelease.values privateNodes.autoNodes[0].properties.project: " \
+        "'acme-ml-dev-vision' is not the project of tenant research of stack prod; allowed: 'acme-prod-research'" in found
+    assert (
+        "tenant-research-instance (instance 'p-research/research'): spec.template.helmRelease.values project 'acme-ml-dev-vision' is also the project "
+        "of tenant vision (stack team-vision-dev); allowed: one tenant per team project (their node identities would reach each other's VMs and disks)"
+    ) in found
+    # Within one stack, whatever the data knows.
+    second = policy_resource(VCI, reg.plain_inputs, urn_of(VCI, "tenant-twin-instance", stack="prod"), "tenant-twin-instance")
+    [(where, message)] = reports(P.one_tenant_per_project, stack_args(run, [second]))
+    assert message == (
+        "tenant-twin-instance (instance 'p-research/research'): project 'acme-prod-research' already holds tenant 'research' of this stack; "
+        "allowed: one tenant per team project"
+    )
+
+
+def test_a_shared_tenant_beside_project_tenants_is_rejected_without_the_override(runs, monkeypatch):
+    monkeypatch.setitem(P.STACKS["dev"], "allowSharedWithProjectTenants", False)
+    run, reg = one(runs, "dev", VCI, "nlp")
+    message = only(rejected(args_of(run, reg)), P.tenant_placement_by_design)
+    assert message == (
+        "tenant-nlp-instance (instance 'p-nlp/nlp'): isolation shared beside tenants of the other kind in environment dev (vision (stack "
+        "team-vision-dev)) is not allowed; allowed: one kind only, unless the environment stack sets platform.allowSharedWithProjectTenants: true "
+        "(a shared tenant's node identity reads every VM of the environment's project)"
+    )
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda d: d["privateNodes"]["autoNodes"][0]["properties"].update({"vcluster.com/ccm-lb-enabled": "true"}), "loadBalancerServices true"),
+        (lambda d: d["privateNodes"]["autoNodes"][0]["properties"].update({"gpu-platform/node-metadata": "exposed"}), "nodeMetadata exposed"),
+    ],
+)
+def test_in_prod_a_security_change_needs_the_environments_approval(runs, monkeypatch, edit, message):
+    run, reg = one(runs, "prod", VCI)
+    props = edit_values(reg.plain_inputs, edit)
+    found = only(rejected(args_of(run, reg, props=props)), P.tenant_placement_by_design)
+    assert found.startswith(f"tenant-research-instance (instance 'p-research/research'): tenant research: {message} is not approved for it in prod")
+    key, value = message.split(" ")
+    monkeypatch.setitem(P.STACKS["prod"], "approvedTenantSecurity", {"research": {key: value == "true" if value in ("true", "false") else value}})
+    assert P.tenant_placement_by_design.name not in names(rejected(args_of(run, reg, props=props)))
+
+
+def test_in_prod_no_pod_security_needs_the_environments_approval(runs):
+    run, reg = one(runs, "prod", VCI)
+    props = copy.deepcopy(reg.plain_inputs)
+    objects = [o for o in yaml.safe_load_all(props["spec"]["template"]["objects"]) if o["kind"] in ("Namespace",) and o["metadata"]["name"] != "default"]
+    props["spec"]["template"]["objects"] = yaml.safe_dump_all(objects)
+    assert "tenant research: podSecurityStandard privileged is not approved for it in prod" in only(rejected(args_of(run, reg, props=props)), P.tenant_placement_by_design)
+
+
+# --- 7. Control-plane bounds ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda d: d["controlPlane"].pop("statefulSet"), "requests.cpu: not set; allowed: a quantity within the environment's maximum 4"),
+        (lambda d: d["controlPlane"]["statefulSet"]["resources"]["limits"].update(memory="64Gi"), "limits.memory: '64Gi' is above the environment's maximum; allowed: at most 8Gi"),
+    ],
+)
+def test_a_tenant_without_capped_control_plane_resources_is_rejected(runs, edit, message):
+    run, reg = one(runs, "team-vision-dev", VCI)
+    props = edit_values(reg.plain_inputs, edit)
+    found = [m for name, m in rejected(args_of(run, reg, props=props)) if name == P.control_plane_resources.name]
+    prefix = "tenant-vision-instance (instance 'p-vision/vision'): spec.template.helmRelease.values controlPlane.statefulSet.resources."
+    assert any(m.startswith(prefix + message) for m in found), found
+
+
+# --- The data, generated, and the pack served alone ------------------------------------------------------
+
+
+def test_the_inventory_is_what_the_runs_register(runs):
+    types = set(P.INVENTORY[P.PROGRAM_PROJECT]["resourceTypes"])
+    for run in runs.values():
+        assert {r.type for r in run.registrations} <= types
+    assert {"pulumi:providers:command", "pulumi:pulumi:Stack", "gcp:organizations/project:Project"} <= types
+    assert not any(t.startswith(("kubernetes:rbac.", "random:")) or t == "kubernetes:core/v1:Service" for t in types)
+    assert inventory.value_paths({"a": {"b/c": [1, {"d": 2}]}, "e": []}) == {'a["b/c"][]', 'a["b/c"][].d', "e"}
+
+
+def test_the_committed_stacks_pass_the_pack_served_from_a_copy_of_policy_alone(tmp_path, committed_runs):
+    """What `pulumi policy publish` uploads, served as the CLI serves it, judging every resource of
+    every committed stack, components and providers included (the engine analyses them all), and
+    the stacks as a whole."""
+    from pulumi.runtime.proto import analyzer_pb2
+    from google.protobuf import struct_pb2
+
+    copied = tmp_path / "published" / "policy"
+    shutil.copytree(PROJECT_DIR / "policy", copied, ignore=shutil.ignore_patterns(".venv", "__pycache__"))
+    with served_pack(copied, cwd=tmp_path) as analyzer:
+        for stack, run in committed_runs.items():
+            resources = []
+            for reg in run.registrations:
+                diagnostics = analyze_remote(analyzer, reg.type, reg.plain_inputs, reg.urn, reg.name, protect=reg.protect, provider=remote_provider(run, reg))
+                assert [d.message for d in diagnostics if d.enforcementLevel == analyzer_pb2.MANDATORY] == [], (stack, reg.name)
+                if reg.custom:
+                    properties = struct_pb2.Struct()
+                    properties.update(json.loads(json.dumps(reg.plain_inputs, default=str)))
+                    options = analyzer_pb2.AnalyzerResourceOptions(protect=reg.protect)
+                    resources.append(analyzer_pb2.AnalyzerResource(type=reg.type, properties=properties, urn=reg.urn, name=reg.name, options=options))
+            stack_diagnostics = analyzer.AnalyzeStack(analyzer_pb2.AnalyzeStackRequest(resources=resources), timeout=60).diagnostics
+            assert [d.message for d in stack_diagnostics] == [], stack
+        # ... and rejects a type the program never creates.
+        [diagnostic] = analyze_remote(analyzer, "kubernetes:core/v1:Service", {"spec": {"type": "ClusterIP"}}, urn_of("kubernetes:core/v1:Service", "x"), "x")
+        assert diagnostic.policyName == P.resource_types_by_design.name
