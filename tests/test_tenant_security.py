@@ -251,3 +251,49 @@ def test_the_issues_bad_inputs_come_all_at_once_and_register_nothing(stack_value
     ):
         assert f"  - {expected}" in message, message
     assert caught.value.registrations == []
+
+
+# --- The plan marks security changes -------------------------------------------------------------------
+
+
+def test_a_change_of_a_security_setting_shows_in_the_plan_as_one(stack_values, dev_run, tenant_run, env_stack_ref):
+    from tools.isolation_plan import compare, render_changes, resources_of
+
+    values = stack_values("team-vision-dev")
+    values[f"{NS}:tenant"].update(loadBalancerServices=True, podSecurityStandard="privileged")
+    after = run_shipped(values, stack="team-vision-dev", stack_outputs={env_stack_ref: dev_run.outputs})
+    changes = compare(resources_of(tenant_run), resources_of(after), ref="main", stack="team-vision-dev", host_project="acme-ml-dev")
+    assert [(c.tenant, c.setting, c.before, c.after) for c in changes.security] == [
+        ("vision", "loadBalancerServices", False, True),
+        ("vision", "podSecurityStandard", "baseline", "privileged"),
+    ]
+    text = render_changes(changes, "acme-ml-dev", "prod")
+    assert (
+        "  SECURITY CHANGE: tenant vision: loadBalancerServices false → true (its node identity manages load balancers and firewall rules "
+        "of its project); in prod it needs platform.approvedTenantSecurity.vision.loadBalancerServices: true in the environment stack."
+    ) in text
+    assert "  SECURITY CHANGE: tenant vision: podSecurityStandard baseline → privileged (any pod may use hostNetwork" in text
+    back = compare(resources_of(after), resources_of(tenant_run), ref="main", stack="team-vision-dev", host_project="acme-ml-dev")
+    assert "  SECURITY CHANGE: tenant vision: loadBalancerServices true → false (back to the safe value)." in render_changes(back, "acme-ml-dev", "dev")
+    assert compare(resources_of(tenant_run), resources_of(tenant_run), ref="main", stack="team-vision-dev").security == []
+
+
+def test_the_plan_says_what_a_tenants_pods_reach_beyond_the_safe_settings(tmp_path):
+    import shutil
+
+    from tools.plan import plan_stack
+    from tools.plan_text import render_text
+
+    for name in ("Pulumi.yaml", "Pulumi.dev.yaml"):
+        shutil.copy(SHIPPED_DIR / name, tmp_path / name)
+    text = (tmp_path / "Pulumi.dev.yaml").read_text().replace("      access: {users: [alice]}\n", "      access: {users: [alice]}\n      nodeMetadata: exposed\n      podSecurityStandard: privileged\n")
+    (tmp_path / "Pulumi.dev.yaml").write_text(text)
+    out = render_text(plan_stack("dev", tmp_path))
+    speech = out[out.index("  speech: network"):]
+    assert "node metadata exposed; pod security privileged; load balancers false; persistent disks false" in speech
+    for note in (
+        "SECURITY: isolation shared: its VMs and node identity live in the environment's project",
+        "SECURITY: nodeMetadata exposed: every pod on its nodes can obtain the node identity's token from the metadata server",
+        "SECURITY: podSecurityStandard privileged: any pod may use hostNetwork, run privileged or mount host paths",
+    ):
+        assert note in speech, speech[:1500]
