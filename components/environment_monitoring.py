@@ -22,7 +22,7 @@ import pulumi_gcp as gcp
 
 from config.facts import EnvironmentFacts
 from config.isolation import Placement, placement
-from config.monitoring import SHOWBACK_VIEW, EmailChannel, MonitoringConfig, showback_dataset, view_name
+from config.monitoring import SHOWBACK_VIEW, MonitoringConfig, showback_dataset, view_name
 from config.tenant import TenantPlan
 
 from . import monitoring_queries as q
@@ -100,9 +100,9 @@ class EnvironmentMonitoring(pulumi.ComponentResource):
                 labels={"email_address": channel.email},
                 opts=on_monitoring,
             )
-            for i, channel in enumerate(c for c in config.notification_channels if isinstance(c, EmailChannel))
+            for i, channel in enumerate(c for c in config.notification_channels if c.email is not None)
         ]
-        existing = [c for c in config.notification_channels if isinstance(c, str)]
+        existing = [c.channel for c in config.notification_channels if c.channel is not None]
         channel_names = pulumi.Output.all(*existing, *(c.name for c in self.channels))
 
         plans = tuple(t.plan for t in args.tenants)

@@ -37,12 +37,16 @@ DATASET_LOCATION = Syntax(r"^(US|EU|[a-z]+-[a-z]+[0-9]+)$")
 # Where showback lives in the environment's project: the dataset Pulumi creates (for the export and
 # the view) and the view (components/showback.py).
 SHOWBACK_VIEW = "gpu_cost_by_team"
-CHANNEL_FORMS = "an existing channel's name projects/<project>/notificationChannels/<id>, or {email: <address>}"
+CHANNEL_FORMS = "{email: <address>} or {channel: projects/<project>/notificationChannels/<id>}"
 
 
-class EmailChannel(ConfigModel):
-    email: str
-    """The address Cloud Monitoring e-mails the environment's alerts to; Pulumi creates the channel in the environment's project."""
+class NotificationChannel(ConfigModel):
+    """One place the alert policies notify: exactly one of the two keys."""
+
+    email: str | None = None
+    """An address Cloud Monitoring e-mails the environment's alerts to; Pulumi creates the channel in the environment's project."""
+    channel: str | None = None
+    """An existing channel of the environment's project, projects/<project>/notificationChannels/<id> (Slack, PagerDuty, …)."""
 
 
 class Alerts(ConfigModel):
@@ -74,8 +78,8 @@ class MonitoringConfig(ConfigModel):
     """Collect every tenant's GPU metrics by default, and create the environment's dashboard, alert policies and showback dataset."""
     scrape_interval: str = DEFAULT_SCRAPE_INTERVAL
     """How often each tenant's collector scrapes its GPUs and Kubernetes objects by default, 10s to 5m."""
-    notification_channels: tuple[str | EmailChannel, ...] = ()
-    """Where the alert policies notify: existing channel names projects/<project>/notificationChannels/<id> or {email: <address>}; none by default."""
+    notification_channels: tuple[NotificationChannel, ...] = ()
+    """Where the alert policies notify, each {email: <address>} or {channel: <existing channel's name>}; none by default."""
     alerts: Alerts = Alerts()
     """Thresholds of the idle-GPU, GPU-not-offered and pool-at-limit alerts."""
     showback: Showback = Showback()
@@ -134,11 +138,12 @@ def check_monitoring(config: MonitoringConfig, problems: Problems) -> None:
         for i, channel in enumerate(config.notification_channels):
             path = f"monitoring.notificationChannels[{i}]"
             with problems.checking(path):
-                if isinstance(channel, EmailChannel):
-                    if not EMAIL.fullmatch(channel.email):
-                        problems.add(f"{path}.email", f"{shown(channel.email)} is not an e-mail address")
-                elif not CHANNEL_NAME.fullmatch(channel):
-                    problems.add(path, f"{shown(channel)} is not a notification channel; allowed: {CHANNEL_FORMS}")
+                if (channel.email is None) == (channel.channel is None):
+                    problems.add(path, f"names {'both' if channel.email else 'neither'} of email and channel; allowed: {CHANNEL_FORMS}")
+                elif channel.email is not None and not EMAIL.fullmatch(channel.email):
+                    problems.add(f"{path}.email", f"{shown(channel.email)} is not an e-mail address")
+                elif channel.channel is not None and not CHANNEL_NAME.fullmatch(channel.channel):
+                    problems.add(f"{path}.channel", f"{shown(channel.channel)} is not a channel's name like projects/<project>/notificationChannels/<id>")
     for key, attribute in (("idleGpuAfter", "idle_gpu_after"), ("gpuNotOfferedAfter", "gpu_not_offered_after"), ("poolAtLimitAfter", "pool_at_limit_after")):
         path = f"monitoring.alerts.{key}"
         with problems.checking(path):
@@ -152,7 +157,7 @@ def check_monitoring(config: MonitoringConfig, problems: Problems) -> None:
         if not 0 < percent <= 100:
             problems.add(
                 "monitoring.alerts.idleUtilizationPercent",
-                f"{percent} is out of range; allowed: above 0 (no GPU reports less than 0%, so nothing would count as idle) and at most 100",
+                f"{percent:g} is out of range; allowed: above 0 (no GPU reports less than 0%, so nothing would count as idle) and at most 100",
             )
     with problems.checking("monitoring.showback.billingExportTable"):
         table = config.showback.billing_export_table
