@@ -335,6 +335,7 @@ def test_the_cost_view_reads_only_the_exports_documented_columns(configured_run,
     assert all(f"STRUCT('{team}' AS team, {ceiling} AS gpu_ceiling_usd_per_day)" in sql for team, ceiling in ceilings.items())
     [dataset] = configured_run.of_type("gcp:bigquery/dataset:Dataset")
     assert dataset.input("location") == "EU" and dataset.input("deleteContentsOnDestroy") is False
+    assert dataset.retain_on_delete  # billing history outlives the stack once export writes there
 
 
 def test_the_sql_check_fails_on_a_column_the_export_lacks():
@@ -348,7 +349,7 @@ def test_the_sql_check_fails_on_a_column_the_export_lacks():
 def test_without_billing_export_there_is_a_dataset_and_no_view(dev_run):
     [dataset] = dev_run.of_type("gcp:bigquery/dataset:Dataset")
     assert dataset.input("datasetId") == "gpu_platform_dev_billing" and dataset.input("location") == "US"
-    assert dev_run.of_type("gcp:bigquery/table:Table") == []
+    assert dev_run.of_type("gcp:bigquery/table:Table") == [] and not dataset.retain_on_delete
     assert dev_run.outputs["monitoring"]["costView"] is None
 
 

@@ -42,7 +42,7 @@ def tenant_line(plan: Any, tenant_plan: TenantPlan) -> str:
     if not f["enabled"]:
         return "monitoring off: no collector, dashboard or alerts for this team"
     dashboard = f"dashboard \"{f['dashboard']}\" in project {f['metricsProject']}" if f["dashboard"] else "no dashboard of its own"
-    cost = f"cost view {f['costView']} (WHERE team = '{tenant_plan.tenant.name}')" if f["costView"] else "cost view: billing export not set up yet"
+    cost = f"cost view {f['costView']} (WHERE team = '{tenant_plan.tenant.name}')" if f["costView"] else "cost view: billing export is not set up yet"
     return (
         f"monitoring: {dashboard} ({f['dashboardsPage']}); metrics in project {f['metricsProject']}, "
         f"PromQL {f['metricsSelector']}, scraped every {f['scrapeInterval']}; {cost}"
