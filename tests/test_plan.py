@@ -876,3 +876,18 @@ def test_a_pools_zones_are_in_the_pool_table(tmp_path):
     assert pools[("vision", "l4-2x")][7] == pools[("vision", "system")][7] == "all"
     zones = {p["name"]: p["zones"] for p in summary(planned)["tenants"][0]["pools"]}
     assert zones == {"l4-2x": [], "t4-1x-spot": ["europe-west4-b"], "system": []}
+
+
+def test_the_plan_says_per_team_where_its_dashboard_metrics_and_cost_view_are(vision, dev_plan, dev_json):
+    text, summary, _ = vision
+    [line] = [line.strip() for line in section(text, "Tenants (").splitlines() if line.strip().startswith("monitoring:")]
+    assert line.startswith('monitoring: dashboard "GPUs of team vision (dev)" in project acme-ml-dev-vision')
+    assert 'metrics in project acme-ml-dev-vision, PromQL {tenant="vision"}' in line and line.endswith("cost view: billing export is not set up yet")
+    [tenant] = summary["tenants"]
+    assert tenant["monitoring"]["metricsProject"] == "acme-ml-dev-vision" and tenant["monitoring"]["costView"] is None
+    assert summary["monitoring"] is None  # a team stack: the environment's own plan says the rest
+    _, out, _, _ = dev_plan
+    monitoring = section(out, "Monitoring (gpu-platform:monitoring)")
+    assert "showback: billing export is not set up yet. Dataset acme-ml-dev.gpu_platform_dev_billing will exist" in monitoring
+    assert "monitoring team projects: acme-ml-dev-vision" in monitoring and "6 alert policies in acme-ml-dev" in monitoring
+    assert dev_json["monitoring"]["alertPolicies"] == 6 and dev_json["monitoring"]["costView"] is None
