@@ -19,7 +19,6 @@ from config.facts import EnvironmentFacts, project_namespace
 from config.isolation import Placement, placement, tenant_roles
 from config.tenant import TenantPlan
 
-from .monitoring_documents import monitoring_objects
 from .loft_api import (
     API_VERSION,
     ChartRef,
@@ -30,6 +29,7 @@ from .loft_api import (
     VirtualClusterInstanceSpec,
     VirtualClusterTemplate,
 )
+from .monitoring_documents import monitoring_objects
 from .options import depends_on_of
 from .platform_project import LOCAL_CLUSTER, in_cluster_access, instance_access, platform_project, platform_project_spec
 from .tenant_documents import GPU_OPERATOR_NAMESPACE, gpu_operator_values_yaml, tenant_objects, tenant_objects_yaml
@@ -198,6 +198,11 @@ class TenantVCluster(pulumi.ComponentResource):
                 region=facts.region,
                 scrape_interval=args.plan.monitoring.scrape_interval,
             )
+            # With the instance's objects, which the platform applies inside the tenant. It records
+            # what it applied (status.virtualClusterObjects.lastAppliedObjects, loft-sh/loft tag
+            # v4.11.2 api/openapi-spec/swagger.json `storage.v1.ObjectsStatus`), which is how objects
+            # no longer listed can be removed when monitoring is turned off; the controller's
+            # source is not public, so only a live run (make acceptance) shows that it does.
             objects = yaml_io.dump_all([*tenant_objects(tenant.smoke_test), *collector])
         self.monitoring_outputs = self._monitoring_outputs(facts.cost_view)
 
