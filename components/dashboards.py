@@ -31,6 +31,10 @@ def _query(promql: str, unit: str | None = None) -> dict[str, Any]:
     return query
 
 
+# Legends name series by their labels, as `${label_name}` (the Dashboard API's `legendTemplate`,
+# google-cloud-monitoring-dashboards 2.22 types/xychart.py `XyChart.DataSet.legend_template`).
+
+
 def _chart(title: str, promql: str, *, legend: str, unit: str | None = None, stacked: bool = False, thresholds: list[dict] | None = None) -> dict[str, Any]:
     chart: dict[str, Any] = {
         "dataSets": [
@@ -70,7 +74,7 @@ def _layout(rows: list[list[tuple[dict[str, Any], int]]], heights: list[int]) ->
 
 
 def _gpu_rows(tenant: str | None) -> list[list[tuple[dict[str, Any], int]]]:
-    legend = "${labels.node} GPU ${labels.gpu} ${labels.modelName} ${labels.namespace}/${labels.pod}"
+    legend = "${node} GPU ${gpu} ${modelName} ${namespace}/${pod}"
     return [
         [
             (_chart("GPU utilization (DCGM_FI_DEV_GPU_UTIL)", q.gpu_utilization(tenant), legend=legend, unit="%"), 24),
@@ -99,7 +103,7 @@ def team_dashboard(plan: TenantPlan, *, environment: str, project: str, cost_vie
             (_scorecard("Average GPU utilization", q.team_utilization(name)), 12),
         ],
     ]
-    pool_chart = _chart("GPU VMs by pool", q.gpu_vms_by_pool(plan), legend="${labels.pool}", stacked=True)
+    pool_chart = _chart("GPU VMs by pool", q.gpu_vms_by_pool(plan), legend="${pool}", stacked=True)
     cost_query = q.gpu_node_cost(plan)
     expected, ceiling = plan.gpu_expected_usd_per_hour, plan.gpu_usd_per_hour_ceiling
     if cost_query is not None and expected is not None and ceiling is not None:
@@ -118,7 +122,7 @@ def team_dashboard(plan: TenantPlan, *, environment: str, project: str, cost_vie
 def environment_dashboard(*, environment: str, project: str, teams: tuple[str, ...], cost_view: str | None) -> dict[str, Any]:
     """Every team of the environment, side by side (series by `tenant`)."""
     cost = f" Cost per team and day: BigQuery view `{cost_view}`." if cost_view else " Cost per team: billing export is not set up yet (see the plan)."
-    by_team = "${labels.tenant}"
+    by_team = "${tenant}"
     rows: list[list[tuple[dict[str, Any], int]]] = [
         [(_text("About", f"Environment **{environment}**: metrics of project `{project}` and every team project in its metrics scope. Teams: {', '.join(teams) or 'none yet'}.{cost}"), 48)],
         [
@@ -127,7 +131,7 @@ def environment_dashboard(*, environment: str, project: str, teams: tuple[str, .
             (_chart("Average GPU utilization per team", q.team_utilization(), legend=by_team, unit="%"), 16),
         ],
         [
-            (_chart("GPU VMs per team and capacity type", q.gpu_vms_by_capacity(), legend=f"{by_team} ${{labels.{q.ACCELERATOR}}} ${{labels.{q.CAPACITY_TYPE}}}", stacked=True), 48),
+            (_chart("GPU VMs per team and capacity type", q.gpu_vms_by_capacity(), legend=f"{by_team} ${{{q.ACCELERATOR}}} ${{{q.CAPACITY_TYPE}}}", stacked=True), 48),
         ],
         *_gpu_rows(None),
     ]
