@@ -9,6 +9,7 @@ from typing import Any
 from config import yaml_io
 
 from .tenant_pod_security import ENFORCE_LABEL, GPU_OPERATOR_NAMESPACE, PRIVILEGED, pod_security_objects
+from .monitoring_documents import dcgm_exporter_config
 from .vcluster_values import GPU_RESOURCE
 
 SMOKE_TEST_NAMESPACE = "gpu-smoke-test"
@@ -37,19 +38,25 @@ def nfd_worker_tolerations() -> list[dict[str, str]]:
     return tolerations
 
 
-def gpu_operator_values(service_monitor: bool) -> dict[str, Any]:
+def gpu_operator_values(service_monitor: bool, dcgm_metrics: bool = False) -> dict[str, Any]:
+    """`dcgm_metrics`: the DCGM exporter collects monitoring's metric list (tenant monitoring on)."""
+    dcgm_exporter: dict[str, Any] = {"enabled": True, "serviceMonitor": {"enabled": service_monitor}}
+    if dcgm_metrics:
+        dcgm_exporter["config"] = dcgm_exporter_config()
     return {
         # The node image (Deep Learning VM) already has the NVIDIA driver.
         "driver": {"enabled": False},
         "toolkit": {"enabled": True},
         "devicePlugin": {"enabled": True},
         # ServiceMonitor needs the Prometheus Operator's CRDs; without them the operator stays NotReady.
-        "dcgmExporter": {"enabled": True, "serviceMonitor": {"enabled": service_monitor}},
+        "dcgmExporter": dcgm_exporter,
         "node-feature-discovery": {"worker": {"tolerations": nfd_worker_tolerations()}},
     }
 
 
-def tenant_objects(smoke_test: bool, pod_security_standard: str = "baseline") -> list[dict[str, Any]]:
+def tenant_objects(smoke_test: bool, pod_security_standard: str = "baseline", features: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
+    """`features`: the tenant's features that bring privileged namespaces of their own
+    (components/tenant_pod_security.py FEATURE_NAMESPACES)."""
     objects: list[dict[str, Any]] = [
         {
             "apiVersion": "v1",
@@ -60,7 +67,7 @@ def tenant_objects(smoke_test: bool, pod_security_standard: str = "baseline") ->
                 "labels": {ENFORCE_LABEL: PRIVILEGED},
             },
         },
-        *pod_security_objects(pod_security_standard),
+        *pod_security_objects(pod_security_standard, features),
     ]
     if smoke_test:
         # The smoke Job's pod meets even the restricted standard (no root, no privilege escalation,
@@ -101,11 +108,11 @@ def tenant_objects(smoke_test: bool, pod_security_standard: str = "baseline") ->
 
 # The same few documents for every tenant: rendered once per process, not once per tenant.
 @functools.lru_cache(maxsize=None)
-def gpu_operator_values_yaml(service_monitor: bool) -> str:
-    return yaml_io.dump(gpu_operator_values(service_monitor))
+def gpu_operator_values_yaml(service_monitor: bool, dcgm_metrics: bool = False) -> str:
+    return yaml_io.dump(gpu_operator_values(service_monitor, dcgm_metrics))
 
 
 @functools.lru_cache(maxsize=None)
-def tenant_objects_yaml(smoke_test: bool, pod_security_standard: str = "baseline") -> str:
-    return yaml_io.dump_all(tenant_objects(smoke_test, pod_security_standard))
+def tenant_objects_yaml(smoke_test: bool, pod_security_standard: str = "baseline", features: frozenset[str] = frozenset()) -> str:
+    return yaml_io.dump_all(tenant_objects(smoke_test, pod_security_standard, features))
 

@@ -27,6 +27,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .monitoring_documents import MONITORING_NAMESPACE
+
 # The GPU Operator's namespace inside each tenant (its chart's release namespace).
 GPU_OPERATOR_NAMESPACE = "gpu-operator"
 ENFORCE_LABEL = "pod-security.kubernetes.io/enforce"
@@ -48,7 +50,12 @@ PRIVILEGED_NAMESPACES: dict[str, str] = {
     "kube-flannel": "vCluster's default CNI, Flannel (privileged, NET_ADMIN, host paths)",
     "local-path-storage": "vCluster's local path provisioner, whose helper pods mount host paths",
     GPU_OPERATOR_NAMESPACE: "the NVIDIA GPU Operator's daemonsets (container toolkit, device plugin, DCGM exporter: privileged, host paths)",
+    MONITORING_NAMESPACE: "the GPU metrics collector (hostNetwork, to reach the metadata server for its credentials: components/monitoring_documents.py)",
 }
+
+# Namespaces of PRIVILEGED_NAMESPACES that exist only with a feature of the tenant: exempted only then,
+# so that nobody can create one of them elsewhere and run host-networked pods in it.
+FEATURE_NAMESPACES: dict[str, str] = {MONITORING_NAMESPACE: "monitoring"}
 
 # Pod Security levels from least to most restrictive (Kubernetes "Pod Security Standards").
 LEVELS = ("privileged", "baseline", "restricted")
@@ -59,13 +66,18 @@ def at_least(standard: str) -> list[str]:
     return list(LEVELS[LEVELS.index(standard) :])
 
 
-def pod_security_objects(standard: str) -> list[dict[str, Any]]:
+def exempt_namespaces(features: frozenset[str] = frozenset()) -> list[str]:
+    """The namespaces of PRIVILEGED_NAMESPACES a tenant with `features` (e.g. {"monitoring"}) has."""
+    return sorted(ns for ns in PRIVILEGED_NAMESPACES if FEATURE_NAMESPACES.get(ns) in (None, *features))
+
+
+def pod_security_objects(standard: str, features: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
     """The in-tenant objects that enforce `standard`: the label on `default`, the admission policy
     and its binding. None for `privileged` (the team chose no Pod Security)."""
     if standard == PRIVILEGED:
         return []
     allowed = at_least(standard)
-    exempt = sorted(PRIVILEGED_NAMESPACES)
+    exempt = exempt_namespaces(features)
     label = f"namespaceObject.metadata.labels[{ENFORCE_LABEL!r}]"
     return [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default", "labels": {ENFORCE_LABEL: standard}}},

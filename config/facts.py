@@ -72,6 +72,11 @@ class EnvironmentFacts:
     allow_shared_with_project_tenants: bool = False
     approved_tenant_security: dict[str, dict[str, Any]] = field(default_factory=dict)  # team → config key → value
     control_plane_maximum: dict[str, str] = field(default_factory=lambda: {"cpu": "4", "memory": "8Gi"})
+    # gpu-platform:monitoring of the environment: its tenants' default, and whether its project has
+    # the Monitoring API and the metrics scope team projects join (config/monitoring.py).
+    monitoring_enabled: bool = False
+    scrape_interval: str = "60s"
+    cost_view: str | None = None  # <project>.<dataset>.<view> of the showback view; None: not set up yet
 
     def node_types_for(
         self, gpu: str | None, spot: bool, gpu_count: int | None = None, zones: tuple[str, ...] | None = None
@@ -112,6 +117,9 @@ class EnvironmentFacts:
             "allowSharedWithProjectTenants": self.allow_shared_with_project_tenants,
             "approvedTenantSecurity": {team: dict(settings) for team, settings in self.approved_tenant_security.items()},
             "controlPlaneMaximum": dict(self.control_plane_maximum),
+            "monitoringEnabled": self.monitoring_enabled,
+            "scrapeInterval": self.scrape_interval,
+            "costView": self.cost_view,
         }
 
     @classmethod
@@ -148,4 +156,9 @@ class EnvironmentFacts:
             allow_shared_with_project_tenants=bool(data.get("allowSharedWithProjectTenants", False)),
             approved_tenant_security={k: dict(v) for k, v in (data.get("approvedTenantSecurity") or {}).items()},
             control_plane_maximum=dict(data.get("controlPlaneMaximum") or {"cpu": "4", "memory": "8Gi"}),
+            # Absent in exports of environments deployed before monitoring: off, so a team stack
+            # that wants it asks for the environment to be deployed first.
+            monitoring_enabled=bool(data.get("monitoringEnabled", False)),
+            scrape_interval=data.get("scrapeInterval", "60s"),
+            cost_view=data.get("costView"),
         )

@@ -262,7 +262,7 @@ def _check_shared(path: str, tenant: Any, facts: Any, others: list, problems: Pr
             problems.add(
                 f"{path}.isolation",
                 f"shared is not allowed in environment {facts.environment}: give the team its own project (isolation: project, the default), "
-                "or allow it in the environment stack with platform.allowSharedIsolation: true (README \"Security\" says what remains shared)",
+                "or allow it in the environment stack with platform.allowSharedIsolation: true (docs/security.md \"Shared mode\" says what remains shared)",
             )
 
 
@@ -286,5 +286,5 @@ def shared_warning(path: str, tenant: str, host_project: str) -> str:
         "shared teams' join data and the host cluster's nodes, which run every tenant's control plane, those of teams with "
         "projects of their own included. It gets no disk or load-balancer role there (persistentDisks and "
         "loadBalancerServices are refused with isolation: shared). Use isolation: project for teams that must not trust "
-        "each other (README \"Security\", \"Migration\")."
+        "each other (docs/security.md \"Security\", docs/migration.md \"Migration\")."
     )

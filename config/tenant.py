@@ -23,6 +23,7 @@ from .catalog import load_catalog
 from .errors import Broken, Problems, derived, shown
 from .facts import TENANT_CLUSTER_CIDRS, EnvironmentFacts, TenantClaim
 from .isolation import GcpProject
+from .monitoring import OFF, MonitoringPlan, TenantMonitoring, check_tenant_monitoring, resolve_tenant_monitoring
 from .node_types import GPU_RESOURCE, NodeType
 from .tenant_security import check_tenant_security
 from .versions import GPU_OPERATOR_VERSION
@@ -103,7 +104,7 @@ class Tenant(ConfigModel):
     gpu_operator: GpuOperator = GpuOperator()
     smoke_test: bool = False
     # Persistent volumes through the PD CSI driver on the tenant's nodes. Its node identity then
-    # holds project-wide disk rights (see README "Security"); turn off if the team needs none.
+    # holds project-wide disk rights (see docs/security.md "Node service account"); turn off if the team needs none.
     # Default: on in project mode, off (and refused) in shared mode (config/tenant_security.py).
     persistent_disks: bool = True
     # Let the tenant's cloud controller manager create Google load balancers for its Services
@@ -119,6 +120,9 @@ class Tenant(ConfigModel):
     control_plane: ControlPlane = ControlPlane()
     # Pod Security Standard of the team's namespaces (components/tenant_pod_security.py).
     pod_security_standard: Literal["baseline", "restricted", "privileged"] = "baseline"
+
+    monitoring: TenantMonitoring = TenantMonitoring()
+    """The team's GPU metrics, Kubernetes object metrics and dashboard (config/monitoring.py); default: as the environment's monitoring."""
 
     @model_validator(mode="before")
     @classmethod
@@ -247,6 +251,7 @@ class TenantPlan:
     tenant: Tenant
     gpu_pools: tuple[PoolPlan, ...]
     cpu_pool: PoolPlan
+    monitoring: MonitoringPlan = OFF
 
     @property
     def gpu_expected_usd_per_hour(self) -> float | None:
@@ -266,7 +271,7 @@ class TenantPlan:
         return self.cpu_pool.cheapest_usd_per_hour
 
 
-# What "expected" means, wherever a cost is shown (the plan's tables, README "Costs").
+# What "expected" means, wherever a cost is shown (the plan's tables, docs/costs.md "Costs").
 EXPECTED = (
     "every GPU pool busy at its GPU limit on the node type the platform picks, the cheapest that fits; "
     "everything else as when idle (a tenant's CPU pool: its one node for system pods)"
@@ -335,6 +340,8 @@ def check_tenant(
             for i, name in enumerate(names):
                 if not name or name != name.strip():
                     problems.add(f"{path}.access.{kind}[{i}]", f"{name!r} is not a platform {kind[:-1]} name")
+    with problems.checking(f"{path}.monitoring"):
+        check_tenant_monitoring(f"{path}.monitoring", tenant.monitoring, facts, problems)
     with problems.checking(f"{path}.gpuOperator.version"):
         version = tenant.gpu_operator.version
         if not (version.startswith("v") and len(version.split(".")) == 3 and all(p.isdigit() for p in version[1:].split("."))):
@@ -544,7 +551,7 @@ def plan_tenant(tenant: Tenant, facts: EnvironmentFacts) -> TenantPlan:
         consolidation_policy="WhenEmpty",
         node_usd_per_hour={nt.name: node_usd_per_hour(nt, facts.region) for nt in cpu_types},
     )
-    return TenantPlan(tenant, tuple(gpu_pools), cpu_pool)
+    return TenantPlan(tenant, tuple(gpu_pools), cpu_pool, resolve_tenant_monitoring(tenant.monitoring, facts))
 
 
 def _pool_name(gpu: str, per_node: int, spot: bool) -> str:

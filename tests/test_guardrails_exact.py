@@ -235,15 +235,18 @@ def test_tenant_objects_beyond_the_programs_are_rejected(runs):
     props["spec"]["template"]["objects"] = yaml.safe_dump_all(objects)
     found = [m for name, m in rejected(args_of(run, reg, props=props)) if name == P.tenant_objects_by_design.name]
     prefix = "tenant-nlp-instance (instance 'p-nlp/nlp'): spec.template.objects"
+    privileged = ", ".join(P.DATA["tenantInstance"]["privilegedNamespaces"])
+    images = ", ".join(P.INVENTORY[P.PROGRAM_PROJECT]["tenantImages"])
+    added = len(objects) - 2
     assert found == [
-        f"{prefix}[2] (ValidatingAdmissionPolicy gpu-platform-pod-security): exempts ['team-tools'] from Pod Security; allowed: only gpu-operator, "
-        "kube-flannel, kube-system, local-path-storage",
-        f"{prefix}[4] (Namespace team-tools): is not an object gpu-platform puts inside a tenant; allowed: those of policy/program_data.json inventory (make policy-data)",
-        f"{prefix}[4] (Namespace team-tools): metadata.labels['pod-security.kubernetes.io/enforce']: 'privileged' is not allowed; allowed: only in the "
-        "namespaces the product needs host access in (gpu-operator, kube-flannel, kube-system, local-path-storage: components/tenant_pod_security.py)",
-        f"{prefix}[5] (Pod team-tools/x): is not an object gpu-platform puts inside a tenant; allowed: those of policy/program_data.json inventory (make policy-data)",
-        f"{prefix}[5] (Pod team-tools/x): image 'alpine' is not an image gpu-platform runs; allowed: nvcr.io/nvidia/cuda:12.8.1-base-ubuntu24.04",
+        f"{prefix}[2] (ValidatingAdmissionPolicy gpu-platform-pod-security): exempts ['team-tools'] from Pod Security; allowed: only {privileged}",
+        f"{prefix}[{added}] (Namespace team-tools): is not an object gpu-platform puts inside a tenant; allowed: those of policy/program_data.json inventory (make policy-data)",
+        f"{prefix}[{added}] (Namespace team-tools): metadata.labels['pod-security.kubernetes.io/enforce']: 'privileged' is not allowed; allowed: only in the "
+        f"namespaces the product needs host access in ({privileged}: components/tenant_pod_security.py)",
+        f"{prefix}[{added + 1}] (Pod team-tools/x): is not an object gpu-platform puts inside a tenant; allowed: those of policy/program_data.json inventory (make policy-data)",
+        f"{prefix}[{added + 1}] (Pod team-tools/x): image 'alpine' is not an image gpu-platform runs; allowed: {images}",
     ]
+    assert "gpu-operator" in privileged and "nvcr.io/nvidia/cuda:12.8.1-base-ubuntu24.04" in images
 
 
 # --- 3. Pinned sources ----------------------------------------------------------------------------------

@@ -149,7 +149,10 @@ def test_node_identity_roles_follow_what_the_tenant_uses(dev_run, tenant_run, st
 
     # A shared tenant: no disk or load-balancer role on the environment's project, which holds the
     # host cluster's volumes (config/tenant_security.py).
-    assert roles_of(dev_run, "dev-nlp-nodes@acme-ml-dev.iam.gserviceaccount.com") == {"roles/compute.viewer"}
+    assert roles_of(dev_run, "dev-nlp-nodes@acme-ml-dev.iam.gserviceaccount.com") == {
+        "roles/compute.viewer",
+        "roles/monitoring.metricWriter",  # the GPU metrics collector (monitoring on by default)
+    }
     shared = VClusterValues.parse(dev_run.one(VCI, "nlp").input("spec", "template", "helmRelease", "values")).auto_nodes[0]["properties"]
     assert shared[props.CSI_ENABLED] == "false" and shared[props.CCM_LB_ENABLED] == "false"
     vision = "dev-vision-nodes@acme-ml-dev-vision.iam.gserviceaccount.com"
@@ -157,12 +160,13 @@ def test_node_identity_roles_follow_what_the_tenant_uses(dev_run, tenant_run, st
         "roles/compute.viewer",
         "roles/compute.storageAdmin",
         "projects/acme-ml-dev-vision/roles/gpuPlatform_dev_tenantDisks",
+        "roles/monitoring.metricWriter",
     }
     # Volumes attach only to the tenant's own node VMs.
     [attach] = [m for m in tenant_run.of_type(PROJECT_MEMBER) if m.input("role").endswith("_tenantDisks") and m.input("member") == f"serviceAccount:{vision}"]
     assert attach.input("condition")["expression"] == instance_name_condition("dev-vision-")["expression"]
     values = stack_values("team-vision-dev")
-    values["gpu-platform:tenant"].update(persistentDisks=False, loadBalancerServices=True)
+    values["gpu-platform:tenant"].update(persistentDisks=False, loadBalancerServices=True, monitoring={"enabled": False})
     run = run_shipped(values, stack="team-vision-dev", stack_outputs={env_stack_ref: dev_run.outputs})
     assert roles_of(run, vision) == {
         "roles/compute.viewer",
@@ -209,7 +213,7 @@ def test_platform_may_use_tenant_subnets_only(dev_run):
 
 def test_gcp_resources_wait_for_the_project_apis_and_tenants_for_the_platform_identity(dev_run):
     apis = {s.input("service"): s.urn for s in dev_run.of_type("gcp:projects/service:Service")}
-    assert len(apis) == 5
+    assert len(apis) == 7  # the cluster's five, monitoring's two
     # Everything on GCP needs at least the Compute Engine and IAM APIs enabled first.
     needed = {apis["compute.googleapis.com"], apis["iam.googleapis.com"]}
     for r in dev_run.registrations:

@@ -10,7 +10,8 @@ import pytest
 import yaml
 from cel_expr_python import cel
 
-from components.tenant_pod_security import ENFORCE_LABEL, POLICY_NAME, PRIVILEGED_NAMESPACES, pod_security_objects
+from components.monitoring_documents import MONITORING_NAMESPACE
+from components.tenant_pod_security import ENFORCE_LABEL, POLICY_NAME, PRIVILEGED_NAMESPACES, exempt_namespaces, pod_security_objects
 from config.errors import ConfigError
 from config.stack import load_stack
 from shipped_stacks import SHIPPED_DIR, run_shipped
@@ -145,15 +146,17 @@ def _objects(run, tenant: str) -> list[dict]:
 
 def test_every_tenant_enforces_baseline_but_in_the_products_namespaces(dev_run, tenant_run):
     for run, tenant in ((dev_run, "nlp"), (dev_run, "speech"), (tenant_run, "vision")):
-        objects = _objects(run, tenant)
-        assert [o for o in objects if o["kind"] != "Job" and o["metadata"]["name"] != "gpu-smoke-test"] == [
+        objects = _objects(run, tenant)  # monitoring is on in dev
+        assert objects[:4] == [
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "gpu-operator", "labels": {ENFORCE_LABEL: "privileged"}}},
-            *pod_security_objects("baseline"),
+            *pod_security_objects("baseline", frozenset({"monitoring"})),
         ]
-    [policy] = [o for o in pod_security_objects("baseline") if o["kind"] == "ValidatingAdmissionPolicy"]
+    [policy] = [o for o in pod_security_objects("baseline", frozenset({"monitoring"})) if o["kind"] == "ValidatingAdmissionPolicy"]
     exempt = policy["spec"]["matchConstraints"]["namespaceSelector"]["matchExpressions"][0]
     assert exempt == {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": sorted(PRIVILEGED_NAMESPACES)}
-    assert {"kube-system", "gpu-operator"} <= set(PRIVILEGED_NAMESPACES)
+    assert {"kube-system", "gpu-operator", MONITORING_NAMESPACE} <= set(PRIVILEGED_NAMESPACES)
+    # Without monitoring its namespace is exempt nowhere: nobody can make one and run host-networked pods in it.
+    assert MONITORING_NAMESPACE not in exempt_namespaces() and "kube-system" in exempt_namespaces()
 
 
 def _admits(standard: str, namespace: dict) -> tuple[bool, str]:
@@ -186,7 +189,7 @@ def test_a_pod_is_admitted_only_where_its_namespace_enforces_the_standard(standa
 
 def test_a_privileged_tenant_gets_no_pod_security_objects(stack_values, dev_run, env_stack_ref):
     values = stack_values("team-vision-dev")
-    values[f"{NS}:tenant"]["podSecurityStandard"] = "privileged"
+    values[f"{NS}:tenant"].update(podSecurityStandard="privileged", monitoring={"enabled": False})
     run = run_shipped(values, stack="team-vision-dev", stack_outputs={env_stack_ref: dev_run.outputs})
     assert [o["kind"] for o in _objects(run, "vision")] == ["Namespace"]
     assert POLICY_NAME not in run.one(VCI, "vision").input("spec", "template", "objects")
