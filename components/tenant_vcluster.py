@@ -17,6 +17,8 @@ from config import node_properties as props
 from config import versions
 from config.facts import EnvironmentFacts, project_namespace
 from config.isolation import Placement, placement, tenant_roles
+from config.base import duration_seconds
+from config.reliability import GPU_TIMEOUT, shutdown_grace
 from config.tenant import TenantPlan
 
 from .loft_api import (
@@ -31,10 +33,10 @@ from .loft_api import (
 )
 from .options import depends_on_of
 from .platform_project import LOCAL_CLUSTER, in_cluster_access, instance_access, platform_project, platform_project_spec
-from .tenant_documents import GPU_OPERATOR_NAMESPACE, gpu_operator_values_yaml, tenant_objects_yaml
+from .tenant_documents import GPU_OPERATOR_NAMESPACE, Watchdog, gpu_operator_values_yaml, tenant_objects_yaml
 from .tenant_network import TenantNetwork, TenantNetworkArgs
 from .tenant_project import TenantProject, TenantProjectArgs
-from .vcluster_values import render_values
+from .vcluster_values import kubelet_config, render_values
 
 READY_TIMEOUT_SECONDS = 1800  # control plane, LoadBalancer and first CPU node
 # On the instance: the GCP project its nodes live in. A change replaces the instance (below).
@@ -52,6 +54,14 @@ class TenantVClusterArgs:
     # What the platform project waits for in the same stack: the management API. Not the
     # NodeProvider (it only names it), so projects and the NodeProvider are created side by side.
     platform_api: tuple[pulumi.Resource, ...] = ()
+
+
+def gpu_watchdog(plan: TenantPlan) -> Watchdog:
+    return Watchdog(
+        pool_limits=tuple((p.name, duration_seconds(p.gpu_timeout)) for p in plan.gpu_pools),
+        default_limit=duration_seconds(GPU_TIMEOUT),
+        system_pool=plan.cpu_pool.name,
+    )
 
 
 def host_namespace(tenant: str) -> str:
@@ -164,13 +174,25 @@ class TenantVCluster(pulumi.ComponentResource):
 
         pools = [*args.plan.gpu_pools, args.plan.cpu_pool]
         resources = tenant.control_plane.model_dump()
+        kubelet = kubelet_config(*shutdown_grace(tenant))
+        # Beside the team's NAT addresses, the host cluster's own pod and node ranges: kube-proxy
+        # and GKE Dataplane V2 apply loadBalancerSourceRanges to in-cluster traffic to the
+        # LoadBalancer's address too, and whether every in-cluster client (the platform, and the
+        # kubeconfig it hands the kubernetes template as var.vcluster.kubeConfig) uses the
+        # Service's cluster address instead is not public. Internal ranges only: they admit no
+        # client from outside the host VPC, and host pods reach the API port through the cluster
+        # address anyway (README "Security"). Not in legacy mode, whose NAT addresses are Google's
+        # pick and unknown here: its LoadBalancer stays open (the policy pack flags it), and host
+        # ranges alone would shut its own nodes out.
+        host_ranges = list(facts.host_client_cidrs)
         self.values = pulumi.Output.all(properties, self.nat_addresses).apply(
             lambda v: render_values(
                 pools,
                 facts.node_provider_name,
                 v[0],
-                source_ranges=[f"{address}/32" for address in v[1]],
+                source_ranges=[f"{address}/32" for address in v[1]] + (host_ranges if v[1] else []),
                 resources=resources,
+                kubelet=kubelet,
             )
         )
 
@@ -204,7 +226,7 @@ class TenantVCluster(pulumi.ComponentResource):
                         values=gpu_operator_values_yaml(tenant.gpu_operator.service_monitor),
                     )
                 ],
-                objects=tenant_objects_yaml(tenant.smoke_test),
+                objects=tenant_objects_yaml(tenant.smoke_test, gpu_watchdog(args.plan)),
                 access=in_cluster_access(tenant),
                 # As `vcluster create --driver platform` sends them: private and auto nodes are
                 # platform features, and the tenant talks to the platform with a forwarded token.

@@ -68,6 +68,12 @@ class EnvironmentFacts:
     platform_role: str = ""  # projects/<project>/roles/<prefix>_autoNodes, for shared tenants
     tenant_projects: TenantProjects | None = None  # where Pulumi creates teams' projects
     allow_shared_isolation: bool = False
+    allow_tenants_without_backup: bool = False
+    # The host cluster as Backup for GKE names it (projects/<p>/locations/<l>/clusters/<name>), and
+    # its own pod and node ranges: clients inside it that reach a tenant's control plane through
+    # its LoadBalancer address come from there (components/vcluster_values.py).
+    host_cluster: str = ""
+    host_client_cidrs: tuple[str, ...] = ()
 
     def node_types_for(
         self, gpu: str | None, spot: bool, gpu_count: int | None = None, zones: tuple[str, ...] | None = None
@@ -105,6 +111,9 @@ class EnvironmentFacts:
             "platformRole": self.platform_role,
             "tenantProjects": self.tenant_projects.model_dump(by_alias=True) if self.tenant_projects else None,
             "allowSharedIsolation": self.allow_shared_isolation,
+            "allowTenantsWithoutBackup": self.allow_tenants_without_backup,
+            "hostCluster": self.host_cluster,
+            "hostClientCidrs": list(self.host_client_cidrs),
         }
 
     @classmethod
@@ -134,4 +143,8 @@ class EnvironmentFacts:
             platform_role=data.get("platformRole", ""),
             tenant_projects=TenantProjects.model_validate(data["tenantProjects"]) if data.get("tenantProjects") else None,
             allow_shared_isolation=bool(data.get("allowSharedIsolation", False)),
+            # Absent in exports of environments deployed before backups; deploy it first.
+            allow_tenants_without_backup=bool(data.get("allowTenantsWithoutBackup", False)),
+            host_cluster=data.get("hostCluster", ""),
+            host_client_cidrs=tuple(data.get("hostClientCidrs", ())),
         )

@@ -362,11 +362,21 @@ def _facts(stack, environment, project, region, cluster, platform, node_provider
         platform_role=derived(lambda: names.vm),
         tenant_projects=problems.derive(lambda: platform.tenant_projects, "platform.tenantProjects"),
         allow_shared_isolation=derived(lambda: platform.allow_shared_isolation),
+        allow_tenants_without_backup=derived(lambda: platform.allow_tenants_without_backup),
+        host_cluster=derived(lambda: host_cluster_id(project, cluster.location, cluster.name)),
+        host_client_cidrs=problems.derive(
+            lambda: (cluster.network.pods_cidr, cluster.network.nodes_cidr), "cluster.network.podsCidr", "cluster.network.nodesCidr"
+        ),
     )
     # Claims name each tenant's project, which follows from the facts above, and where the tenant
     # is declared, for the messages of team stacks that collide with it.
     claims = tuple(_claim(t, f"tenants[{i}]", f"tenants[{i}] of stack {stack} (Pulumi.{stack}.yaml)", facts) for i, t in enumerate(tenants))
     return dataclasses.replace(facts, tenants=claims)
+
+
+def host_cluster_id(project: str, location: str, name: str) -> str:
+    """The GKE cluster as Backup for GKE's `cluster` field names it."""
+    return f"projects/{project}/locations/{location}/clusters/{name}"
 
 
 def unknown_facts(because: str) -> EnvironmentFacts:
@@ -418,6 +428,7 @@ IDENTITY_FACTS = (
     "roleIdPrefix",
     "platformRole",
     "tenantProjects",
+    "hostCluster",
 )
 
 

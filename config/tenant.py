@@ -24,6 +24,7 @@ from .errors import Broken, Problems, derived, shown
 from .facts import TENANT_CLUSTER_CIDRS, EnvironmentFacts, TenantClaim
 from .isolation import GcpProject
 from .node_types import GPU_RESOURCE, NodeType
+from .reliability import GPU_TIMEOUT, Backup, NodeShutdown, check_reliability
 from .versions import GPU_OPERATOR_VERSION
 
 # Derived GCP names must fit: the node service account id "<env>-<name>-nodes" has at most 30
@@ -49,6 +50,8 @@ class GpuPool(ConfigModel):
     zones: tuple[str, ...] | None = None
     idle_after: str = "60s"
     termination_grace_period: str = "30m"  # how long a GPU job gets to stop when its node goes
+    gpu_timeout: str = GPU_TIMEOUT
+    """How long a node of this pool may go without offering nvidia.com/gpu after it joins, or after it lost its GPUs, before the GPU watchdog removes it and its VM (at least 2m)."""
 
 
 class CpuPool(ConfigModel):
@@ -115,6 +118,10 @@ class Tenant(ConfigModel):
     # token); exposed: they can, e.g. to use Google APIs as the node identity.
     node_metadata: Literal["concealed", "exposed"] = "concealed"
     control_plane: ControlPlane = ControlPlane()
+    node_shutdown: NodeShutdown = NodeShutdown()
+    """The kubelet's graceful shutdown on every node of the tenant: pods get SIGTERM and this long to stop before a preempted or stopped VM powers off."""
+    backup: Backup = Backup()
+    """The scheduled backup of the tenant's control plane and its data volume (Backup for GKE), and how long backups are kept."""
 
     @field_validator("gcp_project", mode="before")
     @classmethod
@@ -141,6 +148,7 @@ class PoolPlan:
     # list prices (`node_usd_per_hour`); None where the region records no price. Every money figure
     # of the pool (expected, ceiling, always on) is made of these.
     node_usd_per_hour: dict[str, float | None] = dataclasses.field(default_factory=dict)
+    gpu_timeout: str = GPU_TIMEOUT  # GPU pools: the watchdog's limit (config/reliability.py)
 
     @property
     def max_gpus(self) -> int:
@@ -297,6 +305,7 @@ def check_tenant(
         isolation.check_placement(path, tenant, facts, others, problems)
     with problems.checking(f"{path}.controlPlane"):
         check_control_plane(f"{path}.controlPlane", tenant.control_plane, problems)
+    check_reliability(path, tenant, facts, problems)
 
     seen: dict[tuple, int] = {}
     with problems.checking(f"{path}.gpuPools"):
@@ -511,6 +520,7 @@ def plan_tenant(tenant: Tenant, facts: EnvironmentFacts) -> TenantPlan:
                 consolidation_policy="WhenEmpty",
                 zones=tuple(pool.zones or ()),
                 node_usd_per_hour={nt.name: node_usd_per_hour(nt, facts.region) for nt in eligible},
+                gpu_timeout=pool.gpu_timeout,
             )
         )
     cpu_types = facts.node_types_for(None, False)

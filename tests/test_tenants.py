@@ -148,7 +148,18 @@ def test_in_tenant_objects_are_valid_kubernetes(dev_run):
     nlp = list(yaml.safe_load_all(dev_run.one(VCI, "nlp").input("spec", "template", "objects")))
     for obj in speech + nlp:
         kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
-    assert [o["kind"] for o in nlp] == ["Namespace"]  # no smoke test asked for
+    # No smoke test asked for: the GPU Operator's namespace and the GPU watchdog only.
+    assert [(o["kind"], o["metadata"].get("namespace")) for o in nlp] == [
+        ("Namespace", None),
+        ("Namespace", None),
+        ("ServiceAccount", "gpu-platform-system"),
+        ("ClusterRole", None),
+        ("ClusterRoleBinding", None),
+        ("Role", "default"),
+        ("RoleBinding", "default"),
+        ("ConfigMap", "gpu-platform-system"),
+        ("Deployment", "gpu-platform-system"),
+    ]
     job = next(o for o in speech if o["kind"] == "Job")
     pod = job["spec"]["template"]["spec"]
     assert pod["containers"][0]["command"] == ["nvidia-smi"]
