@@ -105,7 +105,7 @@ class Tenant(ConfigModel):
     gpu_operator: GpuOperator = GpuOperator()
     smoke_test: bool = False
     # Persistent volumes through the PD CSI driver on the tenant's nodes. Its node identity then
-    # holds project-wide disk rights (see README "Security"); turn off if the team needs none.
+    # holds project-wide disk rights (see docs/security.md "Node service account"); turn off if the team needs none.
     persistent_disks: bool = True
     # Let the tenant's cloud controller manager create Google load balancers for its Services
     # (grants its node identity load-balancer and firewall rights). Off: Services stay internal.
@@ -261,7 +261,7 @@ class TenantPlan:
         return self.cpu_pool.cheapest_usd_per_hour
 
 
-# What "expected" means, wherever a cost is shown (the plan's tables, README "Costs").
+# What "expected" means, wherever a cost is shown (the plan's tables, docs/costs.md "Costs").
 EXPECTED = (
     "every GPU pool busy at its GPU limit on the node type the platform picks, the cheapest that fits; "
     "everything else as when idle (a tenant's CPU pool: its one node for system pods)"
