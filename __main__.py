@@ -90,7 +90,12 @@ def deploy_environment(env: EnvironmentStack) -> None:
         TenantVCluster(
             f"tenant-{plan.tenant.name}",
             TenantVClusterArgs(
-                plan, env.facts, apis=gke.tenant_apis, identity=identity.tenant_prerequisites, platform_api=(platform.api_ready,)
+                plan,
+                env.facts,
+                apis=gke.tenant_apis,
+                identity=identity.tenant_prerequisites,
+                platform_api=(platform.api_ready,),
+                backup_prerequisites=gke.backup_prerequisites,
             ),
             opts=pulumi.ResourceOptions(providers=[gke.provider, gcp_provider], depends_on=[node_provider, platform]),
         )
@@ -160,6 +165,9 @@ def tenant_outputs(tenant: TenantVCluster) -> dict:
         "connectCommand": tenant.connect_command,
         "natAddresses": tenant.nat_addresses,
         "gpuBudgetUsdPerHour": tenant.gpu_budget_usd_per_hour,
+        # Backup for GKE plans of the tenant's control plane (docs/reliability.md); None: backups off.
+        "backupPlan": tenant.backup.backup_plan_name if tenant.backup else None,
+        "restorePlan": tenant.backup.restore_plan_name if tenant.backup else None,
     }
 
 

@@ -34,6 +34,7 @@ from .loft_api import (
 from .options import depends_on_of
 from .platform_project import LOCAL_CLUSTER, in_cluster_access, instance_access, platform_project, platform_project_spec
 from .tenant_documents import GPU_OPERATOR_NAMESPACE, Watchdog, gpu_operator_values_yaml, tenant_objects_yaml
+from .tenant_backup import TenantBackup, TenantBackupArgs
 from .tenant_network import TenantNetwork, TenantNetworkArgs
 from .tenant_project import TenantProject, TenantProjectArgs
 from .vcluster_values import kubelet_config, render_values
@@ -54,6 +55,8 @@ class TenantVClusterArgs:
     # What the platform project waits for in the same stack: the management API. Not the
     # NodeProvider (it only names it), so projects and the NodeProvider are created side by side.
     platform_api: tuple[pulumi.Resource, ...] = ()
+    # What the backup plans wait for in the same stack: the Backup for GKE API and the host cluster.
+    backup_prerequisites: tuple[pulumi.Resource, ...] = ()
 
 
 def gpu_watchdog(plan: TenantPlan) -> Watchdog:
@@ -85,6 +88,7 @@ class TenantVCluster(pulumi.ComponentResource):
     project_namespace: str
     connect_command: str
     gpu_budget_usd_per_hour: float | None  # None: no recorded prices in the region
+    backup: TenantBackup | None  # None: tenant.backup.enabled is false
 
     def __init__(self, name: str, args: TenantVClusterArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-platform:tenants:VirtualCluster", name, None, opts)
@@ -264,6 +268,25 @@ class TenantVCluster(pulumi.ComponentResource):
                 delete_before_replace=True,
             ),
         )
+        # The plans name the host namespace: they may exist before it does, and keep their backups after.
+        self.backup = (
+            TenantBackup(
+                f"{name}-backup",
+                TenantBackupArgs(
+                    tenant=tenant.name,
+                    environment=facts.environment,
+                    project=facts.project,
+                    region=facts.region,
+                    cluster=facts.host_cluster,
+                    namespace=self.host_namespace,
+                    backup=tenant.backup,
+                    prerequisites=(*args.apis, *args.backup_prerequisites),
+                ),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            if tenant.backup.enabled
+            else None
+        )
         self.register_outputs(
             {
                 "tenant": self.tenant_name,
@@ -274,5 +297,6 @@ class TenantVCluster(pulumi.ComponentResource):
                 "connectCommand": self.connect_command,
                 "natAddresses": self.nat_addresses,
                 "gpuBudgetUsdPerHour": self.gpu_budget_usd_per_hour,
+                "backupPlan": self.backup.backup_plan_name if self.backup else None,
             }
         )

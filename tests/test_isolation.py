@@ -97,7 +97,13 @@ def stack_values():
 )
 def test_every_gcp_object_of_a_project_mode_tenant_is_in_its_project(request, run_name, tenant, project, host):
     run = request.getfixturevalue(run_name)
-    objects = gcp_objects(run, tenant)
+    everything = gcp_objects(run, tenant)
+    # But the backup of its control plane, which lives in the host cluster: its plans are the host
+    # project's, and select the team's host namespace only (tests/test_backup.py).
+    backups = [r for r in everything if r.type.startswith("gcp:gkebackup/")]
+    assert {r.type.split(":")[1] for r in backups} == {"gkebackup/backupPlan", "gkebackup/restorePlan"}
+    assert {project_of(r) for r in backups} == {host}
+    objects = [r for r in everything if r not in backups]
     kinds = {r.type.split(":")[1] for r in objects}
     # Network, subnet, router, NAT and its addresses, firewalls, node account, roles, bindings, APIs.
     assert {"compute/network", "compute/subnetwork", "compute/router", "compute/routerNat", "compute/address", "compute/firewall",
@@ -229,7 +235,7 @@ def test_an_existing_project_is_used_not_created(tenant_run):
 
 def test_gcp_objects_wait_for_the_teams_apis_and_bindings_for_its_roles(variant, prod_run):
     for run, tenant in ((variant, "nlp"), (prod_run, "research")):
-        objects = gcp_objects(run, tenant)
+        objects = [r for r in gcp_objects(run, tenant) if not r.type.startswith("gcp:gkebackup/")]  # the host's
         apis = {r.urn for r in objects if r.type == "gcp:projects/service:Service"}
         roles = {r.urn for r in objects if r.type == "gcp:projects/iAMCustomRole:IAMCustomRole"}
         for r in objects:
