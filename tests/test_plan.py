@@ -876,3 +876,31 @@ def test_a_pools_zones_are_in_the_pool_table(tmp_path):
     assert pools[("vision", "l4-2x")][7] == pools[("vision", "system")][7] == "all"
     zones = {p["name"]: p["zones"] for p in summary(planned)["tenants"][0]["pools"]}
     assert zones == {"l4-2x": [], "t4-1x-spot": ["europe-west4-b"], "system": []}
+
+
+# --- what keeps work and data, in the plan (tools/reliability_plan.py) --------------------------------
+
+
+def test_plan_shows_each_tenants_shutdown_upgrade_policy_watchdog_and_backup(dev_plan, dev_json, vision):
+    _, out, _, _ = dev_plan
+    tenants = section(out, "Tenants")
+    assert (
+        "    shutdown: pods get SIGTERM and 30s (10s of it for critical pods) before a VM powers off; upgrades: "
+        "t4-1x-spot: replaced, never upgraded in place, removed after 600 s without its GPUs; "
+        "system: upgraded in place by vCluster, 1 node at a time\n"
+        '    backup: vcluster-speech at "0 3 * * *" UTC, kept 14 days, undeletable for 0 days (plan dev-speech)'
+    ) in tenants
+    [nlp] = [t for t in dev_json["tenants"] if t["name"] == "nlp"]
+    assert nlp["reliability"] == {
+        "shutdownGracePeriod": "110s",
+        "shutdownGracePeriodCriticalPods": "10s",
+        "pools": [
+            {"pool": "l4-1x", "upgrade": "replaced, never upgraded in place", "gpuTimeoutSeconds": 600},
+            {"pool": "system", "upgrade": "upgraded in place by vCluster, 1 node at a time", "gpuTimeoutSeconds": None},
+        ],
+        "backup": {"plan": "dev-nlp", "namespaces": ["vcluster-nlp"], "schedule": "0 3 * * *", "retainDays": 14, "deleteLockDays": 0, "protected": False},
+    }
+    text, summary, _ = vision
+    assert '    backup: vcluster-vision at "0 3 * * *" UTC, kept 14 days, undeletable for 0 days (plan dev-vision)' in section(text, "Tenants")
+    [team] = summary["tenants"]
+    assert [p["upgrade"] for p in team["reliability"]["pools"]] == ["replaced, never upgraded in place"] * 2 + ["upgraded in place by vCluster, 1 node at a time"]
