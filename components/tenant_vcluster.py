@@ -185,7 +185,7 @@ class TenantVCluster(pulumi.ComponentResource):
         # kubeconfig it hands the kubernetes template as var.vcluster.kubeConfig) uses the
         # Service's cluster address instead is not public. Internal ranges only: they admit no
         # client from outside the host VPC, and host pods reach the API port through the cluster
-        # address anyway (README "Security"). Not in legacy mode, whose NAT addresses are Google's
+        # address anyway (docs/security.md "Joins and the host cluster"). Not in legacy mode, whose NAT addresses are Google's
         # pick and unknown here: its LoadBalancer stays open (the policy pack flags it), and host
         # ranges alone would shut its own nodes out.
         host_ranges = list(facts.host_client_cidrs)
