@@ -21,7 +21,7 @@ from .availability import load_availability
 from .base import DNS_LABEL, DURATION, ConfigModel, Syntax, duration_seconds, parse_cidr, read_cidr
 from .catalog import load_catalog
 from .errors import Broken, Problems, derived, shown
-from .facts import TENANT_CLUSTER_CIDRS, EnvironmentFacts, TenantClaim
+from .facts import PLATFORM_NAMESPACE, TENANT_CLUSTER_CIDRS, EnvironmentFacts, TenantClaim
 from .isolation import GcpProject
 from .node_types import GPU_RESOURCE, NodeType
 from .reliability import GPU_TIMEOUT, Backup, NodeShutdown, check_reliability
@@ -296,6 +296,9 @@ def check_tenant(
             problems.add(f"{path}.name", f"{tenant.name!r} must be a DNS-1123 label of at most {MAX_TENANT_NAME} characters")
         elif tenant.name == RESERVED_PLATFORM_PROJECT:
             problems.add(f"{path}.name", f"{tenant.name!r} is the vCluster Platform's own default project; each team gets a platform project named after it")
+        elif f"vcluster-{tenant.name}" == PLATFORM_NAMESPACE:
+            # The tenant's host namespace (components/tenant_vcluster.py) would be the platform's.
+            problems.add(f"{path}.name", f"{tenant.name!r} would put the team's control plane into the platform's namespace {PLATFORM_NAMESPACE}")
     for other in others:
         with problems.checking(f"{path}.name"):
             if other.name == tenant.name:

@@ -203,3 +203,11 @@ def test_backups_off_are_allowed_in_dev(stack_values):
     values = stack_values("dev")
     values[f"{NS}:tenants"][0]["backup"] = {"enabled": False}
     load_stack(values, stack="dev", project_dir=SHIPPED_DIR)
+
+
+def test_a_tenant_named_platform_would_share_the_platforms_namespace(stack_values):
+    values = stack_values("dev")
+    values[f"{NS}:tenants"][0]["name"] = "platform"
+    assert problems(values) == [
+        "tenants[0].name: 'platform' would put the team's control plane into the platform's namespace vcluster-platform"
+    ]
