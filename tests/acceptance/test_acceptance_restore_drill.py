@@ -140,3 +140,11 @@ def test_the_drill_is_off_by_default_and_costed_when_on():
     always_on = sum(i.usd for i in plain if "GPU VM" not in i.what) / ENVIRONMENT_HOURS  # USD per hour
     assert extra.what.startswith(f"restore drill: the environment {RESTORE_DRILL_HOURS:g} h longer")
     assert cost_total(drill) - cost_total(plain) == pytest.approx(always_on * RESTORE_DRILL_HOURS)
+
+
+def test_the_docs_quote_the_drills_extra_cost():
+    from docs_support import page
+
+    env = load_run_stack(Settings(project="acme-acceptance"), RUN_ID)
+    extra = cost_total(cost_estimate(env, restore_drill=True)) - cost_total(cost_estimate(env))
+    assert f"for {RESTORE_DRILL_HOURS:g} h more (≈ {extra:.2f} at these prices" in page("docs/acceptance.md")
