@@ -74,6 +74,11 @@ class EnvironmentFacts:
     # its LoadBalancer address come from there (components/vcluster_values.py).
     host_cluster: str = ""
     host_client_cidrs: tuple[str, ...] = ()
+    # gpu-platform:monitoring of the environment: its tenants' default, and whether its project has
+    # the Monitoring API and the metrics scope team projects join (config/monitoring.py).
+    monitoring_enabled: bool = False
+    scrape_interval: str = "60s"
+    cost_view: str | None = None  # <project>.<dataset>.<view> of the showback view; None: not set up yet
 
     def node_types_for(
         self, gpu: str | None, spot: bool, gpu_count: int | None = None, zones: tuple[str, ...] | None = None
@@ -114,6 +119,9 @@ class EnvironmentFacts:
             "allowTenantsWithoutBackup": self.allow_tenants_without_backup,
             "hostCluster": self.host_cluster,
             "hostClientCidrs": list(self.host_client_cidrs),
+            "monitoringEnabled": self.monitoring_enabled,
+            "scrapeInterval": self.scrape_interval,
+            "costView": self.cost_view,
         }
 
     @classmethod
@@ -147,4 +155,9 @@ class EnvironmentFacts:
             allow_tenants_without_backup=bool(data.get("allowTenantsWithoutBackup", False)),
             host_cluster=data.get("hostCluster", ""),
             host_client_cidrs=tuple(data.get("hostClientCidrs", ())),
+            # Absent in exports of environments deployed before monitoring: off, so a team stack
+            # that wants it asks for the environment to be deployed first.
+            monitoring_enabled=bool(data.get("monitoringEnabled", False)),
+            scrape_interval=data.get("scrapeInterval", "60s"),
+            cost_view=data.get("costView"),
         )

@@ -23,6 +23,7 @@ from .catalog import load_catalog
 from .errors import Broken, Problems, derived, shown
 from .facts import PLATFORM_NAMESPACE, TENANT_CLUSTER_CIDRS, EnvironmentFacts, TenantClaim
 from .isolation import GcpProject
+from .monitoring import OFF, MonitoringPlan, TenantMonitoring, check_tenant_monitoring, resolve_tenant_monitoring
 from .node_types import GPU_RESOURCE, NodeType
 from .reliability import GPU_TIMEOUT, Backup, NodeShutdown, check_reliability
 from .versions import GPU_OPERATOR_VERSION
@@ -122,6 +123,8 @@ class Tenant(ConfigModel):
     """The kubelet's graceful shutdown on every node of the tenant: pods get SIGTERM and this long to stop before a preempted or stopped VM powers off."""
     backup: Backup = Backup()
     """The scheduled backup of the tenant's control plane and its data volume (Backup for GKE), and how long backups are kept."""
+    monitoring: TenantMonitoring = TenantMonitoring()
+    """The team's GPU metrics, Kubernetes object metrics and dashboard (config/monitoring.py); default: as the environment's monitoring."""
 
     @field_validator("gcp_project", mode="before")
     @classmethod
@@ -242,6 +245,7 @@ class TenantPlan:
     tenant: Tenant
     gpu_pools: tuple[PoolPlan, ...]
     cpu_pool: PoolPlan
+    monitoring: MonitoringPlan = OFF
 
     @property
     def gpu_expected_usd_per_hour(self) -> float | None:
@@ -333,6 +337,8 @@ def check_tenant(
             for i, name in enumerate(names):
                 if not name or name != name.strip():
                     problems.add(f"{path}.access.{kind}[{i}]", f"{name!r} is not a platform {kind[:-1]} name")
+    with problems.checking(f"{path}.monitoring"):
+        check_tenant_monitoring(f"{path}.monitoring", tenant.monitoring, facts, problems)
     with problems.checking(f"{path}.gpuOperator.version"):
         version = tenant.gpu_operator.version
         if not (version.startswith("v") and len(version.split(".")) == 3 and all(p.isdigit() for p in version[1:].split("."))):
@@ -543,7 +549,7 @@ def plan_tenant(tenant: Tenant, facts: EnvironmentFacts) -> TenantPlan:
         consolidation_policy="WhenEmpty",
         node_usd_per_hour={nt.name: node_usd_per_hour(nt, facts.region) for nt in cpu_types},
     )
-    return TenantPlan(tenant, tuple(gpu_pools), cpu_pool)
+    return TenantPlan(tenant, tuple(gpu_pools), cpu_pool, resolve_tenant_monitoring(tenant.monitoring, facts))
 
 
 def _pool_name(gpu: str, per_node: int, spot: bool) -> str:

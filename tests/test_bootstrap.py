@@ -182,8 +182,17 @@ def test_every_environment_gets_its_own_identities_on_its_own_project(bootstrap)
 
 
 def test_preview_and_drift_identities_cannot_write():
-    readers = {"roles/compute.viewer", "roles/container.viewer", "roles/iam.roleViewer", "roles/iam.securityReviewer", "roles/iam.serviceAccountViewer", "roles/serviceusage.serviceUsageViewer",
-               "roles/gkebackup.viewer"}  # Backup for GKE Viewer: "read-only access to all Backup for GKE resources"
+    readers = {
+        "roles/compute.viewer",
+        "roles/container.viewer",
+        "roles/iam.roleViewer",
+        "roles/iam.securityReviewer",
+        "roles/iam.serviceAccountViewer",
+        "roles/serviceusage.serviceUsageViewer",
+        "roles/monitoring.viewer",
+        "roles/bigquery.metadataViewer",  # datasets' and tables' metadata, never their rows
+        "roles/gkebackup.viewer",  # Backup for GKE Viewer: "read-only access to all Backup for GKE resources"
+    }
     for kind in ("preview", "drift"):
         for scope in ("project", "teamProject", "folder"):
             for entry in CI_ROLES["identities"][kind][scope]:

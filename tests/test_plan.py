@@ -759,7 +759,7 @@ def pool_rows(text: str) -> dict[tuple[str, str], list[str]]:
     for line in section(text, "Tenants (").splitlines()[1:]:
         if re.match(r"^  \S", line):
             tenant = line.split(":")[0].strip()
-        elif line.startswith("    ") and not line.startswith(("    isolation", "    shutdown:", "    backup:")) and not line.strip().startswith("pool "):
+        elif line.startswith("    ") and not line.startswith(("    isolation", "    monitoring", "    shutdown:", "    backup:")) and not line.strip().startswith("pool "):
             cells = re.split(r"\s{2,}", line.strip())
             rows[(tenant, cells[0])] = cells
     return rows
@@ -904,3 +904,16 @@ def test_plan_shows_each_tenants_shutdown_upgrade_policy_watchdog_and_backup(dev
     assert '    backup: vcluster-vision at "0 3 * * *" UTC, kept 14 days, undeletable for 0 days (plan dev-vision)' in section(text, "Tenants")
     [team] = summary["tenants"]
     assert [p["upgrade"] for p in team["reliability"]["pools"]] == ["replaced, never upgraded in place"] * 2 + ["upgraded in place by vCluster, 1 node at a time"]
+def test_the_plan_says_per_team_where_its_dashboard_metrics_and_cost_view_are(vision, dev_plan, dev_json):
+    text, summary, _ = vision
+    [line] = [line.strip() for line in section(text, "Tenants (").splitlines() if line.strip().startswith("monitoring:")]
+    assert line.startswith('monitoring: dashboard "GPUs of team vision (dev)" in project acme-ml-dev-vision')
+    assert 'metrics in project acme-ml-dev-vision, PromQL {tenant="vision"}' in line and line.endswith("cost view: billing export is not set up yet")
+    [tenant] = summary["tenants"]
+    assert tenant["monitoring"]["metricsProject"] == "acme-ml-dev-vision" and tenant["monitoring"]["costView"] is None
+    assert summary["monitoring"] is None  # a team stack: the environment's own plan says the rest
+    _, out, _, _ = dev_plan
+    monitoring = section(out, "Monitoring (gpu-platform:monitoring)")
+    assert "showback: billing export is not set up yet. Dataset acme-ml-dev.gpu_platform_dev_billing will exist" in monitoring
+    assert "monitoring team projects: acme-ml-dev-vision" in monitoring and "6 alert policies in acme-ml-dev" in monitoring
+    assert dev_json["monitoring"]["alertPolicies"] == 6 and dev_json["monitoring"]["costView"] is None
