@@ -109,13 +109,16 @@ def gpu_nodes(nodes: list[dict]) -> list[GpuNode]:
     return found
 
 
+GOING = ""  # claims_by_node: the node's claim is being deleted already
+
+
 def claims_by_node(claims: list[dict]) -> dict[str, str]:
-    """Node name → the NodeClaim that launched it (status.nodeName), leaving out claims that are
-    already being deleted."""
+    """Node name → the NodeClaim that launched it (status.nodeName), or GOING when that claim is
+    being deleted already (Karpenter is draining the node)."""
     return {
-        c["status"]["nodeName"]: c["metadata"]["name"]
+        c["status"]["nodeName"]: GOING if c["metadata"].get("deletionTimestamp") else c["metadata"]["name"]
         for c in claims
-        if (c.get("status") or {}).get("nodeName") and not c["metadata"].get("deletionTimestamp")
+        if (c.get("status") or {}).get("nodeName")
     }
 
 
@@ -132,7 +135,7 @@ def decide(
     removals: list[Removal] = []
     still_lost: dict[str, dt.datetime] = {}
     for node in nodes:
-        if node.deleting or node.allocatable > 0:
+        if node.deleting or node.allocatable > 0 or claims.get(node.name) == GOING:
             continue
         limit = limits.get(node.pool, default_limit)
         if node.capacity > 0:

@@ -57,6 +57,9 @@ class TenantVClusterArgs:
     # What the platform project waits for in the same stack: the management API. Not the
     # NodeProvider (it only names it), so projects and the NodeProvider are created side by side.
     platform_api: tuple[pulumi.Resource, ...] = ()
+    # What the team's metrics scope link waits for in the same stack: the environment's Monitoring
+    # API (components/environment_monitoring.py).
+    monitoring_scope: tuple[pulumi.Resource, ...] = ()
     # What the backup plans wait for in the same stack: the Backup for GKE API and the host cluster.
     backup_prerequisites: tuple[pulumi.Resource, ...] = ()
 
@@ -67,9 +70,6 @@ def gpu_watchdog(plan: TenantPlan) -> Watchdog:
         default_limit=duration_seconds(GPU_TIMEOUT),
         system_pool=plan.cpu_pool.name,
     )
-    # What the team's metrics scope link waits for in the same stack: the environment's Monitoring
-    # API (components/environment_monitoring.py).
-    monitoring_scope: tuple[pulumi.Resource, ...] = ()
 
 
 def host_namespace(tenant: str) -> str:

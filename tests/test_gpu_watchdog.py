@@ -102,12 +102,13 @@ def test_each_pool_has_its_own_limit():
 
 
 def test_cpu_nodes_and_nodes_already_going_are_left_alone():
-    nodes = [node("cpu", gpu=False, pool="system"), node("going", deleting=True)]
-    assert decide(nodes, [claim("c1", "cpu"), claim("c2", "going")], now=T0 + minutes(60)) == ([], {})
+    nodes = [node("cpu", gpu=False, pool="system"), node("going", deleting=True), node("draining")]
+    claims = [claim("c1", "cpu"), claim("c2", "going"), claim("c3", "draining", deleting=True)]  # c3: deleted, Karpenter drains
+    assert decide(nodes, claims, now=T0 + minutes(60)) == ([], {})
 
 
 def test_a_node_without_a_node_claim_is_reported_not_removed():
-    claims = [claim("other", "n2"), claim("deleted", "n1", deleting=True), claim("unlaunched", None)]
+    claims = [claim("other", "n2"), claim("unlaunched", None)]
     [removal] = decide([node("n1")], claims, now=T0 + minutes(11))[0]
     assert removal.claim is None
     assert removal.message.endswith("it has no NodeClaim, so it is left for an operator")
@@ -136,9 +137,10 @@ def test_a_removal_deletes_the_node_claim_and_records_one_event(monkeypatch):
     api = FakeApi([node("n1", created=T0 - minutes(20)), node("n2", created=T0 - minutes(20), capacity=1, allocatable=1)], [claim("c1", "n1"), claim("c2", "n2")])
     reported: set[str] = set()
     wd.run_once(api, CONFIG, {}, reported)
-    wd.run_once(api, CONFIG, {}, reported)  # the claim is still there (Karpenter is draining): deleted again, no second event
+    api.claims[0]["metadata"]["deletionTimestamp"] = T0.isoformat()  # Karpenter drains the node now
+    wd.run_once(api, CONFIG, {}, reported)  # nothing more to do: no second delete, no second event
     methods = [(m, p) for m, p, _ in api.calls]
-    assert methods.count(("DELETE", f"{wd.NODECLAIMS}/c1")) == 2
+    assert methods.count(("DELETE", f"{wd.NODECLAIMS}/c1")) == 1
     events = [b for m, p, b in api.calls if m == "POST"]
     assert [p for m, p, _ in api.calls if m == "POST"] == ["/api/v1/namespaces/default/events"]
     [event] = events
