@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from components.gke_cluster import BACKUP_API
+from config.reliability import Backup, delete_lock_days
 from shipped_stacks import run_shipped
 
 NS = "gpu-platform"
@@ -71,14 +72,11 @@ def test_retention_and_schedule_come_from_config(stack_values):
     backup, _ = plans(run, "research")
     assert backup.input("backupSchedule") == {"cronSchedule": "30 */6 * * *", "paused": False}
     assert backup.input("retentionPolicy") == {"backupRetainDays": 120, "backupDeleteLockDays": 90}  # Backup for GKE's most
-    values[f"{NS}:tenants"][0]["backup"] = {"retainDays": 30, "deleteLockDays": 3}
-    backup, _ = plans(run_shipped(values, stack="prod"), "research")
-    assert backup.input("retentionPolicy") == {"backupRetainDays": 30, "backupDeleteLockDays": 3}
 
 
-def test_a_tenant_without_backups_has_no_plans(stack_values):
-    values = stack_values("dev")
-    values[f"{NS}:tenants"][1]["backup"] = {"enabled": False}
-    run = run_shipped(values, stack="dev")
-    assert sorted(r.name for r in run.of_type(BACKUP_PLAN)) == ["tenant-nlp-backup-plan"]
-    assert run.outputs["tenants"]["speech"]["backupPlan"] is None
+@pytest.mark.parametrize(
+    "backup, environment, lock",
+    [({"retainDays": 30, "deleteLockDays": 3}, "prod", 3), ({"retainDays": 30}, "prod", 30), ({"retainDays": 30}, "dev", 0), ({"retainDays": 200}, "prod", 90)],
+)
+def test_the_deletion_lock(backup, environment, lock):
+    assert delete_lock_days(Backup.model_validate(backup), environment) == lock

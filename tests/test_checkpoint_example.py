@@ -44,7 +44,7 @@ def _start(checkpoints) -> subprocess.Popen:
 
 def test_sigterm_saves_a_checkpoint_at_once_and_the_next_run_resumes_from_it(tmp_path):
     job = _start(tmp_path)
-    time.sleep(2.5)  # two steps
+    time.sleep(1.3)  # one step
     signal_sent = time.monotonic()
     job.send_signal(signal.SIGTERM)
     out, _ = job.communicate(timeout=SPOT_SHARE)
@@ -54,10 +54,10 @@ def test_sigterm_saves_a_checkpoint_at_once_and_the_next_run_resumes_from_it(tmp
     assert saved >= 1 and f"checkpointed at step {saved}" in out
     assert not (tmp_path / "step.tmp").exists()
     # The retry resumes there; near the end it finishes and saves the last step.
-    (tmp_path / "step").write_text("998\n")
+    (tmp_path / "step").write_text("999\n")
     job = _start(tmp_path)
     out, _ = job.communicate(timeout=30)
-    assert job.returncode == 0 and out.startswith("resuming at step 998")
+    assert job.returncode == 0 and out.startswith("resuming at step 999")
     assert (tmp_path / "step").read_text().strip() == "1000"
 
 

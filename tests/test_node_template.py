@@ -702,25 +702,23 @@ def test_the_kubelets_gate_runs_the_same_installer(boothook, tmp_path):
     assert node.kubelet_may_start(boot.dropin)
 
 
-@pytest.mark.parametrize(
-    "table, chain, rule",
-    [
+def test_the_gate_puts_back_a_lost_rule_before_the_kubelet_starts(boothook, tmp_path):
+    """A node reset or an in-place upgrade that flushed a rule: the next kubelet start repairs it."""
+    node = Node(tmp_path)
+    boot = node.boot(boothook)
+    lost = [
         ("raw", "PREROUTING", RAW_JUMP),
         ("mangle", "FORWARD", RAW_JUMP),
         ("mangle", "GPU-PLATFORM-METADATA", "-j DROP"),
         ("raw", "GPU-PLATFORM-METADATA", "-p udp --dport 53 -j RETURN"),
-    ],
-)
-def test_the_gate_puts_back_a_lost_rule_before_the_kubelet_starts(boothook, tmp_path, table, chain, rule):
-    """A node reset or an in-place upgrade that flushed a rule: the next kubelet start repairs it."""
-    node = Node(tmp_path)
-    boot = node.boot(boothook)
-    tables = json.loads(json.dumps(boot.tables))
-    tables[table][chain].remove(rule)
-    node.state.write_text(json.dumps(tables))
-    assert node.kubelet_may_start(boot.dropin)
-    assert json.loads(node.state.read_text()) == boot.tables  # every rule back, none twice
-    assert not any("poweroff" in c for c in node.calls.read_text().splitlines())
+    ]
+    for table, chain, rule in lost:
+        tables = json.loads(json.dumps(boot.tables))
+        tables[table][chain].remove(rule)
+        node.state.write_text(json.dumps(tables))
+        assert node.kubelet_may_start(boot.dropin), (table, chain, rule)
+        assert json.loads(node.state.read_text()) == boot.tables, (table, chain, rule)  # every rule back, none twice
+        assert not any("poweroff" in c for c in node.calls.read_text().splitlines())
 
 
 def test_the_gate_leaves_intact_rules_alone_and_repairs_a_flushed_node(boothook, tmp_path):

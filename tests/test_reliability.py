@@ -75,12 +75,27 @@ def test_the_eviction_thresholds_are_the_kubelets_documented_defaults():
     assert EVICTION_THRESHOLD_MI == 100 and EVICTION_HARD["memory.available"] == "100Mi"
 
 
-def test_a_chosen_grace_period_reaches_the_kubelet(stack_values):
+@pytest.fixture(scope="module")
+def variant(stack_values):
+    """dev with nlp's shutdown and watchdog limit chosen, and speech's backups off (one run for the
+    tests that need a changed stack; tests/test_backup.py uses it too)."""
     values = stack_values("dev")
     values[f"{NS}:tenants"][0]["nodeShutdown"] = {"gracePeriod": "2m", "criticalPodsGracePeriod": "20s"}
-    run = run_shipped(values, stack="dev")
-    assert values_of(run.one(VCI, "nlp")).kubelet_config["shutdownGracePeriod"] == "2m"
-    assert values_of(run.one(VCI, "nlp")).kubelet_config["shutdownGracePeriodCriticalPods"] == "20s"
+    values[f"{NS}:tenants"][0]["gpuPools"][0]["gpuTimeout"] = "25m"
+    values[f"{NS}:tenants"][1]["backup"] = {"enabled": False}
+    return run_shipped(values, stack="dev")
+
+
+@pytest.fixture(scope="module")
+def stack_values():
+    from shipped_stacks import shipped_values
+
+    return shipped_values
+
+
+def test_a_chosen_grace_period_reaches_the_kubelet(variant):
+    assert values_of(variant.one(VCI, "nlp")).kubelet_config["shutdownGracePeriod"] == "2m"
+    assert values_of(variant.one(VCI, "nlp")).kubelet_config["shutdownGracePeriodCriticalPods"] == "20s"
 
 
 # --- upgrades -------------------------------------------------------------------------------------
@@ -165,11 +180,8 @@ def test_a_watchdog_timeout_under_two_minutes(stack_values):
     ]
 
 
-def test_a_watchdog_timeout_reaches_the_watchdog(stack_values):
-    values = stack_values("dev")
-    values[f"{NS}:tenants"][0]["gpuPools"][0]["gpuTimeout"] = "25m"
-    run = run_shipped(values, stack="dev")
-    objects = list(yaml.safe_load_all(run.one(VCI, "nlp").input("spec", "template", "objects")))
+def test_a_watchdog_timeout_reaches_the_watchdog(variant):
+    objects = list(yaml.safe_load_all(variant.one(VCI, "nlp").input("spec", "template", "objects")))
     config_map = next(o for o in objects if o["kind"] == "ConfigMap")
     assert '"poolLimitSeconds": {"l4-1x": 1500}' in config_map["data"]["config.json"]
 
@@ -199,10 +211,9 @@ def test_backups_off_in_prod_need_an_explicit_override(stack_values):
     load_stack(values, stack="prod", project_dir=SHIPPED_DIR)  # the override, on purpose
 
 
-def test_backups_off_are_allowed_in_dev(stack_values):
-    values = stack_values("dev")
-    values[f"{NS}:tenants"][0]["backup"] = {"enabled": False}
-    load_stack(values, stack="dev", project_dir=SHIPPED_DIR)
+def test_backups_off_are_allowed_in_dev_and_leave_no_plans(variant):
+    assert sorted(r.name for r in variant.of_type("gcp:gkebackup/backupPlan:BackupPlan")) == ["tenant-nlp-backup-plan"]
+    assert variant.outputs["tenants"]["speech"]["backupPlan"] is None
 
 
 def test_a_tenant_named_platform_would_share_the_platforms_namespace(stack_values):
