@@ -4,9 +4,13 @@ in-tenant objects (namespaces, the optional GPU smoke Job). Pure data, also writ
 from __future__ import annotations
 
 import functools
-from typing import Any
+import json
+from typing import Any, Iterable
 
 from config import yaml_io
+from config.catalog import load_catalog
+from config.gpu_operator import node_images
+from config.tenant import GpuOperator
 
 from .vcluster_values import GPU_RESOURCE
 
@@ -37,16 +41,41 @@ def nfd_worker_tolerations() -> list[dict[str, str]]:
     return tolerations
 
 
-def gpu_operator_values(service_monitor: bool) -> dict[str, Any]:
+def gpu_operator_values(service_monitor: bool, dcgm_exporter: bool = True, mig_manager: bool = True) -> dict[str, Any]:
     return {
         # The node image (Deep Learning VM) already has the NVIDIA driver.
         "driver": {"enabled": False},
         "toolkit": {"enabled": True},
         "devicePlugin": {"enabled": True},
         # ServiceMonitor needs the Prometheus Operator's CRDs; without them the operator stays NotReady.
-        "dcgmExporter": {"enabled": True, "serviceMonitor": {"enabled": service_monitor}},
+        "dcgmExporter": {"enabled": dcgm_exporter, "serviceMonitor": {"enabled": service_monitor}},
+        "migManager": {"enabled": mig_manager},
         "node-feature-discovery": {"worker": {"tolerations": nfd_worker_tolerations()}},
     }
+
+
+def operator_values(operator: GpuOperator) -> dict[str, Any]:
+    """The chart values a tenant's `gpuOperator` settings render."""
+    return gpu_operator_values(operator.service_monitor, operator.dcgm_exporter, operator.mig_manager)
+
+
+def gpu_operator_images(operator: GpuOperator, gpus: Iterable[str]) -> dict[str, list[str]]:
+    """GPU type → the images the tenant's GPU Operator starts on a node of it (what the node pulls
+    ahead, config/gpu_operator.py), for each GPU type given; none for a chart release whose images
+    are not recorded there."""
+    gpu_types = load_catalog().gpus
+    images: dict[str, list[str]] = {}
+    for gpu in dict.fromkeys(gpus):
+        found = node_images(operator.version, operator_values(operator), mig_capable=gpu_types[gpu].mig)
+        if found:
+            images[gpu] = list(found)
+    return images
+
+
+def gpu_operator_images_property(operator: GpuOperator, gpus: Iterable[str]) -> str:
+    """`gpu_operator_images` as the auto-nodes property the node template reads (JSON, compact,
+    keys sorted: the same text for the same settings)."""
+    return json.dumps(gpu_operator_images(operator, gpus), separators=(",", ":"), sort_keys=True)
 
 
 def tenant_objects(smoke_test: bool) -> list[dict[str, Any]]:
@@ -95,8 +124,8 @@ def tenant_objects(smoke_test: bool) -> list[dict[str, Any]]:
 
 # The same few documents for every tenant: rendered once per process, not once per tenant.
 @functools.lru_cache(maxsize=None)
-def gpu_operator_values_yaml(service_monitor: bool) -> str:
-    return yaml_io.dump(gpu_operator_values(service_monitor))
+def gpu_operator_values_yaml(service_monitor: bool, dcgm_exporter: bool = True, mig_manager: bool = True) -> str:
+    return yaml_io.dump(gpu_operator_values(service_monitor, dcgm_exporter, mig_manager))
 
 
 @functools.lru_cache(maxsize=None)

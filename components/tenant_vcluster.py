@@ -31,7 +31,7 @@ from .loft_api import (
 )
 from .options import depends_on_of
 from .platform_project import LOCAL_CLUSTER, in_cluster_access, instance_access, platform_project, platform_project_spec
-from .tenant_documents import GPU_OPERATOR_NAMESPACE, gpu_operator_values_yaml, tenant_objects_yaml
+from .tenant_documents import GPU_OPERATOR_NAMESPACE, gpu_operator_images_property, gpu_operator_values_yaml, tenant_objects_yaml
 from .tenant_network import TenantNetwork, TenantNetworkArgs
 from .tenant_project import TenantProject, TenantProjectArgs
 from .vcluster_values import render_values
@@ -100,6 +100,8 @@ class TenantVCluster(pulumi.ComponentResource):
             props.CCM_ENABLED: "true",
             props.CCM_LB_ENABLED: str(tenant.load_balancer_services).lower(),
             props.CSI_ENABLED: str(tenant.persistent_disks).lower(),
+            # What each GPU node pulls as its containerd starts (templates/node/main.tf).
+            props.GPU_OPERATOR_IMAGES: gpu_operator_images_property(tenant.gpu_operator, [p.gpu for p in tenant.gpu_pools]),
         }
         if facts.legacy_infrastructure:
             # Opt-in legacy mode (shared tenants only): the official infrastructure template builds
@@ -201,7 +203,9 @@ class TenantVCluster(pulumi.ComponentResource):
                         version=tenant.gpu_operator.version,
                         release_name="gpu-operator",
                         release_namespace=GPU_OPERATOR_NAMESPACE,
-                        values=gpu_operator_values_yaml(tenant.gpu_operator.service_monitor),
+                        values=gpu_operator_values_yaml(
+                            tenant.gpu_operator.service_monitor, tenant.gpu_operator.dcgm_exporter, tenant.gpu_operator.mig_manager
+                        ),
                     )
                 ],
                 objects=tenant_objects_yaml(tenant.smoke_test),

@@ -22,6 +22,8 @@ GPU_RESOURCE = "nvidia.com/gpu"
 GPU_TAINT = {"key": GPU_RESOURCE, "value": "present", "effect": "NoSchedule"}
 POOL_LABEL = props.PREFIX + "pool"
 GPU_LABEL = props.PREFIX + "gpu"
+# On a pool's warm nodes (its static pool), beside the pool's own labels.
+WARM_LABEL = props.PREFIX + "warm"
 
 
 def render_values(
@@ -33,7 +35,8 @@ def render_values(
     resources: dict[str, dict[str, str]] | None = None,
 ) -> str:
     """vcluster.yaml for a tenant: private nodes joining through a LoadBalancer, one auto-nodes
-    entry on the environment's NodeProvider, one dynamic pool per `PoolPlan`.
+    entry on the environment's NodeProvider, one dynamic pool per `PoolPlan` (none for a pool whose
+    warm nodes take all its GPUs) and one static pool per pool with warm nodes.
 
     `source_ranges`: the only clients the control plane's LoadBalancer accepts (the tenant's NAT
     addresses; controlPlane.service.spec is a free Service spec in the chart's schema). Operators
@@ -46,6 +49,14 @@ def render_values(
     control_plane: dict[str, Any] = {"service": {"spec": service_spec}}
     if resources:
         control_plane["statefulSet"] = {"resources": resources}
+    entry: dict[str, Any] = {
+        "provider": provider,
+        "properties": dict(properties),
+        "dynamic": [_pool(p) for p in pools if p.dynamic_nodes],
+    }
+    warm = [_warm_pool(p) for p in pools if p.warm_nodes]
+    if warm:
+        entry["static"] = warm
     document = {
         "controlPlane": control_plane,
         # The chart's own NetworkPolicies in the tenant's host namespace (loft-sh/vcluster
@@ -56,13 +67,7 @@ def render_values(
         "policies": {"networkPolicy": {"enabled": True}},
         "privateNodes": {
             "enabled": True,
-            "autoNodes": [
-                {
-                    "provider": provider,
-                    "properties": dict(properties),
-                    "dynamic": [_pool(p) for p in pools],
-                }
-            ],
+            "autoNodes": [entry],
         },
     }
     return yaml_io.dump(document)
@@ -80,3 +85,19 @@ def _pool(plan) -> dict[str, Any]:
     if plan.gpu:
         pool["taints"] = [dict(GPU_TAINT)]
     return pool
+
+
+def _warm_pool(plan) -> dict[str, Any]:
+    """A pool's warm nodes: a static pool of `quantity` nodes of its cheapest shape, which the
+    platform keeps running whether or not anything runs on them (loft-sh/vcluster
+    config/config.go at tag v0.36.1, `StaticNodePool`: "Quantity is the number of desired nodes
+    in this pool"; chart/values.schema.json requires `name` and `quantity`). No disruption block:
+    a static pool is never consolidated."""
+    return {
+        "name": f"{plan.name}-warm",
+        "nodeTypeSelector": plan.warm_selector,
+        "nodeLabels": {POOL_LABEL: plan.name, GPU_LABEL: plan.gpu, WARM_LABEL: "true"},
+        "taints": [dict(GPU_TAINT)],
+        "terminationGracePeriod": plan.termination_grace_period,
+        "quantity": plan.warm_nodes,
+    }
