@@ -72,8 +72,8 @@ def gpu_operator_images(operator: GpuOperator, gpus: Iterable[str]) -> dict[str,
     return images
 
 
-def gpu_operator_images_property(operator: GpuOperator, gpus: Iterable[str]) -> str:
-    """`gpu_operator_images` as the auto-nodes property the node template reads (JSON, compact,
+def gpu_operator_images_annotation(operator: GpuOperator, gpus: Iterable[str]) -> str:
+    """`gpu_operator_images` as the instance annotation the node template reads (JSON, compact,
     keys sorted: the same text for the same settings)."""
     return json.dumps(gpu_operator_images(operator, gpus), separators=(",", ":"), sort_keys=True)
 

@@ -31,7 +31,7 @@ from .loft_api import (
 )
 from .options import depends_on_of
 from .platform_project import LOCAL_CLUSTER, in_cluster_access, instance_access, platform_project, platform_project_spec
-from .tenant_documents import GPU_OPERATOR_NAMESPACE, gpu_operator_images_property, gpu_operator_values_yaml, tenant_objects_yaml
+from .tenant_documents import GPU_OPERATOR_NAMESPACE, gpu_operator_images_annotation, gpu_operator_values_yaml, tenant_objects_yaml
 from .tenant_network import TenantNetwork, TenantNetworkArgs
 from .tenant_project import TenantProject, TenantProjectArgs
 from .vcluster_values import render_values
@@ -39,6 +39,15 @@ from .vcluster_values import render_values
 READY_TIMEOUT_SECONDS = 1800  # control plane, LoadBalancer and first CPU node
 # On the instance: the GCP project its nodes live in. A change replaces the instance (below).
 GCP_PROJECT_ANNOTATION = "gpu-platform/gcp-project"
+# On the instance: JSON, GPU type → the images the tenant's GPU Operator starts on a node of it
+# (components/tenant_documents.py `gpu_operator_images`), which templates/node/main.tf pulls as the
+# node's containerd starts. The node template gets the whole instance object (`var.vcluster.instance`,
+# "Full tenant cluster instance object": vcluster-docs platform/administer/node-providers/terraform.mdx
+# at commit 0f45a068f, "Available terraform vCluster variables"). An annotation rather than an
+# auto-nodes property: those become Karpenter NodePool requirements, whose values must be label
+# values (vcluster-docs vcluster/_fragments/deploy/auto-nodes-scheduling.mdx), which image
+# references are not.
+GPU_OPERATOR_IMAGES_ANNOTATION = "gpu-platform/gpu-operator-images"
 
 
 @dataclass(frozen=True)
@@ -100,8 +109,6 @@ class TenantVCluster(pulumi.ComponentResource):
             props.CCM_ENABLED: "true",
             props.CCM_LB_ENABLED: str(tenant.load_balancer_services).lower(),
             props.CSI_ENABLED: str(tenant.persistent_disks).lower(),
-            # What each GPU node pulls as its containerd starts (templates/node/main.tf).
-            props.GPU_OPERATOR_IMAGES: gpu_operator_images_property(tenant.gpu_operator, [p.gpu for p in tenant.gpu_pools]),
         }
         if facts.legacy_infrastructure:
             # Opt-in legacy mode (shared tenants only): the official infrastructure template builds
@@ -230,6 +237,7 @@ class TenantVCluster(pulumi.ComponentResource):
                     "pulumi.com/waitFor": "jsonpath={.status.phase}=Ready",
                     "pulumi.com/timeoutSeconds": str(READY_TIMEOUT_SECONDS),
                     GCP_PROJECT_ANNOTATION: where.project,
+                    GPU_OPERATOR_IMAGES_ANNOTATION: gpu_operator_images_annotation(tenant.gpu_operator, [p.gpu for p in tenant.gpu_pools]),
                 },
             ),
             spec=spec.to_dict(),

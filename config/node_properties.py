@@ -91,12 +91,6 @@ TENANT_KEYS = (NETWORK, SUBNETWORK, NODE_SERVICE_ACCOUNT, TENANT)
 # absent) makes the node drop pod traffic to the metadata server, "exposed" leaves it reachable.
 NODE_METADATA = PREFIX + "node-metadata"
 
-# Written on each tenant's auto-nodes entry, read by templates/node/main.tf: JSON, GPU type → the
-# images the tenant's GPU Operator starts on a node of it (config/gpu_operator.py), which the node
-# pulls as soon as its containerd runs. Not a label value (auto-nodes properties are a free string
-# map: loft-sh/vcluster config/config.go at tag v0.36.1, `PrivateNodesAutoNodes.Properties`).
-GPU_OPERATOR_IMAGES = PREFIX + "gpu-operator-images"
-
 # Keys of the official templates' contract (loft-sh/vcluster-auto-nodes-gcp v0.1.1: main.tf,
 # locals.tf and validation/main.tf; docs/sources.md), which our templates keep; written
 # concretely: they reject wildcard project/region.

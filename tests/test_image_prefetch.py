@@ -9,11 +9,10 @@ from __future__ import annotations
 import json
 
 import pytest
-import yaml
 from gpu_operator_chart import RECORD, gpu_node_images
 
-from components.tenant_documents import gpu_operator_images, gpu_operator_images_property, gpu_operator_values, operator_values
-from config import node_properties as props
+from components.tenant_documents import gpu_operator_images, gpu_operator_images_annotation, gpu_operator_values, operator_values
+from components.tenant_vcluster import GPU_OPERATOR_IMAGES_ANNOTATION
 from config.catalog import load_catalog
 from config.gpu_operator import CHARTS, node_images
 from config.stack import load_stack
@@ -82,20 +81,19 @@ def test_an_enabled_driver_cannot_be_pulled_ahead():
 def test_an_unrecorded_chart_release_pulls_nothing_ahead():
     settings = GpuOperator(version="v25.3.4")
     assert gpu_operator_images(settings, ["nvidia-l4"]) == {}
-    assert gpu_operator_images_property(settings, ["nvidia-l4"]) == "{}"
+    assert gpu_operator_images_annotation(settings, ["nvidia-l4"]) == "{}"
 
 
 def test_each_tenant_hands_its_nodes_the_list_of_its_settings(runs):
-    """The auto-nodes property of every shipped tenant: each of its pools' GPU types with the
-    chart's image set for its settings."""
+    """The instance annotation of every shipped inline tenant: each of its pools' GPU types with
+    the chart's image set for its settings."""
     checked = 0
     for stack in ("dev", "prod"):
         loaded = load_stack(shipped_values(stack), stack=stack, project_dir=SHIPPED_DIR)
         for plan in loaded.tenants:
             tenant = plan.tenant
-            values = runs[stack].one(VCI, tenant.name).input("spec", "template", "helmRelease", "values")
-            [entry] = yaml.safe_load(values)["privateNodes"]["autoNodes"]
-            handed = json.loads(entry["properties"][props.GPU_OPERATOR_IMAGES])
+            annotations = runs[stack].one(VCI, tenant.name).input("metadata", "annotations")
+            handed = json.loads(annotations[GPU_OPERATOR_IMAGES_ANNOTATION])
             assert set(handed) == {p.gpu for p in tenant.gpu_pools}
             for gpu, images in handed.items():
                 assert set(images) == gpu_node_images(operator_values(tenant.gpu_operator), mig_capable=load_catalog().gpus[gpu].mig)

@@ -24,7 +24,8 @@ from config.catalog import BUILTIN, GUEST, load_catalog
 from config.stack import load_stack
 from config.stack_files import read_stack_values
 from boothook_support import DROPIN_DIR_LINE, Node
-from components.tenant_documents import gpu_operator_images_property, operator_values
+from components.tenant_documents import gpu_operator_images_annotation, operator_values
+from components.tenant_vcluster import GPU_OPERATOR_IMAGES_ANNOTATION
 from config.tenant import GpuOperator
 from gpu_operator_chart import gpu_node_images
 from prefetch_support import PATH_UNIT, PULL_SCRIPT, SERVICE_UNIT, PrefetchNode, images_of
@@ -457,7 +458,7 @@ MIME_MENTIONED = "#!/bin/sh\n# writes a MIME-Version: 1.0 header\necho join"
 
 def _vcluster(properties: dict[str, str], *, user_data: str = USER_DATA, claim: str = "nlp-gpu-7xk2p", name: str = "nlp",
               namespace: str = "p-nlp", extra: dict[str, str] | None = None, drop: tuple[str, ...] = (),
-              infrastructure: dict | None = None) -> dict:
+              infrastructure: dict | None = None, annotations: dict[str, str] | None = None) -> dict:
     vcluster_properties = {props.PROJECT: PROJECT, props.REGION: REGION, props.TENANT: "nlp", **(extra or {})}
     return {
         "name": name,
@@ -465,7 +466,7 @@ def _vcluster(properties: dict[str, str], *, user_data: str = USER_DATA, claim: 
         "properties": {k: v for k, v in vcluster_properties.items() if k not in drop},
         "nodeType": {"metadata": {"name": "test-type"}, "spec": {"properties": {k: v for k, v in properties.items() if k not in drop}}},
         "nodeClaim": {"metadata": {"name": claim}},
-        "instance": {"metadata": {"name": name, "namespace": namespace}},
+        "instance": {"metadata": {"name": name, "namespace": namespace, **({"annotations": annotations} if annotations else {})}},
         "nodeEnvironment": {"outputs": {"infrastructure": INFRASTRUCTURE if infrastructure is None else infrastructure}},
     }
 
@@ -480,13 +481,13 @@ def _in_zone(base: dict[str, str], zone: str) -> dict[str, str]:
     return {k: v for k, v in {**_with(base, zone=zone), **labels}.items() if v or k not in labels}
 
 
-# The tenant property of the images each GPU node pulls ahead, as TenantVCluster writes it.
 PREFETCH_GPUS = ["nvidia-tesla-t4", "nvidia-l4", "nvidia-tesla-a100"]
 PREFETCH_SETTINGS = {"defaults": GpuOperator(), "DCGM off": GpuOperator(dcgm_exporter=False)}
 
 
 def _prefetch(settings: str) -> dict[str, str]:
-    return {props.GPU_OPERATOR_IMAGES: gpu_operator_images_property(PREFETCH_SETTINGS[settings], PREFETCH_GPUS)}
+    """The instance annotation of the images GPU nodes pull ahead, as TenantVCluster writes it."""
+    return {GPU_OPERATOR_IMAGES_ANNOTATION: gpu_operator_images_annotation(PREFETCH_SETTINGS[settings], PREFETCH_GPUS)}
 
 
 @pytest.fixture(scope="module")
@@ -546,15 +547,15 @@ def evaluated(samples, instance, preconditions, local_values, tmp_path_factory):
             "bad-no-claim": _vcluster(t4, claim=""),
             "bad-node-metadata": _vcluster(t4, extra={props.NODE_METADATA: "hidden"}),
             # Image prefetch (gpu-platform/gpu-operator-images).
-            "prefetch-l4": _vcluster(l4, extra=_prefetch("defaults")),
-            "prefetch-a100": _vcluster(a100, extra=_prefetch("defaults")),
-            "prefetch-a100-dcgm-off": _vcluster(a100, extra=_prefetch("DCGM off")),
-            "prefetch-exposed": _vcluster(l4, extra={**_prefetch("defaults"), props.NODE_METADATA: "exposed"}),
-            "prefetch-exposed-no-user-data": _vcluster(l4, user_data="", extra={**_prefetch("defaults"), props.NODE_METADATA: "exposed"}),
-            "prefetch-cpu": _vcluster(cpu, extra={**_prefetch("defaults"), props.NODE_METADATA: "exposed"}),
-            "prefetch-other-gpu": _vcluster(h100, extra={**_prefetch("defaults"), props.NODE_METADATA: "exposed"}),
-            "prefetch-not-json": _vcluster(l4, extra={props.GPU_OPERATOR_IMAGES: "{nvidia-l4: [a]", props.NODE_METADATA: "exposed"}),
-            "prefetch-unsafe": _vcluster(l4, extra={props.GPU_OPERATOR_IMAGES: json.dumps(
+            "prefetch-l4": _vcluster(l4, annotations=_prefetch("defaults")),
+            "prefetch-a100": _vcluster(a100, annotations=_prefetch("defaults")),
+            "prefetch-a100-dcgm-off": _vcluster(a100, annotations=_prefetch("DCGM off")),
+            "prefetch-exposed": _vcluster(l4, annotations=_prefetch("defaults"), extra={props.NODE_METADATA: "exposed"}),
+            "prefetch-exposed-no-user-data": _vcluster(l4, user_data="", annotations=_prefetch("defaults"), extra={props.NODE_METADATA: "exposed"}),
+            "prefetch-cpu": _vcluster(cpu, annotations=_prefetch("defaults"), extra={props.NODE_METADATA: "exposed"}),
+            "prefetch-other-gpu": _vcluster(h100, annotations=_prefetch("defaults"), extra={props.NODE_METADATA: "exposed"}),
+            "prefetch-not-json": _vcluster(l4, annotations={GPU_OPERATOR_IMAGES_ANNOTATION: "{nvidia-l4: [a]"}, extra={props.NODE_METADATA: "exposed"}),
+            "prefetch-unsafe": _vcluster(l4, annotations={GPU_OPERATOR_IMAGES_ANNOTATION: json.dumps(
                 {"nvidia-l4": ["nvcr.io/nvidia/a:1;reboot", "$(reboot)", "a b:1", "nvcr.io/nvidia/k8s-device-plugin:v0.18.1", 7]})}),
         }
     )
@@ -857,7 +858,7 @@ def test_what_needs_the_node_identity_runs_with_host_network():
     assert len(re.findall(r"^\s*hostNetwork\s*=\s*true$", kubernetes_tf, flags=re.M)) == 3
 
 
-# --- image prefetch (gpu-platform/gpu-operator-images; tests/prefetch_support.py) ----------------
+# --- image prefetch (instance annotation gpu-platform/gpu-operator-images; tests/prefetch_support.py)
 
 
 def _named_parts(user_data: str) -> dict[str, str]:

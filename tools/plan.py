@@ -34,6 +34,7 @@ import pulumi
 import yaml
 
 from components.templates import environment_template, kubernetes_template, node_template
+from components.tenant_vcluster import GPU_OPERATOR_IMAGES_ANNOTATION
 from components.vcluster_values import POOL_LABEL, VClusterValues
 from config import node_properties as props
 from config import versions
@@ -258,7 +259,8 @@ def _tenant_report(run: ProgramRun, tenant: TenantPlan) -> TenantReport:
     if isinstance(values, str):
         report.vcluster_yaml = values
         report.pools = _pools(values)
-        report.prefetch_images = _prefetch_images(values)
+    annotation = (instance.input("metadata", "annotations") or {}).get(GPU_OPERATOR_IMAGES_ANNOTATION)
+    report.prefetch_images = json.loads(annotation) if isinstance(annotation, str) else {}
     for chart in template.get("charts") or []:
         if chart.get("name") == versions.GPU_OPERATOR_CHART:
             report.gpu_operator_version = chart.get("version")
@@ -305,14 +307,6 @@ def _pool_row(pool, *, name: str | None = None) -> Pool:
         zones=list(pool.selected(props.ZONE)),
         limits={k: str(v) for k, v in pool.limits.items()},
     )
-
-
-def _prefetch_images(values: str) -> dict[str, list[str]]:
-    for entry in VClusterValues.parse(values).auto_nodes:
-        text = (entry.get("properties") or {}).get(props.GPU_OPERATOR_IMAGES)
-        if text:
-            return json.loads(text)
-    return {}
 
 
 def _explicit_keys(project_dir: Path, stack: str) -> set[str]:

@@ -54,7 +54,7 @@ class TenantReport:
     gpu_operator_values: str | None
     objects: str | None
     host_namespace: str | None
-    # GPU type → the images its nodes pull ahead (the auto-nodes property the program registered).
+    # GPU type → the images its nodes pull ahead (the instance annotation the program registered).
     prefetch_images: dict[str, list[str]] = field(default_factory=dict)
 
 

@@ -7,12 +7,13 @@
 #
 # Inputs read:
 #   var.vcluster.properties                  project, region, zone (fallback), gpu-platform/tenant,
-#                                            gpu-platform/node-metadata, gpu-platform/gpu-operator-images
+#                                            gpu-platform/node-metadata
 #   var.vcluster.nodeType.spec.properties    NODE_TYPE_KEYS of config/node_properties.py
 #   var.vcluster.nodeEnvironment.outputs     subnet_name, service_account_email, node_name_prefix
 #                                            (environment template)
 #   var.vcluster.userData                    cloud-init that joins the node to its vCluster
-#   var.vcluster.instance / nodeClaim        names for the VM, its labels and network tag
+#   var.vcluster.instance / nodeClaim        names for the VM, its labels and network tag; the
+#                                            instance's gpu-platform/gpu-operator-images annotation
 #
 # The platform's identity may only create/get/delete instances and disks, use subnetworks and
 # poll zone operations (config/permissions.yaml `autoNodes`), so this template reads no data
@@ -261,8 +262,9 @@ locals {
   ))
   wrap_user_data = local.conceal_metadata || local.prefetch
 
-  # Image prefetch (tenant property gpu-platform/gpu-operator-images: JSON, GPU type → images, which
-  # Pulumi derives from the tenant's GPU Operator settings in config/gpu_operator.py). On a GPU node
+  # Image prefetch (annotation gpu-platform/gpu-operator-images of the tenant's instance: JSON, GPU
+  # type → images, which Pulumi derives from the tenant's GPU Operator settings in
+  # config/gpu_operator.py; components/tenant_vcluster.py says why an annotation). On a GPU node
   # whose type has images there, a second boothook installs a path unit that starts, as soon as
   # containerd's socket exists (the join installs and starts containerd before `kubeadm join`:
   # vcluster-docs vcluster/deploy/worker-nodes/private-nodes/join.mdx), a service pulling every
@@ -278,7 +280,7 @@ locals {
   # reference (registry host, path, tag or digest: what `ctr` needs), so nothing else reaches the
   # script.
   prefetch_images = [
-    for image in try(jsondecode(nonsensitive(var.vcluster.properties["gpu-platform/gpu-operator-images"]))[local.accelerator], []) :
+    for image in try(jsondecode(nonsensitive(var.vcluster.instance.metadata.annotations["gpu-platform/gpu-operator-images"]))[local.accelerator], []) :
     image if can(regex("^[a-z0-9][a-z0-9.-]*\\.[a-z0-9.-]+(:[0-9]+)?/[a-z0-9._/-]+(:[A-Za-z0-9._-]+)?(@sha256:[a-f0-9]{64})?$", image))
   ]
   prefetch        = local.gpu && length(local.prefetch_images) > 0
