@@ -174,21 +174,21 @@ def _tenants(plan: StackPlan) -> list[str]:
                     p.gpu or "(CPU)",
                     "—" if p.gpus_per_node is None else str(p.gpus_per_node),
                     "—" if p.max_gpus is None else str(p.max_gpus),
-                    _warm_cell(p, cost),
-                    p.first_gpu or "—",
                     p.idle_after or "?",
                     "spot" if p.spot else "on-demand",
                     ", ".join(p.machine_types) or ", ".join(cost.machine_types if cost else ()),
                     ", ".join(p.zones) or "all",
-                    ", ".join(f"{k} {v}" for k, v in p.limits.items()),
+                    ", ".join(f"{k} {v}" for k, v in p.limits.items()) or "—",
+                    _warm_cell(p, cost),
+                    p.first_gpu or "—",
                     _money(cost.expected if cost else None),
                     _money(cost.ceiling if cost else None) + (f" ({cost.ceiling_shape})" if cost and cost.ceiling_shape else ""),
                 ]
             )
         lines.extend(
             _table(
-                ["pool", "GPU class", "GPUs/node", "max GPUs", "warm nodes (always on)", "first GPU", "idle after", "capacity",
-                 "machine types", "zones", "limits", "expected USD/h", "ceiling USD/h"],
+                ["pool", "GPU class", "GPUs/node", "max GPUs", "idle after", "capacity", "machine types", "zones", "limits",
+                 "warm nodes (always on)", "first GPU", "expected USD/h", "ceiling USD/h"],
                 rows,
                 indent="    ",
                 right=[2, 3, 11],
