@@ -12,6 +12,7 @@ from config.catalog import load_catalog
 from config.gpu_operator import node_images
 from config.tenant import GpuOperator
 
+from .monitoring_documents import dcgm_exporter_config
 from .vcluster_values import GPU_RESOURCE
 
 GPU_OPERATOR_NAMESPACE = "gpu-operator"
@@ -41,22 +42,30 @@ def nfd_worker_tolerations() -> list[dict[str, str]]:
     return tolerations
 
 
-def gpu_operator_values(service_monitor: bool, dcgm_exporter: bool = True, mig_manager: bool = True) -> dict[str, Any]:
+def gpu_operator_values(
+    service_monitor: bool, dcgm_metrics: bool = False, *, dcgm_exporter_enabled: bool = True, mig_manager: bool = True
+) -> dict[str, Any]:
+    """`dcgm_metrics`: the DCGM exporter collects monitoring's metric list (tenant monitoring on).
+    `dcgm_exporter_enabled`, `mig_manager`: the tenant's gpuOperator.dcgmExporter and .migManager."""
+    dcgm_exporter: dict[str, Any] = {"enabled": dcgm_exporter_enabled, "serviceMonitor": {"enabled": service_monitor}}
+    if dcgm_metrics:
+        dcgm_exporter["config"] = dcgm_exporter_config()
     return {
         # The node image (Deep Learning VM) already has the NVIDIA driver.
         "driver": {"enabled": False},
         "toolkit": {"enabled": True},
         "devicePlugin": {"enabled": True},
         # ServiceMonitor needs the Prometheus Operator's CRDs; without them the operator stays NotReady.
-        "dcgmExporter": {"enabled": dcgm_exporter, "serviceMonitor": {"enabled": service_monitor}},
+        "dcgmExporter": dcgm_exporter,
         "migManager": {"enabled": mig_manager},
         "node-feature-discovery": {"worker": {"tolerations": nfd_worker_tolerations()}},
     }
 
 
 def operator_values(operator: GpuOperator) -> dict[str, Any]:
-    """The chart values a tenant's `gpuOperator` settings render."""
-    return gpu_operator_values(operator.service_monitor, operator.dcgm_exporter, operator.mig_manager)
+    """The chart values a tenant's `gpuOperator` settings render, as far as they decide which
+    images run (monitoring's metric list changes none)."""
+    return gpu_operator_values(operator.service_monitor, dcgm_exporter_enabled=operator.dcgm_exporter, mig_manager=operator.mig_manager)
 
 
 def gpu_operator_images(operator: GpuOperator, gpus: Iterable[str]) -> dict[str, list[str]]:
@@ -124,8 +133,8 @@ def tenant_objects(smoke_test: bool) -> list[dict[str, Any]]:
 
 # The same few documents for every tenant: rendered once per process, not once per tenant.
 @functools.lru_cache(maxsize=None)
-def gpu_operator_values_yaml(service_monitor: bool, dcgm_exporter: bool = True, mig_manager: bool = True) -> str:
-    return yaml_io.dump(gpu_operator_values(service_monitor, dcgm_exporter, mig_manager))
+def gpu_operator_values_yaml(service_monitor: bool, dcgm_metrics: bool = False, *, dcgm_exporter_enabled: bool = True, mig_manager: bool = True) -> str:
+    return yaml_io.dump(gpu_operator_values(service_monitor, dcgm_metrics, dcgm_exporter_enabled=dcgm_exporter_enabled, mig_manager=mig_manager))
 
 
 @functools.lru_cache(maxsize=None)

@@ -1,6 +1,6 @@
 """Config models of an environment stack: gpu-platform:cluster, :platform and :nodeProvider.
 
-Every field below is documented with its default in README.md ("Configuration reference").
+Every field below is documented with its default in docs/configuration.md ("Configuration reference").
 Defaults that depend on the environment (dev: zonal and destroyable; prod: regional and
 protected) are filled in by `resolve_cluster_defaults` and `resolve_platform_defaults`.
 """

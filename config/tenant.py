@@ -23,6 +23,7 @@ from .catalog import load_catalog
 from .errors import Broken, Problems, derived, shown
 from .facts import TENANT_CLUSTER_CIDRS, EnvironmentFacts, TenantClaim
 from .isolation import GcpProject
+from .monitoring import OFF, MonitoringPlan, TenantMonitoring, check_tenant_monitoring, resolve_tenant_monitoring
 from .node_types import GPU_RESOURCE, NodeType
 from .versions import GPU_OPERATOR_VERSION
 
@@ -110,7 +111,7 @@ class Tenant(ConfigModel):
     gpu_operator: GpuOperator = GpuOperator()
     smoke_test: bool = False
     # Persistent volumes through the PD CSI driver on the tenant's nodes. Its node identity then
-    # holds project-wide disk rights (see README "Security"); turn off if the team needs none.
+    # holds project-wide disk rights (see docs/security.md "Node service account"); turn off if the team needs none.
     persistent_disks: bool = True
     # Let the tenant's cloud controller manager create Google load balancers for its Services
     # (grants its node identity load-balancer and firewall rights). Off: Services stay internal.
@@ -123,6 +124,8 @@ class Tenant(ConfigModel):
     # token); exposed: they can, e.g. to use Google APIs as the node identity.
     node_metadata: Literal["concealed", "exposed"] = "concealed"
     control_plane: ControlPlane = ControlPlane()
+    monitoring: TenantMonitoring = TenantMonitoring()
+    """The team's GPU metrics, Kubernetes object metrics and dashboard (config/monitoring.py); default: as the environment's monitoring."""
 
     @field_validator("gcp_project", mode="before")
     @classmethod
@@ -272,6 +275,7 @@ class TenantPlan:
     tenant: Tenant
     gpu_pools: tuple[PoolPlan, ...]
     cpu_pool: PoolPlan
+    monitoring: MonitoringPlan = OFF
 
     @property
     def gpu_expected_usd_per_hour(self) -> float | None:
@@ -300,7 +304,7 @@ class TenantPlan:
         return sum(p.warm_nodes for p in self.gpu_pools)
 
 
-# What "expected" means, wherever a cost is shown (the plan's tables, README "Costs").
+# What "expected" means, wherever a cost is shown (the plan's tables, docs/costs.md "Costs").
 EXPECTED = (
     "every GPU pool busy at its GPU limit on the node type the platform picks, the cheapest that fits; "
     "everything else as when idle (a tenant's CPU pool: its one node for system pods)"
@@ -369,9 +373,18 @@ def check_tenant(
             for i, name in enumerate(names):
                 if not name or name != name.strip():
                     problems.add(f"{path}.access.{kind}[{i}]", f"{name!r} is not a platform {kind[:-1]} name")
+    with problems.checking(f"{path}.monitoring"):
+        check_tenant_monitoring(f"{path}.monitoring", tenant.monitoring, facts, problems)
     with problems.checking(f"{path}.gpuOperator.serviceMonitor"):
         if tenant.gpu_operator.service_monitor and not tenant.gpu_operator.dcgm_exporter:
             problems.add(f"{path}.gpuOperator.serviceMonitor", "true needs dcgmExporter: true (the ServiceMonitor scrapes the DCGM exporter)")
+    with problems.checking(f"{path}.gpuOperator.dcgmExporter"):
+        if not tenant.gpu_operator.dcgm_exporter and resolve_tenant_monitoring(tenant.monitoring, facts).enabled:
+            problems.add(
+                f"{path}.gpuOperator.dcgmExporter",
+                "false, but monitoring is on for this tenant, and its GPU metrics come from the DCGM exporter; "
+                "keep dcgmExporter: true, or set monitoring.enabled: false",
+            )
     with problems.checking(f"{path}.gpuOperator.version"):
         version = tenant.gpu_operator.version
         if not (version.startswith("v") and len(version.split(".")) == 3 and all(p.isdigit() for p in version[1:].split("."))):
@@ -602,7 +615,7 @@ def plan_tenant(tenant: Tenant, facts: EnvironmentFacts) -> TenantPlan:
         consolidation_policy="WhenEmpty",
         node_usd_per_hour={nt.name: node_usd_per_hour(nt, facts.region) for nt in cpu_types},
     )
-    return TenantPlan(tenant, tuple(gpu_pools), cpu_pool)
+    return TenantPlan(tenant, tuple(gpu_pools), cpu_pool, resolve_tenant_monitoring(tenant.monitoring, facts))
 
 
 def _pool_name(gpu: str, per_node: int, spot: bool) -> str:

@@ -8,6 +8,7 @@ import re
 
 import yaml
 
+from components.environment_monitoring import ENVIRONMENT_APIS
 from components.gke_cluster import REQUIRED_APIS
 from config.facts import PROJECT_NAMESPACE_PREFIX
 from shipped_stacks import run_shipped
@@ -22,7 +23,8 @@ WAIT = "command:local:Command"
 
 def test_apis_are_enabled_and_never_disabled_on_destroy(dev_run):
     services = dev_run.of_type("gcp:projects/service:Service")
-    assert sorted(s.input("service") for s in services) == sorted(REQUIRED_APIS)
+    # Monitoring's (components/environment_monitoring.py) besides the cluster's.
+    assert sorted(s.input("service") for s in services) == sorted([*REQUIRED_APIS, *ENVIRONMENT_APIS])
     assert all(s.input("disableOnDestroy") is False and s.input("project") == "acme-ml-dev" for s in services)
 
 
@@ -123,7 +125,7 @@ def test_platform_release_keeps_the_password_out_of_helm_values(dev_run):
 
 def test_generated_admin_password_is_not_a_stack_output(dev_run, tenant_run):
     """Readers of the environment's outputs (a team stack's StackReference) never get it: it stays
-    in the Kubernetes Secret (above), where README "Deploy an environment" reads it."""
+    in the Kubernetes Secret (above), where docs/deploy.md "Deploy an environment" reads it."""
     assert dev_run.of_type("random:index/randomPassword:RandomPassword")
     assert "platformAdminPassword" not in dev_run.outputs
     assert "placeholder-generated-password" not in json.dumps(dev_run.outputs)

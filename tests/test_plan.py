@@ -36,6 +36,7 @@ from config.versions import (
 )
 from tools.mock_engine import config_strings
 from tools.plan import main
+from docs_support import section as docs_section
 from shipped_stacks import SHIPPED_DIR, run_shipped
 
 VCI = "kubernetes:management.loft.sh/v1:VirtualClusterInstance"
@@ -587,7 +588,7 @@ def test_tenant_stack_with_an_environment_outputs_file(tmp_path, suffix, dev_run
     outputs = copy.deepcopy(dev_run.outputs)
     # As deployed, the environment offers one zone less than its stack file says.
     outputs["environmentFacts"]["zones"] = outputs["environmentFacts"]["zones"][:1]
-    # `pulumi stack output --json` without --show-secrets, as README "Offline plan" says: secret
+    # `pulumi stack output --json` without --show-secrets, as docs/operations.md "Offline plan" says: secret
     # outputs come as the string "[secret]".
     outputs["kubeconfig"] = "[secret]"
     path = tmp_path / f"dev-outputs{suffix}"
@@ -758,7 +759,7 @@ def pool_rows(text: str) -> dict[tuple[str, str], list[str]]:
     for line in section(text, "Tenants (").splitlines()[1:]:
         if re.match(r"^  \S", line):
             tenant = line.split(":")[0].strip()
-        elif line.startswith("    ") and not line.startswith(("    isolation", "    image prefetch")) and not line.strip().startswith("pool "):
+        elif line.startswith("    ") and not line.startswith(("    isolation", "    monitoring", "    image prefetch")) and not line.strip().startswith("pool "):
             cells = re.split(r"\s{2,}", line.strip())
             rows[(tenant, cells[0])] = cells
     return rows
@@ -785,7 +786,7 @@ def test_expected_has_one_definition_stated_once(dev_plan, dev_json):
 
 def test_gpu_budget_output_is_the_gpu_ceiling_of_the_plan(dev_json, vision):
     """`gpuBudgetUsdPerHour` left out boot disks (2.97 for nlp where the plan said 3.09): it is now
-    the plan's "GPU pools" ceiling, boot disks included, and README's exports say so."""
+    the plan's "GPU pools" ceiling, boot disks included, and the docs' exports say so."""
     _, vision_json, _ = vision
     budgets = {name: t["gpuBudgetUsdPerHour"] for name, t in dev_json["outputs"]["tenants"].items()}
     budgets["vision"] = vision_json["outputs"]["gpuBudgetUsdPerHour"]
@@ -794,8 +795,8 @@ def test_gpu_budget_output_is_the_gpu_ceiling_of_the_plan(dev_json, vision):
     for tenant, budget in budgets.items():
         [gpu_pools] = [p for p in parts if p["tenant"] == tenant and p["part"].endswith("GPU pools")]
         assert budget == round(gpu_pools["ceilingUsdPerHour"], 2), tenant
-    readme = (PROJECT_DIR / "README.md").read_text()
-    exports = readme[readme.index("Exports: the environment stack exports") :].split("\n\n")[0]
+    text = docs_section("What a stack creates")
+    exports = text[text.index("Exports: the environment stack exports") :].split("\n\n")[0]
     assert "`gpuBudgetUsdPerHour`" in exports and "boot disks" in exports and "ceiling" in exports
 
 
@@ -807,7 +808,7 @@ def text_and_json(request, dev_plan, dev_json, vision) -> tuple[str, str, dict]:
 
 
 def test_json_carries_every_money_figure_of_the_text(text_and_json):
-    """README: `--json` carries every figure. Each cell of the cost table and each pool's expected
+    """docs/costs.md: `--json` carries every figure. Each cell of the cost table and each pool's expected
     and ceiling, as printed, equals the JSON figure it shows (the totals' always-on USD/h too)."""
     stack, text, summary = text_and_json
     costs = summary["costs"]
@@ -875,3 +876,18 @@ def test_a_pools_zones_are_in_the_pool_table(tmp_path):
     assert pools[("vision", "l4-2x")][7] == pools[("vision", "system")][7] == "all"
     zones = {p["name"]: p["zones"] for p in summary(planned)["tenants"][0]["pools"]}
     assert zones == {"l4-2x": [], "t4-1x-spot": ["europe-west4-b"], "system": []}
+
+
+def test_the_plan_says_per_team_where_its_dashboard_metrics_and_cost_view_are(vision, dev_plan, dev_json):
+    text, summary, _ = vision
+    [line] = [line.strip() for line in section(text, "Tenants (").splitlines() if line.strip().startswith("monitoring:")]
+    assert line.startswith('monitoring: dashboard "GPUs of team vision (dev)" in project acme-ml-dev-vision')
+    assert 'metrics in project acme-ml-dev-vision, PromQL {tenant="vision"}' in line and line.endswith("cost view: billing export is not set up yet")
+    [tenant] = summary["tenants"]
+    assert tenant["monitoring"]["metricsProject"] == "acme-ml-dev-vision" and tenant["monitoring"]["costView"] is None
+    assert summary["monitoring"] is None  # a team stack: the environment's own plan says the rest
+    _, out, _, _ = dev_plan
+    monitoring = section(out, "Monitoring (gpu-platform:monitoring)")
+    assert "showback: billing export is not set up yet. Dataset acme-ml-dev.gpu_platform_dev_billing will exist" in monitoring
+    assert "monitoring team projects: acme-ml-dev-vision" in monitoring and "6 alert policies in acme-ml-dev" in monitoring
+    assert dev_json["monitoring"]["alertPolicies"] == 6 and dev_json["monitoring"]["costView"] is None
