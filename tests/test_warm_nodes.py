@@ -174,3 +174,17 @@ def test_bad_warm_nodes_are_reported_together_and_register_nothing(stack_values)
     assert "tenants[0].gpuPools[0].warmNodes: 5 warm nodes of 1 GPU hold more than maxGpus 4 admits; at most 4" in message
     assert "tenants[1].gpuPools[0].warmNodes: 1 warm node in a Spot pool" in message
     assert caught.value.registrations == []
+
+
+def test_the_gpu_nodes_page_quotes_the_plans_warm_node(warm_plan):
+    """docs/gpu-nodes.md "Warm nodes": the shape and the cost of dev's warm L4, as the plan has them."""
+    from docs_support import section
+
+    text = " ".join(section("Warm nodes").split())
+    pool = nlp_l4(warm_plan)
+    price = node_usd_per_hour(pool.warm_node_type, "europe-west4")
+    assert (
+        f"one warm {pool.warm_node_type.machine_type} with its boot disk is about {price:,.2f} USD/h, "
+        f"{price * PRICES_HOURS_PER_MONTH:,.2f} USD/month at list prices, an estimate"
+    ) in text
+    assert "`warm` or `on demand`" in text and "spotWarmNodes: true" in text
