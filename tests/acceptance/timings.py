@@ -52,7 +52,7 @@ SPANS: tuple[tuple[str, str, str], ...] = (
 )
 
 
-# The chain from a pending GPU pod to its running container, step by step (issue 20). A negative
+# The chain from a pending GPU pod to its running container, step by step. A negative
 # step began before the one before it ended: they overlap.
 PHASES: tuple[tuple[str, str, str], ...] = (
     ("pod pending → VM insert", "pod_created", "vm_insert"),
@@ -113,17 +113,12 @@ def phases(milestones: dict[str, datetime | None], *, warm: bool = False) -> lis
 
 
 def render_phases(milestones: dict[str, datetime | None], poll_seconds: float, *, warm: bool = False) -> list[str]:
-    lines = ["| phase | seconds | end time recorded by |", "|---|---:|---|"]
-    for span in phases(milestones, warm=warm):
-        seconds = "not reached" if span.seconds is None else f"{span.seconds:.0f}"
-        by = span.measured_by + (f" (±{poll_seconds:g} s)" if span.measured_by == POLLED else "")
-        lines.append(f"| {span.name} | {seconds} | {by} |")
-    return lines
+    return render_table(milestones, poll_seconds, phases(milestones, warm=warm), "phase")
 
 
-def render_table(milestones: dict[str, datetime | None], poll_seconds: float) -> list[str]:
-    lines = ["| span | seconds | end time recorded by |", "|---|---:|---|"]
-    for span in spans(milestones):
+def render_table(milestones: dict[str, datetime | None], poll_seconds: float, rows: list[Span] | None = None, kind: str = "span") -> list[str]:
+    lines = [f"| {kind} | seconds | end time recorded by |", "|---|---:|---|"]
+    for span in spans(milestones) if rows is None else rows:
         seconds = "not reached" if span.seconds is None else f"{span.seconds:.0f}"
         by = span.measured_by + (f" (±{poll_seconds:g} s)" if span.measured_by == POLLED else "")
         lines.append(f"| {span.name} | {seconds} | {by} |")
