@@ -99,3 +99,35 @@ def test_each_tenant_hands_its_nodes_the_list_of_its_settings(runs):
                 assert set(images) == gpu_node_images(operator_values(tenant.gpu_operator), mig_capable=load_catalog().gpus[gpu].mig)
             checked += 1
     assert checked == 3
+
+
+def test_the_plan_says_what_each_tenants_gpu_nodes_pull_ahead(warm_plan):
+    """`make plan`, per tenant: how many images its GPU nodes pull ahead, from the annotation the
+    program registered; none, and why, for a GPU Operator release whose images are not recorded."""
+    import dataclasses
+
+    from tools.plan_text import _prefetch_line, render_text
+
+    text = render_text(warm_plan)
+    nlp = next(t for t in warm_plan.tenants if t.name == "nlp")
+    count = len(gpu_operator_images(nlp.plan.tenant.gpu_operator, ["nvidia-l4"])["nvidia-l4"])
+    assert f"    image prefetch: each GPU node pulls its GPU Operator images at once as containerd starts (images per GPU type: nvidia-l4 {count})" in text
+    unrecorded = dataclasses.replace(nlp, prefetch_images={}, gpu_operator_version="v25.3.4")
+    assert _prefetch_line(unrecorded) == (
+        "image prefetch: none (the images of GPU Operator v25.3.4 are not recorded in config/gpu_operator.py; the kubelet pulls them one by one)"
+    )
+
+
+def test_service_monitor_and_monitoring_need_the_dcgm_exporter(stack_values):
+    from config.errors import ConfigError
+
+    values = stack_values("dev")
+    values["gpu-platform:tenants"][0]["gpuOperator"] = {"serviceMonitor": True, "dcgmExporter": False}
+    with pytest.raises(ConfigError) as caught:
+        load_stack(values, stack="dev", project_dir=SHIPPED_DIR)
+    found = [str(p) for p in caught.value.problems]
+    assert "tenants[0].gpuOperator.serviceMonitor: true needs dcgmExporter: true (the ServiceMonitor scrapes the DCGM exporter)" in found
+    assert any(p.startswith("tenants[0].gpuOperator.dcgmExporter: false, but monitoring is on for this tenant") for p in found)
+    values["gpu-platform:tenants"][0]["gpuOperator"] = {"dcgmExporter": False}
+    values["gpu-platform:tenants"][0]["monitoring"] = {"enabled": False}
+    load_stack(values, stack="dev", project_dir=SHIPPED_DIR)
