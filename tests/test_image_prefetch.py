@@ -131,3 +131,8 @@ def test_service_monitor_and_monitoring_need_the_dcgm_exporter(stack_values):
     values["gpu-platform:tenants"][0]["gpuOperator"] = {"dcgmExporter": False}
     values["gpu-platform:tenants"][0]["monitoring"] = {"enabled": False}
     load_stack(values, stack="dev", project_dir=SHIPPED_DIR)
+
+
+def test_the_mig_capable_gpus_are_the_ones_the_docs_name():
+    """docs/configuration.md `migManager`: A100, H100, H200 (both A100 types), none of the others."""
+    assert {name for name, gpu in load_catalog().gpus.items() if gpu.mig} == {"nvidia-tesla-a100", "nvidia-a100-80gb", "nvidia-h100-80gb", "nvidia-h200-141gb"}

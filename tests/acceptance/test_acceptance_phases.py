@@ -241,3 +241,13 @@ def test_the_run_prints_the_comparison_after_its_report(tmp_path, capsys):
     assert "## Run k3x9q2 next to run k3x9q2" in written
     assert "| pod pending → pod running | 575 | not reached |  |" in written
     jsonschema.validate(json.loads((acceptance.out_dir / "report.json").read_text()), SCHEMA)
+
+
+def test_the_acceptance_page_lists_the_phases_the_report_has():
+    """docs/acceptance.md "The GPU node's phases": one row per phase of the report, in its order,
+    and who records each end as the report says."""
+    from docs_support import section
+
+    rows = re.findall(r"^\| ([^|]+?) \| [^|]+ \| ([^|]+?) \|$", section("The GPU node's phases"), flags=re.M)
+    documented = [(name, by) for name, by in rows if "→" in name]
+    assert documented == [(name, timings.MILESTONES[end][1]) for name, _, end in timings.PHASES]
