@@ -4,10 +4,14 @@ in-tenant objects (namespaces, the optional GPU smoke Job). Pure data, also writ
 from __future__ import annotations
 
 import functools
+import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterable
 
 from config import yaml_io
+from config.catalog import load_catalog
+from config.gpu_operator import node_images
+from config.tenant import GpuOperator
 
 from .monitoring_documents import dcgm_exporter_config
 from .vcluster_values import GPU_RESOURCE
@@ -49,9 +53,12 @@ def nfd_worker_tolerations() -> list[dict[str, str]]:
     return tolerations
 
 
-def gpu_operator_values(service_monitor: bool, dcgm_metrics: bool = False) -> dict[str, Any]:
-    """`dcgm_metrics`: the DCGM exporter collects monitoring's metric list (tenant monitoring on)."""
-    dcgm_exporter: dict[str, Any] = {"enabled": True, "serviceMonitor": {"enabled": service_monitor}}
+def gpu_operator_values(
+    service_monitor: bool, dcgm_metrics: bool = False, *, dcgm_exporter_enabled: bool = True, mig_manager: bool = True
+) -> dict[str, Any]:
+    """`dcgm_metrics`: the DCGM exporter collects monitoring's metric list (tenant monitoring on).
+    `dcgm_exporter_enabled`, `mig_manager`: the tenant's gpuOperator.dcgmExporter and .migManager."""
+    dcgm_exporter: dict[str, Any] = {"enabled": dcgm_exporter_enabled, "serviceMonitor": {"enabled": service_monitor}}
     if dcgm_metrics:
         dcgm_exporter["config"] = dcgm_exporter_config()
     return {
@@ -61,8 +68,34 @@ def gpu_operator_values(service_monitor: bool, dcgm_metrics: bool = False) -> di
         "devicePlugin": {"enabled": True},
         # ServiceMonitor needs the Prometheus Operator's CRDs; without them the operator stays NotReady.
         "dcgmExporter": dcgm_exporter,
+        "migManager": {"enabled": mig_manager},
         "node-feature-discovery": {"worker": {"tolerations": nfd_worker_tolerations()}},
     }
+
+
+def operator_values(operator: GpuOperator) -> dict[str, Any]:
+    """The chart values a tenant's `gpuOperator` settings render, as far as they decide which
+    images run (monitoring's metric list changes none)."""
+    return gpu_operator_values(operator.service_monitor, dcgm_exporter_enabled=operator.dcgm_exporter, mig_manager=operator.mig_manager)
+
+
+def gpu_operator_images(operator: GpuOperator, gpus: Iterable[str]) -> dict[str, list[str]]:
+    """GPU type → the images the tenant's GPU Operator starts on a node of it (what the node pulls
+    ahead, config/gpu_operator.py), for each GPU type given; none for a chart release whose images
+    are not recorded there."""
+    gpu_types = load_catalog().gpus
+    images: dict[str, list[str]] = {}
+    for gpu in dict.fromkeys(gpus):
+        found = node_images(operator.version, operator_values(operator), mig_capable=gpu_types[gpu].mig)
+        if found:
+            images[gpu] = list(found)
+    return images
+
+
+def gpu_operator_images_annotation(operator: GpuOperator, gpus: Iterable[str]) -> str:
+    """`gpu_operator_images` as the instance annotation the node template reads (JSON, compact,
+    keys sorted: the same text for the same settings)."""
+    return json.dumps(gpu_operator_images(operator, gpus), separators=(",", ":"), sort_keys=True)
 
 
 def tenant_objects(smoke_test: bool, watchdog: Watchdog | None = None) -> list[dict[str, Any]]:
@@ -114,8 +147,8 @@ def tenant_objects(smoke_test: bool, watchdog: Watchdog | None = None) -> list[d
 
 # The same few documents for every tenant: rendered once per process, not once per tenant.
 @functools.lru_cache(maxsize=None)
-def gpu_operator_values_yaml(service_monitor: bool, dcgm_metrics: bool = False) -> str:
-    return yaml_io.dump(gpu_operator_values(service_monitor, dcgm_metrics))
+def gpu_operator_values_yaml(service_monitor: bool, dcgm_metrics: bool = False, *, dcgm_exporter_enabled: bool = True, mig_manager: bool = True) -> str:
+    return yaml_io.dump(gpu_operator_values(service_monitor, dcgm_metrics, dcgm_exporter_enabled=dcgm_exporter_enabled, mig_manager=mig_manager))
 
 
 @functools.lru_cache(maxsize=None)

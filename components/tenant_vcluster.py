@@ -35,7 +35,14 @@ from .monitoring_documents import monitoring_objects
 from .options import depends_on_of
 from .platform_project import LOCAL_CLUSTER, in_cluster_access, instance_access, platform_project, platform_project_spec
 from .tenant_backup import TenantBackup, TenantBackupArgs
-from .tenant_documents import GPU_OPERATOR_NAMESPACE, Watchdog, gpu_operator_values_yaml, tenant_objects, tenant_objects_yaml
+from .tenant_documents import (
+    GPU_OPERATOR_NAMESPACE,
+    Watchdog,
+    gpu_operator_images_annotation,
+    gpu_operator_values_yaml,
+    tenant_objects,
+    tenant_objects_yaml,
+)
 from .tenant_monitoring import MONITORING_API, TenantMonitoring, TenantMonitoringArgs
 from .tenant_network import TenantNetwork, TenantNetworkArgs
 from .tenant_project import TenantProject, TenantProjectArgs
@@ -44,6 +51,15 @@ from .vcluster_values import kubelet_config, render_values
 READY_TIMEOUT_SECONDS = 1800  # control plane, LoadBalancer and first CPU node
 # On the instance: the GCP project its nodes live in. A change replaces the instance (below).
 GCP_PROJECT_ANNOTATION = "gpu-platform/gcp-project"
+# On the instance: JSON, GPU type → the images the tenant's GPU Operator starts on a node of it
+# (components/tenant_documents.py `gpu_operator_images`), which templates/node/main.tf pulls as the
+# node's containerd starts. The node template gets the whole instance object (`var.vcluster.instance`,
+# "Full tenant cluster instance object": vcluster-docs platform/administer/node-providers/terraform.mdx
+# at commit 0f45a068f, "Available terraform vCluster variables"). An annotation rather than an
+# auto-nodes property: those become Karpenter NodePool requirements, whose values must be label
+# values (vcluster-docs vcluster/_fragments/deploy/auto-nodes-scheduling.mdx), which image
+# references are not.
+GPU_OPERATOR_IMAGES_ANNOTATION = "gpu-platform/gpu-operator-images"
 
 
 @dataclass(frozen=True)
@@ -272,7 +288,12 @@ class TenantVCluster(pulumi.ComponentResource):
                         version=tenant.gpu_operator.version,
                         release_name="gpu-operator",
                         release_namespace=GPU_OPERATOR_NAMESPACE,
-                        values=gpu_operator_values_yaml(tenant.gpu_operator.service_monitor, args.plan.monitoring.enabled),
+                        values=gpu_operator_values_yaml(
+                            tenant.gpu_operator.service_monitor,
+                            args.plan.monitoring.enabled,
+                            dcgm_exporter_enabled=tenant.gpu_operator.dcgm_exporter,
+                            mig_manager=tenant.gpu_operator.mig_manager,
+                        ),
                     )
                 ],
                 objects=objects,
@@ -297,6 +318,7 @@ class TenantVCluster(pulumi.ComponentResource):
                     "pulumi.com/waitFor": "jsonpath={.status.phase}=Ready",
                     "pulumi.com/timeoutSeconds": str(READY_TIMEOUT_SECONDS),
                     GCP_PROJECT_ANNOTATION: where.project,
+                    GPU_OPERATOR_IMAGES_ANNOTATION: gpu_operator_images_annotation(tenant.gpu_operator, [p.gpu for p in tenant.gpu_pools]),
                 },
             ),
             spec=spec.to_dict(),

@@ -33,6 +33,11 @@ GPU_LABEL = props.PREFIX + "gpu"
 # The system pool, which runs no training jobs, is upgraded in place, one node at a time.
 SKIP_AUTO_UPGRADE_LABEL = "vcluster.loft.sh/skip-auto-upgrade"
 AUTO_UPGRADE = {"enabled": True, "concurrency": 1}
+# On a pool's warm nodes (its static pool), beside the pool's own labels. Warm nodes do not carry
+# SKIP_AUTO_UPGRADE_LABEL: nothing replaces them (a static pool keeps its nodes), so skipping would
+# leave them on their first version for good; they are upgraded in place, one node at a time, like
+# the system pool (docs/reliability.md says so).
+WARM_LABEL = props.PREFIX + "warm"
 
 
 def render_values(
@@ -45,7 +50,8 @@ def render_values(
     kubelet: dict[str, Any] | None = None,
 ) -> str:
     """vcluster.yaml for a tenant: private nodes joining through a LoadBalancer, one auto-nodes
-    entry on the environment's NodeProvider, one dynamic pool per `PoolPlan`.
+    entry on the environment's NodeProvider, one dynamic pool per `PoolPlan` (none for a pool whose
+    warm nodes take all its GPUs) and one static pool per pool with warm nodes.
 
     `source_ranges`: the only clients the control plane's LoadBalancer accepts (the tenant's NAT
     addresses; controlPlane.service.spec is a free Service spec in the chart's schema). Operators
@@ -68,6 +74,14 @@ def render_values(
     }
     if resources:
         control_plane["statefulSet"] = {"resources": resources}
+    entry: dict[str, Any] = {
+        "provider": provider,
+        "properties": dict(properties),
+        "dynamic": [_pool(p) for p in pools if p.dynamic_nodes],
+    }
+    warm = [_warm_pool(p) for p in pools if p.warm_nodes]
+    if warm:
+        entry["static"] = warm
     document = {
         "controlPlane": control_plane,
         # The chart's own NetworkPolicies in the tenant's host namespace (loft-sh/vcluster
@@ -80,13 +94,7 @@ def render_values(
             "enabled": True,
             **({"kubelet": {"config": dict(kubelet)}} if kubelet else {}),
             "autoUpgrade": dict(AUTO_UPGRADE),
-            "autoNodes": [
-                {
-                    "provider": provider,
-                    "properties": dict(properties),
-                    "dynamic": [_pool(p) for p in pools],
-                }
-            ],
+            "autoNodes": [entry],
         },
     }
     return yaml_io.dump(document)
@@ -124,3 +132,19 @@ def _pool(plan) -> dict[str, Any]:
     if plan.gpu:
         pool["taints"] = [dict(GPU_TAINT)]
     return pool
+
+
+def _warm_pool(plan) -> dict[str, Any]:
+    """A pool's warm nodes: a static pool of `quantity` nodes of its cheapest shape, which the
+    platform keeps running whether or not anything runs on them (loft-sh/vcluster
+    config/config.go at tag v0.36.1, `StaticNodePool`: "Quantity is the number of desired nodes
+    in this pool"; chart/values.schema.json requires `name` and `quantity`). No disruption block:
+    a static pool is never consolidated."""
+    return {
+        "name": f"{plan.name}-warm",
+        "nodeTypeSelector": plan.warm_selector,
+        "nodeLabels": {POOL_LABEL: plan.name, GPU_LABEL: plan.gpu, WARM_LABEL: "true"},
+        "taints": [dict(GPU_TAINT)],
+        "terminationGracePeriod": plan.termination_grace_period,
+        "quantity": plan.warm_nodes,
+    }

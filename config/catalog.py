@@ -45,6 +45,7 @@ class GpuType:
     attach: str  # GUEST | BUILTIN
     series: tuple[str, ...]
     guest_limits: tuple[tuple[int, int, int], ...] = ()  # (count, max vCPU, max GB)
+    mig: bool = False  # Multi-Instance GPU capable: the GPU Operator starts its MIG manager
 
     @property
     def guest_counts(self) -> tuple[int, ...]:
@@ -216,6 +217,7 @@ def load_catalog(path: Path = CATALOG_PATH) -> Catalog:
             attach=GUEST if limits else BUILTIN,
             series=("n1",) if limits else builtin_series,
             guest_limits=limits,
+            mig=bool(g.get("mig", False)),
         )
 
     shapes: dict[str, list[Shape]] = {name: [] for name in gpus}

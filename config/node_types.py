@@ -279,6 +279,9 @@ def _disk(requested: tuple[int, str], allowed: tuple[str, ...]) -> tuple[int, st
 
 
 def _properties(machine, accelerator, count, spot, region, zone, disk, image_family, image_project) -> dict[str, str]:
+    # A GPU node type also carries the labels the GPU Operator finds GPU nodes by
+    # (node_properties.GPU_NODE_LABELS): its operands start as the node registers.
+    gpu_labels = dict(props.GPU_NODE_LABELS) if accelerator != props.NO_ACCELERATOR else {}
     return {
         props.INSTANCE_TYPE: machine,
         props.ACCELERATOR: accelerator,
@@ -292,6 +295,7 @@ def _properties(machine, accelerator, count, spot, region, zone, disk, image_fam
         props.TOPOLOGY_ZONE: zone,
         props.TOPOLOGY_REGION: region,
         props.PD_CSI_ZONE: zone,
+        **gpu_labels,
     }
 
 

@@ -53,6 +53,10 @@ class GpuPool(ConfigModel):
     termination_grace_period: str = "30m"  # how long a GPU job gets to stop when its node goes
     gpu_timeout: str = GPU_TIMEOUT
     """How long a node of this pool may go without offering nvidia.com/gpu after it joins, or after it lost its GPUs, before the GPU watchdog removes it and its VM (at least 2m)."""
+    warm_nodes: int = Field(0, ge=0)
+    """Nodes of the pool's cheapest shape kept running at all times, so a pod gets a GPU without waiting for a VM (they count against maxGpus and cost money while idle)."""
+    spot_warm_nodes: bool = False
+    """Allow warmNodes in a Spot pool, whose warm nodes Compute Engine may preempt at any moment."""
 
 
 class CpuPool(ConfigModel):
@@ -67,6 +71,10 @@ class Access(ConfigModel):
 class GpuOperator(ConfigModel):
     version: str = GPU_OPERATOR_VERSION
     service_monitor: bool = False  # needs the Prometheus Operator CRDs inside the tenant
+    dcgm_exporter: bool = True
+    """Run NVIDIA's DCGM exporter (GPU metrics) on every GPU node; its image is the largest the operator pulls."""
+    mig_manager: bool = True
+    """Run the operator's MIG manager on nodes whose GPUs support Multi-Instance GPU (A100, H100, H200)."""
 
 
 class TenantNetwork(ConfigModel):
@@ -152,10 +160,31 @@ class PoolPlan:
     # of the pool (expected, ceiling, always on) is made of these.
     node_usd_per_hour: dict[str, float | None] = dataclasses.field(default_factory=dict)
     gpu_timeout: str = GPU_TIMEOUT  # GPU pools: the watchdog's limit (config/reliability.py)
+    # Nodes of `warm_node_type` kept running (a static pool beside the dynamic one); they are part
+    # of `max_nodes`, and `limits` are the dynamic pool's, sized for the nodes they leave.
+    warm_nodes: int = 0
 
     @property
     def max_gpus(self) -> int:
         return self.max_nodes * self.gpus_per_node
+
+    @property
+    def dynamic_nodes(self) -> int:
+        """The nodes the dynamic pool may add to the warm ones."""
+        return self.max_nodes - self.warm_nodes
+
+    @property
+    def warm_node_type(self) -> NodeType:
+        """The shape warm nodes have: the pool's cheapest, as for `expected`."""
+        return self.expected_node_type
+
+    @property
+    def warm_usd_per_hour(self) -> float | None:
+        """What the warm nodes cost, busy or idle: always on."""
+        if not self.warm_nodes:
+            return 0.0
+        price = self.node_price(self.warm_node_type)
+        return None if price is None else self.warm_nodes * price
 
     @property
     def machine_types(self) -> tuple[str, ...]:
@@ -191,8 +220,9 @@ class PoolPlan:
     @property
     def expected_nodes(self) -> int:
         """How many nodes "expected" counts (EXPECTED, the one definition): a GPU pool busy at its
-        GPU limit; a CPU pool at its one node for the tenant's system pods, as when idle."""
-        return self.nodes_within_limits(self.expected_node_type) if self.gpu else 1
+        GPU limit (its warm nodes and what its dynamic limits admit); a CPU pool at its one node
+        for the tenant's system pods, as when idle."""
+        return self.nodes_within_limits(self.expected_node_type) + self.warm_nodes if self.gpu else 1
 
     @property
     def expected_usd_per_hour(self) -> float | None:
@@ -211,7 +241,7 @@ class PoolPlan:
         if not self.priced:
             return None
         nt = self.ceiling_node_type
-        return self.nodes_within_limits(nt) * self.node_price(nt)  # type: ignore[operator]
+        return self.nodes_within_limits(nt) * self.node_price(nt) + self.warm_usd_per_hour  # type: ignore[operator]
 
     @property
     def cheapest_usd_per_hour(self) -> float | None:
@@ -219,12 +249,20 @@ class PoolPlan:
 
     @property
     def selector(self) -> list[dict]:
+        # Only the shapes the pool's limits were sized for.
+        return self._requirements(self.machine_types)
+
+    @property
+    def warm_selector(self) -> list[dict]:
+        """The warm nodes' selector: the pool's, narrowed to the warm shape."""
+        return self._requirements((self.warm_node_type.machine_type,))
+
+    def _requirements(self, machine_types: tuple[str, ...]) -> list[dict]:
         accelerator = self.gpu or props.NO_ACCELERATOR
         requirements = [{"property": props.ACCELERATOR, "operator": "In", "values": [accelerator]}]
         if self.gpu:
             requirements.append({"property": props.ACCELERATOR_COUNT, "operator": "In", "values": [str(self.gpus_per_node)]})
-            # Only the shapes the pool's limits were sized for.
-            requirements.append({"property": props.INSTANCE_TYPE, "operator": "In", "values": list(self.machine_types)})
+            requirements.append({"property": props.INSTANCE_TYPE, "operator": "In", "values": list(machine_types)})
         requirements.append(
             {"property": props.CAPACITY_TYPE, "operator": "In", "values": [props.SPOT if self.spot else props.ON_DEMAND]}
         )
@@ -263,6 +301,15 @@ class TenantPlan:
     def always_on_node_usd_per_hour(self) -> float | None:
         """The tenant's system pods keep one CPU node (the cheapest that fits) up at all times."""
         return self.cpu_pool.cheapest_usd_per_hour
+
+    @property
+    def warm_usd_per_hour(self) -> float | None:
+        """The GPU pools' warm nodes, always on."""
+        return _sum(p.warm_usd_per_hour for p in self.gpu_pools)
+
+    @property
+    def warm_nodes(self) -> int:
+        return sum(p.warm_nodes for p in self.gpu_pools)
 
 
 # What "expected" means, wherever a cost is shown (the plan's tables, docs/costs.md "Costs").
@@ -321,6 +368,7 @@ def check_tenant(
             with problems.checking(f"{path}.gpuPools[{i}]"):
                 _check_pool(f"{path}.gpuPools[{i}]", i, pool, facts, seen, problems)
             _check_pool_timing(f"{path}.gpuPools[{i}]", pool, problems)
+            _check_warm_spot(f"{path}.gpuPools[{i}]", pool, problems)
 
     with problems.checking(f"{path}.cpuPool"):
         cpu_types = facts.node_types_for(None, False)
@@ -339,6 +387,16 @@ def check_tenant(
                     problems.add(f"{path}.access.{kind}[{i}]", f"{name!r} is not a platform {kind[:-1]} name")
     with problems.checking(f"{path}.monitoring"):
         check_tenant_monitoring(f"{path}.monitoring", tenant.monitoring, facts, problems)
+    with problems.checking(f"{path}.gpuOperator.serviceMonitor"):
+        if tenant.gpu_operator.service_monitor and not tenant.gpu_operator.dcgm_exporter:
+            problems.add(f"{path}.gpuOperator.serviceMonitor", "true needs dcgmExporter: true (the ServiceMonitor scrapes the DCGM exporter)")
+    with problems.checking(f"{path}.gpuOperator.dcgmExporter"):
+        if not tenant.gpu_operator.dcgm_exporter and resolve_tenant_monitoring(tenant.monitoring, facts).enabled:
+            problems.add(
+                f"{path}.gpuOperator.dcgmExporter",
+                "false, but monitoring is on for this tenant, and its GPU metrics come from the DCGM exporter; "
+                "keep dcgmExporter: true, or set monitoring.enabled: false",
+            )
     with problems.checking(f"{path}.gpuOperator.version"):
         version = tenant.gpu_operator.version
         if not (version.startswith("v") and len(version.split(".")) == 3 and all(p.isdigit() for p in version[1:].split("."))):
@@ -413,6 +471,12 @@ def _check_pool(pool_path: str, i: int, pool: GpuPool, facts: EnvironmentFacts, 
         return
     if pool.max_gpus % per_node:
         problems.add(f"{pool_path}.maxGpus", f"{pool.max_gpus} is not a multiple of gpusPerNode {per_node}")
+    if pool.warm_nodes > pool.max_gpus // per_node:
+        problems.add(
+            f"{pool_path}.warmNodes",
+            f"{pool.warm_nodes} warm nodes of {per_node} GPU{'s' if per_node > 1 else ''} hold more than maxGpus {pool.max_gpus} admits; "
+            f"at most {pool.max_gpus // per_node} (warm nodes count against maxGpus)",
+        )
     with problems.checking(f"{pool_path}.machineTypes"):
         _check_shapes(pool_path, pool, per_node, facts, problems)
     quota = facts.gpu_quota.get(pool.gpu, 0)
@@ -422,6 +486,18 @@ def _check_pool(pool_path: str, i: int, pool: GpuPool, facts: EnvironmentFacts, 
     if key in seen:
         problems.add(pool_path, f"duplicates gpuPools[{seen[key]}] ({pool.gpu}, {per_node} per node, spot={pool.spot})")
     seen[key] = i
+
+
+def _check_warm_spot(pool_path: str, pool: GpuPool, problems: Problems) -> None:
+    """Needs nothing from the environment: checked even when the rest of the pool is not."""
+    with problems.checking(f"{pool_path}.warmNodes"):
+        if pool.spot and pool.warm_nodes and not pool.spot_warm_nodes:
+            problems.add(
+                f"{pool_path}.warmNodes",
+                f"{pool.warm_nodes} warm node{'s' if pool.warm_nodes > 1 else ''} in a Spot pool: Compute Engine may preempt them "
+                "at any moment, and the next pod waits for a new VM after all; keep warm nodes in an on-demand pool, "
+                "or set spotWarmNodes: true to keep them anyway",
+            )
 
 
 def _check_pool_timing(pool_path: str, pool: GpuPool, problems: Problems) -> None:
@@ -514,6 +590,7 @@ def plan_tenant(tenant: Tenant, facts: EnvironmentFacts) -> TenantPlan:
         per_node = pool.gpus_per_node or counts[0]
         eligible = pool_node_types(pool, per_node, facts)
         max_nodes = pool.max_gpus // per_node
+        warm = pool.warm_nodes
         gpu_pools.append(
             PoolPlan(
                 name=_pool_name(pool.gpu, per_node, pool.spot),
@@ -522,7 +599,8 @@ def plan_tenant(tenant: Tenant, facts: EnvironmentFacts) -> TenantPlan:
                 spot=pool.spot,
                 max_nodes=max_nodes,
                 node_types=eligible,
-                limits=_limits(eligible, max_nodes, pool.max_gpus),
+                # The dynamic pool's: for the nodes and GPUs the warm ones leave.
+                limits=_limits(eligible, max_nodes - warm, pool.max_gpus - warm * per_node),
                 idle_after=pool.idle_after,
                 termination_grace_period=pool.termination_grace_period,
                 # Never evict a running job to repack nodes: a GPU node goes only when empty.
@@ -530,6 +608,7 @@ def plan_tenant(tenant: Tenant, facts: EnvironmentFacts) -> TenantPlan:
                 zones=tuple(pool.zones or ()),
                 node_usd_per_hour={nt.name: node_usd_per_hour(nt, facts.region) for nt in eligible},
                 gpu_timeout=pool.gpu_timeout,
+                warm_nodes=warm,
             )
         )
     cpu_types = facts.node_types_for(None, False)

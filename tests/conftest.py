@@ -44,6 +44,35 @@ def tenant_run(dev_run):
     )
 
 
+# nlp's L4 pool in the shipped dev stack, and the same pool with one warm node.
+NLP_L4_POOL = "- {gpu: nvidia-l4, maxGpus: 4, idleAfter: 60s}"
+NLP_L4_WARM_POOL = "- {gpu: nvidia-l4, maxGpus: 4, idleAfter: 60s, warmNodes: 1}"
+
+
+@pytest.fixture(scope="session")
+def warm_plan(tmp_path_factory):
+    """dev as shipped with one warm node in nlp's L4 pool (`warmNodes: 1`), planned offline once
+    beside the other shipped stacks: `.run` is its program's run, which the tests of the rendered
+    values and of the policy pack use too (no committed stack has warm nodes)."""
+    import shutil
+
+    from tools.plan import plan_stack
+
+    project = tmp_path_factory.mktemp("warm-project")
+    for path in SHIPPED_DIR.glob("Pulumi*.yaml"):
+        shutil.copy(path, project / path.name)
+    stack_file = project / "Pulumi.dev.yaml"
+    text = stack_file.read_text()
+    assert text.count(NLP_L4_POOL) == 1, "the shipped dev stack no longer has nlp's L4 pool as this fixture expects"
+    stack_file.write_text(text.replace(NLP_L4_POOL, NLP_L4_WARM_POOL))
+    return plan_stack("dev", project)
+
+
+@pytest.fixture(scope="session")
+def warm_run(warm_plan) -> ProgramRun:
+    return warm_plan.run
+
+
 @pytest.fixture(scope="session")
 def legacy_dev_run():
     """dev as shipped in the opt-in legacy mode (the official infrastructure template and its broad role)."""

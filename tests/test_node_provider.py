@@ -153,3 +153,21 @@ def test_legacy_mode_is_warned_about(legacy_run):
     [binding] = [m for m in legacy_run.of_type("gcp:projects/iAMMember:IAMMember") if m.input("role") == "projects/acme-ml-dev/roles/gpuPlatform_dev_autoNodes"]
     assert binding.input("condition") is None
     assert not legacy_run.of_type("gpu-platform:tenants:Project")
+
+
+def test_gpu_node_types_carry_the_gpu_label_and_cpu_types_never_do(dev_run, prod_run):
+    """Every GPU node type the NodeProvider registers carries NFD's NVIDIA PCI label, by which the
+    GPU Operator deploys its operands (config/node_properties.py GPU_NODE_LABELS); a CPU node type
+    never does, and none presets nvidia.com/gpu.present, which the operator writes itself."""
+    from config import node_properties as props
+
+    for run in (dev_run, prod_run):
+        node_types = run.one(NODE_PROVIDER).input("spec", "terraform", "nodeTypes")
+        gpu = [nt for nt in node_types if nt["properties"][props.ACCELERATOR] != props.NO_ACCELERATOR]
+        cpu = [nt for nt in node_types if nt["properties"][props.ACCELERATOR] == props.NO_ACCELERATOR]
+        assert gpu and cpu
+        for nt in gpu:
+            assert nt["properties"]["feature.node.kubernetes.io/pci-10de.present"] == "true", nt["name"]
+        for nt in cpu:
+            assert "feature.node.kubernetes.io/pci-10de.present" not in nt["properties"], nt["name"]
+        assert not any("nvidia.com/gpu.present" in nt["properties"] for nt in node_types)

@@ -25,6 +25,11 @@ from config.catalog import BUILTIN, GUEST, load_catalog
 from config.stack import load_stack
 from config.stack_files import read_stack_values
 from boothook_support import DROPIN_DIR_LINE, Node
+from components.tenant_documents import gpu_operator_images_annotation, operator_values
+from components.tenant_vcluster import GPU_OPERATOR_IMAGES_ANNOTATION
+from config.tenant import GpuOperator
+from gpu_operator_chart import gpu_node_images
+from prefetch_support import PATH_UNIT, PULL_SCRIPT, SERVICE_UNIT, PrefetchNode, images_of
 from hcl_support import VARIABLE_TF, blocks, evaluate, expr, failures, label, parse, precondition, require_tofu, run, unquote
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -385,8 +390,11 @@ def test_template_reads_exactly_the_node_type_keys(local_values):
 
 @pytest.mark.parametrize("sample", ["t4-n1", "l4-g2", "a100-a2", "h100-a3", "t4-n1-spot", "l4-g2-spot", "cpu-e2"])
 def test_generated_node_types_carry_exactly_the_keys_read(samples, sample):
+    """Besides the keys the template reads, a GPU node type carries only the node labels of
+    node_properties.GPU_NODE_LABELS, which the template does not read."""
     node_type = samples[sample]
-    assert set(node_type.properties) == _keys_read()
+    assert set(node_type.properties) - set(props.GPU_NODE_LABELS) == _keys_read()
+    assert not set(props.GPU_NODE_LABELS) & _keys_read()
     for key, value in node_type.properties.items():
         assert props.is_label_value(value), f"{node_type.name}: {key}={value!r} is not a label value"
 
@@ -451,7 +459,7 @@ MIME_MENTIONED = "#!/bin/sh\n# writes a MIME-Version: 1.0 header\necho join"
 
 def _vcluster(properties: dict[str, str], *, user_data: str = USER_DATA, claim: str = "nlp-gpu-7xk2p", name: str = "nlp",
               namespace: str = "p-nlp", extra: dict[str, str] | None = None, drop: tuple[str, ...] = (),
-              infrastructure: dict | None = None) -> dict:
+              infrastructure: dict | None = None, annotations: dict[str, str] | None = None) -> dict:
     vcluster_properties = {props.PROJECT: PROJECT, props.REGION: REGION, props.TENANT: "nlp", **(extra or {})}
     return {
         "name": name,
@@ -459,7 +467,7 @@ def _vcluster(properties: dict[str, str], *, user_data: str = USER_DATA, claim: 
         "properties": {k: v for k, v in vcluster_properties.items() if k not in drop},
         "nodeType": {"metadata": {"name": "test-type"}, "spec": {"properties": {k: v for k, v in properties.items() if k not in drop}}},
         "nodeClaim": {"metadata": {"name": claim}},
-        "instance": {"metadata": {"name": name, "namespace": namespace}},
+        "instance": {"metadata": {"name": name, "namespace": namespace, **({"annotations": annotations} if annotations else {})}},
         "nodeEnvironment": {"outputs": {"infrastructure": INFRASTRUCTURE if infrastructure is None else infrastructure}},
     }
 
@@ -474,11 +482,22 @@ def _in_zone(base: dict[str, str], zone: str) -> dict[str, str]:
     return {k: v for k, v in {**_with(base, zone=zone), **labels}.items() if v or k not in labels}
 
 
+PREFETCH_GPUS = ["nvidia-tesla-t4", "nvidia-l4", "nvidia-tesla-a100"]
+PREFETCH_SETTINGS = {"defaults": GpuOperator(), "DCGM off": GpuOperator(dcgm_exporter=False)}
+
+
+def _prefetch(settings: str) -> dict[str, str]:
+    """The instance annotation of the images GPU nodes pull ahead, as TenantVCluster writes it."""
+    return {GPU_OPERATOR_IMAGES_ANNOTATION: gpu_operator_images_annotation(PREFETCH_SETTINGS[settings], PREFETCH_GPUS)}
+
+
 @pytest.fixture(scope="module")
 def evaluated(samples, instance, preconditions, local_values, tmp_path_factory):
     binary = require_tofu()
     t4 = dict(samples["t4-n1"].properties)
     l4 = dict(samples["l4-g2"].properties)
+    a100 = dict(samples["a100-a2"].properties)
+    h100 = dict(samples["h100-a3"].properties)
     cpu = dict(samples["cpu-e2"].properties)
     scenarios = {name: _vcluster(dict(nt.properties)) for name, nt in samples.items()}
     scenarios.update(
@@ -529,6 +548,17 @@ def evaluated(samples, instance, preconditions, local_values, tmp_path_factory):
             "bad-vcluster-name": _vcluster(t4, name="9lives"),
             "bad-no-claim": _vcluster(t4, claim=""),
             "bad-node-metadata": _vcluster(t4, extra={props.NODE_METADATA: "hidden"}),
+            # Image prefetch (gpu-platform/gpu-operator-images).
+            "prefetch-l4": _vcluster(l4, annotations=_prefetch("defaults")),
+            "prefetch-a100": _vcluster(a100, annotations=_prefetch("defaults")),
+            "prefetch-a100-dcgm-off": _vcluster(a100, annotations=_prefetch("DCGM off")),
+            "prefetch-exposed": _vcluster(l4, annotations=_prefetch("defaults"), extra={props.NODE_METADATA: "exposed"}),
+            "prefetch-exposed-no-user-data": _vcluster(l4, user_data="", annotations=_prefetch("defaults"), extra={props.NODE_METADATA: "exposed"}),
+            "prefetch-cpu": _vcluster(cpu, annotations=_prefetch("defaults"), extra={props.NODE_METADATA: "exposed"}),
+            "prefetch-other-gpu": _vcluster(h100, annotations=_prefetch("defaults"), extra={props.NODE_METADATA: "exposed"}),
+            "prefetch-not-json": _vcluster(l4, annotations={GPU_OPERATOR_IMAGES_ANNOTATION: "{nvidia-l4: [a]"}, extra={props.NODE_METADATA: "exposed"}),
+            "prefetch-unsafe": _vcluster(l4, annotations={GPU_OPERATOR_IMAGES_ANNOTATION: json.dumps(
+                {"nvidia-l4": ["nvcr.io/nvidia/a:1;reboot", "$(reboot)", "a b:1", "nvcr.io/nvidia/k8s-device-plugin:v0.18.1", 7]})}),
         }
     )
     probe = {f"local.{name}": f"local.{name}" for name in local_values}
@@ -924,3 +954,134 @@ def test_a_node_whose_image_lacks_fabric_manager_powers_off_before_it_joins(eval
     boot = node.boot(_fabric_manager_part(evaluated, "h100-a3"), command_fail="cat nvidia-fabricmanager", name="fabric-manager")
     assert boot.status != 0 and boot.powered_off
     assert "NVIDIA Fabric Manager unavailable (the image has no nvidia-fabricmanager.service)" in boot.stderr
+
+
+# --- image prefetch (instance annotation gpu-platform/gpu-operator-images; tests/prefetch_support.py)
+
+
+def _named_parts(user_data: str) -> dict[str, str]:
+    """filename → payload of each part of the wrapped user data, in order."""
+    return {part.get_filename(): part.get_payload() for part in _parts(user_data)}
+
+
+@pytest.mark.parametrize(
+    "scenario, settings, gpu",
+    [("prefetch-l4", "defaults", "nvidia-l4"), ("prefetch-a100", "defaults", "nvidia-tesla-a100"), ("prefetch-a100-dcgm-off", "DCGM off", "nvidia-tesla-a100")],
+)
+def test_a_gpu_node_pulls_the_image_set_of_the_pinned_chart(evaluated, scenario, settings, gpu):
+    """What the node pulls (the boothook's list) equals the images our record of the chart starts
+    on a node of that GPU for the tenant's settings: DCGM off leaves the exporter out, MIG-capable
+    A100s add the MIG manager."""
+    result = evaluated[scenario]
+    assert failures(result) == []
+    parts = _named_parts(result["arg.metadata"]["user-data"])
+    assert list(parts) == ["gpu-platform-conceal-metadata", "gpu-platform-image-prefetch", "vcluster-platform"]
+    assert parts["vcluster-platform"] == USER_DATA
+    pulled = images_of(parts["gpu-platform-image-prefetch"])
+    assert len(pulled) == len(set(pulled))
+    mig = load_catalog().gpus[gpu].mig
+    assert set(pulled) == gpu_node_images(operator_values(PREFETCH_SETTINGS[settings]), mig_capable=mig)
+    assert any("k8s-mig-manager" in i for i in pulled) == (gpu == "nvidia-tesla-a100")
+    assert any("dcgm-exporter" in i for i in pulled) == (settings == "defaults")
+
+
+def test_an_exposed_gpu_node_prefetches_too(evaluated):
+    parts = _named_parts(evaluated["prefetch-exposed"]["arg.metadata"]["user-data"])
+    assert list(parts) == ["gpu-platform-image-prefetch", "vcluster-platform"]
+    assert parts["vcluster-platform"] == USER_DATA
+    assert list(_named_parts(evaluated["prefetch-exposed-no-user-data"]["arg.metadata"]["user-data"])) == ["gpu-platform-image-prefetch"]
+
+
+@pytest.mark.parametrize("scenario", ["prefetch-cpu", "prefetch-other-gpu", "prefetch-not-json"])
+def test_nothing_to_prefetch_leaves_the_user_data_as_it_was(evaluated, scenario):
+    """A CPU node, a GPU the property does not list, a property that is not JSON: no prefetch, and
+    an exposed node gets the platform's data as it is (the unlisted GPU, an H100 on an NVSwitch
+    machine type, keeps only its Fabric Manager boothook)."""
+    result = evaluated[scenario]
+    assert result["local.prefetch"] is False and result["local.prefetch_images"] == []
+    user_data = result["arg.metadata"]["user-data"]
+    if scenario == "prefetch-other-gpu":
+        assert list(_named_parts(user_data)) == ["gpu-platform-fabric-manager", "vcluster-platform"]
+    else:
+        assert user_data == USER_DATA
+    assert failures(result) == []
+
+
+def test_only_image_references_reach_the_script(evaluated):
+    result = evaluated["prefetch-unsafe"]
+    assert result["local.prefetch_images"] == ["nvcr.io/nvidia/k8s-device-plugin:v0.18.1"]
+    assert images_of(_named_parts(result["arg.metadata"]["user-data"])["gpu-platform-image-prefetch"]) == ["nvcr.io/nvidia/k8s-device-plugin:v0.18.1"]
+
+
+@pytest.fixture
+def prefetch_boothook(evaluated) -> str:
+    script = _named_parts(evaluated["prefetch-l4"]["arg.metadata"]["user-data"])["gpu-platform-image-prefetch"]
+    assert script == evaluated["prefetch-l4"]["local.prefetch_script"].rstrip("\n")
+    return script
+
+
+def test_the_boothook_only_installs_units_and_returns(prefetch_boothook, tmp_path):
+    """It pulls nothing itself: it writes the pull script and two units, reloads systemd and starts
+    the path unit without waiting for it, so the join that follows is not held up."""
+    node = PrefetchNode(tmp_path)
+    run = node.install(prefetch_boothook)
+    assert (run.status, run.stderr) == (0, "")
+    assert run.calls == ["systemctl daemon-reload", f"systemctl --no-block start {PATH_UNIT}"]
+    assert not node.pulls.exists()  # nothing pulled yet
+    assert node.unit(PATH_UNIT) == [
+        "[Unit]", "Description=gpu-platform: pull the GPU Operator images once containerd runs",
+        "[Path]", "PathExists=/run/containerd/containerd.sock", f"Unit={SERVICE_UNIT}",
+    ]
+    service = node.unit(SERVICE_UNIT)
+    # A oneshot that stays active once done, so the path unit does not start it again; bounded.
+    assert {"Type=oneshot", "RemainAfterExit=yes", "After=containerd.service", "TimeoutStartSec=660"} <= set(service)
+    assert f"ExecStart={node.lib_dir / PULL_SCRIPT}" in service
+    assert (node.lib_dir / PULL_SCRIPT).stat().st_mode & 0o111
+    assert images_of((node.lib_dir / PULL_SCRIPT).read_text()) == images_of(prefetch_boothook)
+
+
+def test_a_boothook_that_cannot_install_still_exits_0(prefetch_boothook, tmp_path):
+    node = PrefetchNode(tmp_path)
+    run = node.install(prefetch_boothook, FAKE_SYSTEMCTL_FAIL="1")
+    assert run.status == 0
+    assert "image prefetch not installed (systemctl daemon-reload); the kubelet pulls the images itself" in run.stderr
+
+
+def test_the_pulls_run_at_once_each_logged(prefetch_boothook, tmp_path):
+    node = PrefetchNode(tmp_path)
+    node.install(prefetch_boothook)
+    images = images_of(prefetch_boothook)
+    run = node.pull(FAKE_PULL_SECONDS="1")
+    assert run.status == 0
+    times = node.pull_times()
+    assert set(times) == set(images)
+    # Every pull started before the first one ended.
+    assert max(t["start"] for t in times.values()) < min(t["end"] for t in times.values())
+    assert run.seconds < len(images) * 1.0
+    for image in images:
+        assert f"gpu-platform prefetch: pulled {image} in " in run.stdout
+        assert f"crictl --runtime-endpoint unix:///run/containerd/containerd.sock pull {image}" in run.calls
+    assert run.stdout.splitlines()[-1] == "gpu-platform prefetch: done"
+
+
+def test_a_failed_or_hanging_pull_is_logged_bounded_and_never_fails(prefetch_boothook, tmp_path):
+    node = PrefetchNode(tmp_path)
+    node.install(prefetch_boothook)
+    run = node.pull(limit=1, FAKE_PULL_FAIL="dcgm-exporter", FAKE_PULL_HANG="k8s-device-plugin")
+    assert run.status == 0
+    assert run.seconds < 10  # the hanging pull is stopped at the limit, not after its 30 s
+    assert "gpu-platform prefetch: nvcr.io/nvidia/k8s-device-plugin:v0.18.1 not pulled (status 124" in run.stdout
+    assert "gpu-platform prefetch: nvcr.io/nvidia/k8s/dcgm-exporter:4.4.2-4.7.0-distroless not pulled (status 1 " in run.stdout
+    assert "gpu-platform prefetch: pulled nvcr.io/nvidia/gpu-operator:v25.10.1 in " in run.stdout
+
+
+def test_without_crictl_ctr_pulls_into_the_kubelets_namespace_and_without_either_nothing_fails(prefetch_boothook, tmp_path):
+    node = PrefetchNode(tmp_path / "ctr", pull_tool="ctr")
+    node.install(prefetch_boothook)
+    run = node.pull()
+    assert run.status == 0
+    assert "ctr --address /run/containerd/containerd.sock --namespace k8s.io images pull nvcr.io/nvidia/gpu-operator:v25.10.1" in run.calls
+    bare = PrefetchNode(tmp_path / "none", pull_tool=None)
+    bare.install(prefetch_boothook)
+    run = bare.pull()
+    assert (run.status, run.stdout.strip()) == (0, "gpu-platform prefetch: neither crictl nor ctr found; the kubelet pulls the images itself")

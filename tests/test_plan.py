@@ -759,7 +759,7 @@ def pool_rows(text: str) -> dict[tuple[str, str], list[str]]:
     for line in section(text, "Tenants (").splitlines()[1:]:
         if re.match(r"^  \S", line):
             tenant = line.split(":")[0].strip()
-        elif line.startswith("    ") and not line.startswith(("    isolation", "    monitoring", "    shutdown:", "    backup:")) and not line.strip().startswith("pool "):
+        elif line.startswith("    ") and not line.startswith(("    isolation", "    monitoring", "    shutdown:", "    backup:", "    image prefetch")) and not line.strip().startswith("pool "):
             cells = re.split(r"\s{2,}", line.strip())
             rows[(tenant, cells[0])] = cells
     return rows

@@ -114,6 +114,7 @@ def summary(plan: StackPlan) -> dict[str, Any]:
                 "cidr": tenant.plan.tenant.network.cidr,
                 "hostNamespace": tenant.host_namespace,
                 "gpuOperatorVersion": tenant.gpu_operator_version,
+                "prefetchImages": tenant.prefetch_images,
                 "pools": [
                     {
                         "name": p.name,
@@ -125,6 +126,11 @@ def summary(plan: StackPlan) -> dict[str, Any]:
                         "machineTypes": p.machine_types or list(pool_costs[(tenant.name, p.name)].machine_types),
                         "zones": p.zones,
                         "limits": p.limits,
+                        "warmNodes": p.warm_nodes,
+                        "warmMachineTypes": p.warm_machine_types,
+                        "warmUsdPerHour": _round(pool_costs[(tenant.name, p.name)].warm) if (tenant.name, p.name) in pool_costs else None,
+                        "warmUsdPerMonth": _round(pool_costs[(tenant.name, p.name)].warm_per_month) if (tenant.name, p.name) in pool_costs else None,
+                        "firstGpu": p.first_gpu,
                         "expectedUsdPerHour": _round(pool_costs[(tenant.name, p.name)].expected) if (tenant.name, p.name) in pool_costs else None,
                         "ceilingUsdPerHour": _round(pool_costs[(tenant.name, p.name)].ceiling) if (tenant.name, p.name) in pool_costs else None,
                     }

@@ -35,6 +35,13 @@ class Pool:
     machine_types: list[str]  # the instance-type selector; empty: every type of the class
     limits: dict[str, str]
     zones: list[str] = field(default_factory=list)  # the zone selector; empty: every zone of its node types
+    warm_nodes: int = 0  # its static pool's quantity (gpuPools[i].warmNodes)
+    warm_machine_types: list[str] = field(default_factory=list)  # the static pool's instance-type selector
+
+    @property
+    def first_gpu(self) -> str | None:
+        """Where a pod's first GPU comes from: a node already running, or a VM created for it."""
+        return None if self.gpu is None else "warm" if self.warm_nodes else "on demand"
 
 
 @dataclass
@@ -47,6 +54,8 @@ class TenantReport:
     gpu_operator_values: str | None
     objects: str | None
     host_namespace: str | None
+    # GPU type → the images its nodes pull ahead (the instance annotation the program registered).
+    prefetch_images: dict[str, list[str]] = field(default_factory=dict)
 
 
 @dataclass

@@ -167,6 +167,7 @@ def _tenants(plan: StackPlan) -> list[str]:
         lines.append(f"    {isolation_plan.tenant_line(plan, tenant.plan)}")
         lines.extend(f"    {line}" for line in reliability_plan.tenant_lines(plan, tenant))
         lines.append(f"    {monitoring_plan.tenant_line(plan, tenant.plan)}")
+        lines.append(f"    {_prefetch_line(tenant)}")
         rows = []
         for p in tenant.pools:
             cost = pool_costs.get((tenant.name, p.name))
@@ -180,20 +181,44 @@ def _tenants(plan: StackPlan) -> list[str]:
                     "spot" if p.spot else "on-demand",
                     ", ".join(p.machine_types) or ", ".join(cost.machine_types if cost else ()),
                     ", ".join(p.zones) or "all",
-                    ", ".join(f"{k} {v}" for k, v in p.limits.items()),
+                    ", ".join(f"{k} {v}" for k, v in p.limits.items()) or "—",
+                    _warm_cell(p, cost),
+                    p.first_gpu or "—",
                     _money(cost.expected if cost else None),
                     _money(cost.ceiling if cost else None) + (f" ({cost.ceiling_shape})" if cost and cost.ceiling_shape else ""),
                 ]
             )
         lines.extend(
             _table(
-                ["pool", "GPU class", "GPUs/node", "max GPUs", "idle after", "capacity", "machine types", "zones", "limits", "expected USD/h", "ceiling USD/h"],
+                ["pool", "GPU class", "GPUs/node", "max GPUs", "idle after", "capacity", "machine types", "zones", "limits",
+                 "warm nodes (always on)", "first GPU", "expected USD/h", "ceiling USD/h"],
                 rows,
                 indent="    ",
-                right=[2, 3, 9],
+                right=[2, 3, 11],
             )
         )
     return lines
+
+
+def _warm_cell(pool, cost) -> str:
+    """A pool's warm nodes with what they cost per hour and per month, running or idle."""
+    if not pool.warm_nodes:
+        return "none" if pool.gpu else "—"
+    machine = ", ".join(pool.warm_machine_types) or "?"
+    warm = cost.warm if cost else None
+    month = cost.warm_per_month if cost else None
+    return f"{pool.warm_nodes} × {machine}: {_money(warm)} USD/h, {_money(month)} USD/month"
+
+
+def _prefetch_line(tenant) -> str:
+    images = tenant.prefetch_images
+    if not images:
+        return (
+            f"image prefetch: none (the images of GPU Operator {tenant.gpu_operator_version or '?'} are not recorded in "
+            "config/gpu_operator.py; the kubelet pulls them one by one)"
+        )
+    counts = ", ".join(f"{gpu} {len(found)}" for gpu, found in images.items())
+    return f"image prefetch: each GPU node pulls its GPU Operator images at once as containerd starts (images per GPU type: {counts})"
 
 
 def _costs(plan: StackPlan) -> list[str]:

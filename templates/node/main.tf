@@ -12,7 +12,8 @@
 #   var.vcluster.nodeEnvironment.outputs     subnet_name, service_account_email, node_name_prefix
 #                                            (environment template)
 #   var.vcluster.userData                    cloud-init that joins the node to its vCluster
-#   var.vcluster.instance / nodeClaim        names for the VM, its labels and network tag
+#   var.vcluster.instance / nodeClaim        names for the VM, its labels and network tag; the
+#                                            instance's gpu-platform/gpu-operator-images annotation
 #
 # The platform's identity may only create/get/delete instances and disks, use subnetworks and
 # poll zone operations (config/permissions.yaml `autoNodes`), so this template reads no data
@@ -270,6 +271,7 @@ locals {
   boothooks = concat(
     local.conceal_metadata ? [{ name = "gpu-platform-conceal-metadata", script = local.conceal_script }] : [],
     local.fabric_manager ? [{ name = "gpu-platform-fabric-manager", script = local.fabric_manager_script }] : [],
+    local.prefetch ? [{ name = "gpu-platform-image-prefetch", script = local.prefetch_script }] : [],
   )
   # The platform's user data (cloud-init that joins the node) goes on unchanged, as the last part
   # of a MIME multipart document after our boothooks. cloud-init runs boothooks at every boot
@@ -291,6 +293,8 @@ locals {
     "",
     local.platform_user_data,
   ])
+  # Our boothooks (local.boothooks, each only where it applies), then the platform's part. The
+  # MIME document is written whenever there is a boothook.
   boothook_user_data = join("\n", concat(
     [
       "Content-Type: multipart/mixed; boundary=\"${local.mime_boundary}\"",
@@ -307,6 +311,83 @@ locals {
     local.has_user_data ? ["--${local.mime_boundary}", local.platform_part] : [],
     ["--${local.mime_boundary}--", ""],
   ))
+  wrap_user_data = local.conceal_metadata || local.prefetch
+
+  # Image prefetch (annotation gpu-platform/gpu-operator-images of the tenant's instance: JSON, GPU
+  # type → images, which Pulumi derives from the tenant's GPU Operator settings in
+  # config/gpu_operator.py; components/tenant_vcluster.py says why an annotation). On a GPU node
+  # whose type has images there, a second boothook installs a path unit that starts, as soon as
+  # containerd's socket exists (the join installs and starts containerd before `kubeadm join`:
+  # vcluster-docs vcluster/deploy/worker-nodes/private-nodes/join.mdx), a service pulling every
+  # image at once, so each operand finds its image when the operator schedules it instead of the
+  # kubelet pulling them one after another (serially by default, and only once each init
+  # container before them is done). Not the vcluster's `privateNodes.joinNode.postJoinCommands`:
+  # loft-sh/vcluster at tag v0.36.1 defines it (config/config.go `JoinConfiguration`, "executed
+  # after kubeadm join") but the join script that runs it is served by the platform and is not
+  # public, so neither when it runs nor whether a failing command fails the join can be read.
+  # The boothook only writes three files and starts the path unit without waiting (`--no-block`);
+  # the pulls run in their own unit, each bounded by `timeout`, and the unit by TimeoutStartSec:
+  # nothing waits for them, and the script always exits 0. Each image must be a fully qualified
+  # reference (registry host, path, tag or digest: what `ctr` needs), so nothing else reaches the
+  # script.
+  prefetch_images = [
+    for image in try(jsondecode(nonsensitive(var.vcluster.instance.metadata.annotations["gpu-platform/gpu-operator-images"]))[local.accelerator], []) :
+    image if can(regex("^[a-z0-9][a-z0-9.-]*\\.[a-z0-9.-]+(:[0-9]+)?/[a-z0-9._/-]+(:[A-Za-z0-9._-]+)?(@sha256:[a-f0-9]{64})?$", image))
+  ]
+  prefetch        = local.gpu && length(local.prefetch_images) > 0
+  prefetch_script = <<-EOT
+    #!/bin/sh
+    # gpu-platform: pull the GPU Operator's images as soon as containerd runs (templates/node/main.tf).
+    # Runs at every boot and returns at once: it only installs the units; it never fails the join.
+    unit_dir=/etc/systemd/system
+    lib_dir=/usr/local/lib/gpu-platform
+    pull_script="$lib_dir/prefetch-images"
+    skip() {
+      echo "gpu-platform: image prefetch not installed ($1); the kubelet pulls the images itself" >&2
+      exit 0
+    }
+    mkdir -p "$unit_dir" "$lib_dir" || skip "directories"
+    cat >"$pull_script" <<'PULL' || skip "pull script"
+    #!/bin/sh
+    # Every image at once, each bounded; logs each; exits 0 whatever happens.
+    images='${join(" ", local.prefetch_images)}'
+    socket=/run/containerd/containerd.sock
+    limit=600
+    if command -v crictl >/dev/null 2>&1; then
+      pull="crictl --runtime-endpoint unix://$socket pull"
+    elif command -v ctr >/dev/null 2>&1; then
+      pull="ctr --address $socket --namespace k8s.io images pull"
+    else
+      echo "gpu-platform prefetch: neither crictl nor ctr found; the kubelet pulls the images itself"
+      exit 0
+    fi
+    echo "gpu-platform prefetch: pulling $images"
+    for image in $images; do
+      (
+        start=$(date +%s)
+        timeout "$limit" $pull "$image" >/dev/null 2>&1
+        status=$?
+        if [ "$status" -eq 0 ]; then
+          echo "gpu-platform prefetch: pulled $image in $(($(date +%s) - start)) s"
+        else
+          echo "gpu-platform prefetch: $image not pulled (status $status after $(($(date +%s) - start)) s, limit $limit s)"
+        fi
+      ) &
+    done
+    wait
+    echo "gpu-platform prefetch: done"
+    exit 0
+    PULL
+    chmod 0755 "$pull_script" || skip "pull script mode"
+    printf '%s\n' '[Unit]' 'Description=gpu-platform: pull the GPU Operator images once containerd runs' \
+      '[Path]' 'PathExists=/run/containerd/containerd.sock' 'Unit=gpu-platform-image-prefetch.service' \
+      >"$unit_dir/gpu-platform-image-prefetch.path" || skip "path unit"
+    printf '%s\n' '[Unit]' 'Description=gpu-platform: pull the GPU Operator images in parallel' 'After=containerd.service' \
+      '[Service]' 'Type=oneshot' 'RemainAfterExit=yes' "ExecStart=$pull_script" 'TimeoutStartSec=660' \
+      'StandardOutput=journal+console' >"$unit_dir/gpu-platform-image-prefetch.service" || skip "service unit"
+    systemctl daemon-reload || skip "systemctl daemon-reload"
+    systemctl --no-block start gpu-platform-image-prefetch.path || skip "systemctl start"
+  EOT
 
   metadata = merge(
     {
@@ -315,7 +396,7 @@ locals {
     },
     # The Deep Learning VM image already has the NVIDIA driver; don't let it offer an install.
     local.gpu ? { install-nvidia-driver = "False" } : {},
-    # Without boothooks (exposed, no NVSwitch): the platform's user data as it is, and no
+    # Without boothooks (exposed, no NVSwitch, nothing to prefetch): the platform's user data as it is, and no
     # user-data key at all when the platform passes none (as upstream does since v0.1.1).
     length(local.boothooks) > 0 ? { user-data = local.boothook_user_data } : {},
     length(local.boothooks) == 0 && local.has_user_data ? { user-data = var.vcluster.userData } : {},

@@ -60,6 +60,7 @@ class Settings:
     idle_margin_seconds: int = 600  # VM deleted within idleAfter plus this
     node_timeout_seconds: int = 1200  # a GPU node must register within this after the Job
     restore_drill: bool = False  # back up, delete the tenant's host namespace, restore, check (off by default)
+    warm_nodes: int = 0  # the GPU pool's warmNodes: 1 measures a pod's wait on a warm node
 
     @property
     def mode(self) -> str:
@@ -92,6 +93,8 @@ class Settings:
             problems.append(f"GPU_QUOTA={self.gpu_quota} must be at least GPUS_PER_NODE={self.gpus_per_node} (≥ 1)")
         if self.idle_margin_seconds < 0 or self.node_timeout_seconds < 60:
             problems.append("IDLE_MARGIN must be ≥ 0 and NODE_TIMEOUT ≥ 60 seconds")
+        if self.warm_nodes not in (0, 1):
+            problems.append(f"WARM_NODES={self.warm_nodes}: allowed: 0 (the Job waits for a new VM) or 1 (for a warm node; the run's pool holds one node)")
         return problems
 
     def to_dict(self) -> dict[str, Any]:
@@ -131,8 +134,16 @@ def stack_values(settings: Settings, run_id: str) -> dict[str, Any]:
                 "isolation": settings.mode,
                 **({"gcpProject": settings.team_project} if settings.mode == PROJECT_MODE else {}),
                 "network": {"cidr": TENANT_CIDR},
-                # One node's worth of GPUs: the smoke Job needs one GPU, the pool may make one VM.
-                "gpuPools": [{"gpu": settings.gpu, "maxGpus": settings.gpus_per_node, "gpusPerNode": settings.gpus_per_node}],
+                # One node's worth of GPUs: the smoke Job needs one GPU, the pool may make one VM
+                # (with WARM_NODES=1, that node is warm: it runs from the tenant's creation on).
+                "gpuPools": [
+                    {
+                        "gpu": settings.gpu,
+                        "maxGpus": settings.gpus_per_node,
+                        "gpusPerNode": settings.gpus_per_node,
+                        **({"warmNodes": settings.warm_nodes} if settings.warm_nodes else {}),
+                    }
+                ],
             }
         ],
     }
@@ -240,7 +251,8 @@ def cost_estimate(env: EnvironmentStack, *, restore_drill: bool = False) -> list
         if line.always_on != 0.0  # the GPU pools: nothing while idle, priced below
     ]
     for pool in costs.pools:
-        if pool.pool in gpu_pools:
+        # A warm node is priced with the always-on parts above, for the whole run.
+        if pool.pool in gpu_pools and not gpu_pools[pool.pool].warm_nodes:
             minutes = None if pool.expected is None else pool.expected * GPU_VM_MINUTES / 60
             plan = gpu_pools[pool.pool]
             shape = f"{', '.join(pool.machine_types)} with {plan.gpus_per_node} × {plan.gpu}"
