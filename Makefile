@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 STACK  ?= dev
 
-.PHONY: venv test plan plan-all bench constraints policy-data clean acceptance acceptance-cleanup
+.PHONY: venv test plan plan-all bench constraints policy-data docs clean acceptance acceptance-cleanup
 
 $(STAMP): requirements.txt constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -71,6 +71,11 @@ constraints: $(STAMP)
 ## The policy pack's copy of the program's data (policy/program_data.json); a test fails when stale.
 policy-data: $(STAMP)
 	$(BIN)/python -m tools.policy_data
+
+## The configuration reference (docs/configuration.md) and Pulumi.yaml's descriptions, generated from
+## the config models' docstrings; a test fails when either is stale.
+docs: $(STAMP)
+	$(BIN)/python -m tools.config_reference
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis plan-out

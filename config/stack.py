@@ -25,6 +25,7 @@ from .environment import (
     check_platform,
     check_region,
     environment_warnings,
+    image_family_warnings,
     resolve_cluster_defaults,
     resolve_platform_defaults,
 )
@@ -35,6 +36,7 @@ from .isolation import SHARED, Placement, check_tenant_projects, placement, shar
 from .node_types import NodeTypeOffer, generate_node_types
 from .quota import QuotaLine, TenantEntry, quota_lines, team_stack_tenants
 from .stack_files import StackFileError, list_stacks, read_stack_values, structured
+from .stack_keys import unknown_gcp_keys
 from .tenant import MAX_TENANT_NAME, Tenant, TenantPlan, check_tenant, plan_tenant
 
 NS = "gpu-platform"
@@ -126,7 +128,8 @@ def unknown_keys(keys: set[str], values: dict[str, Any]) -> list[Problem]:
     license_key = platform.get("licenseTokenKey") if isinstance(platform, dict) else None
     known = KNOWN_KEYS | ({f"{NS}:{license_key}"} if isinstance(license_key, str) else set())
     names = ", ".join(sorted(k.split(":", 1)[1] for k in known))
-    return [Problem(k.split(":", 1)[1], f"unknown key; known: {names}") for k in sorted(keys) if k.startswith(f"{NS}:") and k not in known]
+    found = [Problem(k.split(":", 1)[1], f"unknown key; known: {names}") for k in sorted(keys) if k.startswith(f"{NS}:") and k not in known]
+    return found + unknown_gcp_keys(keys)
 
 
 def _load_environment_stack(values, environment, stack, project_dir, catalog, problems, team_stacks) -> EnvironmentStack | None:
@@ -208,6 +211,7 @@ def _load_environment_stack(values, environment, stack, project_dir, catalog, pr
         tenants=tuple(plan_tenant(t, facts) for t in tenants),
         warnings=(
             *environment_warnings(environment, cluster, node_provider),
+            *image_family_warnings(node_provider, catalog),
             *(shared_warning(f"tenants[{i}]", t.name, project) for i, t in enumerate(tenants) if t.isolation == SHARED),
             *quota_warnings,
         ),
