@@ -27,7 +27,7 @@ plan: $(STAMP)
 plan-all: $(STAMP)
 	$(BIN)/python -m tools.plan --all
 
-## Acceptance test against a real GCP project (README "Acceptance test"): deploys an ephemeral
+## Acceptance test against a real GCP project (docs/acceptance.md "Acceptance test"): deploys an ephemeral
 ## environment with one tenant, checks a GPU node end to end, destroys everything. Costs money.
 ##   make acceptance PROJECT=<id> [TEAM_PROJECT=<id>] [REGION=us-central1] [ZONES=<region>-a,<region>-b] [GPU=nvidia-tesla-t4] [GPU_QUOTA=1]
 ## With TEAM_PROJECT (an existing project) the tenant runs in project mode there; without, shared.
@@ -59,7 +59,7 @@ acceptance: $(STAMP)
 acceptance-cleanup: $(STAMP)
 	@$(BIN)/python -m tests.acceptance.run --cleanup --out "$$ACCEPTANCE_OUT"
 
-## Benchmarks (numbers go to README.md "Performance").
+## Benchmarks (numbers go to docs/development.md "Performance").
 bench: $(STAMP)
 	$(BIN)/python -m bench.run
 

@@ -52,7 +52,7 @@ def deploy_environment(env: EnvironmentStack) -> None:
     config = pulumi.Config(NS)
     # A generated password is not exported: every reader of the stack's outputs (a team stack's
     # StackReference among them) would get it. It stays a secret in the state and in the
-    # Kubernetes Secret the chart reads (README "Deploy an environment" says how to read it).
+    # Kubernetes Secret the chart reads (docs/deploy.md "The platform's admin login" says how to read it).
     if is_set(f"{NS}:platformAdminPassword"):
         admin_password = config.require_secret("platformAdminPassword")
     else:

@@ -1,5 +1,5 @@
 """gpu-platform-bootstrap: what the CI pipeline needs before it can run, created once per
-organization by an administrator (`pulumi up` in bootstrap/). README "Continuous delivery".
+organization by an administrator (`pulumi up` in bootstrap/). docs/ci.md "Continuous delivery".
 
 Google Cloud: a Workload Identity pool trusting GitHub's tokens of one repository, and per
 environment a deploy, a preview and a drift service account (no keys). Pulumi Cloud (unless

@@ -6,7 +6,7 @@ kind of GitHub job:
     preview  `pulumi preview`, read-only       pull-request jobs (dev) or environment `production-preview` (prod)
     drift    `pulumi preview --refresh`        environment `drift`, from refs/heads/main only
 
-Roles come from ci_roles.yaml (README "Continuous delivery" lists the same). A binding names one
+Roles come from ci_roles.yaml (docs/ci.md "The identities" lists the same). A binding names one
 token subject (`principal://…/subject/<sub>`), never a whole pool or repository owner: Google's
 principal identifiers, https://cloud.google.com/iam/docs/principal-identifiers, and
 google-github-actions/auth README (tag v3.0.0), "Direct Workload Identity Federation" and its

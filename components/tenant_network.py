@@ -1,5 +1,5 @@
 """TenantNetwork: everything durable a tenant's VMs need in GCP, owned by Pulumi so the platform's
-identity never creates networks, service accounts or IAM bindings (README "Security"). All of it
+identity never creates networks, service accounts or IAM bindings (docs/security.md "Security"). All of it
 lives in the tenant's project (components/tenant_project.py): the team's own, or the environment's
 for a shared tenant.
 
@@ -22,8 +22,8 @@ from config.isolation import TenantRoles, instance_name_condition, node_name_pre
 HEALTH_CHECK_RANGES = ["130.211.0.0/22", "35.191.0.0/16"]
 IAP_RANGE = "35.235.240.0/20"
 
-# role → why the tenant's nodes need it (config/iam_grants.yaml; README renders the same table,
-# and the policy pack allows exactly these grants).
+# role → why the tenant's nodes need it (config/iam_grants.yaml; docs/security.md
+# "Node service account" renders the same table, and the policy pack allows exactly these grants).
 NODE_ROLES = predefined_roles("tenantNodes", "project")
 DISK_ROLES = predefined_roles("tenantNodes", "project", when="persistentDisks")
 LOAD_BALANCER_ROLES = predefined_roles("tenantNodes", "project", when="loadBalancerServices")

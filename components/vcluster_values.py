@@ -52,7 +52,7 @@ def render_values(
         # chart/templates/networkpolicy.yaml at v0.36.1; with private nodes only `vc-cp-<name>`):
         # the control plane accepts TCP 8443 from any source, every port from `app: loft` pods of
         # any namespace, its own peers and `app: vcluster-snapshot` pods; it sends to host DNS,
-        # TCP 443/8443/6443 of any address, its peers and the platform (README "Security").
+        # TCP 443/8443/6443 of any address, its peers and the platform (docs/security.md "Joins and the host cluster").
         "policies": {"networkPolicy": {"enabled": True}},
         "privateNodes": {
             "enabled": True,

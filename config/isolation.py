@@ -262,7 +262,7 @@ def _check_shared(path: str, tenant: Any, facts: Any, others: list, problems: Pr
             problems.add(
                 f"{path}.isolation",
                 f"shared is not allowed in environment {facts.environment}: give the team its own project (isolation: project, the default), "
-                "or allow it in the environment stack with platform.allowSharedIsolation: true (README \"Security\" says what remains shared)",
+                "or allow it in the environment stack with platform.allowSharedIsolation: true (docs/security.md \"Shared mode\" says what remains shared)",
             )
 
 
@@ -283,5 +283,5 @@ def shared_warning(path: str, tenant: str, host_project: str) -> str:
         f"{path} ({tenant}) uses isolation: shared: its VMs, disks, network and node identity live in the environment's project "
         f"{host_project}, beside every other shared tenant and the host cluster's volumes. A workload on its nodes that obtains the "
         "node identity can read every VM's metadata there and, with persistentDisks, copy any disk of that project. "
-        "Use isolation: project for teams that must not trust each other (README \"Security\", \"Migration\")."
+        "Use isolation: project for teams that must not trust each other (docs/security.md \"Security\", docs/migration.md \"Migration\")."
     )

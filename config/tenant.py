@@ -141,7 +141,7 @@ class Tenant(ConfigModel):
     smoke_test: bool = False
     """A Job running nvidia-smi on one GPU of the tenant."""
     persistent_disks: bool = True
-    """Persistent volumes through the PD CSI driver on the tenant's nodes, whose node identity then holds project-wide disk rights (see the security page)."""
+    """Persistent volumes through the PD CSI driver on the tenant's nodes, whose node identity then holds project-wide disk rights (docs/security.md, "Node service account")."""
     load_balancer_services: bool = False
     """Let the tenant's cloud controller manager create Google load balancers for its Services (load-balancer and firewall rights for its node identity); off: Services stay internal."""
     isolation: Literal["project", "shared"] = "project"
@@ -290,7 +290,7 @@ class TenantPlan:
         return self.cpu_pool.cheapest_usd_per_hour
 
 
-# What "expected" means, wherever a cost is shown (the plan's tables, README "Costs").
+# What "expected" means, wherever a cost is shown (the plan's tables, docs/costs.md "Costs").
 EXPECTED = (
     "every GPU pool busy at its GPU limit on the node type the platform picks, the cheapest that fits; "
     "everything else as when idle (a tenant's CPU pool: its one node for system pods)"

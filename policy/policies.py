@@ -15,7 +15,7 @@ program itself uses (vcluster_reader.py).
 from __future__ import annotations
 
 from guardrails import cost, gke, iam, platform_objects, supply_chain, tenancy, vcluster_values
-from guardrails.common import (  # noqa: F401  (re-exported for the tests and the README check)
+from guardrails.common import (  # noqa: F401  (re-exported for the tests and the docs check)
     BOOTSTRAP_PROJECT,
     CLUSTER_ENVIRONMENT_LABEL,
     CUSTOM_ROLES,
@@ -86,5 +86,5 @@ POLICIES = [
 
 # What the opt-in legacy mode (nodeProvider.legacyInfrastructure: true) violates on purpose: the
 # official broad role, bound unconditioned, and control planes open to any joining node. A stack
-# that opts in lowers exactly these through policy config (README "Guardrails").
+# that opts in lowers exactly these through policy config (docs/guardrails.md "Guardrails").
 LEGACY_MODE_POLICIES = [custom_role_permissions, custom_role_least_privilege, conditioned_grants, control_plane_isolation]

@@ -1,8 +1,8 @@
 """Which stack files a test runs on: the stacks as shipped, or the stacks of this checkout.
 
-The repository's own `Pulumi.*.yaml` are the user's: README tells them to add team stacks and
-inline tenants there, so a test of exact figures (costs, resource counts, tenant lists, README's
-worked examples) would break the moment someone follows README. Those tests run on a frozen copy
+The repository's own `Pulumi.*.yaml` are the user's: the docs tell them to add team stacks and
+inline tenants there, so a test of exact figures (costs, resource counts, tenant lists, the docs'
+worked examples) would break the moment someone follows the docs. Those tests run on a frozen copy
 of the stacks as shipped, `tests/data/shipped/` (its `Pulumi.yaml` is a link to the project's).
 Tests about every committed stack iterate whatever stacks this checkout has (`committed_stacks`)
 and assert what must hold for any of them: it plans, passes the policy pack, CI selects it.

@@ -1,12 +1,12 @@
-"""README's "Add a team", followed to the letter, keeps the product's own tests green.
+"""docs/teams.md "Add a team", followed to the letter, keeps the product's own tests green.
 
 A copy of this checkout, its stacks as shipped (tests/data/shipped/: whatever teams this checkout
-has added already, README's examples among them, are not the experiment's starting point), gets
-README's inline tenant example (appended to dev's `tenants`) and one of its team stack examples
-(saved under the name README gives it), the new stack and the teams' existing projects listed for
-CI in `bootstrap/Pulumi.ci.yaml` as README says; then the tests that iterate every committed stack
+has added already, the docs' examples among them, are not the experiment's starting point), gets
+the docs' inline tenant example (appended to dev's `tenants`) and one of their team stack examples
+(saved under the name the docs give it), the new stack and the teams' existing projects listed for
+CI in `bootstrap/Pulumi.ci.yaml` as the docs say; then the tests that iterate every committed stack
 (CI deploys the new team stack after dev among them), the bootstrap's tests that follow its list,
-and README's example tests, which used to fail when a team was added, run there. Only that subset:
+and the docs' example tests, which used to fail when a team was added, run there. Only that subset:
 each of them is in the full suite here already.
 """
 
@@ -16,20 +16,19 @@ import re
 import shutil
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import yaml
 
 from config.stack_files import PROJECT_DIR, list_stacks, read_stack_values
+from docs_support import yaml_blocks
 from shipped_stacks import SHIPPED_DIR, SHIPPED_STACKS
 
 NS = "gpu-platform"
-README = (PROJECT_DIR / "README.md").read_text()
 NOT_COPIED = shutil.ignore_patterns(".venv", ".git", "__pycache__", ".hypothesis", ".pytest_cache", "plan-out", "acceptance-out")
 
-# The tests of every committed stack, and README's example tests, which used to fail when README was
-# followed. (The other tests of exact values that failed then, such as dev's quota table, run on the
+# The tests of every committed stack, and the docs' example tests, which used to fail when the docs
+# were followed. (The other tests of exact values that failed then, such as dev's quota table, run on the
 # shipped stacks alone now, whatever this checkout holds, so running them there would prove nothing.)
 SUBSET = [
     "tests/test_policies.py::test_pack_passes_every_committed_stack",
@@ -39,7 +38,7 @@ SUBSET = [
     "tests/test_readme.py::test_stack_file_examples_work_as_new_stacks",
     "tests/test_readme.py::test_stack_value_examples_fit_every_environment_stack",
 ]
-# The bootstrap after README's edit of it: every committed stack and existing team project listed
+# The bootstrap after the docs' edit of it: every committed stack and existing team project listed
 # for CI, the teams' stack permissions and the policy group follow the list, the pack (its data
 # regenerated) still passes the bootstrap.
 SUBSET += [
@@ -55,11 +54,11 @@ SUBSET += [
 
 
 def readme_examples() -> tuple[list[dict], list[tuple[str, str]]]:
-    """README's inline tenants (the `gpu-platform:tenants` example) and its team stack examples
+    """The docs' inline tenants (the `gpu-platform:tenants` example) and their team stack examples
     (`Pulumi.<stack>.yaml` and its text), as a user pastes them."""
     inline, stack_files = [], []
-    for name, text in re.findall(r"(?:`([^`\n]+)`:\n\n)?```yaml\n(.*?)```", README, flags=re.S):
-        document = yaml.safe_load(textwrap.dedent(text))
+    for name, text in yaml_blocks():
+        document = yaml.safe_load(text)
         if isinstance(document, dict) and f"{NS}:tenants" in document:
             inline += document[f"{NS}:tenants"]
         elif isinstance(document, dict) and "config" in document and name:
@@ -99,8 +98,8 @@ def list_for_ci(project: Path, stack: str) -> None:
 
 
 def add_teams_as_readme_says(project: Path) -> str:
-    """Both of README's ways at once: its inline tenant in dev, and a team stack of another team
-    (README's two "Add a team" examples are the same team, robotics, so the zones example's maps).
+    """Both of the docs' ways at once: their inline tenant in dev, and a team stack of another team
+    (the two "Add a team" examples are the same team, robotics, so the zones example's maps).
     Returns the new stack's name."""
     inline, stack_files = readme_examples()
     names = {t["name"] for t in inline}

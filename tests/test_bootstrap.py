@@ -1,6 +1,6 @@
 """The CI bootstrap (bootstrap/), run under the mock engine from its committed stack file: who can
 obtain which identity (the provider's condition, evaluated on GitHub token claims; one subject per
-binding), the roles exactly as README lists them, no keys, its Pulumi Cloud teams, OIDC rules and
+binding), the roles exactly as the docs list them, no keys, its Pulumi Cloud teams, OIDC rules and
 policy group, and configuration errors reported all at once before anything is registered."""
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import pytest
 import yaml
 from ci_config import MAIN_REF
 from policy_support import analyze, args_of, requirement_pins, violations
+from docs_support import section
 from shipped_stacks import SHIPPED_DIR, SHIPPED_STACKS, shipped_values
 
 from config.stack_files import PROJECT_DIR, list_stacks, read_stack_values
@@ -27,7 +28,6 @@ NS = PROJECT + ":"
 SA_MEMBER = "gcp:serviceaccount/iAMMember:IAMMember"
 PROJECT_MEMBER = "gcp:projects/iAMMember:IAMMember"
 POOL = "projects/placeholder-project-number/locations/global/workloadIdentityPools/github-actions"
-README = (PROJECT_DIR / "README.md").read_text()
 CI_ROLES = yaml.safe_load((BOOTSTRAP_DIR / "ci_roles.yaml").read_text())
 
 
@@ -140,14 +140,12 @@ def test_no_service_account_keys(bootstrap):
     assert {r.input("accountId") for r in bootstrap.of_type("gcp:serviceaccount/account:Account")} == set(EXPECTED_SUBJECTS)
 
 
-# --- Roles, exactly as README lists them ----------------------------------------------------------
+# --- Roles, exactly as the docs list them --------------------------------------------------------
 
 
 def readme_roles() -> set[tuple[str, str, str]]:
-    start = README.index("## Continuous delivery")
-    section = README[start : README.find("\n## ", start + 1)]
-    rows = re.findall(r"^\| (deploy|preview|drift) \| (project|team project|folder|billing account) \| `([^`]+)` \|", section, flags=re.MULTILINE)
-    assert rows, "README Continuous delivery has no role table"
+    rows = re.findall(r"^\| (deploy|preview|drift) \| (project|team project|folder|billing account) \| `([^`]+)` \|", section("The identities"), flags=re.MULTILINE)
+    assert rows, "docs/ci.md \"The identities\" has no role table"
     scopes = {"project": "project", "team project": "teamProject", "folder": "folder", "billing account": "billingAccount"}
     return {(identity, scopes[scope], role) for identity, scope, role in rows}
 
@@ -248,7 +246,7 @@ def test_each_kind_of_job_gets_one_team_token(bootstrap):
 
 def test_team_stack_permissions(bootstrap):
     """Each environment's read team reads, and its deploy team updates, every stack listed for it:
-    the environment stack and its team stacks, which CI deploys after it (README "Add a team")."""
+    the environment stack and its team stacks, which CI deploys after it (docs/teams.md "Add a team")."""
     granted = {(r.input("team"), r.input("stack"), r.input("permission")) for r in bootstrap.of_type("pulumiservice:index:TeamStackPermission")}
     read, edit = 101, 102  # TeamStackPermissionScope.READ / EDIT
     listed = {(e["name"], s) for e in committed_environments() for s in e["stacks"]}

@@ -797,7 +797,7 @@ def test_shared_tenants_names_keep_their_vms_apart(stack_values):
 
 
 def test_legacy_mode_in_prod_needs_shared_tenants_and_the_override(stack_values):
-    """README "Configuration reference" (`legacyInfrastructure`): every tenant shared, which prod
+    """docs/configuration.md "Configuration reference" (`legacyInfrastructure`): every tenant shared, which prod
     allows only with platform.allowSharedIsolation: true."""
     values = stack_values("prod")
     values[f"{NS}:nodeProvider"]["legacyInfrastructure"] = True

@@ -123,7 +123,7 @@ def test_platform_release_keeps_the_password_out_of_helm_values(dev_run):
 
 def test_generated_admin_password_is_not_a_stack_output(dev_run, tenant_run):
     """Readers of the environment's outputs (a team stack's StackReference) never get it: it stays
-    in the Kubernetes Secret (above), where README "Deploy an environment" reads it."""
+    in the Kubernetes Secret (above), where docs/deploy.md "Deploy an environment" reads it."""
     assert dev_run.of_type("random:index/randomPassword:RandomPassword")
     assert "platformAdminPassword" not in dev_run.outputs
     assert "placeholder-generated-password" not in json.dumps(dev_run.outputs)

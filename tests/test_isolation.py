@@ -1,6 +1,6 @@
 """Hard tenant isolation (issue 10), under the mock engine: a project-mode tenant's GCP objects all
 live in the team's project, its node identity holds nothing on the environment's project, the
-platform's identity holds exactly the grants README "Security" lists per project, each team has
+platform's identity holds exactly the grants docs/security.md "Security" lists per project, each team has
 its own vCluster Platform project, and the control plane accepts only the team's NAT addresses.
 
 Stacks used: team-vision-dev (project mode, an existing project, its own stack), prod (project
@@ -21,6 +21,7 @@ from config import node_properties as props
 from config.isolation import vm_name_condition
 from config.permissions import load_roles
 from config.stack_files import PROJECT_DIR
+from docs_support import section
 from tools.mock_engine import ProgramRun, Registration
 from shipped_stacks import run_shipped, shipped_values
 
@@ -29,7 +30,6 @@ PROJECT_CR = "kubernetes:management.loft.sh/v1:Project"
 PROJECT_MEMBER = "gcp:projects/iAMMember:IAMMember"
 SUBNET_MEMBER = "gcp:compute/subnetworkIAMMember:SubnetworkIAMMember"
 SA_MEMBER = "gcp:serviceaccount/iAMMember:IAMMember"
-README = (PROJECT_DIR / "README.md").read_text()
 K8S_VERSION = "1.33.0"
 
 
@@ -133,13 +133,14 @@ def test_the_teams_roles_are_defined_in_its_project(prod_run):
         assert role.input("permissions") == list(roles[role_id.removeprefix("gpuPlatform_prod_")].permissions)
 
 
-# --- the platform's identity: exactly the grants README lists, per project ------------------------
+# --- the platform's identity: exactly the grants the docs list, per project ------------------------
 
 
 def documented_grants() -> list[tuple[str, str, str]]:
-    """(grant, on, condition) rows of README "Security", table "What the platform's identity holds"."""
-    start = README.index("What the **platform's identity** holds")
-    table = README[start:].split("\n\n")[1]
+    """(grant, on, condition) rows of docs/security.md "The platform's identity", table "What the
+    platform's identity holds"."""
+    text = section("The platform's identity")
+    table = text[text.index("What the **platform's identity** holds") :].split("\n\n")[1]
     rows = re.findall(r"^\| (.+?) \| (.+?) \| (.+?) \|$", table, flags=re.M)
     return [tuple(c.strip() for c in row) for row in rows[1:]]  # after the header row
 

@@ -245,7 +245,7 @@ def test_pd_csi_driver_with_topology_on_the_host_network(evaluated):
 def test_default_storage_class_binds_where_the_pod_lands(evaluated):
     classes = {c["metadata"]["name"]: c for c in _of(evaluated["tenant"], "StorageClass")}
     assert set(classes) == {"gcp-gpu-disk-default", "gcp-gpu-hyperdisk-balanced"}
-    storage_class = classes["gcp-gpu-disk-default"]  # upstream's name (README "GPU nodes")
+    storage_class = classes["gcp-gpu-disk-default"]  # upstream's name (docs/gpu-nodes.md "GPU nodes")
     assert storage_class["metadata"]["annotations"]["storageclass.kubernetes.io/is-default-class"] == "true"
     assert storage_class["provisioner"] == "pd.csi.storage.gke.io"
     assert storage_class["volumeBindingMode"] == "WaitForFirstConsumer"

@@ -36,6 +36,7 @@ from config.versions import (
 )
 from tools.mock_engine import config_strings
 from tools.plan import main
+from docs_support import section as docs_section
 from shipped_stacks import SHIPPED_DIR, run_shipped
 
 VCI = "kubernetes:management.loft.sh/v1:VirtualClusterInstance"
@@ -587,7 +588,7 @@ def test_tenant_stack_with_an_environment_outputs_file(tmp_path, suffix, dev_run
     outputs = copy.deepcopy(dev_run.outputs)
     # As deployed, the environment offers one zone less than its stack file says.
     outputs["environmentFacts"]["zones"] = outputs["environmentFacts"]["zones"][:1]
-    # `pulumi stack output --json` without --show-secrets, as README "Offline plan" says: secret
+    # `pulumi stack output --json` without --show-secrets, as docs/operations.md "Offline plan" says: secret
     # outputs come as the string "[secret]".
     outputs["kubeconfig"] = "[secret]"
     path = tmp_path / f"dev-outputs{suffix}"
@@ -785,7 +786,7 @@ def test_expected_has_one_definition_stated_once(dev_plan, dev_json):
 
 def test_gpu_budget_output_is_the_gpu_ceiling_of_the_plan(dev_json, vision):
     """`gpuBudgetUsdPerHour` left out boot disks (2.97 for nlp where the plan said 3.09): it is now
-    the plan's "GPU pools" ceiling, boot disks included, and README's exports say so."""
+    the plan's "GPU pools" ceiling, boot disks included, and the docs' exports say so."""
     _, vision_json, _ = vision
     budgets = {name: t["gpuBudgetUsdPerHour"] for name, t in dev_json["outputs"]["tenants"].items()}
     budgets["vision"] = vision_json["outputs"]["gpuBudgetUsdPerHour"]
@@ -794,8 +795,8 @@ def test_gpu_budget_output_is_the_gpu_ceiling_of_the_plan(dev_json, vision):
     for tenant, budget in budgets.items():
         [gpu_pools] = [p for p in parts if p["tenant"] == tenant and p["part"].endswith("GPU pools")]
         assert budget == round(gpu_pools["ceilingUsdPerHour"], 2), tenant
-    readme = (PROJECT_DIR / "README.md").read_text()
-    exports = readme[readme.index("Exports: the environment stack exports") :].split("\n\n")[0]
+    text = docs_section("What a stack creates")
+    exports = text[text.index("Exports: the environment stack exports") :].split("\n\n")[0]
     assert "`gpuBudgetUsdPerHour`" in exports and "boot disks" in exports and "ceiling" in exports
 
 
@@ -807,7 +808,7 @@ def text_and_json(request, dev_plan, dev_json, vision) -> tuple[str, str, dict]:
 
 
 def test_json_carries_every_money_figure_of_the_text(text_and_json):
-    """README: `--json` carries every figure. Each cell of the cost table and each pool's expected
+    """docs/costs.md: `--json` carries every figure. Each cell of the cost table and each pool's expected
     and ceiling, as printed, equals the JSON figure it shows (the totals' always-on USD/h too)."""
     stack, text, summary = text_and_json
     costs = summary["costs"]

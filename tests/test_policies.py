@@ -48,7 +48,7 @@ EVERY_STACK = [*committed_stacks(), *([] if checkout_is_as_shipped() else [f"shi
 
 @pytest.mark.parametrize("stack", EVERY_STACK)
 def test_pack_passes_every_committed_stack(request, stack):
-    """Every stack file of this checkout, the ones a user added as README says included."""
+    """Every stack file of this checkout, the ones a user added as docs/teams.md says included."""
     shipped = stack.startswith("shipped/")
     run = request.getfixturevalue("runs" if shipped else "committed_runs")[stack.removeprefix("shipped/")]
     assert analyze(run) == []
@@ -344,7 +344,7 @@ def test_legacy_mode_role_violates_on_purpose(legacy_dev_run):
     assert found[0].startswith(f"auto-nodes-role (role 'gpuPlatform_dev_autoNodes'): permissions: {', '.join(held)} are not allowed in any custom role")
     # What the legacy stack violates is its broad role, its unconditioned binding and the control
     # planes open to any joining node (the official template's NAT addresses are Google's pick);
-    # lowering those four policies through policy config (README "Guardrails") clears the way.
+    # lowering those four policies through policy config (docs/guardrails.md "Guardrails") clears the way.
     assert sorted({(p, n) for p, n, _ in mandatory(analyze(run))}) == [
         (P.custom_role_least_privilege.name, "auto-nodes-role"),
         (P.custom_role_permissions.name, "auto-nodes-role"),

@@ -21,6 +21,7 @@ from config.iam_grants import load_grants
 from config.stack_files import PROJECT_DIR, read_stack_values
 from guardrails.common import grant_scope, is_iam_grant
 from tools import policy_data
+from docs_support import all_text
 from shipped_stacks import SHIPPED_DIR, run_shipped
 
 POLICY_DIR = PROJECT_DIR / "policy"
@@ -124,10 +125,10 @@ def test_every_policy_the_readme_table_needs_is_a_resource_or_stack_policy():
 
 
 def test_readme_enables_the_committed_pack_version():
-    """README reads the version from policy/PulumiPolicy.yaml rather than naming it, so a bump
+    """The docs read the version from policy/PulumiPolicy.yaml rather than naming it, so a bump
     cannot leave it stale."""
     version = yaml.safe_load((POLICY_DIR / "PulumiPolicy.yaml").read_text())["version"]
-    readme = (PROJECT_DIR / "README.md").read_text()
+    readme = all_text()
     assert version not in readme
     found = re.search(r'pulumi policy enable <your-org>/gpu-platform-guardrails "\$\((sed [^)]+)\)" --policy-group gpu-platform-guardrails\n', readme)
     assert found

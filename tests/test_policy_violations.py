@@ -14,6 +14,7 @@ import pytest
 from policy_support import args_of, edit_values, make_args, one, only, policy_resource, rejected, stack_args, urn_of, violations
 
 from config.stack_files import PROJECT_DIR
+from docs_support import section
 
 PROJECT_MEMBER = "gcp:projects/iAMMember:IAMMember"
 SA_MEMBER = "gcp:serviceaccount/iAMMember:IAMMember"
@@ -343,9 +344,8 @@ def test_gke_authorized_networks_open_to_the_internet_are_rejected(runs):
 
 
 def test_the_readme_examples_are_what_the_pack_reports(runs):
-    """README "Guardrails" shows what a violation message looks like: each example is a real one."""
-    readme = (PROJECT_DIR / "README.md").read_text()
-    guardrails = readme[readme.index("## Guardrails") :]
+    """docs/guardrails.md "Violation messages" shows what one looks like: each example is a real one."""
+    guardrails = section("Violation messages")
     examples = re.search(r"Each violation's message starts with.*?```text\n(.+?)\n```", guardrails, re.DOTALL).group(1).splitlines()
     run = runs["dev"]
     cluster, firewall = run.one(P.GKE_CLUSTER), run.one(P.FIREWALL, "nlp-gcp-allow-internal")

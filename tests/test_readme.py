@@ -1,5 +1,6 @@
-"""The README is the user's contract: every config key documented (here and in Pulumi.yaml), the
-security table equal to the role the program creates, every YAML example valid when pasted."""
+"""The documentation (README.md and docs/) is the user's contract: every config key documented (there
+and in Pulumi.yaml), the security table equal to the role the program creates, every YAML example
+valid when pasted."""
 
 from __future__ import annotations
 
@@ -19,16 +20,10 @@ from config.permissions import AUTO_NODES, load_roles
 from config.stack import CONFIG_MODELS, KNOWN_KEYS, NS, load_stack
 from config.stack_files import PROJECT_DIR, list_stacks, read_stack_values, stack_file
 from config.tenant import Tenant
+from docs_support import all_text, page, section, yaml_blocks
 from shipped_stacks import SHIPPED_DIR
 
-README = (PROJECT_DIR / "README.md").read_text()
 PULUMI_YAML = yaml.safe_load((PROJECT_DIR / "Pulumi.yaml").read_text())
-
-
-def section(title: str) -> str:
-    start = README.index(f"## {title}")
-    end = README.find("\n## ", start + 1)
-    return README[start : end if end != -1 else None]
 
 
 @pytest.mark.parametrize("model", [ClusterConfig, PlatformConfig, NodeProviderConfig, Tenant])
@@ -54,7 +49,7 @@ def test_every_policy_is_documented():
 
 
 def test_the_first_command_is_the_offline_plan():
-    first = re.search(r"```sh\n(.+?)\n", README).group(1)
+    first = re.search(r"```sh\n(.+?)\n", page("README.md")).group(1)
     assert first.startswith("make plan")
 
 
@@ -73,7 +68,7 @@ def dev_plan() -> str:
 
 
 def test_the_costs_example_is_the_plan_of_the_dev_stack_as_shipped():
-    """README "Costs" shows the cost table of dev as shipped (tests/data/shipped/, what `make plan`
+    """docs/costs.md "Costs" shows the cost table of dev as shipped (tests/data/shipped/, what `make plan`
     prints on a fresh clone), exactly, and says that is what it shows: a user's own dev differs."""
     costs = section("Costs")
     assert "the dev stack as shipped" in costs and "tests/data/shipped/Pulumi.dev.yaml" in costs
@@ -91,7 +86,7 @@ def dev_costs():
 
 def _number(pattern: str, text: str) -> tuple[float, ...]:
     found = re.search(pattern, " ".join(text.split()))
-    assert found, f"README Costs no longer says: {pattern}"
+    assert found, f"docs/costs.md no longer says: {pattern}"
     return tuple(float(g) for g in found.groups())
 
 
@@ -170,7 +165,7 @@ def test_the_admin_password_rules_are_documented_where_users_read_them():
     reference = " ".join(section("Configuration reference").split())
     assert f"`gpu-platform:{KEY}` (environment stacks)" in reference
     assert f"it must be a secret (`pulumi config set --secret`; a plain value is refused) of at least {MIN_LENGTH} characters" in reference
-    assert f"--secret {KEY} '<password>'   # optional (≥ {MIN_LENGTH} characters)" in README
+    assert f"--secret {KEY} '<password>'   # optional (≥ {MIN_LENGTH} characters)" in all_text()
 
 
 def test_tenant_stacks_take_the_same_fields_as_inline_tenants():
@@ -178,11 +173,11 @@ def test_tenant_stacks_take_the_same_fields_as_inline_tenants():
     assert "same fields as an entry of `tenants`" in PULUMI_YAML["config"]["tenant"]["description"]
 
 
-# --- README's YAML examples work when pasted --------------------------------------------------
-# Into the stacks as shipped: a user's own stacks (README's examples among them, once pasted) never
-# decide whether README is right, and an example may not reuse the name of a shipped stack.
+# --- the docs' YAML examples work when pasted --------------------------------------------------
+# Into the stacks as shipped: a user's own stacks (the docs' examples among them, once pasted) never
+# decide whether the docs are right, and an example may not reuse the name of a shipped stack.
 
-YAML_BLOCKS = re.findall(r"(?:`([^`\n]+)`:\n\n)?```yaml\n(.*?)```", README, flags=re.S)
+YAML_BLOCKS = yaml_blocks()
 
 
 def example_kind(document: dict) -> str:
@@ -233,13 +228,13 @@ def test_stack_value_examples_fit_every_environment_stack(tmp_path, index, envir
 
 @pytest.mark.parametrize("index", [i for i, (_, text) in enumerate(YAML_BLOCKS) if example_kind(yaml.safe_load(textwrap.dedent(text))) == "stack file"])
 def test_stack_file_examples_work_as_new_stacks(tmp_path, index):
-    """A stack file example, saved under the name README gives it next to the shipped stacks, is a
-    valid new stack and leaves the shipped ones valid; README's commands create exactly it."""
+    """A stack file example, saved under the name the docs give it next to the shipped stacks, is a
+    valid new stack and leaves the shipped ones valid; the docs' commands create exactly it."""
     name, text = YAML_BLOCKS[index]
     stack = re.fullmatch(r"Pulumi\.([a-z0-9-]+)\.yaml", name or "")
-    assert stack, "README names the file of each stack file example just before it: `Pulumi.<stack>.yaml`:"
+    assert stack, "the docs name the file of each stack file example just before it: `Pulumi.<stack>.yaml`:"
     assert stack.group(1) not in list_stacks(SHIPPED_DIR), "the example must be a new stack, not a shipped one"
-    assert f"pulumi stack init <your-org>/{stack.group(1)}\n" in README
+    assert f"pulumi stack init <your-org>/{stack.group(1)}\n" in all_text()
     project = copy_of_project(tmp_path)
     stack_file(project, stack.group(1)).write_text(text)
     assert load_every_stack(project) == SHIPPED_WARNINGS  # e.g. no GPU quota exceeded by the new team
@@ -253,13 +248,13 @@ def test_workload_example_tolerates_the_gpu_taint_and_asks_for_gpus():
     assert all(GPU_RESOURCE in c["resources"]["limits"] for c in spec["containers"])
 
 
-# --- what README says the program and the plan do ---------------------------------------------
+# --- what the docs say the program and the plan do ---------------------------------------------
 
 
 def test_every_stack_init_names_the_organization():
     """One form everywhere, `pulumi stack init <your-org>/<stack>`, as team stacks' environmentStack
     (`<org>/gpu-platform/<env>`) expects."""
-    inits = re.findall(r"pulumi stack init (\S+)", README)
+    inits = re.findall(r"pulumi stack init (\S+)", all_text())
     assert inits and [i for i in inits if not re.fullmatch(r'"?<your-org>/[a-z0-9$-]+"?', i)] == []
 
 
@@ -279,23 +274,23 @@ def test_the_admin_password_is_read_from_the_secret_the_program_creates(dev_run)
     assert (secret.input("metadata", "name"), secret.input("metadata", "namespace")) == (ADMIN_SECRET, PLATFORM_NAMESPACE)
     command = f"kubectl -n {PLATFORM_NAMESPACE} get secret {ADMIN_SECRET} -o jsonpath='{{.data.password}}' | base64 -d"
     assert command in section("Deploy an environment")
-    assert "stack output platformAdminPassword" not in README.replace("`pulumi stack output platformAdminPassword`", "")
+    assert "stack output platformAdminPassword" not in all_text().replace("`pulumi stack output platformAdminPassword`", "")
 
 
 def test_the_first_plan_ends_with_the_warnings_try_it_announces():
-    """Try it: "It ends with 2 warnings": one per shared tenant of dev, nothing else."""
-    count = int(re.search(r"It ends with (\d+) warnings", section("Try it")).group(1))
+    """Try it offline: "It ends with 2 warnings": one per shared tenant of dev, nothing else."""
+    count = int(re.search(r"It ends with (\d+) warnings", section("Try it offline")).group(1))
     warnings = dev_plan().split(f"\nWarnings ({count})\n", 1)[1].splitlines()
     assert len(warnings) == count
     shared = re.findall(r"^  WARNING \(program\): tenants\[\d\] \(([a-z-]+)\) uses isolation: shared: ", "\n".join(warnings), flags=re.M)
-    assert len(shared) == count and all(name in section("Try it") for name in shared)
+    assert len(shared) == count and all(name in section("Try it offline") for name in shared)
 
 
 def test_availability_names_the_regions_with_zones_and_with_prices():
     from config.catalog import CATALOG_PATH
 
     catalog = yaml.safe_load(CATALOG_PATH.read_text())
-    text = section("GPU nodes").split("### Availability", 1)[1]
+    text = section("Availability")
     with_zones = re.search(r"\(zones per region: (.+?)\) and how", text, flags=re.S).group(1)
     named = set(re.findall(r"\b[a-z]+-[a-z]+\d\b", with_zones))
     assert named == {r for family in catalog["availability"]["families"].values() for r in family["zones"]}
@@ -305,16 +300,16 @@ def test_availability_names_the_regions_with_zones_and_with_prices():
 
 def test_team_stacks_are_not_described_as_a_privilege_boundary():
     """The review's findings stay fixed: whoever deploys a team stack is trusted like a platform
-    admin, and README never says otherwise."""
+    admin, and the docs never say otherwise."""
     assert "What it is not: a privilege boundary." in section("Add a team")
     for claim in ("needs rights on its own project only", "deployed by their teams\n", "deployed by their teams.", "and deployed by their teams"):
-        assert claim not in README
+        assert claim not in all_text()
     rows = re.findall(r"^\| a (?:team stack's|shared team's stack) deployer[^|]*\|", section("Security"), flags=re.M)
     assert len(rows) == 2 and all("the environment's deployer" in row for row in rows)
 
 
 def test_team_stacks_are_deployed_by_ci_after_their_environment_and_listed_first():
-    """README says one thing about who deploys a team stack, as .github/workflows/pulumi.yml does it
+    """The docs say one thing about who deploys a team stack, as .github/workflows/pulumi.yml does it
     (tests/test_workflow.py): CI's deploy job of its environment, after the bootstrap lists it."""
     text = " ".join(section("Add a team").split())
     assert "CI deploys it, never the team" in text and "`python -m tools.team_stacks <env>`" in text
@@ -322,6 +317,6 @@ def test_team_stacks_are_deployed_by_ci_after_their_environment_and_listed_first
     assert "the project under that environment's `teamProjects`" in text
     delivery = " ".join(section("Continuous delivery").split())
     assert "every committed team stack of its environment" in delivery and "(Stack Write on the same `stacks`" in delivery
-    words = " ".join(README.split())
+    words = " ".join(all_text().split())
     for claim in ("deploys the environment stack only", "deploys a merged team stack", "is deployed by its team", "deployed by their teams."):
         assert claim not in words

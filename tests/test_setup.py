@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from config.stack_files import PROJECT_DIR
+from docs_support import headings, page, pages
 from hcl_support import MISSING_TOFU, OPENTOFU_VERSION, require_tofu
 
 CI_RUN = PROJECT_DIR / ".ci" / "run"
@@ -64,43 +65,55 @@ def test_the_product_cites_no_file_outside_the_repository():
     assert offending == []
 
 
-README_SECTIONS = set(re.findall(r"^## (.+)$", (PROJECT_DIR / "README.md").read_text(), flags=re.M))
+# A section reference: README or a docs page, a space, then a heading of that page in double
+# quotes (backslash-escaped inside a string literal), e.g. docs/security.md "Who can reach what".
+_SECTION_REFERENCE = re.compile(r'(README(?:[.]md)?|docs/[a-z0-9-]+[.]md) \\?"([^"\\]+)\\?"')
 # Comment markers at the start of a line (#, //, /*, *), so that a reference wrapped over two
-# comment lines (`README` / `# "Continuous delivery"`) reads as one.
+# comment lines (`docs/ci.md` / `# "Continuous delivery"`) reads as one.
 _COMMENT_MARKER = re.compile(r"^[ \t]*(?:#+|//+|/\*+|\*+)?[ \t]*", flags=re.M)
 
 
-def readme_sections_named(text: str) -> list[str]:
-    """The README sections a text names (README, a space, the section title in double quotes),
-    also where the reference is wrapped over lines (comment markers and indentation do not count)."""
+def sections_named(text: str) -> list[tuple[str, str]]:
+    """(page, heading) of each section a text names, also where the reference is wrapped over
+    lines (comment markers and indentation do not count); `README` is README.md."""
     joined = " ".join(_COMMENT_MARKER.sub("", text).split())
-    return re.findall("README" + r' "([^"]+)"', joined)
+    return [("README.md" if name.startswith("README") else name, title) for name, title in _SECTION_REFERENCE.findall(joined)]
 
 
-def unknown_readme_sections(text: str) -> list[str]:
-    return [name for name in readme_sections_named(text) if name not in README_SECTIONS]
+def names_a_heading(title: str, heading: str) -> bool:
+    """A reference may leave out what a heading adds in parentheses: "Pinned versions" names
+    "Pinned versions (`config/versions.py`)"."""
+    return heading == title or heading.startswith(f"{title} (")
 
 
-def test_a_wrapped_readme_reference_is_checked_too():
-    wrapped = 'x = 1  # decided elsewhere (README\n       # "Continuous delivery"), and see README\n# "No such section".\n'
-    assert readme_sections_named(wrapped) == ["Continuous delivery", "No such section"]
-    assert unknown_readme_sections(wrapped) == ["No such section"]
-    docstring = '    """Read README\n    "Costs  and more" first."""\n'
-    assert unknown_readme_sections(docstring) == ["Costs and more"]
+def unknown_sections(text: str) -> list[tuple[str, str]]:
+    """The references of a text whose page does not exist or has no such heading."""
+    return [
+        (name, title)
+        for name, title in sections_named(text)
+        if name not in pages() or not any(names_a_heading(title, heading) for _, heading, _ in headings(page(name)))
+    ]
 
 
-def test_every_readme_section_named_elsewhere_exists():
+def test_a_wrapped_section_reference_is_checked_too():
+    wrapped = 'x = 1  # decided elsewhere (docs/ci.md\n       # "Continuous delivery"), and see docs/ci.md\n# "No such section".\n'
+    assert sections_named(wrapped) == [("docs/ci.md", "Continuous delivery"), ("docs/ci.md", "No such section")]
+    assert unknown_sections(wrapped) == [("docs/ci.md", "No such section")]
+    docstring = '    """Read docs/costs.md\n    "Costs  and more" first, then docs/nowhere' + '.md "Costs"."""\n'
+    assert unknown_sections(docstring) == [("docs/costs.md", "Costs and more"), ("docs/nowhere.md", "Costs")]
+    assert unknown_sections('see docs/sources.md "Pinned versions" and docs/sources' + '.md "Pinned"') == [("docs/sources.md", "Pinned")]
+    message = 'raise ValueError("see docs/security.md \\"Shared mode\\", README \\"Try it offline\\" and README.md \\"Costs\\"")'
+    assert sections_named(message) == [("docs/security.md", "Shared mode"), ("README.md", "Try it offline"), ("README.md", "Costs")]
+    assert unknown_sections(message) == [("README.md", "Costs")]  # Costs has a page of its own
+
+
+def test_every_section_named_elsewhere_exists():
     files = [path for path in tracked_files() if path.suffix in (".py", ".yaml", ".yml", ".md", ".tf", "")]
-    named = {path.relative_to(PROJECT_DIR): readme_sections_named(path.read_text(errors="replace")) for path in files}
-    assert "Continuous delivery" in named[Path(".github/workflows/pulumi.yml")]  # wrapped over two comment lines there
-    unknown = {path.relative_to(PROJECT_DIR): unknown_readme_sections(path.read_text(errors="replace")) for path in files}
+    texts = {path.relative_to(PROJECT_DIR): path.read_text(errors="replace") for path in files}
+    assert ("docs/ci.md", "Continuous delivery") in sections_named(texts[Path(".github/workflows/pulumi.yml")])  # wrapped there
+    assert ("docs/migration.md", "Migration") in sections_named(texts[Path("tools/isolation_plan.py")])  # in an escaped string
+    unknown = {path: unknown_sections(text) for path, text in texts.items()}
     assert {path: names for path, names in unknown.items() if names} == {}
-
-
-def test_every_readme_link_to_a_section_resolves():
-    readme = (PROJECT_DIR / "README.md").read_text()
-    anchors = {re.sub(r"[^a-z0-9 -]", "", title.lower()).replace(" ", "-") for title in re.findall(r"^#+ (.+)$", readme, flags=re.M)}
-    assert [link for link in re.findall(r"\]\(#([^)]+)\)", readme) if link not in anchors] == []
 
 
 # --- the template tests need OpenTofu -----------------------------------------------------------

@@ -1,5 +1,5 @@
 """tools/team_stacks.py, which CI's deploy jobs run after the environment stack
-(README "Continuous delivery"): which stacks are an environment's team stacks, and `pulumi up` of
+(docs/ci.md "Continuous delivery"): which stacks are an environment's team stacks, and `pulumi up` of
 each of them, every one attempted when one fails. Run on a scratch project with a fake `pulumi`
 that records its calls."""
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from docs_support import section
 from fake_commands import install_fake
 
 from config.stack_files import PROJECT_DIR, list_stacks, read_stack_values
@@ -450,7 +451,7 @@ def run_team_stacks_step(step: dict, tmp_path: Path) -> tuple[subprocess.Complet
 
 @pytest.mark.parametrize("job_name, environment_stack", [("up-dev", "dev"), ("up-prod", "prod")])
 def test_each_deploy_job_deploys_its_environment_then_every_committed_team_stack_of_it(workflow, tmp_path, job_name, environment_stack):
-    """README "Add a team": team stacks are deployed by the environment's deployer from main: the
+    """docs/teams.md "Add a team": team stacks are deployed by the environment's deployer from main: the
     same job, its identities and guards, after the environment stack they read; every committed
     team stack of that environment, each with the policy pack."""
     job = workflow["jobs"][job_name]
@@ -701,7 +702,7 @@ def test_the_acceptance_test_runs_from_main_only():
     job = load(WORKFLOWS_DIR / "acceptance.yml")["jobs"]["acceptance"]
     assert condition(job) == "github.ref == 'refs/heads/main'"
     assert environment_name(job) == "acceptance"
-    readme = (PROJECT_DIR / "README.md").read_text()
+    readme = section("In GitHub Actions")
     suggested = "assertion.repository == '<owner>/<repo>' && assertion.environment == 'acceptance' && assertion.ref == 'refs/heads/main'"
     assert suggested in text and suggested in readme
     words = lambda s: " ".join(s.replace("#", " ").split())  # noqa: E731

@@ -16,6 +16,7 @@ from config.availability import load_availability
 from config.catalog import load_catalog
 from config.errors import ConfigError
 from config.stack import load_stack
+from docs_support import section
 from shipped_stacks import SHIPPED_DIR, run_shipped
 
 NS = "gpu-platform"
@@ -296,13 +297,13 @@ def test_availability_waits_for_sound_zones(stack_values):
     assert "not checked against nodeProvider.zones until it is fixed: cluster.location, nodeProvider.gpuTypes, nodeProvider.name" in caught.value.notes
 
 
-# --- README's table of impossible requests is what users get ------------------------------------
+# --- the docs' table of impossible requests is what users get -----------------------------------
 
 
 def _readme_messages() -> dict[str, re.Pattern]:
-    """README "GPU nodes" table: `you ask for` → the message shown, as a pattern (… is anything,
+    """docs/gpu-nodes.md "Availability" table: `you ask for` → the message shown, as a pattern (… is anything,
     [i] any index)."""
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    readme = section("Availability")
     table = readme[readme.index("Asking for the impossible is a configuration error") :]
     rows = {}
     for line in table.splitlines()[4:]:

@@ -3,7 +3,7 @@
 - Per tenant: its GCP project and isolation mode (`tenant_line`, `tenant_fields`).
 - `--compare-to <git-ref>`: the stack as committed at that ref and as it is now, both evaluated
   offline, and what a deployment would create, delete, replace or update. A tenant that moves to
-  another GCP project is named, with what that means (README "Migration").
+  another GCP project is named, with what that means (docs/migration.md "Migration").
 
 Which input changes replace a resource rather than update it is the providers' business; the rules
 below are the ones that matter for this program (names, projects, locations, IAM bindings, the
@@ -264,13 +264,13 @@ def render_changes(changes: Changes, host_project: str | None = None) -> str:
         out.append(
             f"  TENANT {move.tenant} MOVES from GCP project {move.before}{mode(move.before)} to {move.after}{mode(move.after)}: its network, NAT "
             "addresses, node identity and virtual cluster are replaced, and every VM of it is deleted with the old virtual cluster "
-            "(README \"Migration\")."
+            "(docs/migration.md \"Migration\")."
         )
     for change in changes.changes:
         if change.action == "replace" and change.type == INSTANCE:
             out.append(
                 f"  VIRTUAL CLUSTER RE-CREATED: {change.name} is deleted (its finalizers delete the tenant's VMs) and created anew; "
-                "what runs inside it and its control-plane data are lost: back it up first (README \"Migration\")."
+                "what runs inside it and its control-plane data are lost: back it up first (docs/migration.md \"Migration\")."
             )
     symbols = {"create": "+", "delete": "-", "replace": "±", "update": "~"}
     for change in changes.changes:

@@ -1,4 +1,4 @@
-"""The team stacks of an environment stack, and CI's deployment of them (README "Continuous delivery").
+"""The team stacks of an environment stack, and CI's deployment of them (docs/ci.md "Continuous delivery").
 
     python -m tools.team_stacks dev                                  # their names, one per line
     python -m tools.team_stacks dev --deploy --organization acme     # `pulumi up` of each (CI's up-dev)

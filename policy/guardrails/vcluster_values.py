@@ -77,7 +77,7 @@ def validate_control_plane_isolation(args: ResourceValidationArgs, report_violat
     """The control plane's LoadBalancer admits single addresses only (the tenant's NAT addresses),
     and the chart's NetworkPolicies are on: they limit the control plane to its API port, its
     peers and the platform (loft-sh/vcluster chart/templates/networkpolicy.yaml, v0.36.1; the API
-    port stays open to every host pod, see README "Security")."""
+    port stays open to every host pod, see docs/security.md "Joins and the host cluster")."""
     values = instance_values(args)
     if values is None:
         return

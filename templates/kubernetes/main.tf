@@ -23,7 +23,7 @@
 #   for the CCM and the PD CSI workloads and their RBAC; the CSIDriver (pd.csi.storage.gke.io, the
 #   driver's name) and the StorageClass <provider>-disk-default keep upstream's names, so both
 #   collide with the official template's: a tenant made with that one cannot switch in place
-#   (README "GPU nodes", Zones, says what to do).
+#   (docs/gpu-nodes.md "Zones", says what to do).
 # - The StorageClass <provider>-disk-default uses pd-balanced and is the default class (vCluster's
 #   local-path class is a default too; Kubernetes uses the newest default, and this one is created
 #   later); <provider>-hyperdisk-balanced, not a default, serves machine series that take only

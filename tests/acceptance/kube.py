@@ -264,7 +264,7 @@ def node_times(node: dict[str, Any]) -> dict[str, datetime | None]:
 
 
 def node_findings(node: dict[str, Any], *, project: str, zones: tuple[str, ...], gpus: int, zone_wanted: str | None) -> list[Finding]:
-    """What a user checks on a GPU node once it is Ready (README "Acceptance test")."""
+    """What a user checks on a GPU node once it is Ready (docs/acceptance.md "Acceptance test")."""
     spec = node.get("spec") or {}
     labels = node["metadata"].get("labels") or {}
     name = node["metadata"]["name"]

@@ -1,5 +1,5 @@
 """`make acceptance PROJECT=<id>`: deploy an ephemeral environment with one tenant into a real GCP
-project, check the live system, destroy it, always (README "Acceptance test").
+project, check the live system, destroy it, always (docs/acceptance.md "Acceptance test").
 
     python -m tests.acceptance.run --project <id> [--region …] [--zones a,b] [--gpu …]
     python -m tests.acceptance.run --cleanup     # destroy runs that did not clean up after themselves

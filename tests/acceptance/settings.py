@@ -33,7 +33,7 @@ TENANT_CIDR = "10.160.0.0/22"  # the run's own cluster and VPCs: nothing else to
 RUN_ID_LENGTH = 6
 PROJECT_ID = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
 
-# How long one run keeps what it deploys, for its cost estimate (README "Acceptance test" quotes
+# How long one run keeps what it deploys, for its cost estimate (docs/acceptance.md "Acceptance test" quotes
 # `cost_estimate` for the defaults): `pulumi up` of a fresh environment ≈ 20 min, the checks
 # ≈ 20 min, `pulumi destroy` ≈ 15 min; the GPU VM lives from the Job's start to its idle deletion.
 ENVIRONMENT_HOURS = 1.0
@@ -42,7 +42,7 @@ GPU_VM_MINUTES = 15
 
 @dataclass(frozen=True)
 class Settings:
-    """What the user chooses (make variables; README "Acceptance test")."""
+    """What the user chooses (make variables; docs/acceptance.md "Acceptance test")."""
 
     project: str
     team_project: str = ""  # an existing project for the tenant (project mode)

@@ -1,4 +1,4 @@
-"""How users and CI start the acceptance test: the Makefile targets, the README section (every
+"""How users and CI start the acceptance test: the Makefile targets, docs/acceptance.md (every
 command in it runs as written, every figure is what the code computes) and the manually triggered
 workflow (.github/workflows/acceptance.yml)."""
 
@@ -11,30 +11,24 @@ import pytest
 import yaml
 
 from config.stack_files import PROJECT_DIR
+from docs_support import section, sh_lines
 from tests.acceptance.leftovers import find_by_hand
 from tests.acceptance.run import parse_args, settings_from
 from tests.acceptance.settings import Settings, cost_estimate, cost_total, load_run_stack, run_names
 
 MAKEFILE = (PROJECT_DIR / "Makefile").read_text()
-README = (PROJECT_DIR / "README.md").read_text()
 WORKFLOW_PATH = PROJECT_DIR / ".github" / "workflows" / "acceptance.yml"
 WORKFLOW_TEXT = WORKFLOW_PATH.read_text()
 WORKFLOW = yaml.safe_load(WORKFLOW_TEXT)
 JOB = WORKFLOW["jobs"]["acceptance"]
 
 
-def section(title: str) -> str:
-    start = README.index(f"## {title}")
-    end = README.find("\n## ", start + 1)
-    return README[start:end]
-
-
-ACCEPTANCE = section("Acceptance test")
+ACCEPTANCE = section("Acceptance test")  # the whole page
 
 
 def make_variables() -> dict[str, str]:
     """The acceptance target's variables and their defaults, as the Makefile declares them."""
-    block = MAKEFILE[MAKEFILE.index('README "Acceptance test"') : MAKEFILE.index("acceptance: $(STAMP)")]
+    block = MAKEFILE[MAKEFILE.index('docs/acceptance.md "Acceptance test"') : MAKEFILE.index("acceptance: $(STAMP)")]
     return dict(re.findall(r"^([A-Z_]+)\s*\?=[ \t]*(.*)$", block, flags=re.MULTILINE))
 
 
@@ -42,17 +36,17 @@ def make_dry_run(*args: str) -> str:
     return subprocess.run(["make", "-n", "--no-print-directory", *args], cwd=PROJECT_DIR, capture_output=True, text=True, check=True).stdout
 
 
-# --- Makefile and README ------------------------------------------------------------------------
+# --- Makefile and docs --------------------------------------------------------------------------
 
 
 def test_every_make_command_in_the_readme_names_a_target_and_variables_that_exist():
-    commands = re.findall(r"^make (acceptance[a-z-]*)(.*?)(?:\s+#.*)?$", README, flags=re.MULTILINE)
+    commands = re.findall(r"^make (acceptance[a-z-]*)(.*?)(?:\s+#.*)?$", "\n".join(sh_lines()), flags=re.MULTILINE)
     assert {target for target, _ in commands} == {"acceptance", "acceptance-cleanup"}
     variables = make_variables()
     for target, arguments in commands:
         assert re.search(rf"^{target}: ", MAKEFILE, flags=re.MULTILINE), target
         for name in re.findall(r"([A-Z_]+)=", arguments):
-            assert name in variables, f"README passes {name}, which the Makefile does not read"
+            assert name in variables, f"the docs pass {name}, which the Makefile does not read"
 
 
 def test_the_variable_table_is_the_makefiles():
@@ -100,7 +94,7 @@ def test_the_readme_cost_table_is_the_estimate_the_run_prints():
 def test_the_readme_clean_up_commands_are_the_runs():
     names = run_names(load_run_stack(Settings(project="acme-acceptance"), "k3x9q2"), "k3x9q2")
     expected = [c.replace("acme-acceptance", "<project>").replace("k3x9q2", "<id>") for c in find_by_hand(names)]
-    block = ACCEPTANCE[ACCEPTANCE.index("**Clean up by hand**") :]
+    block = section("Clean up by hand")
     listed = re.search(r"```sh\n(.*?)```", block, flags=re.DOTALL).group(1).strip().splitlines()
     assert listed == expected
 
@@ -197,7 +191,7 @@ def test_make_never_pastes_a_value_into_the_shell(variable):
 def test_every_readme_example_is_a_valid_run_configuration():
     flags = {"PROJECT": "--project", "TEAM_PROJECT": "--team-project", "ISOLATION": "--isolation", "REGION": "--region", "ZONES": "--zones", "GPU": "--gpu", "GPU_QUOTA": "--gpu-quota", "GPUS_PER_NODE": "--gpus-per-node"}
     placeholders = {"PROJECT": "acme-acceptance", "TEAM_PROJECT": "acme-acceptance-team"}
-    examples = re.findall(r"^make acceptance (PROJECT=.*?)(?:\s+#.*)?$", README, flags=re.MULTILINE)
+    examples = re.findall(r"^make acceptance (PROJECT=.*?)(?:\s+#.*)?$", "\n".join(sh_lines()), flags=re.MULTILINE)
     assert len(examples) >= 3 and any("TEAM_PROJECT=" in e for e in examples)
     for example in examples:
         argv = []
