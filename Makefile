@@ -19,10 +19,11 @@ test: $(STAMP)
 	$(BIN)/python -m pytest
 	$(BIN)/python -m tools.plan --all --quiet
 
-## Offline plan of one stack: make plan STACK=prod
+## Offline plan of one stack, the policy pack included (a mandatory violation fails it): make plan STACK=prod
 ## ... and what changed since a git ref: make plan STACK=dev COMPARE=origin/main
+## ... with the pack's configuration (as pulumi preview --policy-pack-config): make plan POLICY_CONFIG=policy-config.json
 plan: $(STAMP)
-	$(BIN)/python -m tools.plan --stack $(STACK) $(if $(COMPARE),--compare-to $(COMPARE))
+	$(BIN)/python -m tools.plan --stack $(STACK) $(if $(COMPARE),--compare-to $(COMPARE)) $(if $(POLICY_CONFIG),--policy-pack-config $(POLICY_CONFIG))
 
 plan-all: $(STAMP)
 	$(BIN)/python -m tools.plan --all

@@ -102,7 +102,7 @@ class ClusterConfig(ConfigModel):
     master_authorized_networks: tuple[AuthorizedNetwork, ...] = ()
     """Sources allowed on the IP endpoint; empty: it is closed, and kubectl and Pulumi use the IAM-authenticated DNS endpoint."""
     maintenance_window: MaintenanceWindow = MaintenanceWindow()
-    """GKE's maintenance window, in UTC."""
+    """GKE's maintenance window, in UTC; it must give GKE at least 48 h per 32 days."""
     labels: dict[str, str] = {}
     """GCP labels on the cluster and its nodes (lowercase keys and values of [a-z0-9_-])."""
 
@@ -133,7 +133,7 @@ class PlatformConfig(ConfigModel):
     ingress_class: str | None = None
     """With publicHost: the chart's Ingress for that host, of this IngressClass (the controller must exist)."""
     ingress_tls: IngressTls | None = None
-    """TLS of the chart's Ingress, required with ingressClass: {clusterIssuer}, {secretName} or {enabled: false}."""
+    """TLS of the chart's Ingress, required with ingressClass: {clusterIssuer: <name>} (cert-manager, which you install, issues the certificate into Secret vcluster-platform-tls or secretName), {secretName: <name>} (a kubernetes.io/tls Secret you create in namespace vcluster-platform) or {enabled: false} (TLS ends in front of the ingress controller); without it the chart's Ingress would name Secret loft-tls, which nothing creates."""
     license_token_key: str | None = None
     """Name of a secret config key of this stack that holds the platform license token."""
     role_id_prefix: str | None = None
@@ -141,7 +141,7 @@ class PlatformConfig(ConfigModel):
     service_account_id: str | None = None
     """The platform's Google service account id; unset: vcluster-platform-<environment>."""
     tenant_projects: TenantProjects | None = None
-    """Where Pulumi creates the GCP projects of tenants that name none, as <prefix>-<environment>-<team>."""
+    """Where Pulumi creates the GCP projects of tenants that name none, as <prefix>-<environment>-<team> (at most 30 characters, so the prefix may have 12 − len(environment) characters)."""
     allow_shared_isolation: bool | None = None
     """Whether tenants may use isolation: shared (always warned about); unset: allowed in dev and staging, refused in prod."""
 
@@ -161,7 +161,7 @@ class NodeProviderConfig(ConfigModel):
     name: str = "gcp-gpu"
     """The NodeProvider's name, a lowercase DNS label short enough for <name>.<node type> labels."""
     zones: tuple[str, ...] = Field(min_length=1)
-    """Zones of gcp:region the nodes may run in; every GPU type must be offered in one of them."""
+    """Zones of gcp:region the nodes may run in; every GPU type must be offered in one of them (docs/gpu-nodes.md, "Availability")."""
     gpu_types: tuple[str, ...] = Field(min_length=1)
     """The GPU types offered to tenants, from config/catalog.yaml."""
     spot: bool = False
@@ -181,7 +181,7 @@ class NodeProviderConfig(ConfigModel):
     quota_policy: Literal["warn", "fail"] | None = None
     """What happens when the tenants' GPU limits together exceed gpuQuota: warn, or fail (registers nothing); unset: fail in prod, warn elsewhere."""
     legacy_infrastructure: bool = False
-    """Opt-in: the official infrastructure template and its broad 59-permission role (warned); every tenant must then be isolation: shared."""
+    """Opt-in: the official infrastructure template and its broad 59-permission role (warned); every tenant must then be isolation: shared, as that template builds networks in the environment's project only, so prod also needs platform.allowSharedIsolation: true."""
 
 
 def resolve_cluster_defaults(environment: str, region: str, cluster: ClusterConfig, zones: tuple[str, ...]) -> ClusterConfig:

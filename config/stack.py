@@ -311,11 +311,12 @@ def _claim(tenant: Any, path: str, source: str, facts: EnvironmentFacts) -> Tena
 def _quota_verdict(quota: tuple[QuotaLine, ...], policy: str | None, key, problems: Problems) -> tuple[str, ...]:
     """Warnings for quota lines the tenants exceed together, or problems under quotaPolicy fail."""
     exceeded = [line for line in quota if line.exceeded]
+    requests = tuple(line.request_message() for line in quota if line.new_project)
     if policy == "fail":
         for line in exceeded:
             problems.add(key(line), f"{line.message()}; nodeProvider.quotaPolicy is fail (raise the quota or lower the tenants' maxGpus)")
-        return ()
-    return tuple(line.message() for line in exceeded)
+        return requests
+    return (*(line.message() for line in exceeded), *requests)
 
 
 def _tenant_stack_claims(project_dir: Path, facts: EnvironmentFacts, *, environment_stack_name: str, exclude: str | None) -> list[TenantClaim]:
@@ -335,6 +336,12 @@ def _tenant_stack_claims(project_dir: Path, facts: EnvironmentFacts, *, environm
             parsed = parse(f"Pulumi.{other}.yaml: tenant", Tenant, tenant, Problems())  # its problems are its own stack's
             claims.append(_claim(parsed, f"Pulumi.{other}.yaml: tenant", source, facts))
     return claims
+
+
+def environment_claims(env: EnvironmentStack, project_dir: Path) -> list[TenantClaim]:
+    """What every tenant of an environment claims (name, CIDR, project): its inline tenants and the
+    tenants of the team stacks in `project_dir` that use it (for a new team's free CIDR)."""
+    return [*env.facts.tenants, *_tenant_stack_claims(project_dir, env.facts, environment_stack_name=env.stack, exclude=None)]
 
 
 def _facts(stack, environment, project, region, cluster, platform, node_provider, offer, tenants, catalog, problems) -> EnvironmentFacts:

@@ -145,13 +145,13 @@ class Tenant(ConfigModel):
     load_balancer_services: bool = False
     """Let the tenant's cloud controller manager create Google load balancers for its Services (load-balancer and firewall rights for its node identity); off: Services stay internal."""
     isolation: Literal["project", "shared"] = "project"
-    """project: the team's VMs, disks, network and node identity in a GCP project of its own; shared: in the environment's project, beside every other shared tenant (warned about)."""
+    """project: the team's VMs, disks, network and node identity in a GCP project of its own; shared: in the environment's project, beside every other shared tenant (warned about), whose names must not start with this one's name and a hyphen (their VM names would not tell them apart)."""
     gcp_project: GcpProject | None = Field(None, json_schema_extra=project_id_alone_too)
-    """Project mode: an existing project id, or {id, create: true}; unset: created under platform.tenantProjects, else an error."""
+    """Project mode: an existing project id, or {id, create: true}, neither the environment's project nor another tenant's; unset: created under platform.tenantProjects, else an error (never set with isolation: shared)."""
     node_metadata: Literal["concealed", "exposed"] = "concealed"
     """concealed: pods on the tenant's nodes cannot reach the metadata server (the node identity's token); exposed: they can, e.g. to call Google APIs as the node identity."""
     control_plane: ControlPlane = ControlPlane()
-    """The control-plane pod on the host cluster."""
+    """The control-plane pod on the host cluster; each of the four values has its own default, so {limits: {memory: 8Gi}} changes that value only."""
 
     @field_validator("gcp_project", mode="before")
     @classmethod
@@ -452,7 +452,11 @@ def _check_pool(pool_path: str, i: int, pool: GpuPool, facts: EnvironmentFacts, 
         _check_shapes(pool_path, pool, per_node, facts, problems)
     quota = facts.gpu_quota.get(pool.gpu, 0)
     if pool.max_gpus > quota:
-        problems.add(f"{pool_path}.maxGpus", f"{pool.max_gpus} exceeds the environment's quota of {quota} {pool.gpu} GPUs in {facts.region}")
+        problems.add(
+            f"{pool_path}.maxGpus",
+            f"{pool.max_gpus} exceeds the environment's quota of {quota} {pool.gpu} GPUs in {facts.region} "
+            f"(nodeProvider.gpuQuota; one pool above it is an error whatever quotaPolicy says)",
+        )
     key = (pool.gpu, per_node, pool.spot)
     if key in seen:
         problems.add(pool_path, f"duplicates gpuPools[{seen[key]}] ({pool.gpu}, {per_node} per node, spot={pool.spot})")

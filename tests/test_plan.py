@@ -193,7 +193,10 @@ def test_node_types_option_lists_every_node_type_by_name(dev_stack):
 def test_dev_plan_adds_up_the_quota_of_every_tenant_of_the_environment(dev_plan, dev_stack):
     _, out, _, _ = dev_plan
     quota = section(out, "GPU quota of the environment").splitlines()
-    assert len(dev_stack.quota) == 4 and len(quota) == 2 + len(dev_stack.quota)
+    from config.quota import QUOTA_RULES
+
+    assert len(dev_stack.quota) == 4 and len(quota) == 2 + len(dev_stack.quota) + 1
+    assert quota[-1] == f"  {QUOTA_RULES}"  # when quota warns and when it fails
     scopes = {(q.scope, q.gpu): q for q in dev_stack.quota}
     # The inline tenants share the host project's quota; team-vision-dev has a project of its own,
     # and each GCP project that runs tenant VMs has its own regional GPU quota.
@@ -648,20 +651,79 @@ SECURE = """
 """
 
 
+def legacy_mode_policy_config(tmp_path: Path) -> Path:
+    """The pack configuration docs/guardrails.md gives for legacy mode, as a file."""
+    from docs_support import section as docs_section
+
+    text = " ".join(docs_section("What `make test` checks").split())
+    config = tmp_path / "policy-config.json"
+    config.write_text(re.search(r"lower them with `(\{.+?\}\})`", text).group(1))
+    return config
+
+
 def test_secure_values_are_shown_as_secret_and_legacy_mode_warns(tmp_path):
     project = project_copy(tmp_path, "dev")
     text = (project / "Pulumi.dev.yaml").read_text().replace("    spot: true\n", "    spot: true\n    legacyInfrastructure: true\n", 1)
     (project / "Pulumi.dev.yaml").write_text(text + SECURE)
+    # Legacy mode fails four policies on purpose; the plan, like `pulumi preview`, rejects it
+    # unless the pack's configuration lowers them as docs/guardrails.md says.
+    from policies import LEGACY_MODE_POLICIES
+
     code, out, err = plan("--project-dir", str(project), "--stack", "dev")
+    failed = set(re.findall(r"^  MANDATORY (\S+) on ", section(out, "Policy pack"), flags=re.M))
+    assert code == 1 and failed == {p.name for p in LEGACY_MODE_POLICIES}
+    config = legacy_mode_policy_config(tmp_path)
+    code, out, err = plan("--project-dir", str(project), "--stack", "dev", "--policy-pack-config", str(config))
     assert code == 0, err
+    assert "no mandatory violation" in out and "(advisory): " in section(out, "Warnings")
     assert "gpu-platform:platformAdminPassword = [secret]" in out
     assert "AAAAbm90LWEtcmVhbC1jaXBoZXJ0ZXh0" not in out
     assert "platformAdminPassword =" not in section(out, "Stack outputs")  # set, so nothing generated
     warnings = section(out, "Warnings")
     assert re.search(r"WARNING \((program|plan)\): nodeProvider\.legacyInfrastructure", warnings)
     # The quiet line counts it too.
-    code, quiet, _ = plan("--project-dir", str(project), "--stack", "dev", "--quiet")
+    code, quiet, _ = plan("--project-dir", str(project), "--stack", "dev", "--quiet", "--policy-pack-config", str(config))
     assert code == 0 and re.search(r"[1-9]\d* warning\(s\)", quiet)
+
+
+def test_a_policy_violation_fails_the_plan_with_the_packs_whole_message_before_the_costs(tmp_path):
+    """prod with its control plane open to the internet: the configuration is valid, the pack
+    rejects it. The plan prints the pack's own message whole, naming policy and resource, before
+    the costs, and exits 1 (text, --quiet with the message on stderr, --json)."""
+    from tools.mock_engine import run_program
+    from tools.policy_check import check
+
+    project = project_copy(tmp_path, "prod")
+    path = project / "Pulumi.prod.yaml"
+    path.write_text(path.read_text().replace("{cidr: 203.0.113.0/24, name: office}", "{cidr: 0.0.0.0/0, name: anywhere}"))
+    [violation] = [v for v in check(run_program(read_stack_values(project, "prod"), stack="prod", project_dir=project)) if v.mandatory]
+    assert violation.resource == "gke-cluster" and "'0.0.0.0/0'" in violation.message and len(violation.message) > 200
+
+    code, out, err = plan("--project-dir", str(project), "--stack", "prod")
+    assert code == 1
+    verdict = section(out, "Policy pack")
+    assert f"MANDATORY {violation.policy} on gke-cluster:\n    {violation.message}" in verdict
+    assert out.index("Policy pack") < out.index("Costs in USD")
+    assert "the policy pack rejects it" in err
+
+    code, quiet, err = plan("--project-dir", str(project), "--stack", "prod", "--quiet")
+    assert code == 1 and quiet.startswith("FAIL  prod: 1 mandatory policy violation(s)") and violation.message in err
+    code, out, _ = plan("--project-dir", str(project), "--stack", "prod", "--json")
+    document = json.loads(out)
+    assert code == 1 and document["ok"] is False
+    assert [p for p in document["policy"] if p["level"] == "mandatory"] == [
+        {"policy": violation.policy, "level": "mandatory", "resource": "gke-cluster", "message": violation.message}
+    ]
+
+
+def test_a_policy_pack_config_names_policies_and_levels_of_the_pack(tmp_path):
+    config = tmp_path / "policy-config.json"
+    config.write_text('{"no-such-policy": "advisory"}')
+    code, _, err = plan("--stack", "dev", "--policy-pack-config", str(config))
+    assert code == 2 and "'no-such-policy' is not a policy of the pack; allowed: " in err
+    config.write_text('{"gke-private-nodes-and-endpoint": {"enforcementLevel": "lenient"}}')
+    code, _, err = plan("--stack", "dev", "--policy-pack-config", str(config))
+    assert code == 2 and "'lenient' is not allowed; allowed: advisory, mandatory, remediate, disabled" in err
 
 
 def test_command_line_entry_point(tmp_path):

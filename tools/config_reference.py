@@ -66,7 +66,7 @@ HEADER = ["key", "type", "default", "allowed", "description"]
 def reference(catalog: Catalog | None = None) -> str:
     """The generated block of docs/configuration.md, markers included."""
     catalog = catalog or load_catalog()
-    out = [BEGIN, "", "### Keys of a stack", ""]
+    out = [BEGIN, "", "## Keys of a stack", ""]
     rows = [_row(f"gcp:{_key(n, f)}", GcpKeys, n, f, catalog, required="required in environment stacks") for n, f in GcpKeys.model_fields.items()]
     rows += [_row(f"{NS}:{_key(n, f)}", StackKeys, n, f, catalog) for n, f in StackKeys.model_fields.items()]
     out += _table(rows)
@@ -79,7 +79,7 @@ def reference(catalog: Catalog | None = None) -> str:
             suffix = "[i]" if _item_model(field.annotation) else ""
             sections.setdefault(model, []).append(f"`{NS}:{_key(name, field)}{suffix}`")
     for model, keys in sections.items():
-        out += ["", f"### {' and '.join(keys)}", "", _sentence(model.__doc__ or ""), ""]
+        out += ["", f"## {' and '.join(keys)}", "", _sentence(model.__doc__ or ""), ""]
         out += _table(_rows(model, "", catalog, parent_default=False))
     return "\n".join([*out, "", END])
 
