@@ -1,6 +1,7 @@
 """Benchmarks of the offline plan and of the program's evaluation, on this machine.
 
-    python -m bench.run                # or: make bench
+    python -m bench.run --quick        # or: make bench QUICK=1 — under a minute: best of 1, dev and 10 tenants
+    python -m bench.run                # or: make bench — about 11 minutes: best of 5, 1 to 100 tenants
     python -m bench.run --repeat 5 --profile
 
 Measures, and prints next to its target:
@@ -17,7 +18,9 @@ Measures, and prints next to its target:
 4. that per-environment work (catalog, templates, role lists) is done once, not once per tenant.
 
 A missed target is printed as MISSED, with a profile of where the time goes; the exit status is
-non-zero only when something fails to run. Results also go to bench/results/latest.json.
+non-zero only when something fails to run. Results also go to bench/results/latest.json, and the
+table of docs/development.md "Performance" for this run to bench/results/table.md. The quick run
+checks that everything runs and gives rough figures; the full one is what the docs report.
 """
 
 from __future__ import annotations
@@ -44,6 +47,9 @@ from config.stack_files import PROJECT_DIR, SecureValue, list_stacks, read_stack
 
 BASE_STACK = "dev"
 SIZES = (1, 10, 50, 100)
+QUICK_SIZES = (10,)
+# How long each mode takes on the 2-core machine docs/development.md reports from, printed first.
+DURATION = {"full": "about 11 minutes", "quick": "under a minute"}
 RATIO_TARGET = 1.3
 NS = "gpu-platform"
 TENANT_POOL = ipaddress.IPv4Network("10.160.0.0/12")
@@ -354,11 +360,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=5, help="measurements per number; the best is printed (default 5)")
     parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES), help="numbers of synthetic tenants (default 1 10 50 100)")
     parser.add_argument("--profile", action="store_true", help="print where the time goes (GC, profile per area) even when the targets are met")
+    parser.add_argument("--quick", action="store_true", help=f"best of 1, dev and {' and '.join(map(str, QUICK_SIZES))} tenants, no profile: {DURATION['quick']}")
     args = parser.parse_args(argv)
+    if args.quick:
+        args.repeat, args.sizes = 1, list(QUICK_SIZES)
     sizes = sorted(set(args.sizes))
     largest, smallest = sizes[-1], sizes[0]
+    started = time.perf_counter()
 
-    print(f"Benchmarks on this machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}; times are the best of {args.repeat}")
+    mode = "quick" if args.quick else "full" if (args.repeat, sizes) == (5, list(SIZES)) else None
+    took = f"; this takes {DURATION[mode]} ({'make bench QUICK=1' if mode == 'quick' else 'make bench'})" if mode else ""
+    print(f"Benchmarks on this machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}; times are the best of {args.repeat}{took}")
     print(f"Command: {' '.join(['python -m bench.run', *(argv if argv is not None else sys.argv[1:])])}")
     import tools.plan  # noqa: F401  (the program's modules, the SDK and the mock engine, as the plan imports them)
     from tools.mock_engine import run_program
@@ -381,12 +393,13 @@ def main(argv: list[str] | None = None) -> int:
         print("1. Offline plan, fresh process each (python -m tools.plan --stack S, full text output)")
         print(_table(["stack", "tenants", "wall s", "max RSS MiB"], [[p.label, str(p.tenants), f"{p.wall_s:.2f}", f"{p.max_rss_mib:.0f}"] for p in plans]))
         print(f"  (imports only) = python -c 'import tools.plan, <the {len(modules)} SDK modules whose classes the program instantiates>'")
-        base = next(p for p in plans if p.label == f"bench-{smallest}")
+        # One size alone (quick): from dev's tenants to it.
+        base = next(p for p in plans if p.label == (f"bench-{smallest}" if largest > smallest else BASE_STACK))
         top = next(p for p in plans if p.label == f"bench-{largest}")
-        if largest > smallest:
-            per_tenant = (top.wall_s - base.wall_s) / (largest - smallest)
-            per_tenant_mib = (top.max_rss_mib - base.max_rss_mib) / (largest - smallest)
-            print(f"  per extra tenant: {per_tenant * 1000:.0f} ms, {per_tenant_mib:.2f} MiB (from {smallest} to {largest} tenants)")
+        if largest > base.tenants:
+            per_tenant = (top.wall_s - base.wall_s) / (largest - base.tenants)
+            per_tenant_mib = (top.max_rss_mib - base.max_rss_mib) / (largest - base.tenants)
+            print(f"  per extra tenant: {per_tenant * 1000:.0f} ms, {per_tenant_mib:.2f} MiB (from {base.tenants} to {largest} tenants)")
 
         # 2–4. In this process, everything imported: time evaluations only.
         evals = [measure_eval(BASE_STACK, dev_tenants, dev_values, BASE_STACK, PROJECT_DIR, args.repeat)]
@@ -426,7 +439,7 @@ def main(argv: list[str] | None = None) -> int:
             indent="    ",
         )
     )
-    small = next(e for e in evals if e.label == f"bench-{smallest}")
+    small = evals[0] if smallest == largest else next(e for e in evals if e.label == f"bench-{smallest}")  # one size: against dev
     big = next(e for e in evals if e.label == f"bench-{largest}")
     print()
     print("3. Longest dependency chain a deployment waits on (resources created one after another)")
@@ -451,7 +464,7 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     missed = [e for e in ratio_targets if e.ratio > RATIO_TARGET]
-    if missed or args.profile:
+    if (missed and not args.quick) or args.profile:
         print()
         print(f"Where the time goes ({'ratio target MISSED for ' + ', '.join(e.label for e in missed) if missed else 'requested with --profile'})")
         with tempfile.TemporaryDirectory(prefix="gpu-platform-bench-") as tmp:
@@ -476,7 +489,40 @@ def main(argv: list[str] | None = None) -> int:
             indent=2,
         )
     )
+    table = docs_table(plans, evals, args.repeat)
+    (RESULTS.parent / "table.md").write_text(table + "\n")
+    print()
+    print(f"The table of docs/development.md \"Performance\" for this run (also in {RESULTS.parent / 'table.md'}):")
+    print(table)
+    elapsed = time.perf_counter() - started
+    print(f"\nTook {int(elapsed // 60)} min {elapsed % 60:.0f} s.")
     return 0
+
+
+def docs_table(plans: list[ProcessResult], evals: list[EvalResult], repeat: int) -> str:
+    """docs/development.md's table, with this run's figures (the sizes it measured)."""
+    by_label = {p.label: p for p in plans}
+    measured = [p for p in plans if p.tenants and p.label != BASE_STACK]
+    columns = [(BASE_STACK, f"{BASE_STACK} ({by_label[BASE_STACK].tenants} tenants)")] + [(p.label, f"{p.tenants} tenant{'s' if p.tenants > 1 else ''}") for p in measured]
+    evaluated = {e.label: e for e in evals}
+
+    def row(what: str, cell: Callable[[str], str], target: str = "") -> str:
+        return "| " + " | ".join([what, *(cell(label) for label, _ in columns), target]) + " |"
+
+    lines = [
+        f"| measurement (best of {repeat}) | " + " | ".join(title for _, title in columns) + " | target |",
+        "|---|" + "---|" * len(columns) + "---|",
+        row("`make plan`, fresh process: wall time", lambda label: f"{by_label[label].wall_s:.2f} s"),
+        row("`make plan`, fresh process: peak memory", lambda label: f"{by_label[label].max_rss_mib:.0f} MiB", "≤ 400 MiB at 100"),
+        row(
+            "program vs SDK floor, fresh processes",
+            lambda label: f"{evaluated[label].fresh_program_s:.2f} / {evaluated[label].fresh_floor_s:.2f} s = **{evaluated[label].ratio:.2f}**" if label in evaluated else "",
+            f"≤ {RATIO_TARGET}",
+        ),
+        row("program vs floor, one warm process (diagnosis)", lambda label: f"{evaluated[label].warm_ratio:.2f}" if label in evaluated else ""),
+        row("longest dependency chain (resources)", lambda label: str(len(evaluated[label].chain)) if label in evaluated else "", "equal"),
+    ]
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -79,13 +79,6 @@ class QuotaLine:
             f"({', '.join(self.tenants)}); the quota in {self.region} is {self.quota}"
         )
 
-    def request_message(self) -> str:
-        """For a project Pulumi creates: what to request, where."""
-        return (
-            f"GPU quota: {self.scope} is created by Pulumi and a new project has no {self.gpu} quota (0 until granted); "
-            f"once it exists, request {max(self.asked, 1)} {self.gpu} GPUs in {self.region} for it ({', '.join(self.tenants)}): {self.request_url}"
-        )
-
 
 def quota_scope(tenant: Tenant, facts: EnvironmentFacts) -> str:
     """Whose quota a tenant's VMs count against: the host project's (isolation: shared), or its

@@ -311,12 +311,11 @@ def _claim(tenant: Any, path: str, source: str, facts: EnvironmentFacts) -> Tena
 def _quota_verdict(quota: tuple[QuotaLine, ...], policy: str | None, key, problems: Problems) -> tuple[str, ...]:
     """Warnings for quota lines the tenants exceed together, or problems under quotaPolicy fail."""
     exceeded = [line for line in quota if line.exceeded]
-    requests = tuple(line.request_message() for line in quota if line.new_project)
     if policy == "fail":
         for line in exceeded:
             problems.add(key(line), f"{line.message()}; nodeProvider.quotaPolicy is fail (raise the quota or lower the tenants' maxGpus)")
-        return requests
-    return (*(line.message() for line in exceeded), *requests)
+        return ()
+    return tuple(line.message() for line in exceeded)
 
 
 def _tenant_stack_claims(project_dir: Path, facts: EnvironmentFacts, *, environment_stack_name: str, exclude: str | None) -> list[TenantClaim]:

@@ -1,4 +1,4 @@
-"""docs/teams.md "Add a team", followed to the letter, keeps the product's own tests green.
+"""docs/teams.md "Add a team", followed to the letter, and `make team`, keep the product's own tests green.
 
 A copy of this checkout, its stacks as shipped (tests/data/shipped/: whatever teams this checkout
 has added already, the docs' examples among them, are not the experiment's starting point), gets
@@ -23,6 +23,8 @@ import yaml
 from config.stack_files import PROJECT_DIR, list_stacks, read_stack_values
 from docs_support import yaml_blocks
 from shipped_stacks import SHIPPED_DIR, SHIPPED_STACKS
+from tools import new_team
+from tools.new_team import bootstrap_with
 
 NS = "gpu-platform"
 NOT_COPIED = shutil.ignore_patterns(".venv", ".git", "__pycache__", ".hypothesis", ".pytest_cache", "plan-out", "acceptance-out")
@@ -41,6 +43,8 @@ SUBSET = [
 # The bootstrap after the docs' edit of it: every committed stack and existing team project listed
 # for CI, the teams' stack permissions and the policy group follow the list, the pack (its data
 # regenerated) still passes the bootstrap.
+# After `make team`: the pack's data regenerated from the edited bootstrap.
+SUBSET += ["tests/test_policy_pack.py::test_program_data_is_fresh"]
 SUBSET += [
     f"tests/test_bootstrap.py::{test}"
     for test in (
@@ -83,18 +87,15 @@ def as_shipped(project: Path) -> None:
 
 def list_for_ci(project: Path, stack: str) -> None:
     """CI previews and deploys only the stacks the bootstrap grants its identities access to, and
-    builds tenants only in the existing team projects it lists in `teamProjects`."""
+    builds tenants only in the existing team projects it lists in `teamProjects`: added to those
+    one-line lists of the stack's environment, the rest of the file as it was (as an editor would)."""
     ci = project / "bootstrap" / "Pulumi.ci.yaml"
-    bootstrap = yaml.safe_load(ci.read_text())
     values = read_stack_values(project, stack)
-    [entry] = [e for e in bootstrap["config"]["gpu-platform-bootstrap:environments"] if e["name"] == values[f"{NS}:environment"]]
-    if stack not in entry["stacks"]:
-        entry["stacks"].append(stack)
+    environment = values[f"{NS}:environment"]
     tenants = [values.get(f"{NS}:tenant"), *(values.get(f"{NS}:tenants") or [])]
-    for project_id in (t.get("gcpProject") for t in tenants if t):
-        if isinstance(project_id, str) and project_id not in entry.setdefault("teamProjects", []):
-            entry["teamProjects"].append(project_id)
-    ci.write_text(yaml.safe_dump(bootstrap, sort_keys=False))
+    projects = [p for p in (t.get("gcpProject") for t in tenants if t) if isinstance(p, str)] or [None]
+    for project_id in projects:
+        ci.write_text(bootstrap_with(ci.read_text(), environment, stack, project_id))
 
 
 def add_teams_as_readme_says(project: Path) -> str:
@@ -112,12 +113,15 @@ def add_teams_as_readme_says(project: Path) -> str:
     dev.write_text(yaml.safe_dump(document, sort_keys=False))
     list_for_ci(project, "dev")
     list_for_ci(project, stack)
-    # The policy pack's copy of the program's data, after an edit of the bootstrap (`make policy-data`).
-    subprocess.run([sys.executable, "-m", "tools.policy_data"], cwd=project, check=True, capture_output=True, timeout=120)
+    # `make policy-data` after the edit of the bootstrap: the test's `make team` that follows runs it
+    # (the same command) on the bootstrap with both edits, and the subset checks the result.
     return stack
 
 
-def test_the_tests_pass_after_adding_teams_as_readme_says(tmp_path):
+def test_the_tests_pass_after_adding_teams_as_the_docs_say_and_with_make_team(tmp_path, capsys):
+    """Both ways at once, in one copy (one run of the subset for both): the docs' manual path, and
+    `make team` (tools/new_team.py, as the Makefile runs it) for one more team, after which the
+    tests `make test` runs on every committed stack pass, the new stacks' offline plans among them."""
     project = tmp_path / "repo"
     shutil.copytree(PROJECT_DIR, project, ignore=NOT_COPIED, symlinks=True)
     as_shipped(project)
@@ -125,17 +129,32 @@ def test_the_tests_pass_after_adding_teams_as_readme_says(tmp_path):
     assert list_stacks(project) == sorted([stack, *SHIPPED_STACKS])
     assert len(read_stack_values(project, "dev")[f"{NS}:tenants"]) == 3
 
+    version = yaml.safe_load((project / "policy" / "PulumiPolicy.yaml").read_text())["version"]
+    # `make team NAME=audio ENV=dev GPU=nvidia-l4 MAX_GPUS=4` (tests/test_new_team.py checks the
+    # Makefile's arguments), on the copy; its `make policy-data` runs in the copy's own checkout.
+    assert new_team.main(["--name", "audio", "--env", "dev", "--gpu", "nvidia-l4", "--max-gpus", "4"], project_dir=project) == 0
+    added = capsys.readouterr()
+    team = "team-audio-dev"
+    assert list_stacks(project) == sorted([stack, team, *SHIPPED_STACKS])
+    tenant = read_stack_values(project, team)[f"{NS}:tenant"]
+    assert tenant["gpuPools"] == [{"gpu": "nvidia-l4", "maxGpus": 4}] and tenant["gcpProject"] == "acme-ml-dev-audio"
+    [entry] = [e for e in yaml.safe_load((project / "bootstrap" / "Pulumi.ci.yaml").read_text())["config"]["gpu-platform-bootstrap:environments"] if e["name"] == "dev"]
+    assert team in entry["stacks"] and "acme-ml-dev-audio" in entry["teamProjects"]
+    bumped = yaml.safe_load((project / "policy" / "PulumiPolicy.yaml").read_text())["version"]
+    assert bumped != version and f"version {version} → {bumped}" in added.out
+    assert f"pulumi stack init acme/{team}" in added.out and "Pull request 1, the bootstrap" in added.out
+
     result = subprocess.run(
         # The pack's check of the shipped stacks is the full suite's business, not this one's.
-        [sys.executable, "-m", "pytest", "-o", "addopts=", "-p", "no:cacheprovider", "-q", "-rA", "-k", "not shipped", *SUBSET],
+        [sys.executable, "-m", "pytest", "-o", "addopts=", "-p", "no:cacheprovider", "--disable-plugin-autoload", "-q", "-rA", "-k", "not shipped", *SUBSET],
         cwd=project,
         capture_output=True,
         text=True,
         timeout=600,
     )
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
-    # The stack-iterating tests saw the new stack; nothing was skipped.
-    assert f"PASSED {SUBSET[0]}[{stack}]" in result.stdout
+    # The stack-iterating tests saw the new stacks; nothing was skipped.
+    assert f"PASSED {SUBSET[0]}[{stack}]" in result.stdout and f"PASSED {SUBSET[0]}[{team}]" in result.stdout
     assert "PASSED tests/test_workflow.py::test_each_deploy_job_deploys_its_environment_then_every_committed_team_stack_of_it[up-dev-dev]" in result.stdout
     assert " skipped" not in result.stdout.splitlines()[-1], result.stdout.splitlines()[-1]
 

@@ -124,6 +124,10 @@ class Example(ConfigModel):
     """An object of defaults."""
     items: tuple[Item, ...] = Field(min_length=1)
     """A list of objects, at least one."""
+    by_name: dict[str, Item] = {}
+    """A map of objects."""
+    choice: Item | Defaulted | None = None
+    """A union of objects."""
 
 
 def test_the_generator_copes_with_any_model():
@@ -147,6 +151,11 @@ def test_the_generator_copes_with_any_model():
         "`flags.on`": ["true/false", "`true`", "", "Whether it is on."],
         "`items`": ["list of mappings", "required", "at least 1 item", "A list of objects, at least one."],
         "`items[].label`": ["string", "required", "", "The entry's label."],
+        "`byName`": ["map of mappings", "`{}`", "", "A map of objects."],
+        "`byName.<key>.label`": ["string", "required", "", "The entry's label."],
+        "`choice`": ["mapping", "none", "", "A union of objects."],
+        "`choice.label`": ["string", "required in a given `choice`", "", "The entry's label."],
+        "`choice.on`": ["true/false", "`true`", "", "Whether it is on."],
     }
 
 

@@ -727,9 +727,22 @@ def test_a_policy_pack_config_names_policies_and_levels_of_the_pack(tmp_path):
 
 
 def test_command_line_entry_point(tmp_path):
-    """`python -m tools.plan --all --quiet` as CI runs it: one line per stack, non-zero on a failure."""
+    """`python -m tools.plan --all --quiet` as CI runs it: one line per stack, non-zero on a failure
+    (in-process, as `main`), and the module's entry point in a process of its own (on a stack that
+    fails before any evaluation: `make test` runs the entry point on every committed stack anyway)."""
     project = project_copy(tmp_path, "dev")
     (project / "Pulumi.broken.yaml").write_text("config:\n  gpu-platform:environment: qa\n")
+    code, out, err = plan("--project-dir", str(project), "--all", "--quiet")
+    assert code == 1
+    assert re.search(r"^ok +dev: environment stack", out, re.M)
+    headline = "5 configuration problems in stack 'broken'; nothing was created:"
+    assert re.search(rf"^FAIL +broken: {re.escape(headline)}$", out, re.M)
+    # The headline once (the stack's line), the problems below it on stderr.
+    assert (out + err).count(headline) == 1 and "plan of stack broken failed" not in err
+    assert "environment: 'qa' is not allowed" in err
+    assert "Traceback" not in out + err
+
+    (project / "Pulumi.dev.yaml").unlink()
     result = subprocess.run(
         [sys.executable, "-m", "tools.plan", "--project-dir", str(project), "--all", "--quiet"],
         cwd=PROJECT_DIR,
@@ -737,14 +750,8 @@ def test_command_line_entry_point(tmp_path):
         text=True,
         timeout=300,
     )
-    assert result.returncode == 1
-    assert re.search(r"^ok +dev: environment stack", result.stdout, re.M)
-    headline = "5 configuration problems in stack 'broken'; nothing was created:"
-    assert re.search(rf"^FAIL +broken: {re.escape(headline)}$", result.stdout, re.M)
-    # The headline once (the stack's line), the problems below it on stderr.
-    assert (result.stdout + result.stderr).count(headline) == 1 and "plan of stack broken failed" not in result.stderr
-    assert "environment: 'qa' is not allowed" in result.stderr
-    assert "Traceback" not in result.stdout + result.stderr
+    assert result.returncode == 1 and re.search(rf"^FAIL +broken: {re.escape(headline)}$", result.stdout, re.M)
+    assert "environment: 'qa' is not allowed" in result.stderr and "Traceback" not in result.stdout + result.stderr
 
 
 # --- tenant isolation in the plan (tools/isolation_plan.py) -----------------------------------------
@@ -938,3 +945,21 @@ def test_a_pools_zones_are_in_the_pool_table(tmp_path):
     assert pools[("vision", "l4-2x")][7] == pools[("vision", "system")][7] == "all"
     zones = {p["name"]: p["zones"] for p in summary(planned)["tenants"][0]["pools"]}
     assert zones == {"l4-2x": [], "t4-1x-spot": ["europe-west4-b"], "system": []}
+
+
+def test_quota_of_a_project_pulumi_creates_is_never_ok():
+    """prod's research tenant gets a project Pulumi creates (platform.tenantProjects): a new
+    project has no GPU quota, so its lines say to request it, with where, and never "ok"."""
+    from config.quota import NEW_PROJECT, QUOTA_PAGE
+
+    code, out, _ = plan("--stack", "prod")
+    assert code == 0
+    table = section(out, "GPU quota of the environment")
+    rows = [line for line in table.splitlines() if "acme-prod-research" in line and "  nvidia-" in line]
+    assert len(rows) == 2 and all(re.search(rf"0 until granted +\d+ +{NEW_PROJECT} ", row) for row in rows)
+    assert not re.search(r" ok ", table)
+    link = QUOTA_PAGE.format(project="acme-prod-research")
+    assert f"  acme-prod-research is created by Pulumi, and a new project has no GPU quota: request it at {link}" in table
+    code, out, _ = plan("--stack", "prod", "--json")
+    quota = json.loads(out)["quota"]
+    assert {(q["state"], q["newProject"], q["requestQuotaAt"]) for q in quota} == {(NEW_PROJECT, True, link)}

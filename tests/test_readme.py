@@ -320,3 +320,16 @@ def test_team_stacks_are_deployed_by_ci_after_their_environment_and_listed_first
     words = " ".join(all_text().split())
     for claim in ("deploys the environment stack only", "deploys a merged team stack", "is deployed by its team", "deployed by their teams."):
         assert claim not in words
+
+
+def test_the_quota_rules_are_the_plans():
+    """docs/costs.md says exactly when quota warns and when it fails, and what a new project's
+    lines say: in the plan's words (config/quota.py), each rule held by the tests of
+    test_pool_shapes_and_quota.py and test_config_validation.py."""
+    from config.quota import NEW_PROJECT, QUOTA_PAGE
+
+    text = " ".join(section("GPU quota across the environment").split())
+    assert "**One pool** whose `maxGpus` is above `gpuQuota` of its GPU type is an **error**, whatever `quotaPolicy` says" in text
+    assert "`warn` prints a warning and deploys (the default in dev and staging), `fail` is an error and registers nothing (the default in prod)" in text
+    assert f"state `{NEW_PROJECT}`, never `ok`" in text and f"(`{QUOTA_PAGE.format(project='<id>')}`)" in text
+

@@ -90,12 +90,22 @@ def _rows(model: type[BaseModel], prefix: str, catalog: Catalog, *, parent_defau
         key = prefix + _key(name, field)
         required = f"required in a given `{prefix.rstrip('.').removesuffix('[]')}`" if prefix and parent_default else "required"
         rows.append(_row(f"`{key}`", model, name, field, catalog, required=required, quoted=True))
-        inner, item = _nested(field.annotation), _item_model(field.annotation)
-        if inner is not None:
-            rows += _rows(inner, key + ".", catalog, parent_default=not field.is_required())
-        elif item is not None:
-            rows += _rows(item, key + "[].", catalog, parent_default=False)
+        for suffix, inner in _inner_models(field.annotation):
+            rows += _rows(inner, key + suffix, catalog, parent_default=suffix == "." and not field.is_required())
     return rows
+
+
+def _inner_models(annotation: Any, suffix: str = ".") -> list[tuple[str, type[BaseModel]]]:
+    """The models a field holds and how their keys continue its path: `.` for the object itself
+    (or one member of a union), `[].` for the items of a list, `.<key>.` for the values of a map."""
+    if _is_model(annotation):
+        return [(suffix, annotation)]
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin in (tuple, list):
+        return [m for a in args if a is not Ellipsis for m in _inner_models(a, suffix.rstrip(".") + "[].")]
+    if origin is dict and len(args) == 2:
+        return _inner_models(args[1], suffix.rstrip(".") + ".<key>.")
+    return [m for a in args for m in _inner_models(a, suffix)]
 
 
 def _row(key: str, model: type[BaseModel], name: str, field: FieldInfo, catalog: Catalog, *, required: str = "required", quoted: bool = False) -> list[str]:

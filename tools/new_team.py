@@ -1,10 +1,10 @@
 """Add a team: its own stack in an environment, and everything `make test` then expects.
 
-    make team NAME=robotics ENV=dev [GPU=nvidia-l4] [MAX_GPUS=4] [TEAM_PROJECT=<existing project id>]
-    python -m tools.new_team --name robotics --env dev [--gpu nvidia-l4] [--max-gpus 4] [--project <id>]
+    make team NAME=robotics ENV=dev [GPU=nvidia-l4] [MAX_GPUS=4] [TEAM_PROJECT=<existing project id>] [CIDR=<cidr>]
+    python -m tools.new_team --name robotics --env dev [--gpu nvidia-l4] [--max-gpus 4] [--project <id>] [--cidr <cidr>]
 
-It writes Pulumi.team-<name>-<env>.yaml (a free /22 of the environment, the team's GPU pool and
-project), lists the stack, and an existing project, for CI in bootstrap/Pulumi.ci.yaml (the
+It writes Pulumi.team-<name>-<env>.yaml (a free /22 of the environment unless CIDR names one, the
+team's GPU pool and project), lists the stack, and an existing project, for CI in bootstrap/Pulumi.ci.yaml (the
 environment's `stacks` and `teamProjects`), regenerates policy/program_data.json (make policy-data)
 and bumps the pack's version when that changed (a published version is immutable), then prints the
 next steps: the pull requests and who approves them.
@@ -33,6 +33,7 @@ import yaml
 
 from config.base import DNS_LABEL
 from config.errors import ConfigError
+from config.quota import QUOTA_PAGE
 from config.stack import NS, EnvironmentStack, environment_claims, load_stack
 from config.stack_files import PROJECT_DIR, StackFileError, list_stacks, project_name, read_stack_values, stack_file
 from config.tenant import MAX_TENANT_NAME, RESERVED_PLATFORM_PROJECT, TENANT_CIDR_POOL, suggest_cidr
@@ -51,6 +52,7 @@ class TeamError(Exception):
 class NewTeam:
     name: str
     environment: str  # the environment stack, e.g. dev
+    environment_name: str  # its gpu-platform:environment, the name of its entry in the bootstrap
     stack: str  # team-<name>-<environment>
     text: str  # the stack file
     cidr: str
@@ -65,7 +67,9 @@ def stack_name(name: str, environment: str) -> str:
     return f"team-{name}-{environment}"
 
 
-def plan_team(name: str, environment: str, *, gpu: str | None, max_gpus: int | None, project: str | None, project_dir: Path) -> NewTeam:
+def plan_team(
+    name: str, environment: str, *, gpu: str | None, max_gpus: int | None, project: str | None, project_dir: Path, cidr: str | None = None
+) -> NewTeam:
     """The new team's stack file, checked against everything in `project_dir`; raises TeamError."""
     if not DNS_LABEL.match(name) or len(name) > MAX_TENANT_NAME or name == RESERVED_PLATFORM_PROJECT:
         raise TeamError(
@@ -74,7 +78,7 @@ def plan_team(name: str, environment: str, *, gpu: str | None, max_gpus: int | N
         )
     environments = _environment_stacks(project_dir)
     if environment not in environments:
-        raise TeamError(f"ENV={environment!r} is not an environment stack of {project_dir.name}; allowed: {', '.join(environments) or 'none'}")
+        raise TeamError(f"ENV={environment!r} is not an environment stack of this project; allowed: {', '.join(environments) or 'none'}")
     stack = stack_name(name, environment)
     if stack_file(project_dir, stack).exists():
         raise TeamError(f"NAME={name!r} is taken: {stack_file(project_dir, stack).name} exists")
@@ -93,9 +97,10 @@ def plan_team(name: str, environment: str, *, gpu: str | None, max_gpus: int | N
     max_gpus = max_gpus if max_gpus is not None else counts[0]
     if max_gpus < 1 or max_gpus % counts[0]:
         raise TeamError(f"MAX_GPUS={max_gpus} is not allowed; allowed: a multiple of {counts[0]} (the smallest {gpu} shape), at least {counts[0]}")
-    cidr = suggest_cidr(env.facts, claims)
-    if not _is_cidr(cidr):
-        raise TeamError(f"environment {environment} has no free /22 left in {TENANT_CIDR_POOL} for a new team; free one, or add the stack by hand")
+    if cidr is None:
+        cidr = suggest_cidr(env.facts, claims)
+        if not _is_cidr(cidr):
+                raise TeamError(f"environment {environment} has no free /22 left in {TENANT_CIDR_POOL} for a new team; name one with CIDR=<cidr>")
     created = None
     if project is None and env.platform.tenant_projects is not None:
         created = f"{env.platform.tenant_projects.prefix}-{env.environment}-{name}"
@@ -111,7 +116,7 @@ def plan_team(name: str, environment: str, *, gpu: str | None, max_gpus: int | N
         max_gpus=max_gpus,
         project=project,
     )
-    team = NewTeam(name, environment, stack, text, cidr, gpu, max_gpus, project, created, organization)
+    team = NewTeam(name, environment, env.environment, stack, text, cidr, gpu, max_gpus, project, created, organization)
     _check(team, project_dir)
     return team
 
@@ -192,25 +197,29 @@ def _check(team: NewTeam, project_dir: Path) -> None:
             try:
                 load_stack(read_stack_values(scratch, stack), stack=stack, project_dir=scratch)
             except ConfigError as e:
-                raise TeamError(f"the new stack would not plan:\n{e}") from None
-    bootstrap_with(team, (project_dir / BOOTSTRAP_STACK).read_text())
+                raise TeamError(
+                    "the new stack would not plan (NAME, GPU, MAX_GPUS, TEAM_PROJECT and CIDR are its tenant.name, "
+                    f"gpuPools[0].gpu, gpuPools[0].maxGpus, gcpProject and network.cidr):\n{e}"
+                ) from None
+    bootstrap_with((project_dir / BOOTSTRAP_STACK).read_text(), team.environment_name, team.stack, team.project)
 
 
 # --- the bootstrap's lists --------------------------------------------------------------------------
 
 
-def bootstrap_with(team: NewTeam, text: str) -> str:
-    """bootstrap/Pulumi.ci.yaml with the stack under its environment's `stacks` and an existing
-    project under its `teamProjects`; comments and layout kept (one-line lists, as committed)."""
+def bootstrap_with(text: str, environment: str, stack: str, project: str | None) -> str:
+    """bootstrap/Pulumi.ci.yaml with `stack` under the environment's `stacks` and an existing
+    `project` under its `teamProjects` (each once); comments and layout kept (one-line lists, as
+    committed)."""
     lines = text.splitlines(keepends=True)
-    start, end = _environment_block(lines, team.environment)
-    lines[start:end] = _add_to_list(lines[start:end], "stacks", team.stack, team.environment, after=None)
-    if team.project is not None:
-        start, end = _environment_block(lines, team.environment)
-        lines[start:end] = _add_to_list(lines[start:end], "teamProjects", team.project, team.environment, after="stacks")
+    start, end = _environment_block(lines, environment)
+    lines[start:end] = _add_to_list(lines[start:end], "stacks", stack, environment, after=None)
+    if project is not None:
+        start, end = _environment_block(lines, environment)
+        lines[start:end] = _add_to_list(lines[start:end], "teamProjects", project, environment, after="stacks")
     result = "".join(lines)
-    entry = next(e for e in yaml.safe_load(result)["config"]["gpu-platform-bootstrap:environments"] if e["name"] == team.environment)
-    assert team.stack in entry["stacks"] and (team.project is None or team.project in entry["teamProjects"]), "bootstrap edit"
+    entry = next(e for e in yaml.safe_load(result)["config"]["gpu-platform-bootstrap:environments"] if e["name"] == environment)
+    assert stack in entry["stacks"] and (project is None or project in entry["teamProjects"]), "bootstrap edit"
     return result
 
 
@@ -264,8 +273,8 @@ def _write(team: NewTeam, project_dir: Path) -> list[str]:
     where = f"project {team.project} (must exist)" if team.project else f"project {team.created_project}, created by Pulumi"
     changed.append(f"{stack_file(project_dir, team.stack).name}: the team's stack (network {team.cidr}, {team.max_gpus} × {team.gpu}, {where})")
     bootstrap = project_dir / BOOTSTRAP_STACK
-    bootstrap.write_text(bootstrap_with(team, bootstrap.read_text()))
-    listed = f"{team.stack} under {team.environment}'s stacks" + (f", {team.project} under its teamProjects" if team.project else "")
+    bootstrap.write_text(bootstrap_with(bootstrap.read_text(), team.environment_name, team.stack, team.project))
+    listed = f"{team.stack} under environment {team.environment_name}'s stacks" + (f", {team.project} under its teamProjects" if team.project else "")
     changed.append(f"{BOOTSTRAP_STACK}: {listed}")
     data = project_dir / PROGRAM_DATA
     before = data.read_text()
@@ -300,10 +309,10 @@ def next_steps(team: NewTeam, changed: list[str]) -> str:
     else:
         project = (
             f"Pulumi creates the team's project {team.created_project}. A new project has no GPU quota: once it exists, "
-            f"request {team.max_gpus} {team.gpu} GPUs in its region (https://cloud.google.com/docs/quotas/help/request_increase)."
+            f"request {team.max_gpus} {team.gpu} GPUs in its region: {QUOTA_PAGE.format(project=team.created_project)}"
         )
     deploy = (
-        f"once a reviewer of the `production` environment approves, up-{team.environment} deploys it after {team.environment}"
+        f"and once a reviewer of the `production` environment approves, up-{team.environment} deploys it after {team.environment}"
         if team.environment == "prod"
         else f"up-{team.environment} deploys it after {team.environment}"
     )
@@ -334,9 +343,10 @@ def main(argv: list[str] | None = None, project_dir: Path = PROJECT_DIR) -> int:
     parser.add_argument("--gpu", help="the GPU type of its pool (GPU); default: the environment's first")
     parser.add_argument("--max-gpus", type=int, help="the pool's GPU limit (MAX_GPUS); default: the smallest shape's GPU count")
     parser.add_argument("--project", help="the team's existing GCP project (TEAM_PROJECT); default: see below")
+    parser.add_argument("--cidr", help="the team's node subnet (CIDR); default: a free /22 of the environment")
     args = parser.parse_args(argv)
     try:
-        team = plan_team(args.name, args.env, gpu=args.gpu, max_gpus=args.max_gpus, project=args.project, project_dir=project_dir)
+        team = plan_team(args.name, args.env, gpu=args.gpu, max_gpus=args.max_gpus, project=args.project, project_dir=project_dir, cidr=args.cidr)
         changed = add_team(team, project_dir)
     except TeamError as e:
         print(f"error: {e}\nnothing was written", file=sys.stderr)

@@ -26,6 +26,7 @@ all at once, without a traceback) or the pack rejects it, 2 for a wrong command 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import sys
@@ -75,8 +76,46 @@ def plan_stack(
     policy_levels: dict[str, Any] | None = None,
 ) -> StackPlan:
     """Plan one stack. Raises PlanError for anything wrong with the stack file or its environment.
-    `policy_levels`: enforcement levels by policy name (--policy-pack-config), else the pack's own."""
+    `policy_levels`: enforcement levels by policy name (--policy-pack-config), else the pack's own.
+
+    A stack planned before in this process from the same inputs (its project's stack files, the
+    environment outputs file, the catalog, the pack's levels) is not evaluated again: the plan is
+    a function of them, and the tests plan the shipped stacks many times over."""
     environment_cache = environment_cache if environment_cache is not None else {}
+    key = _plan_key(stack, project_dir, environment_outputs_file, policy_levels)
+    if key in _PLANS:
+        earlier = _PLANS[key]
+        if isinstance(earlier.loaded, EnvironmentStack):
+            environment_cache[stack] = EnvironmentOutputs(earlier.run.outputs, f"placeholders from an offline evaluation of {earlier.stack_path.name}")
+        return dataclasses.replace(earlier, written=[])
+    plan = _plan_stack(stack, project_dir, environment_outputs_file, environment_cache, policy_levels)
+    _PLANS[key] = plan
+    return dataclasses.replace(plan, written=[])
+
+
+# Plans made in this process, by the hash of everything they are made of (`_plan_key`).
+_PLANS: dict[str, StackPlan] = {}
+
+
+def _plan_key(stack: str, project_dir: Path, outputs_file: Path | None, policy_levels: dict[str, Any] | None) -> str:
+    """The inputs of a plan besides the code: every stack file of the project (a tenant stack is
+    checked against its environment's and the other team stacks), the outputs file, the catalog
+    (its prices and shapes, as loaded), the pack's levels."""
+    parts = [stack, str(project_dir.resolve()), repr(sorted((k, str(v)) for k, v in (policy_levels or {}).items())), repr(load_catalog())]
+    for path in [project_dir / "Pulumi.yaml", *sorted(project_dir.glob("Pulumi.*.yaml"))]:
+        parts.append(f"{path.name}\0{path.read_text() if path.exists() else ''}")
+    if outputs_file is not None:
+        parts.append(f"{outputs_file}\0{outputs_file.read_text() if outputs_file.is_file() else ''}")
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()
+
+
+def _plan_stack(
+    stack: str,
+    project_dir: Path,
+    environment_outputs_file: Path | None,
+    environment_cache: dict[str, EnvironmentOutputs],
+    policy_levels: dict[str, Any] | None,
+) -> StackPlan:
     try:
         values = read_stack_values(project_dir, stack)
     except StackFileError as e:
@@ -152,16 +191,15 @@ def _environment_outputs(
         return EnvironmentOutputs(_read_outputs_file(outputs_file, tenant.environment_stack), f"from {outputs_file}")
     env_stack = tenant.environment_stack.split("/")[-1]
     if env_stack not in cache:
-        # load_stack already checked this stack file, so a failure here is the program's.
-        values = read_stack_values(project_dir, env_stack)
+        # The environment's own plan (so a plan of it made before in this process serves), which
+        # fills the cache. load_stack already checked this stack file, so a failure is the program's.
         try:
-            run = run_program(values, stack=env_stack, project_dir=project_dir)
-        except (pulumi.RunError, ConfigError) as e:
+            plan_stack(env_stack, project_dir, environment_cache=cache)
+        except PlanError as e:
             raise PlanError(
                 f"stack {tenant.stack}: its environment {tenant.environment_stack} could not be evaluated offline "
                 f"from {stack_file(project_dir, env_stack).name}; pass --environment-outputs FILE.\n{e}"
             ) from None
-        cache[env_stack] = EnvironmentOutputs(run.outputs, f"placeholders from an offline evaluation of {stack_file(project_dir, env_stack).name}")
     return cache[env_stack]
 
 

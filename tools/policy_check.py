@@ -145,16 +145,19 @@ def check(run: ProgramRun, levels: dict[str, EnforcementLevel] | None = None) ->
     """Every violation of every policy of the pack over a run (a policy at `levels` DISABLED is
     skipped): resource policies on every custom resource, stack policies on the whole stack."""
     found = []
+    # Each resource's arguments built once for every policy: validators see them through the
+    # SDK's read-only proxy, so no policy can change what the next one sees.
+    resources = [args_of(run, reg) for reg in run.registrations if reg.custom]
+    stack = stack_args(run)
     for policy in P.POLICIES:
         level = (levels or {}).get(policy.name, policy.enforcement_level)
         if level == EnforcementLevel.DISABLED:
             continue
         if isinstance(policy, StackValidationPolicy):
-            found += [Violation(level, policy.name, resource, m, stack_policy=True) for resource, m in reports(policy, stack_args(run))]
+            found += [Violation(level, policy.name, resource, m, stack_policy=True) for resource, m in reports(policy, stack)]
             continue
-        for reg in run.registrations:
-            if reg.custom:
-                found += [Violation(level, policy.name, resource, m) for resource, m in reports(policy, args_of(run, reg))]
+        for args in resources:
+            found += [Violation(level, policy.name, resource, m) for resource, m in reports(policy, args)]
     return found
 
 
