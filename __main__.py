@@ -12,6 +12,7 @@ import pulumi_kubernetes as k8s
 import pulumi_random as random
 
 from components.auto_nodes_identity import AutoNodesIdentity, AutoNodesIdentityArgs
+from components.environment_monitoring import EnvironmentMonitoring, EnvironmentMonitoringArgs, monitored_tenants
 from components.gke_cluster import GkeCluster, GkeClusterArgs
 from components.node_provider import GcpNodeProvider, GcpNodeProviderArgs
 from components.tenant_vcluster import TenantVCluster, TenantVClusterArgs
@@ -84,13 +85,32 @@ def deploy_environment(env: EnvironmentStack) -> None:
         ),
         opts=pulumi.ResourceOptions(providers=[gke.provider], depends_on=[platform.api_ready]),
     )
+    monitoring = None
+    if env.monitoring.enabled:
+        monitoring = EnvironmentMonitoring(
+            "monitoring",
+            EnvironmentMonitoringArgs(
+                stack=env.stack,
+                environment=env.environment,
+                project=env.project,
+                config=env.monitoring,
+                tenants=monitored_tenants((*env.tenants, *env.team_stack_tenants), env.facts),
+                apis=tuple(gke.apis),
+            ),
+            opts=on_gcp,
+        )
     # Tenants depend on the NodeProvider and the platform, never on each other: they deploy in
     # parallel, and `pulumi destroy` removes them (and so their VMs) before the platform goes.
     tenants = [
         TenantVCluster(
             f"tenant-{plan.tenant.name}",
             TenantVClusterArgs(
-                plan, env.facts, apis=gke.tenant_apis, identity=identity.tenant_prerequisites, platform_api=(platform.api_ready,)
+                plan,
+                env.facts,
+                apis=gke.tenant_apis,
+                identity=identity.tenant_prerequisites,
+                platform_api=(platform.api_ready,),
+                monitoring_scope=tuple(monitoring.services) if monitoring else (),
             ),
             opts=pulumi.ResourceOptions(providers=[gke.provider, gcp_provider], depends_on=[node_provider, platform]),
         )
@@ -109,6 +129,7 @@ def deploy_environment(env: EnvironmentStack) -> None:
     pulumi.export("nodeTypes", [{"name": nt.name, "properties": nt.properties} for nt in env.offer.node_types])
     pulumi.export("environmentFacts", env.facts.to_dict())
     pulumi.export("tenants", {t.tenant_name: tenant_outputs(t) for t in tenants})
+    pulumi.export("monitoring", monitoring.outputs if monitoring else {"enabled": False})
 
 
 def deploy_tenant(stack: TenantStack) -> None:
@@ -160,6 +181,7 @@ def tenant_outputs(tenant: TenantVCluster) -> dict:
         "connectCommand": tenant.connect_command,
         "natAddresses": tenant.nat_addresses,
         "gpuBudgetUsdPerHour": tenant.gpu_budget_usd_per_hour,
+        "monitoring": tenant.monitoring_outputs,
     }
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from config import yaml_io
 
+from .monitoring_documents import dcgm_exporter_config
 from .vcluster_values import GPU_RESOURCE
 
 GPU_OPERATOR_NAMESPACE = "gpu-operator"
@@ -37,14 +38,18 @@ def nfd_worker_tolerations() -> list[dict[str, str]]:
     return tolerations
 
 
-def gpu_operator_values(service_monitor: bool) -> dict[str, Any]:
+def gpu_operator_values(service_monitor: bool, dcgm_metrics: bool = False) -> dict[str, Any]:
+    """`dcgm_metrics`: the DCGM exporter collects monitoring's metric list (tenant monitoring on)."""
+    dcgm_exporter: dict[str, Any] = {"enabled": True, "serviceMonitor": {"enabled": service_monitor}}
+    if dcgm_metrics:
+        dcgm_exporter["config"] = dcgm_exporter_config()
     return {
         # The node image (Deep Learning VM) already has the NVIDIA driver.
         "driver": {"enabled": False},
         "toolkit": {"enabled": True},
         "devicePlugin": {"enabled": True},
         # ServiceMonitor needs the Prometheus Operator's CRDs; without them the operator stays NotReady.
-        "dcgmExporter": {"enabled": True, "serviceMonitor": {"enabled": service_monitor}},
+        "dcgmExporter": dcgm_exporter,
         "node-feature-discovery": {"worker": {"tolerations": nfd_worker_tolerations()}},
     }
 
@@ -95,8 +100,8 @@ def tenant_objects(smoke_test: bool) -> list[dict[str, Any]]:
 
 # The same few documents for every tenant: rendered once per process, not once per tenant.
 @functools.lru_cache(maxsize=None)
-def gpu_operator_values_yaml(service_monitor: bool) -> str:
-    return yaml_io.dump(gpu_operator_values(service_monitor))
+def gpu_operator_values_yaml(service_monitor: bool, dcgm_metrics: bool = False) -> str:
+    return yaml_io.dump(gpu_operator_values(service_monitor, dcgm_metrics))
 
 
 @functools.lru_cache(maxsize=None)

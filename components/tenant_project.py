@@ -42,6 +42,8 @@ class TenantProjectArgs:
     # which must exist before anything names them.
     apis: tuple[pulumi.Resource, ...] = ()
     identity: tuple[pulumi.Resource, ...] = ()
+    # APIs the tenant's options need beyond TENANT_PROJECT_APIS (monitoring: monitoring.googleapis.com).
+    extra_apis: tuple[str, ...] = ()
 
 
 class TenantProject(pulumi.ComponentResource):
@@ -113,7 +115,7 @@ class TenantProject(pulumi.ComponentResource):
                 disable_dependent_services=False,
                 opts=pulumi.ResourceOptions(parent=self, depends_on=depends),
             )
-            for api in TENANT_PROJECT_APIS
+            for api in (*TENANT_PROJECT_APIS, *args.extra_apis)
         ]
         specs = load_roles().roles
         for suffix, key in (("vm", AUTO_NODES), ("subnet-use", TENANT_SUBNET_USE), ("disks", TENANT_DISKS), ("load-balancers", TENANT_LOAD_BALANCERS)):

@@ -14,7 +14,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from config import node_properties as props
-from config import versions
+from config import versions, yaml_io
 from config.facts import EnvironmentFacts, project_namespace
 from config.isolation import Placement, placement, tenant_roles
 from config.tenant import TenantPlan
@@ -29,9 +29,11 @@ from .loft_api import (
     VirtualClusterInstanceSpec,
     VirtualClusterTemplate,
 )
+from .monitoring_documents import monitoring_objects
 from .options import depends_on_of
 from .platform_project import LOCAL_CLUSTER, in_cluster_access, instance_access, platform_project, platform_project_spec
-from .tenant_documents import GPU_OPERATOR_NAMESPACE, gpu_operator_values_yaml, tenant_objects_yaml
+from .tenant_documents import GPU_OPERATOR_NAMESPACE, gpu_operator_values_yaml, tenant_objects, tenant_objects_yaml
+from .tenant_monitoring import MONITORING_API, TenantMonitoring, TenantMonitoringArgs
 from .tenant_network import TenantNetwork, TenantNetworkArgs
 from .tenant_project import TenantProject, TenantProjectArgs
 from .vcluster_values import render_values
@@ -52,6 +54,9 @@ class TenantVClusterArgs:
     # What the platform project waits for in the same stack: the management API. Not the
     # NodeProvider (it only names it), so projects and the NodeProvider are created side by side.
     platform_api: tuple[pulumi.Resource, ...] = ()
+    # What the team's metrics scope link waits for in the same stack: the environment's Monitoring
+    # API (components/environment_monitoring.py).
+    monitoring_scope: tuple[pulumi.Resource, ...] = ()
 
 
 def host_namespace(tenant: str) -> str:
@@ -75,6 +80,8 @@ class TenantVCluster(pulumi.ComponentResource):
     project_namespace: str
     connect_command: str
     gpu_budget_usd_per_hour: float | None  # None: no recorded prices in the region
+    monitoring: TenantMonitoring | None  # None: monitoring off
+    monitoring_outputs: dict
 
     def __init__(self, name: str, args: TenantVClusterArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-platform:tenants:VirtualCluster", name, None, opts)
@@ -123,6 +130,7 @@ class TenantVCluster(pulumi.ComponentResource):
                     protect=facts.environment == "prod",
                     apis=args.apis,
                     identity=args.identity,
+                    extra_apis=(MONITORING_API,) if args.plan.monitoring.enabled else (),
                 ),
                 opts=pulumi.ResourceOptions(parent=self),
             )
@@ -161,6 +169,42 @@ class TenantVCluster(pulumi.ComponentResource):
             # firewalls, node identity and the platform's grant go. Depending on them orders
             # `pulumi destroy` that way.
             teardown_after = [self.gcp_project, self.network]
+
+        self.monitoring = None
+        objects = tenant_objects_yaml(tenant.smoke_test)
+        if args.plan.monitoring.enabled:
+            # config.monitoring refuses monitoring in the legacy mode, which has no network of ours.
+            assert self.gcp_project is not None and self.network is not None
+            self.monitoring = TenantMonitoring(
+                f"{name}-monitoring",
+                TenantMonitoringArgs(
+                    plan=args.plan,
+                    environment=facts.environment,
+                    environment_project=facts.project,
+                    placement=where,
+                    node_service_account=self.network.node_service_account,
+                    cost_view=facts.cost_view,
+                    apis=self.gcp_project.apis,
+                    scope=args.monitoring_scope,
+                ),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            # The collector stops (with the instance) before its grant goes.
+            teardown_after.append(self.monitoring)
+            collector = monitoring_objects(
+                tenant=tenant.name,
+                environment=facts.environment,
+                project=where.project,
+                region=facts.region,
+                scrape_interval=args.plan.monitoring.scrape_interval,
+            )
+            # With the instance's objects, which the platform applies inside the tenant. It records
+            # what it applied (status.virtualClusterObjects.lastAppliedObjects, loft-sh/loft tag
+            # v4.11.2 api/openapi-spec/swagger.json `storage.v1.ObjectsStatus`), which is how objects
+            # no longer listed can be removed when monitoring is turned off; the controller's
+            # source is not public, so only a live run (make acceptance) shows that it does.
+            objects = yaml_io.dump_all([*tenant_objects(tenant.smoke_test), *collector])
+        self.monitoring_outputs = self._monitoring_outputs(facts.cost_view)
 
         pools = [*args.plan.gpu_pools, args.plan.cpu_pool]
         resources = tenant.control_plane.model_dump()
@@ -201,10 +245,10 @@ class TenantVCluster(pulumi.ComponentResource):
                         version=tenant.gpu_operator.version,
                         release_name="gpu-operator",
                         release_namespace=GPU_OPERATOR_NAMESPACE,
-                        values=gpu_operator_values_yaml(tenant.gpu_operator.service_monitor),
+                        values=gpu_operator_values_yaml(tenant.gpu_operator.service_monitor, args.plan.monitoring.enabled),
                     )
                 ],
-                objects=tenant_objects_yaml(tenant.smoke_test),
+                objects=objects,
                 access=in_cluster_access(tenant),
                 # As `vcluster create --driver platform` sends them: private and auto nodes are
                 # platform features, and the tenant talks to the platform with a forwarded token.
@@ -252,5 +296,18 @@ class TenantVCluster(pulumi.ComponentResource):
                 "connectCommand": self.connect_command,
                 "natAddresses": self.nat_addresses,
                 "gpuBudgetUsdPerHour": self.gpu_budget_usd_per_hour,
+                "monitoring": self.monitoring_outputs,
             }
         )
+
+    def _monitoring_outputs(self, cost_view: str | None) -> dict:
+        """Where the team's dashboard, metrics and cost view are (the plan prints the same)."""
+        if self.monitoring is None:
+            return {"enabled": False}
+        return {
+            "enabled": True,
+            "metricsProject": self.monitoring.metrics_project,
+            "dashboard": self.monitoring.dashboard_name,
+            "dashboardUrl": self.monitoring.dashboard_url,
+            "costView": cost_view,
+        }

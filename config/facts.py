@@ -68,6 +68,11 @@ class EnvironmentFacts:
     platform_role: str = ""  # projects/<project>/roles/<prefix>_autoNodes, for shared tenants
     tenant_projects: TenantProjects | None = None  # where Pulumi creates teams' projects
     allow_shared_isolation: bool = False
+    # gpu-platform:monitoring of the environment: its tenants' default, and whether its project has
+    # the Monitoring API and the metrics scope team projects join (config/monitoring.py).
+    monitoring_enabled: bool = False
+    scrape_interval: str = "60s"
+    cost_view: str | None = None  # <project>.<dataset>.<view> of the showback view; None: not set up yet
 
     def node_types_for(
         self, gpu: str | None, spot: bool, gpu_count: int | None = None, zones: tuple[str, ...] | None = None
@@ -105,6 +110,9 @@ class EnvironmentFacts:
             "platformRole": self.platform_role,
             "tenantProjects": self.tenant_projects.model_dump(by_alias=True) if self.tenant_projects else None,
             "allowSharedIsolation": self.allow_shared_isolation,
+            "monitoringEnabled": self.monitoring_enabled,
+            "scrapeInterval": self.scrape_interval,
+            "costView": self.cost_view,
         }
 
     @classmethod
@@ -134,4 +142,9 @@ class EnvironmentFacts:
             platform_role=data.get("platformRole", ""),
             tenant_projects=TenantProjects.model_validate(data["tenantProjects"]) if data.get("tenantProjects") else None,
             allow_shared_isolation=bool(data.get("allowSharedIsolation", False)),
+            # Absent in exports of environments deployed before monitoring: off, so a team stack
+            # that wants it asks for the environment to be deployed first.
+            monitoring_enabled=bool(data.get("monitoringEnabled", False)),
+            scrape_interval=data.get("scrapeInterval", "60s"),
+            cost_view=data.get("costView"),
         )

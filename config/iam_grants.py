@@ -15,7 +15,7 @@ GRANTS_PATH = Path(__file__).with_name("iam_grants.yaml")
 
 PRINCIPALS = ("platform", "gkeNodes", "tenantNodes")
 SCOPES = ("project", "serviceAccount", "subnetwork")
-WHEN = ("persistentDisks", "loadBalancerServices")
+WHEN = ("persistentDisks", "loadBalancerServices", "monitoring")
 TARGETS = ("platform", "tenantNodes", "self")
 CONDITIONS = {"vmNames": vm_name_condition, "instanceNames": instance_name_condition}
 CUSTOM_PREFIX = "custom:"

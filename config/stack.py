@@ -33,6 +33,7 @@ from .base import parse, parse_cidr
 from .errors import Broken, ConfigError, Problem, Problems, derived, shown
 from .facts import EnvironmentFacts, TenantClaim
 from .isolation import SHARED, Placement, check_tenant_projects, placement, shared_warning, tenant_roles
+from .monitoring import MonitoringConfig, check_monitoring, view_name
 from .node_types import NodeTypeOffer, generate_node_types
 from .quota import QuotaLine, TenantEntry, quota_lines, team_stack_tenants
 from .stack_files import StackFileError, list_stacks, read_stack_values, structured
@@ -40,11 +41,18 @@ from .stack_keys import unknown_gcp_keys
 from .tenant import MAX_TENANT_NAME, Tenant, TenantPlan, check_tenant, plan_tenant
 
 NS = "gpu-platform"
-ENVIRONMENT_KEYS = ("cluster", "platform", "nodeProvider", "tenants")
+ENVIRONMENT_KEYS = ("cluster", "platform", "nodeProvider", "tenants", "monitoring")
 TENANT_KEYS = ("environmentStack", "tenant")
 # Object-typed keys and the model of their value (of each item, for `tenants`); Pulumi.yaml's
 # descriptions list exactly these models' keys.
-CONFIG_MODELS = {"cluster": ClusterConfig, "platform": PlatformConfig, "nodeProvider": NodeProviderConfig, "tenants": Tenant, "tenant": Tenant}
+CONFIG_MODELS = {
+    "cluster": ClusterConfig,
+    "platform": PlatformConfig,
+    "nodeProvider": NodeProviderConfig,
+    "tenants": Tenant,
+    "tenant": Tenant,
+    "monitoring": MonitoringConfig,
+}
 # Keys the program reads itself (secrets are read by __main__, never parsed here).
 KNOWN_KEYS = {f"{NS}:{k}" for k in ("environment", admin_password.KEY, *ENVIRONMENT_KEYS, *TENANT_KEYS)}
 
@@ -63,6 +71,10 @@ class EnvironmentStack:
     tenants: tuple[TenantPlan, ...]
     warnings: tuple[str, ...] = ()
     quota: tuple[QuotaLine, ...] = ()  # every tenant of the environment, team stacks included
+    monitoring: MonitoringConfig = MonitoringConfig()
+    # The tenants of this repo's team stacks that use this environment, planned against it (those
+    # that pass its checks): the environment's alert policies and cost view cover them too.
+    team_stack_tenants: tuple[TenantPlan, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -144,6 +156,7 @@ def _load_environment_stack(values, environment, stack, project_dir, catalog, pr
     cluster = parse("cluster", ClusterConfig, values.get(f"{NS}:cluster") or {}, problems)
     platform = parse("platform", PlatformConfig, values.get(f"{NS}:platform") or {}, problems)
     node_provider = parse("nodeProvider", NodeProviderConfig, values.get(f"{NS}:nodeProvider"), problems)
+    monitoring = parse("monitoring", MonitoringConfig, values.get(f"{NS}:monitoring") or {}, problems)
     raw_tenants = values.get(f"{NS}:tenants") or []
     if not isinstance(raw_tenants, list):
         problems.add("tenants", f"expected a list of tenants, got {shown(raw_tenants)}")
@@ -169,13 +182,15 @@ def _load_environment_stack(values, environment, stack, project_dir, catalog, pr
             )
     with problems.checking("nodeProvider"):
         check_node_provider(region, node_provider, catalog, problems)
+    with problems.checking("monitoring"):
+        check_monitoring(monitoring, problems)
     if not isinstance(node_provider, Broken):
         policy = derived(lambda: node_provider.quota_policy or ("fail" if environment == "prod" else "warn"))
         node_provider = node_provider.model_copy(update={"quota_policy": policy})
 
     # Tenants are judged only by facts whose keys are sound; the rest waits (see the notes).
     offer = problems.derive(lambda: _offer(region, node_provider, catalog), "gcp:region", "nodeProvider")
-    facts = _facts(stack, environment, project, region, cluster, platform, node_provider, offer, tenants, catalog, problems)
+    facts = _facts(stack, environment, project, region, cluster, platform, node_provider, offer, tenants, catalog, problems, monitoring)
     # The team stacks in this repo that use this environment: an inline tenant that takes one's
     # name, CIDR or project fails here too, not only in the team stack's own plan.
     team_claims = _tenant_stack_claims(project_dir, facts, environment_stack_name=stack, exclude=None) if team_stacks else []
@@ -189,10 +204,14 @@ def _load_environment_stack(values, environment, stack, project_dir, catalog, pr
             )
     quota: tuple[QuotaLine, ...] = ()
     quota_warnings: tuple[str, ...] = ()
+    team_plans: tuple[TenantPlan, ...] = ()
     if not problems:
         entries = [TenantEntry(t, f"tenants[{i}]") for i, t in enumerate(tenants)]
-        entries += team_stack_tenants(project_dir, environment_stack_name=stack)
+        team_entries = team_stack_tenants(project_dir, environment_stack_name=stack)
+        entries += team_entries
         quota = quota_lines(entries, facts)
+        if team_stacks:
+            team_plans = _team_stack_plans(team_entries, facts)
         quota_warnings = _quota_verdict(quota, node_provider.quota_policy, lambda line: f"nodeProvider.gpuQuota.{line.gpu}", problems)
     elif not isinstance(policy := derived(lambda: node_provider.quota_policy), Broken) and policy == "fail":
         problems.note("the GPU quota of all tenants together (quotaPolicy fail) is checked once the problems above are fixed")
@@ -216,6 +235,8 @@ def _load_environment_stack(values, environment, stack, project_dir, catalog, pr
             *quota_warnings,
         ),
         quota=quota,
+        monitoring=monitoring,
+        team_stack_tenants=team_plans,
     )
 
 
@@ -343,7 +364,19 @@ def environment_claims(env: EnvironmentStack, project_dir: Path) -> list[TenantC
     return [*env.facts.tenants, *_tenant_stack_claims(project_dir, env.facts, environment_stack_name=env.stack, exclude=None)]
 
 
-def _facts(stack, environment, project, region, cluster, platform, node_provider, offer, tenants, catalog, problems) -> EnvironmentFacts:
+def _team_stack_plans(entries: list[TenantEntry], facts: EnvironmentFacts) -> tuple[TenantPlan, ...]:
+    """The team stacks' tenants that pass the environment's checks, planned against it (the others
+    are their own stacks' problems, reported by their own plans)."""
+    plans = []
+    for entry in entries:
+        own = Problems()
+        check_tenant("tenant", entry.tenant, facts, [], own)
+        if not own:
+            plans.append(plan_tenant(entry.tenant, facts))
+    return tuple(plans)
+
+
+def _facts(stack, environment, project, region, cluster, platform, node_provider, offer, tenants, catalog, problems, monitoring) -> EnvironmentFacts:
     """The environment as tenants see it. Facts from keys with problems are Broken, so no tenant
     is judged by them; the stack is only deployed (and its facts exported) without problems."""
     provider = ("gcp:region", "nodeProvider")
@@ -372,11 +405,21 @@ def _facts(stack, environment, project, region, cluster, platform, node_provider
         platform_role=derived(lambda: names.vm),
         tenant_projects=problems.derive(lambda: platform.tenant_projects, "platform.tenantProjects"),
         allow_shared_isolation=derived(lambda: platform.allow_shared_isolation),
+        monitoring_enabled=derived(lambda: monitoring.enabled),
+        scrape_interval=problems.derive(lambda: monitoring.scrape_interval, "monitoring.scrapeInterval"),
+        cost_view=derived(lambda: _cost_view(project, stack, monitoring)),
     )
     # Claims name each tenant's project, which follows from the facts above, and where the tenant
     # is declared, for the messages of team stacks that collide with it.
     claims = tuple(_claim(t, f"tenants[{i}]", f"tenants[{i}] of stack {stack} (Pulumi.{stack}.yaml)", facts) for i, t in enumerate(tenants))
     return dataclasses.replace(facts, tenants=claims)
+
+
+def _cost_view(project: str, stack: str, monitoring: MonitoringConfig) -> str | None:
+    """Where the environment's showback view is, once billing export is set up."""
+    if not monitoring.enabled or monitoring.showback.billing_export_table is None:
+        return None
+    return view_name(project, stack)
 
 
 def unknown_facts(because: str) -> EnvironmentFacts:
@@ -428,6 +471,7 @@ IDENTITY_FACTS = (
     "roleIdPrefix",
     "platformRole",
     "tenantProjects",
+    "monitoringEnabled",
 )
 
 

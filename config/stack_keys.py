@@ -22,6 +22,7 @@ from typing import Literal
 from .base import ConfigModel
 from .errors import Problem
 from .environment import ClusterConfig, NodeProviderConfig, PlatformConfig
+from .monitoring import MonitoringConfig
 from .tenant import Tenant
 
 
@@ -38,6 +39,8 @@ class StackKeys(ConfigModel):
     """Environment stacks: the GPU NodeProvider, required there."""
     tenants: tuple[Tenant, ...] = ()
     """Environment stacks: tenants created inline, one virtual cluster each, by default in a GCP project of the team's own."""
+    monitoring: MonitoringConfig = MonitoringConfig()
+    """Environment stacks: GPU metrics, dashboards, alerts and cost per team (docs/observability.md), and every tenant's monitoring default."""
     platform_admin_password: str = ""
     """Environment stacks: the platform admin password, a secret of at least 15 characters (pulumi config set --secret; a plain value is refused); empty: a random one is generated, kept as a secret in the state and in the Kubernetes Secret vcluster-platform-admin (not exported)."""
     environment_stack: str = ""

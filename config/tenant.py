@@ -23,6 +23,7 @@ from .catalog import load_catalog
 from .errors import Broken, Problems, derived, shown
 from .facts import TENANT_CLUSTER_CIDRS, EnvironmentFacts, TenantClaim
 from .isolation import GcpProject, project_id_alone_too
+from .monitoring import OFF, MonitoringPlan, TenantMonitoring, check_tenant_monitoring, resolve_tenant_monitoring
 from .node_types import GPU_RESOURCE, NodeType
 from .versions import GPU_OPERATOR_VERSION
 
@@ -152,6 +153,8 @@ class Tenant(ConfigModel):
     """concealed: pods on the tenant's nodes cannot reach the metadata server (the node identity's token); exposed: they can, e.g. to call Google APIs as the node identity."""
     control_plane: ControlPlane = ControlPlane()
     """The control-plane pod on the host cluster; each of the four values has its own default, so {limits: {memory: 8Gi}} changes that value only."""
+    monitoring: TenantMonitoring = TenantMonitoring()
+    """The team's GPU metrics, Kubernetes object metrics and dashboard (config/monitoring.py); default: as the environment's monitoring."""
 
     @field_validator("gcp_project", mode="before")
     @classmethod
@@ -271,6 +274,7 @@ class TenantPlan:
     tenant: Tenant
     gpu_pools: tuple[PoolPlan, ...]
     cpu_pool: PoolPlan
+    monitoring: MonitoringPlan = OFF
 
     @property
     def gpu_expected_usd_per_hour(self) -> float | None:
@@ -586,7 +590,7 @@ def plan_tenant(tenant: Tenant, facts: EnvironmentFacts) -> TenantPlan:
         consolidation_policy="WhenEmpty",
         node_usd_per_hour={nt.name: node_usd_per_hour(nt, facts.region) for nt in cpu_types},
     )
-    return TenantPlan(tenant, tuple(gpu_pools), cpu_pool)
+    return TenantPlan(tenant, tuple(gpu_pools), cpu_pool, resolve_tenant_monitoring(tenant.monitoring, facts))
 
 
 def _pool_name(gpu: str, per_node: int, spot: bool) -> str:

@@ -39,6 +39,20 @@ CSI_RESIZER_IMAGE = "registry.k8s.io/sig-storage/csi-resizer:v1.13.2"  # kuberne
 CSI_SNAPSHOTTER_IMAGE = "registry.k8s.io/sig-storage/csi-snapshotter:v8.2.1"  # kubernetes-csi/external-snapshotter tag v8.2.1
 CSI_NODE_REGISTRAR_IMAGE = "registry.k8s.io/sig-storage/csi-node-driver-registrar:v2.13.0"  # kubernetes-csi/node-driver-registrar tag v2.13.0
 
+# Inside each tenant with monitoring on (components/monitoring_documents.py). The collector is
+# Google Cloud Managed Service for Prometheus' drop-in Prometheus (self-deployed collection), the
+# image Google's own managed collector DaemonSet runs (GoogleCloudPlatform/prometheus-engine tag
+# v0.17.2, manifests/operator.yaml; also the one
+# https://cloud.google.com/stackdriver/docs/managed-prometheus/setup-unmanaged names).
+# kube-state-metrics v2.20.0 is built with client-go v1.36, the Kubernetes of vcluster 0.36.1's
+# default distro (kubernetes/kube-state-metrics tag v2.20.0, README.md's compatibility matrix;
+# loft-sh/vcluster tag v0.36.1 chart/values.yaml, kube-apiserver image tag v1.36.0).
+GMP_PROMETHEUS_IMAGE = "gke.gcr.io/prometheus-engine/prometheus:v2.53.5-gmp.1-gke.2"
+# The shell the same DaemonSet's init container runs (same manifest): ours writes the node's name
+# into the collector's configuration.
+GMP_INIT_IMAGE = "gke.gcr.io/gke-distroless/bash:gke_distroless_20251107.00_p0"
+KUBE_STATE_METRICS_IMAGE = "registry.k8s.io/kube-state-metrics/kube-state-metrics:v2.20.0"
+
 # Official GCP auto-nodes templates: only environment/infrastructure, only in the opt-in legacy
 # mode (our templates/ replace the rest). Pinned by commit: a tag can be moved upstream, a commit
 # cannot.

@@ -182,7 +182,16 @@ def test_every_environment_gets_its_own_identities_on_its_own_project(bootstrap)
 
 
 def test_preview_and_drift_identities_cannot_write():
-    readers = {"roles/compute.viewer", "roles/container.viewer", "roles/iam.roleViewer", "roles/iam.securityReviewer", "roles/iam.serviceAccountViewer", "roles/serviceusage.serviceUsageViewer"}
+    readers = {
+        "roles/compute.viewer",
+        "roles/container.viewer",
+        "roles/iam.roleViewer",
+        "roles/iam.securityReviewer",
+        "roles/iam.serviceAccountViewer",
+        "roles/serviceusage.serviceUsageViewer",
+        "roles/monitoring.viewer",
+        "roles/bigquery.metadataViewer",  # datasets' and tables' metadata, never their rows
+    }
     for kind in ("preview", "drift"):
         for scope in ("project", "teamProject", "folder"):
             for entry in CI_ROLES["identities"][kind][scope]:

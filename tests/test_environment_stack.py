@@ -8,6 +8,7 @@ import re
 
 import yaml
 
+from components.environment_monitoring import ENVIRONMENT_APIS
 from components.gke_cluster import REQUIRED_APIS
 from config.facts import PROJECT_NAMESPACE_PREFIX
 from shipped_stacks import run_shipped
@@ -22,7 +23,8 @@ WAIT = "command:local:Command"
 
 def test_apis_are_enabled_and_never_disabled_on_destroy(dev_run):
     services = dev_run.of_type("gcp:projects/service:Service")
-    assert sorted(s.input("service") for s in services) == sorted(REQUIRED_APIS)
+    # Monitoring's (components/environment_monitoring.py) besides the cluster's.
+    assert sorted(s.input("service") for s in services) == sorted([*REQUIRED_APIS, *ENVIRONMENT_APIS])
     assert all(s.input("disableOnDestroy") is False and s.input("project") == "acme-ml-dev" for s in services)
 
 

@@ -30,6 +30,7 @@ PROJECT_CR = "kubernetes:management.loft.sh/v1:Project"
 PROJECT_MEMBER = "gcp:projects/iAMMember:IAMMember"
 SUBNET_MEMBER = "gcp:compute/subnetworkIAMMember:SubnetworkIAMMember"
 SA_MEMBER = "gcp:serviceaccount/iAMMember:IAMMember"
+MONITORED_PROJECT = "gcp:monitoring/monitoredProject:MonitoredProject"
 K8S_VERSION = "1.33.0"
 
 
@@ -55,6 +56,8 @@ def project_of(r: Registration) -> str:
         return r.input("project")
     if r.type == SA_MEMBER:  # projects/<project>/serviceAccounts/<e-mail>
         return r.input("serviceAccountId").split("/")[1]
+    if r.type == MONITORED_PROJECT:  # a link in the environment's metrics scope to the team's project
+        return r.input("name")
     raise AssertionError(f"{r.type} {r.name} names no project")
 
 
@@ -118,7 +121,9 @@ def test_no_binding_of_a_node_identity_is_on_the_host_project(request, run_name,
     environment = host.split("-")[-1]
     node_member = f"serviceAccount:{environment}-{tenant}-nodes@{project}.iam.gserviceaccount.com"
     bindings = [r for r in run.registrations if r.type.endswith("iAMMember:IAMMember") and r.input("member") == node_member]
-    assert len(bindings) == 4  # compute.viewer, storageAdmin, tenantDisks, serviceAccountUser on itself
+    # compute.viewer, storageAdmin, tenantDisks, serviceAccountUser on itself, monitoring.metricWriter
+    assert len(bindings) == 5
+    assert "roles/monitoring.metricWriter" in {b.input("role") for b in bindings}
     assert {project_of(b) for b in bindings} == {project}
     for b in bindings:
         if b.type == PROJECT_MEMBER and b.input("role").startswith("projects/"):

@@ -152,6 +152,7 @@ def test_node_identity_roles_follow_what_the_tenant_uses(dev_run, stack_values):
         "roles/compute.viewer",
         "roles/compute.storageAdmin",
         "projects/acme-ml-dev/roles/gpuPlatform_dev_tenantDisks",
+        "roles/monitoring.metricWriter",  # the GPU metrics collector (monitoring on by default)
     }
     # Volumes attach only to the tenant's own node VMs.
     [attach] = [
@@ -160,7 +161,7 @@ def test_node_identity_roles_follow_what_the_tenant_uses(dev_run, stack_values):
     ]
     assert attach.input("condition")["expression"] == instance_name_condition("dev-nlp-")["expression"]
     values = stack_values("dev")
-    values["gpu-platform:tenants"][0].update(persistentDisks=False, loadBalancerServices=True)
+    values["gpu-platform:tenants"][0].update(persistentDisks=False, loadBalancerServices=True, monitoring={"enabled": False})
     run = run_shipped(values, stack="dev")
     assert roles_of(run, "dev-nlp-nodes") == {
         "roles/compute.viewer",
@@ -207,7 +208,7 @@ def test_platform_may_use_tenant_subnets_only(dev_run):
 
 def test_gcp_resources_wait_for_the_project_apis_and_tenants_for_the_platform_identity(dev_run):
     apis = {s.input("service"): s.urn for s in dev_run.of_type("gcp:projects/service:Service")}
-    assert len(apis) == 5
+    assert len(apis) == 7  # the cluster's five, monitoring's two
     # Everything on GCP needs at least the Compute Engine and IAM APIs enabled first.
     needed = {apis["compute.googleapis.com"], apis["iam.googleapis.com"]}
     for r in dev_run.registrations:

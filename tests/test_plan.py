@@ -828,7 +828,7 @@ def pool_rows(text: str) -> dict[tuple[str, str], list[str]]:
     for line in section(text, "Tenants (").splitlines()[1:]:
         if re.match(r"^  \S", line):
             tenant = line.split(":")[0].strip()
-        elif line.startswith("    ") and not line.startswith("    isolation") and not line.strip().startswith("pool "):
+        elif line.startswith("    ") and not line.startswith(("    isolation", "    monitoring")) and not line.strip().startswith("pool "):
             cells = re.split(r"\s{2,}", line.strip())
             rows[(tenant, cells[0])] = cells
     return rows
@@ -963,3 +963,18 @@ def test_quota_of_a_project_pulumi_creates_is_never_ok():
     code, out, _ = plan("--stack", "prod", "--json")
     quota = json.loads(out)["quota"]
     assert {(q["state"], q["newProject"], q["requestQuotaAt"]) for q in quota} == {(NEW_PROJECT, True, link)}
+
+
+def test_the_plan_says_per_team_where_its_dashboard_metrics_and_cost_view_are(vision, dev_plan, dev_json):
+    text, summary, _ = vision
+    [line] = [line.strip() for line in section(text, "Tenants (").splitlines() if line.strip().startswith("monitoring:")]
+    assert line.startswith('monitoring: dashboard "GPUs of team vision (dev)" in project acme-ml-dev-vision')
+    assert 'metrics in project acme-ml-dev-vision, PromQL {tenant="vision"}' in line and line.endswith("cost view: billing export is not set up yet")
+    [tenant] = summary["tenants"]
+    assert tenant["monitoring"]["metricsProject"] == "acme-ml-dev-vision" and tenant["monitoring"]["costView"] is None
+    assert summary["monitoring"] is None  # a team stack: the environment's own plan says the rest
+    _, out, _, _ = dev_plan
+    monitoring = section(out, "Monitoring (gpu-platform:monitoring)")
+    assert "showback: billing export is not set up yet. Dataset acme-ml-dev.gpu_platform_dev_billing will exist" in monitoring
+    assert "monitoring team projects: acme-ml-dev-vision" in monitoring and "6 alert policies in acme-ml-dev" in monitoring
+    assert dev_json["monitoring"]["alertPolicies"] == 6 and dev_json["monitoring"]["costView"] is None

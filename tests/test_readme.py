@@ -15,6 +15,7 @@ import yaml
 
 from components.vcluster_values import GPU_TAINT
 from config.environment import ClusterConfig, NodeProviderConfig, PlatformConfig
+from config.monitoring import Alerts, MonitoringConfig, NotificationChannel, Showback, TenantMonitoring
 from config.node_types import GPU_RESOURCE
 from config.permissions import AUTO_NODES, load_roles
 from config.stack import CONFIG_MODELS, KNOWN_KEYS, NS, load_stack
@@ -26,7 +27,7 @@ from shipped_stacks import SHIPPED_DIR
 PULUMI_YAML = yaml.safe_load((PROJECT_DIR / "Pulumi.yaml").read_text())
 
 
-@pytest.mark.parametrize("model", [ClusterConfig, PlatformConfig, NodeProviderConfig, Tenant])
+@pytest.mark.parametrize("model", [ClusterConfig, PlatformConfig, NodeProviderConfig, Tenant, MonitoringConfig, Alerts, Showback, NotificationChannel, TenantMonitoring])
 def test_every_config_key_is_documented(model):
     reference = section("Configuration reference")
     missing = [f.alias for f in model.model_fields.values() if f"`{f.alias}`" not in reference]

@@ -75,6 +75,9 @@ REPLACED_BY = {
     "gcp:compute/routerNat:": ("router",),
     "gcp:compute/address:": ("addressType", "networkTier"),
     "gcp:organizations/project:": ("projectId",),
+    "gcp:monitoring/monitoredProject:": ("metricsScope",),
+    "gcp:bigquery/dataset:": ("datasetId", "location"),
+    "gcp:bigquery/table:": ("datasetId", "tableId"),
     "kubernetes:": ("metadata.name", "metadata.namespace"),
 }
 

@@ -55,6 +55,7 @@ class Registration:
     ignore_changes: list[str]
     replace_on_changes: list[str] = field(default_factory=list)
     delete_before_replace: bool = False
+    retain_on_delete: bool = False
 
     @functools.cached_property
     def inputs(self) -> dict[str, Any]:
@@ -123,6 +124,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
                     ignore_changes=list(request.ignoreChanges),
                     replace_on_changes=list(request.replaceOnChanges),
                     delete_before_replace=bool(request.deleteBeforeReplace),
+                    retain_on_delete=bool(request.retainOnDelete),
                 )
             )
         return response

@@ -13,7 +13,7 @@ from components.tenant_documents import GPU_OPERATOR_NAMESPACE
 from config.quota import QUOTA_PAGE, QUOTA_RULES
 from config.stack import NS, EnvironmentStack, TenantStack
 from config.stack_files import StackFileError, list_stacks, read_stack_values
-from tools import isolation_plan
+from tools import isolation_plan, monitoring_plan
 from config.tenant import EXPECTED
 from tools.mock_engine import MOCK_ADDRESS_RANGE, PLACEHOLDER, ProgramRun, Registration
 from tools.plan_costs import HOURS_PER_MONTH, NOT_INCLUDED
@@ -65,6 +65,7 @@ def render_text(plan: StackPlan, *, all_node_types: bool = False) -> str:
         out.extend(_node_types(plan, loaded, all_node_types))
     out.extend(_quota(plan))
     out.extend(_tenants(plan))
+    out.extend(monitoring_plan.section(plan))
     out.extend(["", render_violations(plan)])
     out.extend(_costs(plan))
 
@@ -169,6 +170,7 @@ def _tenants(plan: StackPlan) -> list[str]:
             f"GPU Operator {tenant.gpu_operator_version or '?'} (namespace {GPU_OPERATOR_NAMESPACE}), access: {access}"
         )
         lines.append(f"    {isolation_plan.tenant_line(plan, tenant.plan)}")
+        lines.append(f"    {monitoring_plan.tenant_line(plan, tenant.plan)}")
         rows = []
         for p in tenant.pools:
             cost = pool_costs.get((tenant.name, p.name))

@@ -168,6 +168,14 @@ GO_WITH_THEIR_PARENT_OR_BILL_NOTHING = {
     "gcp:projects/iAMMember:IAMMember",
     "gcp:projects/service:Service",
     "gcp:serviceaccount/iAMMember:IAMMember",
+    # Monitoring: named by ids Google picks (a leftover blocks no new run), billed for nothing; the
+    # showback dataset is named after the stack (config/monitoring.py), so each run has its own.
+    "gcp:monitoring/dashboard:Dashboard",
+    "gcp:monitoring/alertPolicy:AlertPolicy",
+    "gcp:monitoring/monitoredProject:MonitoredProject",
+    "gcp:monitoring/notificationChannel:NotificationChannel",
+    "gcp:bigquery/dataset:Dataset",
+    "gcp:bigquery/table:Table",
 }
 
 

@@ -1,0 +1,388 @@
+"""What monitoring installs inside a tenant's virtual cluster: the GPU metrics collector, the
+Kubernetes object metrics (kube-state-metrics) it also scrapes, and the DCGM exporter's metric list
+handed to the GPU Operator. Pure data, rendered into the VirtualClusterInstance's `objects` and the
+GPU Operator's values (components/tenant_vcluster.py), also written by the plan.
+
+Which collector, and why (the options upstream offers for plain Compute Engine VMs, which is what
+private nodes are: GKE's managed DCGM collection never reaches them):
+- The Ops Agent on the VM (its `nvml` and `dcgm` receivers) sees GPUs and processes, not pods: it
+  runs beside the kubelet, knows no namespace or pod, and could not join GPU metrics with the
+  Kubernetes objects that tell allocated, pending and never-offered GPUs apart. Rejected.
+- Managed Service for Prometheus' managed collection (its operator and PodMonitoring) runs
+  collectors as ordinary pods, which cannot reach the metadata server on our nodes
+  (templates/node/main.tf conceals it): outside GKE it then needs a service account key in a
+  Secret (GoogleCloudPlatform/prometheus-engine tag v0.17.2, pkg/operator/apis/monitoring/v1/
+  operator_types.go `CollectionSpec.Credentials`).
+  Keys are what we never create. Rejected.
+- The OpenTelemetry Collector's googlemanagedprometheus exporter would do, through its Prometheus
+  receiver; it is a second implementation of Prometheus scraping and relabelling in a far larger
+  binary, for the same result.
+- Chosen: Managed Service for Prometheus' self-deployed collection, the drop-in Prometheus binary
+  (config/versions.py GMP_PROMETHEUS_IMAGE) that writes to Cloud Monitoring with Application
+  Default Credentials: on Compute Engine the node identity's token from the metadata server
+  (GoogleCloudPlatform/prometheus tag v2.45.3-gmp.9, vendored prometheus-engine pkg/export/export.go
+  `google.FindDefaultCredentials`; setup/setup.go reads project and zone from the metadata server
+  only where unset, and we set them). Like the cloud controller manager
+  (templates/kubernetes/main.tf), it runs with `hostNetwork`, so it reaches the metadata server
+  while ordinary pods stay cut off from it, and it needs no key. One per node (a DaemonSet, as
+  Google's managed collector is, manifests/operator.yaml there), scraping only that node's targets:
+  the node's field selector `spec.nodeName=<node>` (pkg/operator/apis/monitoring/v1/pod_config.go
+  does the same), written in by an init container from the downward API.
+
+It scrapes two things on its node. The GPU Operator's DCGM exporter (NVIDIA/gpu-operator tag
+v25.10.1, assets/state-dcgm-exporter/0800_daemonset.yaml: pods labelled app=nvidia-dcgm-exporter,
+port `metrics` 9400, the kubelet's pod-resources socket mounted, DCGM_EXPORTER_KUBERNETES=true)
+labels every GPU's series with the pod holding it, `namespace`, `pod` and `container`
+(NVIDIA/dcgm-exporter tag 4.4.2-4.7.0, internal/pkg/transformation/kubernetes.go, const.go), and
+with `modelName` and `Hostname` (= NODE_NAME, internal/pkg/hostname/hostname.go). And
+kube-state-metrics, for what only the Kubernetes API knows: pods pending for a GPU, GPUs requested,
+nodes that never offered `nvidia.com/gpu`, and the node-type properties our NodeProvider writes,
+which the platform turns into node labels (config/node_properties.py). The collector's external
+labels add `tenant`, `environment` and the monitored resource's project_id, location and cluster
+to every series.
+
+Needs, for the lead's Pod Security list: namespace MONITORING_NAMESPACE, `hostNetwork: true` for the
+collector (no hostPath, no privileged container, no added capability); kube-state-metrics needs
+neither.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import re
+from typing import Any
+
+from config import node_properties as props
+from config import versions
+from config import yaml_io
+
+from .vcluster_values import GPU_RESOURCE
+
+MONITORING_NAMESPACE = "gpu-platform-monitoring"
+COLLECTOR = "gpu-metrics-collector"
+KUBE_STATE_METRICS = "kube-state-metrics"
+# Where the GPU Operator's DCGM exporter runs (components/tenant_documents.py GPU_OPERATOR_NAMESPACE).
+DCGM_NAMESPACE = "gpu-operator"
+DCGM_APP_LABEL = "nvidia-dcgm-exporter"
+# The collector's own ports, on the node's loopback only (it shares the node's network).
+COLLECTOR_PORT = 19390
+# The placeholder the init container replaces with the node's name.
+NODE_NAME_PLACEHOLDER = "__NODE_NAME__"
+# The ConfigMap the GPU Operator's chart creates from `dcgmExporter.config` and mounts into the
+# exporter as dcgm-metrics.csv (gpu-operator tag v25.10.1, templates/dcgm_exporter_config.yaml,
+# controllers/object_controls.go `TransformDCGMExporter`).
+DCGM_METRICS_CONFIG_MAP = "gpu-platform-dcgm-metrics"
+
+# What the DCGM exporter collects: (DCGM field, Prometheus type, help). Every field is one of the
+# exporter's documented ones (tests/data/dcgm-exporter-4.4.2-4.7.0-metrics.yaml). Its default list
+# (etc/dcp-metrics-included.csv there) leaves SM activity and ECC errors out; we need both.
+DCGM_METRICS: tuple[tuple[str, str, str], ...] = (
+    ("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization, percent."),
+    ("DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", "Memory bandwidth utilization, percent."),
+    ("DCGM_FI_DEV_FB_USED", "gauge", "GPU memory used, MiB."),
+    ("DCGM_FI_DEV_FB_FREE", "gauge", "GPU memory free, MiB."),
+    ("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw, W."),
+    ("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature, C."),
+    ("DCGM_FI_DEV_XID_ERRORS", "gauge", "The last XID error the GPU reported."),
+    ("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "counter", "Single-bit volatile ECC errors."),
+    ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "counter", "Double-bit volatile ECC errors."),
+    ("DCGM_FI_PROF_SM_ACTIVE", "gauge", "Fraction of cycles an SM has at least one warp assigned."),
+    ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gauge", "Fraction of time the graphics engine is active."),
+    ("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "gauge", "Fraction of cycles the tensor pipe is active."),
+    ("DCGM_FI_PROF_DRAM_ACTIVE", "gauge", "Fraction of cycles device memory is busy."),
+    ("DCGM_FI_DRIVER_VERSION", "label", "Driver version."),
+)
+
+# kube-state-metrics: only these objects and metrics (its --resources and --metric-allowlist,
+# kube-state-metrics tag v2.20.0 docs/developer/cli-arguments.md), and of the nodes' labels only
+# the node-type properties the platform turns into node labels.
+KSM_RESOURCES = ("nodes", "pods")
+KSM_METRICS = (
+    "kube_node_labels",
+    "kube_node_status_allocatable",
+    "kube_node_status_capacity",
+    "kube_pod_status_phase",
+    "kube_pod_container_resource_requests",
+)
+KSM_NODE_LABELS = (props.INSTANCE_TYPE, props.ACCELERATOR, props.ACCELERATOR_COUNT, props.CAPACITY_TYPE, props.ZONE)
+# How kube-state-metrics names a resource such as nvidia.com/gpu in its `resource` label.
+KSM_GPU_RESOURCE = "nvidia_com_gpu"
+
+
+def ksm_label(key: str) -> str:
+    """The label kube-state-metrics gives a Kubernetes label in kube_node_labels: `label_`, then the
+    key with every character outside [a-zA-Z0-9_] replaced by `_`, in snake case (kube-state-metrics
+    tag v2.20.0, internal/store/utils.go `labelName`, `SanitizeLabelName`, `toSnakeCase`; our keys
+    are lowercase already)."""
+    return "label_" + re.sub(r"[^a-zA-Z0-9_]", "_", key).lower()
+
+
+def ksm_resource(resource: str) -> str:
+    """The `resource` label value of a resource name (same file, `SanitizeLabelName`)."""
+    return re.sub(r"[^a-zA-Z0-9_]", "_", resource)
+
+
+assert ksm_resource(GPU_RESOURCE) == KSM_GPU_RESOURCE
+
+
+def dcgm_metrics_csv() -> str:
+    return "".join(f"{field}, {kind}, {help_text}\n" for field, kind, help_text in DCGM_METRICS)
+
+
+def dcgm_exporter_config() -> dict[str, Any]:
+    """`dcgmExporter.config` of the GPU Operator's values: the chart creates the ConfigMap, the
+    operator points the exporter at it."""
+    return {"name": DCGM_METRICS_CONFIG_MAP, "create": True, "data": dcgm_metrics_csv()}
+
+
+def collector_config(*, tenant: str, environment: str, project: str, region: str, scrape_interval: str) -> dict[str, Any]:
+    """The collector's Prometheus configuration, NODE_NAME_PLACEHOLDER where the node's name goes."""
+
+    def on_this_node(namespace: str, label: str) -> dict[str, Any]:
+        return {
+            "role": "pod",
+            "namespaces": {"names": [namespace]},
+            "selectors": [{"role": "pod", "label": label, "field": f"spec.nodeName={NODE_NAME_PLACEHOLDER}"}],
+        }
+
+    def keep_port(name: str) -> dict[str, Any]:
+        return {"source_labels": ["__meta_kubernetes_pod_container_port_name"], "regex": name, "action": "keep"}
+
+    return {
+        "global": {
+            "scrape_interval": scrape_interval,
+            "scrape_timeout": "10s",
+            # The monitored resource (prometheus_target) and the labels every query selects by.
+            # project_id, location and cluster are the exporter's resource labels (prometheus-engine
+            # pkg/export/export.go KeyProjectID, KeyLocation, KeyCluster), set here rather than
+            # looked up in the metadata server.
+            "external_labels": {
+                "project_id": project,
+                "location": region,
+                "cluster": tenant,
+                "tenant": tenant,
+                "environment": environment,
+            },
+        },
+        "scrape_configs": [
+            {
+                "job_name": "dcgm-exporter",
+                "kubernetes_sd_configs": [on_this_node(DCGM_NAMESPACE, f"app={DCGM_APP_LABEL}")],
+                "relabel_configs": [
+                    keep_port("metrics"),
+                    {"source_labels": ["__meta_kubernetes_pod_node_name"], "target_label": "node"},
+                    {"source_labels": ["__meta_kubernetes_pod_node_name"], "target_label": "instance"},
+                ],
+            },
+            {
+                "job_name": KUBE_STATE_METRICS,
+                # Its series name the objects they describe (node, namespace, pod): keep them.
+                "honor_labels": True,
+                "kubernetes_sd_configs": [on_this_node(MONITORING_NAMESPACE, f"app.kubernetes.io/name={KUBE_STATE_METRICS}")],
+                "relabel_configs": [
+                    keep_port("http-metrics"),
+                    {"source_labels": ["__meta_kubernetes_pod_name"], "target_label": "instance"},
+                ],
+            },
+        ],
+    }
+
+
+_LABELS = {"app.kubernetes.io/part-of": "gpu-platform"}
+_RESTRICTED_CONTAINER = {
+    "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]},
+    "readOnlyRootFilesystem": True,
+    "runAsNonRoot": True,
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+
+
+def _metadata(name: str, namespace: str | None = MONITORING_NAMESPACE, **labels: str) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": name, "labels": {**_LABELS, **labels}}
+    if namespace:
+        metadata["namespace"] = namespace
+    return metadata
+
+
+def _pod_reader(name: str, namespace: str, account: str) -> list[dict[str, Any]]:
+    """Read pods in one namespace, for service discovery there (and nowhere else)."""
+    return [
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": _metadata(name, namespace),
+            "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": _metadata(name, namespace),
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+            "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": MONITORING_NAMESPACE}],
+        },
+    ]
+
+
+def monitoring_objects(*, tenant: str, environment: str, project: str, region: str, scrape_interval: str) -> list[dict[str, Any]]:
+    """Every object monitoring puts into a tenant's virtual cluster."""
+    config_text = yaml_io.dump(collector_config(tenant=tenant, environment=environment, project=project, region=region, scrape_interval=scrape_interval))
+    config_hash = hashlib.sha256(config_text.encode()).hexdigest()
+    collector_labels = {"app.kubernetes.io/name": COLLECTOR}
+    ksm_labels = {"app.kubernetes.io/name": KUBE_STATE_METRICS}
+    # Write the node's name into the configuration (bash, no other tool in the image): the
+    # collector's service discovery then lists only this node's pods.
+    render = (
+        f'config="$(</etc/{COLLECTOR}/template/config.yaml)" && '
+        f'printf "%s\\n" "${{config//{NODE_NAME_PLACEHOLDER}/$NODE_NAME}}" > /prometheus/config/config.yaml'
+    )
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {
+                "name": MONITORING_NAMESPACE,
+                "labels": {
+                    **_LABELS,
+                    # The collector shares its node's network (hostNetwork), which Pod Security's
+                    # baseline level forbids.
+                    "pod-security.kubernetes.io/enforce": "privileged",
+                },
+            },
+        },
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _metadata(COLLECTOR)},
+        *_pod_reader(f"{COLLECTOR}-discovery", DCGM_NAMESPACE, COLLECTOR),
+        *_pod_reader(f"{COLLECTOR}-discovery", MONITORING_NAMESPACE, COLLECTOR),
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": _metadata(COLLECTOR), "data": {"config.yaml": config_text}},
+        {
+            "apiVersion": "apps/v1",
+            "kind": "DaemonSet",
+            "metadata": _metadata(COLLECTOR, **collector_labels),
+            "spec": {
+                "selector": {"matchLabels": collector_labels},
+                "template": {
+                    "metadata": {
+                        "labels": {**_LABELS, **collector_labels},
+                        # A new configuration replaces the pods, which read it once at start.
+                        "annotations": {"gpu-platform/config-sha256": config_hash},
+                    },
+                    "spec": {
+                        "serviceAccountName": COLLECTOR,
+                        # The node's network: the metadata server hands it the node identity's
+                        # token, which ordinary pods on tenant nodes cannot get
+                        # (templates/node/main.tf); Google's APIs through the node's DNS.
+                        "hostNetwork": True,
+                        "dnsPolicy": "Default",
+                        # On every node, GPU nodes (tainted nvidia.com/gpu) included; its request is
+                        # small, and a full GPU node must not leave it out.
+                        "priorityClassName": "system-node-critical",
+                        "tolerations": [{"operator": "Exists"}],
+                        "nodeSelector": {"kubernetes.io/os": "linux"},
+                        "securityContext": {"runAsUser": 65534, "runAsGroup": 65534, "runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+                        "initContainers": [
+                            {
+                                "name": "node-config",
+                                "image": versions.GMP_INIT_IMAGE,
+                                "command": ["/bin/bash", "-c", render],
+                                "env": [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}],
+                                "securityContext": _RESTRICTED_CONTAINER,
+                                "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "32Mi"}},
+                                "volumeMounts": [
+                                    {"name": "config-template", "mountPath": f"/etc/{COLLECTOR}/template", "readOnly": True},
+                                    {"name": "config", "mountPath": "/prometheus/config"},
+                                ],
+                            }
+                        ],
+                        "containers": [
+                            {
+                                "name": "prometheus",
+                                "image": versions.GMP_PROMETHEUS_IMAGE,
+                                "args": [
+                                    "--config.file=/prometheus/config/config.yaml",
+                                    "--storage.tsdb.path=/prometheus/data",
+                                    # Samples go to Cloud Monitoring as they are scraped; the local
+                                    # store only buffers them.
+                                    "--storage.tsdb.retention.time=30m",
+                                    "--storage.tsdb.no-lockfile",
+                                    # The node's loopback only: no pod and no other machine reaches it.
+                                    f"--web.listen-address=127.0.0.1:{COLLECTOR_PORT}",
+                                ],
+                                "securityContext": _RESTRICTED_CONTAINER,
+                                "resources": {"requests": {"cpu": "20m", "memory": "64Mi"}, "limits": {"memory": "512Mi"}},
+                                "livenessProbe": {"httpGet": {"host": "127.0.0.1", "port": COLLECTOR_PORT, "path": "/-/healthy"}, "periodSeconds": 30},
+                                "readinessProbe": {"httpGet": {"host": "127.0.0.1", "port": COLLECTOR_PORT, "path": "/-/ready"}, "periodSeconds": 10},
+                                "volumeMounts": [
+                                    {"name": "config", "mountPath": "/prometheus/config", "readOnly": True},
+                                    {"name": "data", "mountPath": "/prometheus/data"},
+                                ],
+                            }
+                        ],
+                        "volumes": [
+                            {"name": "config-template", "configMap": {"name": COLLECTOR}},
+                            {"name": "config", "emptyDir": {}},
+                            {"name": "data", "emptyDir": {}},
+                        ],
+                    },
+                },
+            },
+        },
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _metadata(KUBE_STATE_METRICS)},
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": _metadata(f"gpu-platform-{KUBE_STATE_METRICS}", None),
+            "rules": [{"apiGroups": [""], "resources": list(KSM_RESOURCES), "verbs": ["list", "watch"]}],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": _metadata(f"gpu-platform-{KUBE_STATE_METRICS}", None),
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": f"gpu-platform-{KUBE_STATE_METRICS}"},
+            "subjects": [{"kind": "ServiceAccount", "name": KUBE_STATE_METRICS, "namespace": MONITORING_NAMESPACE}],
+        },
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": _metadata(KUBE_STATE_METRICS, **ksm_labels),
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": ksm_labels},
+                "template": {
+                    "metadata": {"labels": {**_LABELS, **ksm_labels}},
+                    "spec": {
+                        "serviceAccountName": KUBE_STATE_METRICS,
+                        # No GPU toleration: it runs on the tenant's CPU nodes.
+                        "nodeSelector": {"kubernetes.io/os": "linux"},
+                        "securityContext": {"runAsUser": 65534, "runAsGroup": 65534, "runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+                        "containers": [
+                            {
+                                "name": KUBE_STATE_METRICS,
+                                "image": versions.KUBE_STATE_METRICS_IMAGE,
+                                "args": [
+                                    f"--resources={','.join(KSM_RESOURCES)}",
+                                    f"--metric-allowlist={','.join(KSM_METRICS)}",
+                                    f"--metric-labels-allowlist=nodes=[{','.join(KSM_NODE_LABELS)}]",
+                                    "--port=8080",
+                                    "--telemetry-port=8081",
+                                ],
+                                "ports": [
+                                    {"name": "http-metrics", "containerPort": 8080},
+                                    {"name": "telemetry", "containerPort": 8081},
+                                ],
+                                "securityContext": _RESTRICTED_CONTAINER,
+                                "resources": {"requests": {"cpu": "10m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}},
+                                "livenessProbe": {"httpGet": {"path": "/livez", "port": "http-metrics"}, "initialDelaySeconds": 5},
+                                "readinessProbe": {"httpGet": {"path": "/readyz", "port": "telemetry"}, "initialDelaySeconds": 5},
+                            }
+                        ],
+                    },
+                },
+            },
+        },
+    ]
+
+
+@functools.lru_cache(maxsize=None)
+def monitoring_objects_yaml(*, tenant: str, environment: str, project: str, region: str, scrape_interval: str) -> str:
+    return yaml_io.dump_all(monitoring_objects(tenant=tenant, environment=environment, project=project, region=region, scrape_interval=scrape_interval))

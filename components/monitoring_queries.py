@@ -1,0 +1,252 @@
+"""The PromQL of the dashboards and alert policies, built from the same plans the program deploys.
+
+Every series carries `tenant` (the collector's external label, components/monitoring_documents.py);
+a team's queries select it. Metric names are the DCGM exporter's and kube-state-metrics' as the
+collector exports them (tests check each against the exporters' documented lists). Cloud
+Monitoring evaluates PromQL over the Managed Service for Prometheus data of the project and, from
+the environment's project, of every team project in its metrics scope.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from config import node_properties as props
+from config.base import duration_seconds
+from config.monitoring import Alerts
+from config.tenant import PoolPlan, TenantPlan
+
+from .monitoring_documents import KSM_GPU_RESOURCE, ksm_label
+
+GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
+FB_USED = "DCGM_FI_DEV_FB_USED"
+FB_FREE = "DCGM_FI_DEV_FB_FREE"
+SM_ACTIVE = "DCGM_FI_PROF_SM_ACTIVE"
+POWER = "DCGM_FI_DEV_POWER_USAGE"
+XID_ERRORS = "DCGM_FI_DEV_XID_ERRORS"
+ECC_DBE = "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"
+
+ACCELERATOR = ksm_label(props.ACCELERATOR)
+ACCELERATOR_COUNT = ksm_label(props.ACCELERATOR_COUNT)
+CAPACITY_TYPE = ksm_label(props.CAPACITY_TYPE)
+INSTANCE_TYPE = ksm_label(props.INSTANCE_TYPE)
+# A GPU's series, by who holds it.
+GPU_LABELS = "tenant, node, gpu, modelName, namespace, pod"
+
+
+def _matchers(tenant: str | None, *more: str) -> str:
+    parts = ([f'tenant="{tenant}"'] if tenant else []) + list(more)
+    return "{" + ", ".join(parts) + "}" if parts else ""
+
+
+def gpu_nodes(tenant: str | None = None) -> str:
+    """One series per GPU node (kube_node_labels of nodes whose node type has a GPU)."""
+    has_gpu = f'{ACCELERATOR}!~"none|"'
+    return f"kube_node_labels{_matchers(tenant, has_gpu)}"
+
+
+def pod_gpu_requests(tenant: str | None = None) -> str:
+    gpu = f'resource="{KSM_GPU_RESOURCE}"'
+    return f"kube_pod_container_resource_requests{_matchers(tenant, gpu)}"
+
+
+def _in_phase(tenant: str | None, phase: str) -> str:
+    matcher = f'phase="{phase}"'
+    return f"(kube_pod_status_phase{_matchers(tenant, matcher)} == 1)"
+
+
+def gpus_allocated(tenant: str | None = None) -> str:
+    """GPUs requested by running pods, per team."""
+    running = _in_phase(tenant, "Running")
+    return f"sum by (tenant) ({pod_gpu_requests(tenant)} * on (tenant, namespace, pod) group_left () {running})"
+
+
+def pending_gpu_pods(tenant: str | None = None) -> str:
+    """Pods that ask for a GPU and wait, per team."""
+    pending = _in_phase(tenant, "Pending")
+    return f"count by (tenant) ({pending} and on (tenant, namespace, pod) ({pod_gpu_requests(tenant)} > 0))"
+
+
+def gpu_vms_by_capacity(tenant: str | None = None) -> str:
+    """GPU VMs per team, GPU class and capacity type (on-demand, spot)."""
+    return f"count by (tenant, {ACCELERATOR}, {CAPACITY_TYPE}) ({gpu_nodes(tenant)})"
+
+
+def pool_nodes(tenant: str, pool: PoolPlan) -> str:
+    """The nodes of one GPU pool: its GPU class, GPUs per node and capacity type, which tell a
+    tenant's pools apart (config/tenant.py refuses two pools with the same three)."""
+    capacity = props.SPOT if pool.spot else props.ON_DEMAND
+    return (
+        f'kube_node_labels{{tenant="{tenant}", {ACCELERATOR}="{pool.gpu}", '
+        f'{ACCELERATOR_COUNT}="{pool.gpus_per_node}", {CAPACITY_TYPE}="{capacity}"}}'
+    )
+
+
+def gpu_vms_by_pool(plan: TenantPlan) -> str:
+    """One series per GPU pool of the team, named after the pool: how many VMs it runs."""
+    name = plan.tenant.name
+    return " or ".join(
+        f'label_replace(count({pool_nodes(name, pool)}) or vector(0), "pool", "{pool.name}", "", "")' for pool in plan.gpu_pools
+    )
+
+
+def gpu_utilization(tenant: str | None = None) -> str:
+    return f"avg by ({GPU_LABELS}) ({GPU_UTIL}{_matchers(tenant)})"
+
+
+def gpu_memory_used_percent(tenant: str | None = None) -> str:
+    used, free = f"{FB_USED}{_matchers(tenant)}", f"{FB_FREE}{_matchers(tenant)}"
+    return f"max by ({GPU_LABELS}) (100 * {used} / ({used} + {free}))"
+
+
+def sm_activity_percent(tenant: str | None = None) -> str:
+    return f"avg by ({GPU_LABELS}) (100 * {SM_ACTIVE}{_matchers(tenant)})"
+
+
+def gpu_power(tenant: str | None = None) -> str:
+    return f"sum by ({GPU_LABELS}) ({POWER}{_matchers(tenant)})"
+
+
+def team_utilization(tenant: str | None = None) -> str:
+    """The average utilization of a team's GPUs, one series per team."""
+    return f"avg by (tenant) ({GPU_UTIL}{_matchers(tenant)})"
+
+
+@dataclass(frozen=True)
+class PricedShape:
+    machine_type: str
+    spot: bool
+    usd_per_hour: float
+
+
+def priced_shapes(plan: TenantPlan) -> tuple[PricedShape, ...]:
+    """Each machine type and capacity type a team's GPU pools may start, with the price of one node
+    (its VM with its GPUs and boot disk, config/tenant.py node_usd_per_hour); the same in every zone
+    of the region. Empty when a price is unknown: no estimate then."""
+    shapes: dict[tuple[str, bool], float] = {}
+    for pool in plan.gpu_pools:
+        if not pool.priced:
+            return ()
+        for nt in pool.node_types:
+            price = pool.node_price(nt)
+            assert price is not None
+            key = (nt.machine_type, nt.spot)
+            shapes[key] = max(shapes.get(key, 0.0), price)
+    return tuple(PricedShape(m, spot, usd) for (m, spot), usd in sorted(shapes.items()))
+
+
+def gpu_node_cost(plan: TenantPlan) -> str | None:
+    """The team's GPU nodes now, priced: USD per hour at the region's list prices, the figure the
+    plan's expected and ceiling are in. None without recorded prices."""
+    shapes = priced_shapes(plan)
+    if not shapes:
+        return None
+    name = plan.tenant.name
+    terms = [
+        f'(count(kube_node_labels{{tenant="{name}", {INSTANCE_TYPE}="{s.machine_type}", '
+        f'{CAPACITY_TYPE}="{props.SPOT if s.spot else props.ON_DEMAND}"}}) or vector(0)) * {s.usd_per_hour:.4f}'
+        for s in shapes
+    ]
+    return " + ".join(terms)
+
+
+# --- alert conditions ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AlertCondition:
+    key: str  # short name, for Pulumi names
+    title: str
+    query: str
+    duration_seconds: int
+    documentation: str
+
+
+def idle_gpus(alerts: Alerts) -> AlertCondition:
+    return AlertCondition(
+        key="idle-gpu",
+        title="GPU held by a pod but idle",
+        query=f'max by ({GPU_LABELS}) ({GPU_UTIL}{{pod!=""}}) < {alerts.idle_utilization_percent:g}',
+        duration_seconds=duration_seconds(alerts.idle_gpu_after),
+        documentation=(
+            f"A pod has held this GPU for {alerts.idle_gpu_after} at under {alerts.idle_utilization_percent:g}% utilization "
+            "while its node is billed. Ask the team (labels tenant, namespace, pod) to release it; the node goes once its pool is idle."
+        ),
+    )
+
+
+def gpu_not_offered(alerts: Alerts) -> AlertCondition:
+    allocatable = f'kube_node_status_allocatable{{resource="{KSM_GPU_RESOURCE}"}}'
+    return AlertCondition(
+        key="gpu-not-offered",
+        title="GPU node without nvidia.com/gpu",
+        query=f"max by (tenant, node) ({gpu_nodes()}) unless on (tenant, node) ({allocatable} > 0)",
+        duration_seconds=duration_seconds(alerts.gpu_not_offered_after),
+        documentation=(
+            f"This GPU VM has been a node for {alerts.gpu_not_offered_after} without offering nvidia.com/gpu (never, or no longer): "
+            "no GPU pod can run there, and the autoscaler never counts it as initialized, so it is billed until deleted. "
+            "Look at the GPU Operator's pods on it (namespace gpu-operator); delete the node if they cannot recover."
+        ),
+    )
+
+
+def gpu_errors() -> AlertCondition:
+    by = "tenant, node, gpu, modelName"
+    return AlertCondition(
+        key="gpu-errors",
+        title="XID or ECC errors on a GPU",
+        query=f"max by ({by}) ({XID_ERRORS}) > 0 or max by ({by}) (increase({ECC_DBE}[10m])) > 0",
+        duration_seconds=0,
+        documentation=(
+            "The GPU reported an XID error (DCGM_FI_DEV_XID_ERRORS is the last one's code) or uncorrectable (double-bit) ECC errors. "
+            "Drain the node: a replacement VM gets another GPU."
+        ),
+    )
+
+
+def pool_at_limit(plan: TenantPlan, alerts: Alerts) -> AlertCondition:
+    """A team's GPU pool runs as many nodes as its maxGpus allow while its GPU pods wait."""
+    name = plan.tenant.name
+    at_limit = " or ".join(
+        f'label_replace(count({pool_nodes(name, pool)}) >= {pool.max_nodes}, "pool", "{pool.name}", "", "")' for pool in plan.gpu_pools
+    )
+    waiting = f"count({pending_gpu_pods(name)}) > 0"
+    return AlertCondition(
+        key=f"pool-at-limit-{name}",
+        title=f"GPU pool of {name} at its limit while pods wait",
+        query=f"({at_limit}) and on () ({waiting})",
+        duration_seconds=duration_seconds(alerts.pool_at_limit_after),
+        documentation=(
+            f"Team {name}'s GPU pool (label pool) has been at its maxGpus for {alerts.pool_at_limit_after} while the team's GPU pods wait: "
+            "they queue until a GPU frees up. Raise the pool's maxGpus (within the GPU quota) or ask the team to queue less."
+        ),
+    )
+
+
+def environment_conditions(alerts: Alerts) -> tuple[AlertCondition, ...]:
+    return (idle_gpus(alerts), gpu_not_offered(alerts), gpu_errors())
+
+
+def every_query(plans: tuple[TenantPlan, ...], alerts: Alerts) -> dict[str, str]:
+    """Every PromQL expression the program writes, by where it goes (for the checks)."""
+    queries = {f"alert {c.key}": c.query for c in environment_conditions(alerts)}
+    queries.update(
+        {
+            "gpus allocated": gpus_allocated(),
+            "pending gpu pods": pending_gpu_pods(),
+            "gpu vms": gpu_vms_by_capacity(),
+            "utilization": gpu_utilization(),
+            "memory": gpu_memory_used_percent(),
+            "sm activity": sm_activity_percent(),
+            "power": gpu_power(),
+            "team utilization": team_utilization(),
+        }
+    )
+    for plan in plans:
+        name = plan.tenant.name
+        queries[f"alert pool-at-limit {name}"] = pool_at_limit(plan, alerts).query
+        queries[f"{name} pools"] = gpu_vms_by_pool(plan)
+        cost = gpu_node_cost(plan)
+        if cost:
+            queries[f"{name} cost"] = cost
+    return queries

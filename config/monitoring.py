@@ -1,0 +1,203 @@
+"""Monitoring of the tenants' GPUs: the config models of `gpu-platform:monitoring` (environment
+stacks) and `tenants[i].monitoring` / `tenant.monitoring`, their checks, and what a tenant's
+monitoring resolves to. Pure: the components build the collector, the dashboards, the alert
+policies and the cost view from what this module decides (components/tenant_monitoring.py,
+components/environment_monitoring.py).
+
+The environment's `enabled` is the default of every tenant's, and switches the environment's own
+pieces (its dashboard, alert policies, showback dataset and view, the Monitoring API in its
+project, which is the metrics scope every team project joins). A tenant cannot turn monitoring on
+in an environment that has it off: its metrics would have no API and no scope to go to.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .base import DURATION, ConfigModel, Syntax, duration_seconds
+from .errors import Problems, shown
+from .facts import EnvironmentFacts
+
+# Prometheus looks back 5 minutes for an instant query's latest sample: a series not sampled within
+# them is absent ("Staleness", https://prometheus.io/docs/prometheus/latest/querying/basics/#staleness),
+# so alert conditions would flap between scrapes. Below 10 s the collector's samples cost more than they tell.
+MIN_SCRAPE_SECONDS = 10
+MAX_SCRAPE_SECONDS = 300
+DEFAULT_SCRAPE_INTERVAL = "60s"
+# An existing channel, as Cloud Monitoring names it (projects.notificationChannels, API v3).
+CHANNEL_NAME = Syntax(r"^projects/[a-z][a-z0-9-]{4,28}[a-z0-9]/notificationChannels/[0-9]+$")
+EMAIL = Syntax(r"^[^@\s]+@[^@\s]+\.[^@\s.]+$")
+# The table Cloud Billing export creates: gcp_billing_export_v1_<BILLING_ACCOUNT_ID>, in a dataset
+# of the project chosen in the console ("Structure of Standard data export",
+# https://cloud.google.com/billing/docs/how-to/export-data-bigquery-tables/standard-usage).
+BILLING_EXPORT_TABLE = Syntax(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]\.[A-Za-z0-9_]{1,1024}\.gcp_billing_export_v1_[0-9A-Za-z_]+$")
+# BigQuery dataset locations: a multi-region (US, EU: the only ones whose export is back-filled from
+# the previous month) or a region.
+DATASET_LOCATION = Syntax(r"^(US|EU|[a-z]+-[a-z]+[0-9]+)$")
+# Where showback lives in the environment's project: the dataset Pulumi creates (for the export and
+# the view) and the view (components/showback.py).
+SHOWBACK_VIEW = "gpu_cost_by_team"
+CHANNEL_FORMS = "{email: <address>} or {channel: projects/<project>/notificationChannels/<id>}"
+
+
+class NotificationChannel(ConfigModel):
+    """One place the alert policies notify: exactly one of the two keys."""
+
+    email: str | None = None
+    """An address Cloud Monitoring e-mails the environment's alerts to; Pulumi creates the channel in the environment's project."""
+    channel: str | None = None
+    """An existing channel of the environment's project, projects/<project>/notificationChannels/<id> (Slack, PagerDuty, …)."""
+
+
+class Alerts(ConfigModel):
+    """Thresholds of the alert policies of the environment (components/monitoring_queries.py)."""
+
+    idle_gpu_after: str = "1h"
+    """How long a GPU a pod holds may stay idle (utilization below idleUtilizationPercent) before the idle-GPU alert fires."""
+    idle_utilization_percent: float = 1.0
+    """The GPU utilization (DCGM_FI_DEV_GPU_UTIL, percent) below which a held GPU counts as idle; above 0, at most 100."""
+    gpu_not_offered_after: str = "10m"
+    """How long a GPU node may run without offering nvidia.com/gpu (never, or no longer) before its alert fires."""
+    pool_at_limit_after: str = "15m"
+    """How long a team's GPU pool may sit at its maxGpus while the team's GPU pods wait before the queueing alert fires."""
+
+
+class Showback(ConfigModel):
+    """Cost per team from Cloud Billing export to BigQuery (components/showback.py)."""
+
+    billing_export_table: str | None = None
+    """The standard usage cost table Cloud Billing export writes, <project>.<dataset>.gcp_billing_export_v1_<account>; unset until export is on, and no cost view is created before."""
+    dataset_location: str = "US"
+    """Where Pulumi creates the showback dataset (US or EU back-fills the previous month; a region starts the day export is switched on)."""
+
+
+class MonitoringConfig(ConfigModel):
+    """`gpu-platform:monitoring`: the environment's monitoring and its tenants' default."""
+
+    enabled: bool = True
+    """Collect every tenant's GPU metrics by default, and create the environment's dashboard, alert policies and showback dataset."""
+    scrape_interval: str = DEFAULT_SCRAPE_INTERVAL
+    """How often each tenant's collector scrapes its GPUs and Kubernetes objects by default, 10s to 5m."""
+    notification_channels: tuple[NotificationChannel, ...] = ()
+    """Where the alert policies notify, each {email: <address>} or {channel: <existing channel's name>}; none by default."""
+    alerts: Alerts = Alerts()
+    """Thresholds of the idle-GPU, GPU-not-offered and pool-at-limit alerts."""
+    showback: Showback = Showback()
+    """The showback dataset and the cost view over Cloud Billing export."""
+
+
+class TenantMonitoring(ConfigModel):
+    """`tenants[i].monitoring` / `tenant.monitoring`: one team's collector and dashboard."""
+
+    enabled: bool | None = None
+    """Collect this team's GPU metrics (collector, Kubernetes object metrics, metrics writer role, metrics scope); default: the environment's monitoring.enabled."""
+    scrape_interval: str | None = None
+    """How often this team's collector scrapes, 10s to 5m; default: the environment's monitoring.scrapeInterval."""
+    dashboard: bool = True
+    """A dashboard of the team's own in the team's project, with the plan's expected and ceiling cost as reference lines."""
+
+
+@dataclass(frozen=True)
+class MonitoringPlan:
+    """A tenant's monitoring as resolved against its environment."""
+
+    enabled: bool
+    scrape_interval: str
+    dashboard: bool
+
+    @property
+    def scrape_seconds(self) -> int:
+        return duration_seconds(self.scrape_interval)
+
+
+OFF = MonitoringPlan(enabled=False, scrape_interval=DEFAULT_SCRAPE_INTERVAL, dashboard=False)
+
+
+def resolve_tenant_monitoring(monitoring: TenantMonitoring, facts: EnvironmentFacts) -> MonitoringPlan:
+    """The tenant's own values, else its environment's. In the opt-in legacy mode the default is off:
+    the node identity is then the official template's, which Pulumi cannot grant the writer role."""
+    default = facts.monitoring_enabled and not facts.legacy_infrastructure
+    enabled = default if monitoring.enabled is None else monitoring.enabled
+    if not enabled:
+        return OFF
+    return MonitoringPlan(True, monitoring.scrape_interval or facts.scrape_interval, monitoring.dashboard)
+
+
+def check_scrape_interval(path: str, value: str, problems: Problems) -> None:
+    with problems.checking(path):
+        if not DURATION.match(value):
+            problems.add(path, f"{shown(value)} is not a duration like 30s or 1m")
+        elif not MIN_SCRAPE_SECONDS <= duration_seconds(value) <= MAX_SCRAPE_SECONDS:
+            problems.add(path, f"{value} is out of range; allowed: 10s to 5m (at least 10s; Prometheus forgets a series not sampled within 5m)")
+
+
+def check_monitoring(config: MonitoringConfig, problems: Problems) -> None:
+    """Checks of `gpu-platform:monitoring`; each `checking` block is one independent check."""
+    check_scrape_interval("monitoring.scrapeInterval", config.scrape_interval, problems)
+    with problems.checking("monitoring.notificationChannels"):
+        for i, channel in enumerate(config.notification_channels):
+            path = f"monitoring.notificationChannels[{i}]"
+            with problems.checking(path):
+                if (channel.email is None) == (channel.channel is None):
+                    problems.add(path, f"names {'both' if channel.email else 'neither'} of email and channel; allowed: {CHANNEL_FORMS}")
+                elif channel.email is not None and not EMAIL.fullmatch(channel.email):
+                    problems.add(f"{path}.email", f"{shown(channel.email)} is not an e-mail address")
+                elif channel.channel is not None and not CHANNEL_NAME.fullmatch(channel.channel):
+                    problems.add(f"{path}.channel", f"{shown(channel.channel)} is not a channel's name like projects/<project>/notificationChannels/<id>")
+    for key, attribute in (("idleGpuAfter", "idle_gpu_after"), ("gpuNotOfferedAfter", "gpu_not_offered_after"), ("poolAtLimitAfter", "pool_at_limit_after")):
+        path = f"monitoring.alerts.{key}"
+        with problems.checking(path):
+            value = getattr(config.alerts, attribute)
+            if not DURATION.match(value):
+                problems.add(path, f"{shown(value)} is not a duration like 10m or 1h")
+            elif duration_seconds(value) == 0:
+                problems.add(path, f"{value} would alert at once; allowed: a duration above 0, like 10m or 1h")
+    with problems.checking("monitoring.alerts.idleUtilizationPercent"):
+        percent = config.alerts.idle_utilization_percent
+        if not 0 < percent <= 100:
+            problems.add(
+                "monitoring.alerts.idleUtilizationPercent",
+                f"{percent:g} is out of range; allowed: above 0 (no GPU reports less than 0%, so nothing would count as idle) and at most 100",
+            )
+    with problems.checking("monitoring.showback.billingExportTable"):
+        table = config.showback.billing_export_table
+        if table is not None and not BILLING_EXPORT_TABLE.fullmatch(table):
+            problems.add(
+                "monitoring.showback.billingExportTable",
+                f"{shown(table)} is not a Cloud Billing export table; allowed: <project>.<dataset>.gcp_billing_export_v1_<billing account>, as BigQuery lists it",
+            )
+    with problems.checking("monitoring.showback.datasetLocation"):
+        location = config.showback.dataset_location
+        if not DATASET_LOCATION.fullmatch(location):
+            problems.add("monitoring.showback.datasetLocation", f"{shown(location)} is not a BigQuery location; allowed: US, EU or a region like europe-west4")
+
+
+def check_tenant_monitoring(path: str, monitoring: TenantMonitoring, facts: EnvironmentFacts, problems: Problems) -> None:
+    """A tenant's monitoring against its environment (`path`: tenants[i].monitoring or tenant.monitoring)."""
+    if monitoring.scrape_interval is not None:
+        check_scrape_interval(f"{path}.scrapeInterval", monitoring.scrape_interval, problems)
+    with problems.checking(f"{path}.enabled"):
+        if monitoring.enabled is not True:
+            return
+        if facts.legacy_infrastructure:
+            problems.add(
+                f"{path}.enabled",
+                "true is not allowed with nodeProvider.legacyInfrastructure: the official template creates the node identity, "
+                "which Pulumi cannot grant roles/monitoring.metricWriter; leave monitoring off",
+            )
+        elif not facts.monitoring_enabled:
+            problems.add(
+                f"{path}.enabled",
+                f"true, but environment {facts.environment} has monitoring off (gpu-platform:monitoring.enabled: false): the Monitoring API "
+                f"is not enabled in its project {facts.project}, whose metrics scope this team's metrics join; turn monitoring on there first",
+            )
+
+
+def showback_dataset(stack: str) -> str:
+    """Named after the environment stack (dataset ids take letters, digits and underscores): two
+    environment stacks in one project, a test run's among them, never share one."""
+    return f"gpu_platform_{stack.replace('-', '_')}_billing"
+
+
+def view_name(project: str, stack: str) -> str:
+    return f"{project}.{showback_dataset(stack)}.{SHOWBACK_VIEW}"

@@ -1,0 +1,424 @@
+"""Monitoring: the collector on every GPU node, its one grant, the metrics scope, dashboards and
+alert policies, showback, and turning it all off; every document checked with its upstream's own
+types or parser (Google's Dashboard types, a PromQL parser, a BigQuery-dialect SQL parser) and every
+metric name against the exporters' documented lists (tests/data)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import promql_parser
+import pulumi
+import pytest
+import sqlglot
+import yaml
+from google.cloud.monitoring_dashboard_v1.types import Dashboard
+from sqlglot import exp
+from sqlglot.optimizer.annotate_types import annotate_types
+from sqlglot.optimizer.qualify import qualify
+
+from components import monitoring_documents as docs
+from components import monitoring_queries as q
+from components.showback import VIEW_COLUMNS, TeamCost, cost_per_team_query, cost_view_sql
+from components.vcluster_values import VClusterValues
+from config import versions
+from config.errors import ConfigError
+from config.stack import load_stack
+from shipped_stacks import SHIPPED_DIR, run_shipped, shipped_values
+from tools.mock_engine import run_program
+
+NS = "gpu-platform"
+VCI = "kubernetes:management.loft.sh/v1:VirtualClusterInstance"
+DASHBOARD = "gcp:monitoring/dashboard:Dashboard"
+ALERT_POLICY = "gcp:monitoring/alertPolicy:AlertPolicy"
+MONITORED_PROJECT = "gcp:monitoring/monitoredProject:MonitoredProject"
+PROJECT_MEMBER = "gcp:projects/iAMMember:IAMMember"
+DATA = Path(__file__).parent / "data"
+DCGM_RECORD = yaml.safe_load((DATA / "dcgm-exporter-4.4.2-4.7.0-metrics.yaml").read_text())
+KSM_RECORD = yaml.safe_load((DATA / "kube-state-metrics-v2.20.0-metrics.yaml").read_text())
+BILLING_SCHEMA = yaml.safe_load((DATA / "billing-export-standard-schema.yaml").read_text())["columns"]
+BILLING_TABLE = "acme-ml-dev.gpu_platform_dev_billing.gcp_billing_export_v1_012345_6789AB_CDEF01"
+CHANNEL = "projects/acme-ml-dev/notificationChannels/1234567890"
+
+
+def objects_of(vci) -> list[dict]:
+    return list(yaml.safe_load_all(vci.input("spec", "template", "objects")))
+
+
+def gpu_operator_values(vci) -> dict:
+    [chart] = vci.input("spec", "template", "charts")
+    return yaml.safe_load(chart["values"])
+
+
+def named(objects: list[dict], kind: str, name: str) -> dict:
+    [found] = [o for o in objects if o["kind"] == kind and o["metadata"]["name"] == name]
+    return found
+
+
+@pytest.fixture(scope="module")
+def configured_run():
+    """dev with every monitoring option set: channels of both forms, thresholds, billing export."""
+    values = shipped_values("dev")
+    values[f"{NS}:monitoring"] = {
+        "scrapeInterval": "30s",
+        "notificationChannels": [{"channel": CHANNEL}, {"email": "gpu-oncall@example.com"}],
+        "alerts": {"idleGpuAfter": "2h", "idleUtilizationPercent": 5, "gpuNotOfferedAfter": "7m", "poolAtLimitAfter": "20m"},
+        "showback": {"billingExportTable": BILLING_TABLE, "datasetLocation": "EU"},
+    }
+    values[f"{NS}:tenants"][1]["monitoring"] = {"scrapeInterval": "15s", "dashboard": False}
+    return run_shipped(values, stack="dev")
+
+
+# --- the collector ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("run_name, tenant, project", [("dev_run", "nlp", "acme-ml-dev"), ("tenant_run", "vision", "acme-ml-dev-vision")])
+def test_every_gpu_node_runs_the_collector(request, run_name, tenant, project):
+    vci = request.getfixturevalue(run_name).one(VCI, tenant)
+    objects = objects_of(vci)  # valid Kubernetes objects: tests/test_tenants.py validates them
+    collector = named(objects, "DaemonSet", docs.COLLECTOR)
+    assert collector["metadata"]["namespace"] == docs.MONITORING_NAMESPACE
+    pod = collector["spec"]["template"]["spec"]
+    # Every node, GPU nodes included: it tolerates each GPU pool's taint and selects no node type.
+    for pool in VClusterValues.parse(vci.input("spec", "template", "helmRelease", "values")).gpu_pools():
+        for taint in pool.taints:
+            assert any(t.get("operator") == "Exists" and t.get("key") in (None, taint["key"]) for t in pod["tolerations"]), taint
+    assert pod["nodeSelector"] == {"kubernetes.io/os": "linux"}
+    # The node's network (the metadata server's token), and nothing else of the node's.
+    assert pod["hostNetwork"] is True
+    assert [v for v in pod["volumes"] if "hostPath" in v] == []
+    for container in pod["containers"] + pod["initContainers"]:
+        assert container["securityContext"]["allowPrivilegeEscalation"] is False and not container["securityContext"].get("privileged")
+        assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    [prometheus] = pod["containers"]
+    assert prometheus["image"] == versions.GMP_PROMETHEUS_IMAGE
+    assert f"--web.listen-address=127.0.0.1:{docs.COLLECTOR_PORT}" in prometheus["args"]
+    # Its configuration: the team's labels on every series, this node's targets only.
+    config = yaml.safe_load(named(objects, "ConfigMap", docs.COLLECTOR)["data"]["config.yaml"])
+    assert config["global"]["external_labels"] == {"project_id": project, "location": "europe-west4", "cluster": tenant, "tenant": tenant, "environment": "dev"}
+    assert config["global"]["scrape_interval"] == "60s"
+    jobs = {job["job_name"]: job for job in config["scrape_configs"]}
+    [dcgm_sd] = jobs["dcgm-exporter"]["kubernetes_sd_configs"]
+    assert dcgm_sd["namespaces"]["names"] == ["gpu-operator"]
+    assert dcgm_sd["selectors"] == [{"role": "pod", "label": "app=nvidia-dcgm-exporter", "field": f"spec.nodeName={docs.NODE_NAME_PLACEHOLDER}"}]
+    assert docs.NODE_NAME_PLACEHOLDER in pod["initContainers"][0]["command"][-1]
+    assert jobs[docs.KUBE_STATE_METRICS]["honor_labels"] is True
+    # Its service discovery reads pods in those two namespaces, and nothing else.
+    roles = [o for o in objects if o["kind"] in ("Role", "ClusterRole") and o["metadata"]["name"].startswith(docs.COLLECTOR)]
+    assert sorted(r["metadata"]["namespace"] for r in roles) == sorted(["gpu-operator", docs.MONITORING_NAMESPACE])
+    assert all(r["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}] for r in roles)
+    ksm = named(objects, "Deployment", docs.KUBE_STATE_METRICS)["spec"]["template"]["spec"]
+    assert "hostNetwork" not in ksm and ksm["containers"][0]["image"] == versions.KUBE_STATE_METRICS_IMAGE
+
+
+def test_the_collector_namespace_is_privileged_for_host_network_only(dev_run):
+    objects = objects_of(dev_run.one(VCI, "nlp"))
+    namespace = named(objects, "Namespace", docs.MONITORING_NAMESPACE)
+    assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
+    pods = [o["spec"]["template"]["spec"] for o in objects if o["kind"] in ("DaemonSet", "Deployment")]
+    assert [bool(p.get("hostNetwork")) for p in pods] == [True, False]
+
+
+def test_the_scrape_interval_follows_the_tenant_then_the_environment(configured_run):
+    def interval(tenant: str) -> str:
+        config = named(objects_of(configured_run.one(VCI, tenant)), "ConfigMap", docs.COLLECTOR)["data"]["config.yaml"]
+        return yaml.safe_load(config)["global"]["scrape_interval"]
+
+    assert interval("nlp") == "30s" and interval("speech") == "15s"
+
+
+def test_the_dcgm_exporter_collects_our_documented_metric_list(dev_run):
+    config = gpu_operator_values(dev_run.one(VCI, "nlp"))["dcgmExporter"]["config"]
+    assert config == {"name": docs.DCGM_METRICS_CONFIG_MAP, "create": True, "data": docs.dcgm_metrics_csv()}
+    rows = [line.split(", ")[:2] for line in config["data"].splitlines()]
+    for field, kind in rows:
+        assert field in DCGM_RECORD["fields"], f"{field} is not a field of the DCGM exporter"
+        assert DCGM_RECORD["fields"][field]["type"] == kind
+    # What the default list leaves out and the alerts and dashboards need.
+    assert {"DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"} <= {f for f, _ in rows}
+    assert not DCGM_RECORD["fields"]["DCGM_FI_PROF_SM_ACTIVE"]["default"]
+
+
+def test_kube_state_metrics_labels_are_named_as_it_names_them():
+    assert docs.ksm_label("gpu-platform/accelerator-count") == "label_gpu_platform_accelerator_count"
+    assert docs.ksm_resource("nvidia.com/gpu") == "nvidia_com_gpu"
+
+
+# --- PromQL ----------------------------------------------------------------------------------------
+
+
+def selectors(query: str) -> list[promql_parser.VectorSelector]:
+    found: list = []
+
+    def visit(node) -> None:
+        if isinstance(node, promql_parser.VectorSelector):
+            found.append(node)
+
+    promql_parser.walk(promql_parser.parse(query), visit)
+    return found
+
+
+def all_queries(run) -> dict[str, str]:
+    queries = {}
+    for policy in run.of_type(ALERT_POLICY):
+        for condition in policy.input("conditions"):
+            queries[f"{policy.name}: {condition['displayName']}"] = condition["conditionPrometheusQueryLanguage"]["query"]
+    for dashboard in run.of_type(DASHBOARD):
+        for tile in json.loads(dashboard.input("dashboardJson"))["mosaicLayout"]["tiles"]:
+            widget = tile["widget"]
+            for data_set in widget.get("xyChart", {}).get("dataSets", []):
+                queries[f"{dashboard.name}: {widget['title']}"] = data_set["timeSeriesQuery"]["prometheusQuery"]
+            if "scorecard" in widget:
+                queries[f"{dashboard.name}: {widget['title']}"] = widget["scorecard"]["timeSeriesQuery"]["prometheusQuery"]
+    return queries
+
+
+def test_every_query_parses_and_uses_only_metrics_the_collector_exports(dev_run, tenant_run, prod_run):
+    exported = {field for field, kind, _ in docs.DCGM_METRICS if kind != "label"}
+    node_labels = {docs.ksm_label(key) for key in docs.KSM_NODE_LABELS}
+    queries = {**all_queries(dev_run), **all_queries(tenant_run), **all_queries(prod_run)}
+    assert len(queries) > 30
+    for where, query in queries.items():
+        for selector in selectors(query):
+            name = selector.name
+            if name.startswith("DCGM_"):
+                assert name in exported and name in DCGM_RECORD["fields"], f"{where}: {name}"
+            else:
+                assert name in KSM_RECORD["metrics"] and name in docs.KSM_METRICS, f"{where}: {name}"
+            for matcher in selector.matchers.matchers:
+                if matcher.name.startswith("label_"):
+                    assert name == "kube_node_labels" and matcher.name in node_labels, f"{where}: {matcher.name}"
+
+
+def test_the_parser_refuses_broken_promql():
+    for broken in ("sum by (tenant (DCGM_FI_DEV_GPU_UTIL)", "rate(DCGM_FI_DEV_GPU_UTIL)", 'kube_node_labels{tenant="x"'):
+        with pytest.raises(ValueError):
+            promql_parser.parse(broken)
+
+
+def test_pool_alerts_know_each_pools_limit(dev_stack):
+    plan = next(t for t in dev_stack.tenants if t.tenant.name == "nlp")
+    [pool] = plan.gpu_pools
+    condition = q.pool_at_limit(plan, dev_stack.monitoring.alerts)
+    assert f">= {pool.max_nodes}" in condition.query and f'"{pool.name}"' in condition.query
+    assert {s.name for s in selectors(condition.query)} == {"kube_node_labels", "kube_pod_status_phase", "kube_pod_container_resource_requests"}
+
+
+@pytest.fixture(scope="module")
+def dev_stack():
+    return load_stack(shipped_values("dev"), stack="dev", project_dir=SHIPPED_DIR)
+
+
+# --- dashboards ------------------------------------------------------------------------------------
+
+
+def test_dashboards_parse_with_googles_dashboard_types(dev_run, tenant_run, prod_run):
+    dashboards = [*dev_run.of_type(DASHBOARD), *tenant_run.of_type(DASHBOARD), *prod_run.of_type(DASHBOARD)]
+    # dev: the environment's and nlp's and speech's; vision's in its stack; prod: the environment's and research's.
+    assert len(dashboards) == 6
+    for dashboard in dashboards:
+        parsed = Dashboard.from_json(dashboard.input("dashboardJson"))  # unknown fields are errors
+        assert parsed.display_name and len(parsed.mosaic_layout.tiles) >= 9
+        assert all(tile.x_pos + tile.width <= parsed.mosaic_layout.columns for tile in parsed.mosaic_layout.tiles)
+
+
+def test_googles_types_refuse_a_broken_dashboard(dev_run):
+    document = json.loads(dev_run.one(DASHBOARD, "tenant-nlp").input("dashboardJson"))
+    document["mosaicLayout"]["tiles"][1]["widget"]["scoreCard"] = document["mosaicLayout"]["tiles"][1]["widget"].pop("scorecard")
+    with pytest.raises(Exception, match="scoreCard"):
+        Dashboard.from_json(json.dumps(document))
+
+
+def test_a_teams_dashboard_draws_the_plans_expected_and_ceiling(tenant_run, stack_values, env_stack_ref):
+    stack = load_stack(stack_values("team-vision-dev"), stack="team-vision-dev", project_dir=SHIPPED_DIR)
+    dashboard = tenant_run.one(DASHBOARD)
+    assert dashboard.input("project") == "acme-ml-dev-vision"
+    tiles = json.loads(dashboard.input("dashboardJson"))["mosaicLayout"]["tiles"]
+    [cost] = [t["widget"] for t in tiles if t["widget"]["title"].startswith("GPU nodes now")]
+    thresholds = {t["label"].split()[0]: t["value"] for t in cost["xyChart"]["thresholds"]}
+    assert thresholds == {
+        "expected": round(stack.tenant.gpu_expected_usd_per_hour, 4),
+        "ceiling": round(stack.tenant.gpu_usd_per_hour_ceiling, 4),
+    }
+    titles = {t["widget"]["title"] for t in tiles}
+    assert {"GPUs allocated", "Pending GPU pods", "GPU VMs by pool", "GPU utilization (DCGM_FI_DEV_GPU_UTIL)", "GPU memory used"} <= titles
+    # One series per pool of the team, named after it.
+    [pools] = [t["widget"] for t in tiles if t["widget"]["title"] == "GPU VMs by pool"]
+    query = pools["xyChart"]["dataSets"][0]["timeSeriesQuery"]["prometheusQuery"]
+    assert [p.name for p in stack.tenant.gpu_pools] == ["l4-2x", "t4-1x-spot"] and all(f'"pool", "{p}"' in query for p in ("l4-2x", "t4-1x-spot"))
+
+
+def test_a_team_may_go_without_its_own_dashboard(configured_run):
+    assert [d.name for d in configured_run.of_type(DASHBOARD)] == ["monitoring-dashboard", "tenant-nlp-monitoring-dashboard"]
+
+
+# --- GCP: the grant, the scope, the alert policies -------------------------------------------------
+
+
+def test_the_collectors_grant_is_on_the_teams_project_only(prod_run, dev_run):
+    [writer] = [m for m in prod_run.of_type(PROJECT_MEMBER) if m.input("role") == "roles/monitoring.metricWriter"]
+    assert writer.input("project") == "acme-prod-research" != "acme-ml-prod"
+    assert writer.input("member") == "serviceAccount:prod-research-nodes@acme-prod-research.iam.gserviceaccount.com"
+    assert writer.input("condition") is None
+    # Shared teams' project is the environment's.
+    shared = [m for m in dev_run.of_type(PROJECT_MEMBER) if m.input("role") == "roles/monitoring.metricWriter"]
+    assert sorted(m.input("member").split("@")[0] for m in shared) == ["serviceAccount:dev-nlp-nodes", "serviceAccount:dev-speech-nodes"]
+
+
+def test_one_monitored_project_per_team_project(prod_run, tenant_run, dev_run):
+    [research] = prod_run.of_type(MONITORED_PROJECT)
+    assert (research.input("metricsScope"), research.input("name")) == ("acme-ml-prod", "acme-prod-research")
+    [vision] = tenant_run.of_type(MONITORED_PROJECT)
+    assert (vision.input("metricsScope"), vision.input("name")) == ("acme-ml-dev", "acme-ml-dev-vision")
+    assert dev_run.of_type(MONITORED_PROJECT) == []  # shared teams write into the scoping project itself
+    # The link waits for the environment's Monitoring API (same stack) and the team's.
+    apis = {s.input("service"): s.urn for s in prod_run.of_type("gcp:projects/service:Service") if s.input("service") == "monitoring.googleapis.com"}
+    assert apis and set(apis.values()) <= prod_run.depends_on(research.urn)
+
+
+def test_alert_policies_per_environment_with_the_thresholds_from_config(configured_run, dev_run):
+    policies = {p.name.removeprefix("monitoring-"): p for p in configured_run.of_type(ALERT_POLICY)}
+    # Every team's (inline and the team stack's) pool alert, and the three for every GPU.
+    assert set(policies) == {"idle-gpu", "gpu-not-offered", "gpu-errors", "pool-at-limit-nlp", "pool-at-limit-speech", "pool-at-limit-vision"}
+    assert all(p.input("project") == "acme-ml-dev" for p in policies.values())
+
+    def condition(key: str) -> dict:
+        [c] = policies[key].input("conditions")
+        return c["conditionPrometheusQueryLanguage"]
+
+    assert condition("idle-gpu")["duration"] == "7200s" and condition("idle-gpu")["query"].endswith("< 5")
+    assert condition("gpu-not-offered")["duration"] == "420s"
+    assert condition("pool-at-limit-vision")["duration"] == "1200s"
+    assert all(condition(k)["disableMetricValidation"] is True for k in policies)
+    [email] = configured_run.of_type("gcp:monitoring/notificationChannel:NotificationChannel")
+    assert email.input("type") == "email" and email.input("labels") == {"email_address": "gpu-oncall@example.com"}
+    assert policies["idle-gpu"].input("notificationChannels")[0] == CHANNEL and len(policies["idle-gpu"].input("notificationChannels")) == 2
+    # None by default.
+    assert all(not p.input("notificationChannels") for p in dev_run.of_type(ALERT_POLICY))
+    assert dev_run.of_type("gcp:monitoring/notificationChannel:NotificationChannel") == []
+
+
+# --- showback --------------------------------------------------------------------------------------
+
+
+def schema_for(table: str) -> dict:
+    project, dataset, name = table.split(".")
+    return {project: {dataset: {name: BILLING_SCHEMA}}}
+
+
+def checked_sql(sql: str, table: str) -> exp.Expression:
+    """The SQL as BigQuery's dialect parses it, every column resolved against the export's schema
+    (a column or struct field the schema lacks fails)."""
+    tree = qualify(sqlglot.parse_one(sql, read="bigquery"), schema=schema_for(table), dialect="bigquery", validate_qualify_columns=True)
+    typed = annotate_types(tree, schema=schema_for(table), dialect="bigquery")
+    unknown = [d.sql("bigquery") for d in typed.find_all(exp.Dot) if d.type is None or d.type.is_type(exp.DataType.Type.UNKNOWN)]
+    assert unknown == [], f"fields the export does not have: {unknown}"
+    return typed
+
+
+def test_the_cost_view_reads_only_the_exports_documented_columns(configured_run, dev_stack):
+    [view] = configured_run.of_type("gcp:bigquery/table:Table")
+    assert view.input("view")["useLegacySql"] is False and view.input("deletionProtection") is False
+    assert view.input("tableId") == "gpu_cost_by_team"
+    typed = checked_sql(view.input("view")["query"], BILLING_TABLE)
+    columns = [(s.alias_or_name, s.type.sql("bigquery")) for s in typed.selects]
+    assert columns == list(zip(VIEW_COLUMNS, ["DATE", "STRING", "FLOAT64", "STRING", "FLOAT64", "FLOAT64"]))
+    sql = view.input("view")["query"]
+    # A team is its project in project mode (the team stack's vision), the VM label `tenant` in shared mode.
+    assert "WHEN 'acme-ml-dev-vision' THEN 'vision'" in sql and "l.key = 'tenant'" in sql
+    ceilings = {t.tenant.name: round(t.gpu_usd_per_hour_ceiling * 24, 2) for t in (*dev_stack.tenants, *dev_stack.team_stack_tenants)}
+    assert all(f"STRUCT('{team}' AS team, {ceiling} AS gpu_ceiling_usd_per_day)" in sql for team, ceiling in ceilings.items())
+    [dataset] = configured_run.of_type("gcp:bigquery/dataset:Dataset")
+    assert dataset.input("location") == "EU" and dataset.input("deleteContentsOnDestroy") is False
+    assert dataset.retain_on_delete  # billing history outlives the stack once export writes there
+
+
+def test_the_sql_check_fails_on_a_column_the_export_lacks():
+    sql = cost_view_sql(billing_table=BILLING_TABLE, environment_project="acme-ml-dev", teams=(TeamCost("nlp", None, 1.0),))
+    with pytest.raises(Exception, match="currency"):
+        checked_sql(sql.replace("currency", "currency_code", 1), BILLING_TABLE)
+    with pytest.raises(AssertionError, match="pricing_units"):
+        checked_sql(sql.replace("usage.pricing_unit", "usage.pricing_units"), BILLING_TABLE)
+
+
+def test_without_billing_export_there_is_a_dataset_and_no_view(dev_run):
+    [dataset] = dev_run.of_type("gcp:bigquery/dataset:Dataset")
+    assert dataset.input("datasetId") == "gpu_platform_dev_billing" and dataset.input("location") == "US"
+    assert dev_run.of_type("gcp:bigquery/table:Table") == [] and not dataset.retain_on_delete
+    assert dev_run.outputs["monitoring"]["costView"] is None
+
+
+def test_the_platform_teams_cost_query_runs_on_the_view():
+    view = "acme-ml-dev.gpu_platform_dev_billing.gpu_cost_by_team"
+    schema = {"acme-ml-dev": {"gpu_platform_dev_billing": {"gpu_cost_by_team": dict(zip(VIEW_COLUMNS, ["DATE", "STRING", "FLOAT64", "STRING", "FLOAT64", "FLOAT64"]))}}}
+    qualify(sqlglot.parse_one(cost_per_team_query(view), read="bigquery"), schema=schema, dialect="bigquery", validate_qualify_columns=True)
+
+
+# --- off -------------------------------------------------------------------------------------------
+
+
+def test_turning_monitoring_off_removes_all_of_it(stack_values, dev_run):
+    values = stack_values("dev")
+    values[f"{NS}:monitoring"] = {"enabled": False}
+    run = run_shipped(values, stack="dev")
+    assert [r.type for r in run.registrations if r.type.startswith(("gcp:monitoring/", "gcp:bigquery/", "gpu-platform:monitoring:"))] == []
+    assert [m for m in run.of_type(PROJECT_MEMBER) if "monitoring" in m.input("role")] == []
+    assert {s.input("service") for s in run.of_type("gcp:projects/service:Service")} & {"monitoring.googleapis.com", "bigquery.googleapis.com"} == set()
+    for tenant in ("nlp", "speech"):
+        vci = run.one(VCI, tenant)
+        assert docs.MONITORING_NAMESPACE not in vci.input("spec", "template", "objects")
+        assert "config" not in gpu_operator_values(vci)["dcgmExporter"]
+        assert run.outputs["tenants"][tenant]["monitoring"] == {"enabled": False}
+    assert run.outputs["monitoring"] == {"enabled": False}
+    # The rest of the stack is untouched.
+    others = lambda r: [x.type for x in r.registrations if not x.type.startswith(("gcp:monitoring/", "gcp:bigquery/", "gpu-platform:monitoring:"))]  # noqa: E731
+    assert len(others(run)) == len(others(dev_run)) - 2 - 2  # the two metricWriter bindings, the two APIs
+
+
+# --- bad input -------------------------------------------------------------------------------------
+
+
+def test_bad_monitoring_config_names_each_key_and_registers_nothing(stack_values):
+    values = stack_values("dev")
+    values[f"{NS}:monitoring"] = {
+        "scrapeInterval": "5s",
+        "notificationChannels": ["gpu-oncall@example.com", {"slack": "#gpu"}, {"channel": "oncall"}, {}],
+        "alerts": {"idleGpuAfter": "0s", "idleUtilizationPercent": 0},
+    }
+    values[f"{NS}:tenants"][0]["monitoring"] = {"scrapeInterval": "10m"}
+    with pytest.raises(pulumi.RunError) as caught:
+        run_shipped(values, stack="dev")
+    message = str(caught.value)
+    assert caught.value.registrations == []
+    for expected in (
+        "monitoring.scrapeInterval: 5s is out of range; allowed: 10s to 5m",
+        "monitoring.notificationChannels[0]: expected a mapping, got a string",
+        "monitoring.notificationChannels[1].slack: unknown key; allowed: channel, email",
+        "monitoring.notificationChannels[2].channel: 'oncall' is not a channel's name like projects/<project>/notificationChannels/<id>",
+        "monitoring.notificationChannels[3]: names neither of email and channel; allowed: {email: <address>} or "
+        "{channel: projects/<project>/notificationChannels/<id>}",
+        "monitoring.alerts.idleGpuAfter: 0s would alert at once; allowed: a duration above 0",
+        "monitoring.alerts.idleUtilizationPercent: 0 is out of range; allowed: above 0",
+        "tenants[0].monitoring.scrapeInterval: 10m is out of range; allowed: 10s to 5m",
+    ):
+        assert expected in message
+
+
+def test_monitoring_needs_the_monitoring_api_of_its_environment(stack_values):
+    values = stack_values("dev")
+    values[f"{NS}:monitoring"] = {"enabled": False}
+    values[f"{NS}:tenants"][0]["monitoring"] = {"enabled": True}
+    with pytest.raises(ConfigError) as caught:
+        load_stack(values, stack="dev", project_dir=SHIPPED_DIR)
+    assert [str(p) for p in caught.value.problems] == [
+        "tenants[0].monitoring.enabled: true, but environment dev has monitoring off (gpu-platform:monitoring.enabled: false): the "
+        "Monitoring API is not enabled in its project acme-ml-dev, whose metrics scope this team's metrics join; turn monitoring on there first"
+    ]
+
+
+def test_a_team_stack_waits_for_its_environment_to_have_monitoring(dev_run, stack_values, env_stack_ref):
+    outputs = json.loads(json.dumps(dev_run.outputs))
+    outputs["environmentFacts"]["monitoringEnabled"] = False  # deployed before monitoring existed
+    with pytest.raises(pulumi.RunError, match="deployed with monitoringEnabled False, but its stack file in this repo says True"):
+        run_program(stack_values("team-vision-dev"), stack="team-vision-dev", stack_outputs={env_stack_ref: outputs}, project_dir=SHIPPED_DIR)

@@ -1,0 +1,110 @@
+"""docs/observability.md: what a team member and the platform team paste works. Its PromQL parses
+and uses only metrics the collector exports, its SQL runs on the cost view's columns, its names are
+the program's, and what it says the plan prints, the plan prints."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from types import SimpleNamespace
+
+import pytest
+import sqlglot
+from sqlglot.optimizer.qualify import qualify
+
+from components import monitoring_documents as docs
+from components.dashboards import team_dashboard_name
+from components.showback import VIEW_COLUMNS
+from config.monitoring import Alerts, MonitoringConfig, showback_dataset, view_name
+from config.stack import load_stack
+from docs_support import code_blocks, page, section
+from shipped_stacks import SHIPPED_DIR, shipped_values
+from test_monitoring import DCGM_RECORD, KSM_RECORD, selectors
+from tools import monitoring_plan
+
+PAGE = "docs/observability.md"
+VIEW_TYPES = ["DATE", "STRING", "FLOAT64", "STRING", "FLOAT64", "FLOAT64"]
+
+
+def blocks(language: str) -> list[str]:
+    return [text for name, _, text in code_blocks(language) if name == PAGE]
+
+
+def test_every_promql_example_parses_and_uses_exported_metrics():
+    queries = blocks("promql")
+    assert len(queries) == 4
+    exported = {field for field, kind, _ in docs.DCGM_METRICS if kind != "label"}
+    for query in queries:
+        for selector in selectors(query.strip()):
+            assert selector.name in exported | set(docs.KSM_METRICS), selector.name
+            assert selector.name in DCGM_RECORD["fields"] or selector.name in KSM_RECORD["metrics"]
+            assert any(m.name == "tenant" for m in selector.matchers.matchers), f"{selector.name}: a team's query selects its tenant"
+
+
+def test_every_sql_example_runs_on_the_cost_view():
+    dev = load_stack(shipped_values("dev"), stack="dev", project_dir=SHIPPED_DIR)
+    view = view_name(dev.project, dev.stack)
+    project, dataset, table = view.split(".")
+    schema = {project: {dataset: {table: dict(zip(VIEW_COLUMNS, VIEW_TYPES))}}}
+    queries = blocks("sql")
+    assert len(queries) == 2
+    for sql in queries:
+        assert f"`{view}`" in sql
+        qualify(sqlglot.parse_one(sql, read="bigquery"), schema=schema, dialect="bigquery", validate_qualify_columns=True)
+    # The columns the page names are the view's.
+    text = section("For the platform team: cost per team")
+    assert all(f"`{column}`" in text for column in VIEW_COLUMNS)
+
+
+def test_the_billing_export_command_names_a_table_the_program_accepts():
+    [line] = [line for text in blocks("sh") for line in text.splitlines() if "billingExportTable" in line]
+    words = shlex.split(line)
+    assert words[:4] == ["pulumi", "config", "set", "--path"] and words[4] == "gpu-platform:monitoring.showback.billingExportTable"
+    values = shipped_values("dev")
+    values["gpu-platform:monitoring"] = {"showback": {"billingExportTable": words[5]}}
+    env = load_stack(values, stack="dev", project_dir=SHIPPED_DIR)
+    assert words[5].split(".")[:2] == [env.project, showback_dataset("dev")]
+    assert env.facts.cost_view == "acme-ml-dev.gpu_platform_dev_billing.gpu_cost_by_team"
+    assert f"`{env.facts.cost_view}`" in page(PAGE)
+
+
+def test_the_names_on_the_page_are_the_programs():
+    text = page(PAGE)
+    assert team_dashboard_name("<environment>", "<team>").replace("<team>", "`<team>`").replace("<environment>", "`<environment>`") in text
+    assert f"`{docs.MONITORING_NAMESPACE}`" in text and "`hostNetwork`" in text
+    assert f"`{showback_dataset('<stack>')}`" in text and f"`acme-ml-dev.{showback_dataset('dev')}`" in text
+
+
+def test_the_alert_table_gives_the_defaults():
+    rows = section("For the platform team: alerts")
+    defaults = Alerts()
+    for key, value in (
+        ("idleGpuAfter", defaults.idle_gpu_after),
+        ("idleUtilizationPercent", f"{defaults.idle_utilization_percent:g}"),
+        ("gpuNotOfferedAfter", defaults.gpu_not_offered_after),
+        ("poolAtLimitAfter", defaults.pool_at_limit_after),
+    ):
+        assert f"`alerts.{key}` ({value})" in rows
+    assert MonitoringConfig().notification_channels == () and "none by default" in rows
+
+
+@pytest.mark.parametrize("stack", ["dev", "team-vision-dev"])
+def test_what_the_page_says_the_plan_prints_it_prints(stack):
+    loaded = load_stack(shipped_values(stack), stack=stack, project_dir=SHIPPED_DIR)
+    plan = SimpleNamespace(loaded=loaded)
+    tenants = loaded.tenants if stack == "dev" else (loaded.tenant,)
+    for tenant in tenants:
+        line = monitoring_plan.tenant_line(plan, tenant)
+        assert f'dashboard "{team_dashboard_name(loaded.environment, tenant.tenant.name)}"' in line
+        assert "cost view: billing export is not set up yet" in line
+    if stack == "dev":
+        text = "\n".join(monitoring_plan.section(plan))
+        assert "showback: billing export is not set up yet" in text and "showback: billing export is not set up yet" in page(PAGE)
+        # The console steps the plan prints are the page's.
+        steps = re.search(r"Billing → Billing export → BigQuery export, Standard usage cost: Edit settings, choose that project\s+and dataset, Save", page(PAGE))
+        assert steps and "Billing → Billing export → BigQuery export, Standard usage cost: Edit settings, choose that project and dataset, Save" in text
+
+
+def test_the_outputs_the_page_names_exist(dev_run, tenant_run):
+    assert "dashboardUrl" in tenant_run.outputs["monitoring"] and "dashboardUrl" in dev_run.outputs["tenants"]["nlp"]["monitoring"]
+    assert "`pulumi stack output monitoring`" in page(PAGE) and "`pulumi stack output tenants`" in page(PAGE)
