@@ -366,6 +366,8 @@ def check_tenant(
                         f"{shown(name)} is not a platform {kind[:-1]} name; allowed: a Kubernetes object name, at most 253 lowercase "
                         "letters, digits, '-' and '.', starting and ending with a letter or digit",
                     )
+    with problems.checking(f"{path}.monitoring"):
+        check_tenant_monitoring(f"{path}.monitoring", tenant.monitoring, facts, problems)
     with problems.checking(f"{path}.gpuOperator.version"):
         version = tenant.gpu_operator.version
         if not (version.startswith("v") and len(version.split(".")) == 3 and all(p.isdigit() for p in version[1:].split("."))):

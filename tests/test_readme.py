@@ -30,7 +30,8 @@ PULUMI_YAML = yaml.safe_load((PROJECT_DIR / "Pulumi.yaml").read_text())
 @pytest.mark.parametrize("model", [ClusterConfig, PlatformConfig, NodeProviderConfig, Tenant, MonitoringConfig, Alerts, Showback, NotificationChannel, TenantMonitoring])
 def test_every_config_key_is_documented(model):
     reference = section("Configuration reference")
-    missing = [f.alias for f in model.model_fields.values() if f"`{f.alias}`" not in reference]
+    # A key of the generated tables, alone or at the end of its path (`monitoring.dashboard`).
+    missing = [f.alias for f in model.model_fields.values() if not re.search(rf"`([^`\s]*[.\]])?{re.escape(f.alias)}`", reference)]
     assert missing == []
 
 
