@@ -16,8 +16,11 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
+from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
 import yaml
 
 from config.stack_files import PROJECT_DIR, list_stacks, read_stack_values
@@ -118,45 +121,119 @@ def add_teams_as_readme_says(project: Path) -> str:
     return stack
 
 
-def test_the_tests_pass_after_adding_teams_as_the_docs_say_and_with_make_team(tmp_path, capsys):
-    """Both ways at once, in one copy (one run of the subset for both): the docs' manual path, and
-    `make team` (tools/new_team.py, as the Makefile runs it) for one more team, after which the
-    tests `make test` runs on every committed stack pass, the new stacks' offline plans among them."""
-    project = tmp_path / "repo"
+TEAM = "team-audio-dev"
+# `make team NAME=audio ENV=dev GPU=nvidia-l4 MAX_GPUS=4` (tests/test_new_team.py checks the
+# Makefile's arguments and the tool's command line).
+# Where tests/conftest.py keeps the run it started as soon as the suite was collected.
+COPY_RUN = pytest.StashKey["StartedCopyRun"]()
+
+
+@dataclass
+class CopyRun:
+    """The copy with both ways of adding a team applied, and the run of `make test`'s checks there
+    (a process of its own, which the rest of the suite need not wait for)."""
+
+    project: Path
+    stack: str  # the team stack added by hand
+    version: str  # the pack's version before `make team`
+    added: str  # what `make team` printed
+    process: subprocess.Popen
+    output: Path
+
+    def wait(self) -> tuple[int, str]:
+        code = self.process.wait(timeout=600)
+        return code, self.output.read_text()
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+
+def start_copy_run(directory: Path) -> CopyRun:
+    project = directory / "repo"
     shutil.copytree(PROJECT_DIR, project, ignore=NOT_COPIED, symlinks=True)
     as_shipped(project)
     stack = add_teams_as_readme_says(project)
-    assert list_stacks(project) == sorted([stack, *SHIPPED_STACKS])
-    assert len(read_stack_values(project, "dev")[f"{NS}:tenants"]) == 3
-
     version = yaml.safe_load((project / "policy" / "PulumiPolicy.yaml").read_text())["version"]
-    # `make team NAME=audio ENV=dev GPU=nvidia-l4 MAX_GPUS=4` (tests/test_new_team.py checks the
-    # Makefile's arguments), on the copy; its `make policy-data` runs in the copy's own checkout.
-    assert new_team.main(["--name", "audio", "--env", "dev", "--gpu", "nvidia-l4", "--max-gpus", "4"], project_dir=project) == 0
-    added = capsys.readouterr()
-    team = "team-audio-dev"
-    assert list_stacks(project) == sorted([stack, team, *SHIPPED_STACKS])
-    tenant = read_stack_values(project, team)[f"{NS}:tenant"]
+    # What `make team NAME=audio ENV=dev GPU=nvidia-l4 MAX_GPUS=4` does (its argument parsing aside), on the copy;
+    # its `make policy-data` runs in the copy's own checkout. Not through `main`, which prints: this
+    # may run in a thread beside the suite, whose output is the suite's.
+    team = new_team.plan_team("audio", "dev", gpu="nvidia-l4", max_gpus=4, project=None, project_dir=project)
+    printed = new_team.next_steps(team, new_team.add_team(team, project))
+    output = directory / "checks.txt"
+    with output.open("w") as out:
+        process = subprocess.Popen(
+            # The pack's check of the shipped stacks is the full suite's business, not this one's.
+            [sys.executable, "-m", "pytest", "-o", "addopts=", "-p", "no:cacheprovider", "--disable-plugin-autoload", "-q", "-rA", "-k", "not shipped", *SUBSET],
+            cwd=project,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+    return CopyRun(project, stack, version, printed, process, output)
+
+
+class StartedCopyRun:
+    """`start_copy_run` in a thread of its own, from the moment the suite is collected."""
+
+    def __init__(self, directory: Path):
+        self._run: CopyRun | None = None
+        self._error: BaseException | None = None
+        self._stopped = False
+        self._thread = threading.Thread(target=self._start, args=(directory,), daemon=True)
+        self._thread.start()
+
+    def _start(self, directory: Path) -> None:
+        try:
+            self._run = start_copy_run(directory)
+            if self._stopped:
+                self._run.stop()
+        except BaseException as e:  # noqa: BLE001 - raised again in the test that waits for it
+            self._error = e
+
+    def get(self) -> CopyRun:
+        self._thread.join(timeout=600)
+        if self._error is not None:
+            raise self._error
+        assert self._run is not None, "the copy was not ready within 10 minutes"
+        return self._run
+
+    def stop(self) -> None:
+        self._stopped = True
+        self._thread.join(timeout=600)
+        if self._run is not None:
+            self._run.stop()
+
+
+def test_the_tests_pass_after_adding_teams_as_the_docs_say_and_with_make_team(request, tmp_path):
+    """Both ways at once, in one copy (one run of the subset for both): the docs' manual path, and
+    `make team` (tools/new_team.py, as the Makefile runs it) for one more team, after which the
+    tests `make test` runs on every committed stack pass, the new stacks' offline plans among them.
+    The copy's checks start when the suite has been collected (tests/conftest.py), beside it."""
+    started = request.config.stash.get(COPY_RUN, None)
+    if started is not None:
+        run = started.get()
+    else:  # the suite was collected without this hook's help
+        run = start_copy_run(tmp_path)
+        request.addfinalizer(run.stop)
+    project, stack = run.project, run.stack
+    assert list_stacks(project) == sorted([stack, TEAM, *SHIPPED_STACKS])
+    assert len(read_stack_values(project, "dev")[f"{NS}:tenants"]) == 3
+    tenant = read_stack_values(project, TEAM)[f"{NS}:tenant"]
     assert tenant["gpuPools"] == [{"gpu": "nvidia-l4", "maxGpus": 4}] and tenant["gcpProject"] == "acme-ml-dev-audio"
     [entry] = [e for e in yaml.safe_load((project / "bootstrap" / "Pulumi.ci.yaml").read_text())["config"]["gpu-platform-bootstrap:environments"] if e["name"] == "dev"]
-    assert team in entry["stacks"] and "acme-ml-dev-audio" in entry["teamProjects"]
+    assert TEAM in entry["stacks"] and "acme-ml-dev-audio" in entry["teamProjects"]
     bumped = yaml.safe_load((project / "policy" / "PulumiPolicy.yaml").read_text())["version"]
-    assert bumped != version and f"version {version} → {bumped}" in added.out
-    assert f"pulumi stack init acme/{team}" in added.out and "Pull request 1, the bootstrap" in added.out
+    assert bumped != run.version and f"version {run.version} → {bumped}" in run.added
+    assert f"pulumi stack init acme/{TEAM}" in run.added and "Pull request 1, the bootstrap" in run.added
 
-    result = subprocess.run(
-        # The pack's check of the shipped stacks is the full suite's business, not this one's.
-        [sys.executable, "-m", "pytest", "-o", "addopts=", "-p", "no:cacheprovider", "--disable-plugin-autoload", "-q", "-rA", "-k", "not shipped", *SUBSET],
-        cwd=project,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    code, output = run.wait()
+    assert code == 0, output[-6000:]
     # The stack-iterating tests saw the new stacks; nothing was skipped.
-    assert f"PASSED {SUBSET[0]}[{stack}]" in result.stdout and f"PASSED {SUBSET[0]}[{team}]" in result.stdout
-    assert "PASSED tests/test_workflow.py::test_each_deploy_job_deploys_its_environment_then_every_committed_team_stack_of_it[up-dev-dev]" in result.stdout
-    assert " skipped" not in result.stdout.splitlines()[-1], result.stdout.splitlines()[-1]
+    assert f"PASSED {SUBSET[0]}[{stack}]" in output and f"PASSED {SUBSET[0]}[{TEAM}]" in output
+    assert "PASSED tests/test_workflow.py::test_each_deploy_job_deploys_its_environment_then_every_committed_team_stack_of_it[up-dev-dev]" in output
+    assert " skipped" not in output.strip().splitlines()[-1], output.strip().splitlines()[-1]
 
 
 def test_the_shipped_stacks_are_a_project_of_their_own():

@@ -158,3 +158,19 @@ def test_the_docs_make_team_examples_add_a_team_to_the_stacks_as_shipped(project
         kwargs.setdefault("gpu", None), kwargs.setdefault("max_gpus", None), kwargs.setdefault("project", None)
         team = plan_team(kwargs.pop("name"), kwargs.pop("environment"), project_dir=project, **kwargs)
         assert re.fullmatch(r"team-[a-z0-9-]+-(dev|prod)", team.stack)
+
+
+def test_the_command_line_plans_the_team_it_is_given_and_prints_the_next_steps(project, capsys, monkeypatch):
+    """`python -m tools.new_team` from its arguments to the next steps it prints (the writing itself,
+    `add_team`, is tried on a whole copy of the project in tests/test_added_teams.py)."""
+    from tools import new_team
+
+    given = []
+    monkeypatch.setattr(new_team, "add_team", lambda team, project_dir: given.append(team) or [f"{team.stack}.yaml: the team's stack", "bootstrap"])
+    argv = ["--name", "robotics", "--env", "dev", "--gpu", "nvidia-l4", "--max-gpus", "4", "--project", "acme-robotics", "--cidr", "10.160.40.0/22"]
+    assert main(argv, project_dir=project) == 0
+    [team] = given
+    assert (team.name, team.environment, team.gpu, team.max_gpus, team.project, team.cidr) == ("robotics", "dev", "nvidia-l4", 4, "acme-robotics", "10.160.40.0/22")
+    out = capsys.readouterr().out
+    assert out.startswith("Added team robotics to environment dev:") and "1. make test && make plan STACK=team-robotics-dev" in out
+    assert "The team's project acme-robotics must exist" in out and "after its merge up-dev deploys it after dev." in out
