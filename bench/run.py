@@ -30,6 +30,7 @@ import cProfile
 import gc
 import ipaddress
 import json
+import math
 import os
 import pstats
 import subprocess
@@ -225,7 +226,9 @@ def _best(fn: Callable[[], Any], repeat: int) -> tuple[float, float]:
     return times[best], gcs[best]
 
 
-def measure_eval(label: str, tenants: int, values: dict[str, Any], stack: str, project_dir: Path, repeat: int) -> EvalResult:
+def measure_eval(label: str, tenants: int, values: dict[str, Any], stack: str, project_dir: Path, repeat: int, fresh: bool = True) -> EvalResult:
+    """`fresh`: also program and floor in fresh processes (the ratio target); without, their
+    figures are NaN (the quick run's dev, measured warm only)."""
     from components.templates import read_template
     from config.catalog import load_catalog
     from config.permissions import load_roles
@@ -253,18 +256,20 @@ def measure_eval(label: str, tenants: int, values: dict[str, Any], stack: str, p
         replay_result.append(_best(lambda: run_program({}, stack=stack, program=replay), 1))
     (program_s, program_gc), (floor_s, floor_gc), (replay_s, _) = min(program), min(floor_result), min(replay_result)
 
+    fresh_program_s = fresh_floor_s = math.nan
     with tempfile.TemporaryDirectory(prefix="gpu-platform-bench-types-") as tmp:
         types_file = Path(tmp) / "types.json"
         types_file.write_text(json.dumps(types))
         # Alternate program and floor processes, so a busy moment of the machine hits both alike.
         program_argv = ["-m", "bench.evaluate", "program", "--project-dir", str(project_dir), "--stack", stack]
         floor_argv = ["-m", "bench.evaluate", "floor", "--types", str(types_file), "--stack", stack]
-        fresh = [(measure_process(label, tenants, program_argv, 1), measure_process(label, tenants, floor_argv, 1)) for _ in range(repeat)]
-        fresh_program = min((p for p, _ in fresh), key=lambda r: r.wall_s)
-        fresh_floor = min((f for _, f in fresh), key=lambda r: r.wall_s)
+        if fresh:
+            runs = [(measure_process(label, tenants, program_argv, 1), measure_process(label, tenants, floor_argv, 1)) for _ in range(repeat)]
+            fresh_program_s = min(p.wall_s for p, _ in runs)
+            fresh_floor_s = min(f.wall_s for _, f in runs)
     chain = [f"{r.type} {r.name}" for r in run.longest_chain()]
     return EvalResult(
-        label, tenants, len(types), program_s, floor_s, replay_s, program_gc, floor_gc, fresh_program.wall_s, fresh_floor.wall_s, chain, cache
+        label, tenants, len(types), program_s, floor_s, replay_s, program_gc, floor_gc, fresh_program_s, fresh_floor_s, chain, cache
     )
 
 
@@ -351,6 +356,10 @@ def _table(headers: list[str], rows: list[list[str]], indent: str = "  ") -> str
     return "\n".join(lines)
 
 
+def _figure(value: float) -> str:
+    return "—" if math.isnan(value) else f"{value:.2f}"
+
+
 def verdict(ok: bool) -> str:
     return "ok" if ok else "MISSED"
 
@@ -385,14 +394,16 @@ def main(argv: list[str] | None = None) -> int:
 
         # 1. The plan as a user runs it: a fresh interpreter, imports included.
         imports = "import tools.plan, " + ", ".join(modules)
-        plans = [measure_process("(imports only)", 0, ["-c", imports], args.repeat)]
+        # Quick: no separate measurement of the imports alone.
+        plans = [] if args.quick else [measure_process("(imports only)", 0, ["-c", imports], args.repeat)]
         plans.append(measure_process(BASE_STACK, dev_tenants, ["-m", "tools.plan", "--stack", BASE_STACK], args.repeat))
         for n in sizes:
             plans.append(measure_process(f"bench-{n}", n, ["-m", "tools.plan", "--project-dir", str(projects[f"bench-{n}"]), "--stack", f"bench-{n}"], args.repeat))
         print()
         print("1. Offline plan, fresh process each (python -m tools.plan --stack S, full text output)")
         print(_table(["stack", "tenants", "wall s", "max RSS MiB"], [[p.label, str(p.tenants), f"{p.wall_s:.2f}", f"{p.max_rss_mib:.0f}"] for p in plans]))
-        print(f"  (imports only) = python -c 'import tools.plan, <the {len(modules)} SDK modules whose classes the program instantiates>'")
+        if not args.quick:
+            print(f"  (imports only) = python -c 'import tools.plan, <the {len(modules)} SDK modules whose classes the program instantiates>'")
         # One size alone (quick): from dev's tenants to it.
         base = next(p for p in plans if p.label == (f"bench-{smallest}" if largest > smallest else BASE_STACK))
         top = next(p for p in plans if p.label == f"bench-{largest}")
@@ -402,11 +413,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  per extra tenant: {per_tenant * 1000:.0f} ms, {per_tenant_mib:.2f} MiB (from {base.tenants} to {largest} tenants)")
 
         # 2–4. In this process, everything imported: time evaluations only.
-        evals = [measure_eval(BASE_STACK, dev_tenants, dev_values, BASE_STACK, PROJECT_DIR, args.repeat)]
+        # Quick: dev warm only (its chain and cache figures); the fresh-process ratio at the largest size.
+        evals = [measure_eval(BASE_STACK, dev_tenants, dev_values, BASE_STACK, PROJECT_DIR, args.repeat, fresh=not args.quick)]
         for n in sorted({smallest, largest}):
             evals.append(measure_eval(f"bench-{n}", n, synthetic[f"bench-{n}"], f"bench-{n}", projects[f"bench-{n}"], args.repeat))
 
-    ratio_targets = [e for e in evals if e.label in (BASE_STACK, f"bench-{largest}")]
+    ratio_targets = [e for e in evals if e.label in (BASE_STACK, f"bench-{largest}") and not math.isnan(e.ratio)]
     print()
     print("2. Program evaluation vs SDK floor")
     print("  a) fresh process each, start-up included (python -m bench.evaluate program|floor): the target")
@@ -415,8 +427,8 @@ def main(argv: list[str] | None = None) -> int:
             ["stack", "tenants", "resources", "program s", "floor s", "ratio", "target", ""],
             [
                 [
-                    e.label, str(e.tenants), str(e.resources), f"{e.fresh_program_s:.2f}", f"{e.fresh_floor_s:.2f}", f"{e.ratio:.2f}",
-                    f"<= {RATIO_TARGET}", verdict(e.ratio <= RATIO_TARGET) if e in ratio_targets else "(info)",
+                    e.label, str(e.tenants), str(e.resources), _figure(e.fresh_program_s), _figure(e.fresh_floor_s), _figure(e.ratio),
+                    f"<= {RATIO_TARGET}", verdict(e.ratio <= RATIO_TARGET) if e in ratio_targets else "(info)" if not math.isnan(e.ratio) else "(not measured)",
                 ]
                 for e in evals
             ],
@@ -516,7 +528,7 @@ def docs_table(plans: list[ProcessResult], evals: list[EvalResult], repeat: int)
         row("`make plan`, fresh process: peak memory", lambda label: f"{by_label[label].max_rss_mib:.0f} MiB", "≤ 400 MiB at 100"),
         row(
             "program vs SDK floor, fresh processes",
-            lambda label: f"{evaluated[label].fresh_program_s:.2f} / {evaluated[label].fresh_floor_s:.2f} s = **{evaluated[label].ratio:.2f}**" if label in evaluated else "",
+            lambda label: f"{evaluated[label].fresh_program_s:.2f} / {evaluated[label].fresh_floor_s:.2f} s = **{evaluated[label].ratio:.2f}**" if label in evaluated and not math.isnan(evaluated[label].ratio) else "not measured",
             f"≤ {RATIO_TARGET}",
         ),
         row("program vs floor, one warm process (diagnosis)", lambda label: f"{evaluated[label].warm_ratio:.2f}" if label in evaluated else ""),
