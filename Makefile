@@ -30,8 +30,9 @@ plan-all: $(STAMP)
 
 ## Acceptance test against a real GCP project (docs/acceptance.md "Acceptance test"): deploys an ephemeral
 ## environment with one tenant, checks a GPU node end to end, destroys everything. Costs money.
-##   make acceptance PROJECT=<id> [TEAM_PROJECT=<id>] [REGION=us-central1] [ZONES=<region>-a,<region>-b] [GPU=nvidia-tesla-t4] [GPU_QUOTA=1]
+##   make acceptance PROJECT=<id> [TEAM_PROJECT=<id>] [REGION=us-central1] [ZONES=<region>-a,<region>-b] [GPU=nvidia-tesla-t4] [GPU_QUOTA=1] [RESTORE_DRILL=1]
 ## With TEAM_PROJECT (an existing project) the tenant runs in project mode there; without, shared.
+## RESTORE_DRILL=1 also backs the tenant up, deletes its host namespace, restores it and checks it.
 PROJECT          ?=
 TEAM_PROJECT     ?=
 ISOLATION        ?=
@@ -43,18 +44,19 @@ GPUS_PER_NODE    ?= 1
 BACKEND          ?=
 IDLE_MARGIN      ?= 600
 NODE_TIMEOUT     ?= 1200
+RESTORE_DRILL    ?=
 ACCEPTANCE_OUT   ?= acceptance-out
 ACCEPTANCE_FLAGS ?=
 
 # Passed through the environment, never pasted into the command line: the workflow's inputs end up
 # in these variables, and the shell expands "$$VAR" without interpreting its value.
-export PROJECT TEAM_PROJECT ISOLATION REGION ZONES GPU GPU_QUOTA GPUS_PER_NODE BACKEND IDLE_MARGIN NODE_TIMEOUT ACCEPTANCE_OUT
+export PROJECT TEAM_PROJECT ISOLATION REGION ZONES GPU GPU_QUOTA GPUS_PER_NODE BACKEND IDLE_MARGIN NODE_TIMEOUT ACCEPTANCE_OUT RESTORE_DRILL
 
 acceptance: $(STAMP)
 	@$(BIN)/python -m tests.acceptance.run --project "$$PROJECT" --team-project "$$TEAM_PROJECT" --isolation "$$ISOLATION" \
 	  --region "$$REGION" --zones "$$ZONES" \
 	  --gpu "$$GPU" --gpu-quota "$$GPU_QUOTA" --gpus-per-node "$$GPUS_PER_NODE" --backend "$$BACKEND" \
-	  --idle-margin "$$IDLE_MARGIN" --node-timeout "$$NODE_TIMEOUT" --out "$$ACCEPTANCE_OUT" $(ACCEPTANCE_FLAGS)
+	  --idle-margin "$$IDLE_MARGIN" --node-timeout "$$NODE_TIMEOUT" --out "$$ACCEPTANCE_OUT" $(if $(RESTORE_DRILL),--restore-drill) $(ACCEPTANCE_FLAGS)
 
 ## Destroy every recorded acceptance run that did not clean up after itself (a failed or cancelled run).
 acceptance-cleanup: $(STAMP)

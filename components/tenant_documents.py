@@ -4,17 +4,28 @@ in-tenant objects (namespaces, the optional GPU smoke Job). Pure data, also writ
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 from typing import Any
 
 from config import yaml_io
 
 from .monitoring_documents import dcgm_exporter_config
 from .vcluster_values import GPU_RESOURCE
+from .watchdog_documents import watchdog_objects
 
 GPU_OPERATOR_NAMESPACE = "gpu-operator"
 SMOKE_TEST_NAMESPACE = "gpu-smoke-test"
 # CUDA base image whose userspace matches the 570 driver of the Deep Learning VM image family.
 SMOKE_TEST_IMAGE = "nvcr.io/nvidia/cuda:12.8.1-base-ubuntu24.04"
+
+@dataclass(frozen=True)
+class Watchdog:
+    """The GPU watchdog's settings for one tenant (hashable: the documents are cached)."""
+
+    pool_limits: tuple[tuple[str, int], ...]  # (GPU pool name, seconds without GPUs)
+    default_limit: int
+    system_pool: str
+
 
 _TOLERATE_GPU = {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}
 
@@ -54,7 +65,8 @@ def gpu_operator_values(service_monitor: bool, dcgm_metrics: bool = False) -> di
     }
 
 
-def tenant_objects(smoke_test: bool) -> list[dict[str, Any]]:
+def tenant_objects(smoke_test: bool, watchdog: Watchdog | None = None) -> list[dict[str, Any]]:
+    """`watchdog`: the GPU watchdog's limits per pool (components/watchdog_documents.py)."""
     objects: list[dict[str, Any]] = [
         {
             "apiVersion": "v1",
@@ -66,6 +78,8 @@ def tenant_objects(smoke_test: bool) -> list[dict[str, Any]]:
             },
         }
     ]
+    if watchdog is not None:
+        objects += watchdog_objects(dict(watchdog.pool_limits), watchdog.default_limit, watchdog.system_pool)
     if smoke_test:
         objects += [
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SMOKE_TEST_NAMESPACE}},
@@ -105,6 +119,6 @@ def gpu_operator_values_yaml(service_monitor: bool, dcgm_metrics: bool = False) 
 
 
 @functools.lru_cache(maxsize=None)
-def tenant_objects_yaml(smoke_test: bool) -> str:
-    return yaml_io.dump_all(tenant_objects(smoke_test))
+def tenant_objects_yaml(smoke_test: bool, watchdog: Watchdog | None = None) -> str:
+    return yaml_io.dump_all(tenant_objects(smoke_test, watchdog))
 

@@ -144,6 +144,8 @@ class PlatformConfig(ConfigModel):
     """Where Pulumi creates the GCP projects of tenants that name none, as <prefix>-<environment>-<team> (at most 30 characters, so the prefix may have 12 − len(environment) characters)."""
     allow_shared_isolation: bool | None = None
     """Whether tenants may use isolation: shared (always warned about); unset: allowed in dev and staging, refused in prod."""
+    allow_tenants_without_backup: bool | None = None
+    """Tenants may turn their backup off (backup.enabled: false); default true in dev and staging, false in prod."""
 
 
 class Disk(ConfigModel):
@@ -213,6 +215,9 @@ def resolve_platform_defaults(environment: str, platform: PlatformConfig) -> Pla
             "service_account_id": derived(lambda: platform.service_account_id or f"vcluster-platform-{environment}"),
             "allow_shared_isolation": derived(
                 lambda: environment != "prod" if platform.allow_shared_isolation is None else platform.allow_shared_isolation
+            ),
+            "allow_tenants_without_backup": derived(
+                lambda: environment != "prod" if platform.allow_tenants_without_backup is None else platform.allow_tenants_without_backup
             ),
         }
     )

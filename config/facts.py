@@ -68,6 +68,12 @@ class EnvironmentFacts:
     platform_role: str = ""  # projects/<project>/roles/<prefix>_autoNodes, for shared tenants
     tenant_projects: TenantProjects | None = None  # where Pulumi creates teams' projects
     allow_shared_isolation: bool = False
+    allow_tenants_without_backup: bool = False
+    # The host cluster as Backup for GKE names it (projects/<p>/locations/<l>/clusters/<name>), and
+    # its own pod and node ranges: clients inside it that reach a tenant's control plane through
+    # its LoadBalancer address come from there (components/vcluster_values.py).
+    host_cluster: str = ""
+    host_client_cidrs: tuple[str, ...] = ()
     # gpu-platform:monitoring of the environment: its tenants' default, and whether its project has
     # the Monitoring API and the metrics scope team projects join (config/monitoring.py).
     monitoring_enabled: bool = False
@@ -110,6 +116,9 @@ class EnvironmentFacts:
             "platformRole": self.platform_role,
             "tenantProjects": self.tenant_projects.model_dump(by_alias=True) if self.tenant_projects else None,
             "allowSharedIsolation": self.allow_shared_isolation,
+            "allowTenantsWithoutBackup": self.allow_tenants_without_backup,
+            "hostCluster": self.host_cluster,
+            "hostClientCidrs": list(self.host_client_cidrs),
             "monitoringEnabled": self.monitoring_enabled,
             "scrapeInterval": self.scrape_interval,
             "costView": self.cost_view,
@@ -142,6 +151,10 @@ class EnvironmentFacts:
             platform_role=data.get("platformRole", ""),
             tenant_projects=TenantProjects.model_validate(data["tenantProjects"]) if data.get("tenantProjects") else None,
             allow_shared_isolation=bool(data.get("allowSharedIsolation", False)),
+            # Absent in exports of environments deployed before backups; deploy it first.
+            allow_tenants_without_backup=bool(data.get("allowTenantsWithoutBackup", False)),
+            host_cluster=data.get("hostCluster", ""),
+            host_client_cidrs=tuple(data.get("hostClientCidrs", ())),
             # Absent in exports of environments deployed before monitoring: off, so a team stack
             # that wants it asks for the environment to be deployed first.
             monitoring_enabled=bool(data.get("monitoringEnabled", False)),

@@ -44,7 +44,7 @@ from typing import Any
 
 from . import node_properties as props
 from .availability import Availability, load_availability
-from .catalog import BUILTIN, GUEST, NONE, Catalog, Shape, reserve
+from .catalog import BUILTIN, EVICTION_THRESHOLD_MI, GUEST, NONE, Catalog, Shape, reserve
 from .prices import Price
 
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -75,8 +75,9 @@ class NodeType:
 
     @property
     def memory_mi(self) -> int:
-        """Memory pods can use: the shape minus the reserve."""
-        return self.capacity_memory_mi - self.reserved_memory_mi
+        """Memory pods can use: the shape minus the reserve and the kubelet's hard eviction
+        threshold (config/catalog.py `reserve`)."""
+        return self.capacity_memory_mi - self.reserved_memory_mi - EVICTION_THRESHOLD_MI
 
     @property
     def resources(self) -> dict[str, str]:

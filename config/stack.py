@@ -405,6 +405,11 @@ def _facts(stack, environment, project, region, cluster, platform, node_provider
         platform_role=derived(lambda: names.vm),
         tenant_projects=problems.derive(lambda: platform.tenant_projects, "platform.tenantProjects"),
         allow_shared_isolation=derived(lambda: platform.allow_shared_isolation),
+        allow_tenants_without_backup=derived(lambda: platform.allow_tenants_without_backup),
+        host_cluster=derived(lambda: host_cluster_id(project, cluster.location, cluster.name)),
+        host_client_cidrs=problems.derive(
+            lambda: (cluster.network.pods_cidr, cluster.network.nodes_cidr), "cluster.network.podsCidr", "cluster.network.nodesCidr"
+        ),
         monitoring_enabled=derived(lambda: monitoring.enabled),
         scrape_interval=problems.derive(lambda: monitoring.scrape_interval, "monitoring.scrapeInterval"),
         cost_view=derived(lambda: _cost_view(project, stack, monitoring)),
@@ -415,6 +420,9 @@ def _facts(stack, environment, project, region, cluster, platform, node_provider
     return dataclasses.replace(facts, tenants=claims)
 
 
+def host_cluster_id(project: str, location: str, name: str) -> str:
+    """The GKE cluster as Backup for GKE's `cluster` field names it."""
+    return f"projects/{project}/locations/{location}/clusters/{name}"
 def _cost_view(project: str, stack: str, monitoring: MonitoringConfig) -> str | None:
     """Where the environment's showback view is, once billing export is set up."""
     if not monitoring.enabled or monitoring.showback.billing_export_table is None:
@@ -471,6 +479,7 @@ IDENTITY_FACTS = (
     "roleIdPrefix",
     "platformRole",
     "tenantProjects",
+    "hostCluster",
     "monitoringEnabled",
 )
 

@@ -21,10 +21,11 @@ from .availability import load_availability
 from .base import DNS_LABEL, DURATION, ConfigModel, Duration, Syntax, duration_seconds, parse_cidr, read_cidr
 from .catalog import load_catalog
 from .errors import Broken, Problems, derived, shown
-from .facts import TENANT_CLUSTER_CIDRS, EnvironmentFacts, TenantClaim
+from .facts import PLATFORM_NAMESPACE, TENANT_CLUSTER_CIDRS, EnvironmentFacts, TenantClaim
 from .isolation import GcpProject, project_id_alone_too
 from .monitoring import OFF, MonitoringPlan, TenantMonitoring, check_tenant_monitoring, resolve_tenant_monitoring
 from .node_types import GPU_RESOURCE, NodeType
+from .reliability import GPU_TIMEOUT, Backup, NodeShutdown, check_reliability
 from .versions import GPU_OPERATOR_VERSION
 
 # Derived GCP names must fit: the node service account id "<env>-<name>-nodes" has at most 30
@@ -57,6 +58,8 @@ class GpuPool(ConfigModel):
     """How long a node stays empty before it is deleted, a duration like 60s, 10m or 1h30m."""
     termination_grace_period: Duration = "30m"
     """How long a GPU job gets to stop when its node goes, a duration of at least 1m."""
+    gpu_timeout: str = GPU_TIMEOUT
+    """How long a node of this pool may go without offering nvidia.com/gpu after it joins, or after it lost its GPUs, before the GPU watchdog removes it and its VM (at least 2m)."""
 
 
 class CpuPool(ConfigModel):
@@ -153,6 +156,10 @@ class Tenant(ConfigModel):
     """concealed: pods on the tenant's nodes cannot reach the metadata server (the node identity's token); exposed: they can, e.g. to call Google APIs as the node identity."""
     control_plane: ControlPlane = ControlPlane()
     """The control-plane pod on the host cluster; each of the four values has its own default, so {limits: {memory: 8Gi}} changes that value only."""
+    node_shutdown: NodeShutdown = NodeShutdown()
+    """The kubelet's graceful shutdown on every node of the tenant: pods get SIGTERM and this long to stop before a preempted or stopped VM powers off."""
+    backup: Backup = Backup()
+    """The scheduled backup of the tenant's control plane and its data volume (Backup for GKE), and how long backups are kept."""
     monitoring: TenantMonitoring = TenantMonitoring()
     """The team's GPU metrics, Kubernetes object metrics and dashboard (config/monitoring.py); default: as the environment's monitoring."""
 
@@ -181,6 +188,7 @@ class PoolPlan:
     # list prices (`node_usd_per_hour`); None where the region records no price. Every money figure
     # of the pool (expected, ceiling, always on) is made of these.
     node_usd_per_hour: dict[str, float | None] = dataclasses.field(default_factory=dict)
+    gpu_timeout: str = GPU_TIMEOUT  # GPU pools: the watchdog's limit (config/reliability.py)
 
     @property
     def max_gpus(self) -> int:
@@ -329,6 +337,9 @@ def check_tenant(
             problems.add(f"{path}.name", f"{tenant.name!r} must be a DNS-1123 label of at most {MAX_TENANT_NAME} characters")
         elif tenant.name == RESERVED_PLATFORM_PROJECT:
             problems.add(f"{path}.name", f"{tenant.name!r} is the vCluster Platform's own default project; each team gets a platform project named after it")
+        elif f"vcluster-{tenant.name}" == PLATFORM_NAMESPACE:
+            # The tenant's host namespace (components/tenant_vcluster.py) would be the platform's.
+            problems.add(f"{path}.name", f"{tenant.name!r} would put the team's control plane into the platform's namespace {PLATFORM_NAMESPACE}")
     for other in others:
         with problems.checking(f"{path}.name"):
             if other.name == tenant.name:
@@ -338,6 +349,7 @@ def check_tenant(
         isolation.check_placement(path, tenant, facts, others, problems)
     with problems.checking(f"{path}.controlPlane"):
         check_control_plane(f"{path}.controlPlane", tenant.control_plane, problems)
+    check_reliability(path, tenant, facts, problems)
 
     seen: dict[tuple, int] = {}
     with problems.checking(f"{path}.gpuPools"):
@@ -573,6 +585,7 @@ def plan_tenant(tenant: Tenant, facts: EnvironmentFacts) -> TenantPlan:
                 consolidation_policy="WhenEmpty",
                 zones=tuple(pool.zones or ()),
                 node_usd_per_hour={nt.name: node_usd_per_hour(nt, facts.region) for nt in eligible},
+                gpu_timeout=pool.gpu_timeout,
             )
         )
     cpu_types = facts.node_types_for(None, False)

@@ -14,7 +14,8 @@ program itself uses (vcluster_reader.py).
 
 from __future__ import annotations
 
-from guardrails import cost, gke, iam, platform_objects, supply_chain, tenancy, vcluster_values
+from guardrails import backups, cost, gke, iam, platform_objects, supply_chain, tenancy, vcluster_values
+from guardrails.backups import BACKUP_PLAN, backups_by_design  # noqa: F401
 from guardrails.common import (  # noqa: F401  (re-exported for the tests and the docs check)
     BOOTSTRAP_PROJECT,
     CLUSTER_ENVIRONMENT_LABEL,
@@ -82,6 +83,7 @@ POLICIES = [
     *vcluster_values.POLICIES,
     *platform_objects.POLICIES,
     *cost.POLICIES,
+    *backups.POLICIES,
 ]
 
 # What the opt-in legacy mode (nodeProvider.legacyInfrastructure: true) violates on purpose: the

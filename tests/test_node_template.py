@@ -15,6 +15,7 @@ import email
 import email.message
 import json
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -243,8 +244,9 @@ def test_network_and_identity_come_from_the_environment(local_values, instance):
 def test_user_data_is_concealing_unless_exposed(instance, local_values):
     assert expr(instance["metadata"]) == "local.metadata"
     metadata = expr(local_values["metadata"])
-    assert "local.conceal_metadata ? {user-data = local.concealed_user_data} : {}" in metadata
-    assert "!local.conceal_metadata && local.has_user_data ? {user-data = var.vcluster.userData} : {}" in metadata
+    assert "length(local.boothooks) > 0 ? {user-data = local.boothook_user_data} : {}" in metadata
+    assert "length(local.boothooks) == 0 && local.has_user_data ? {user-data = var.vcluster.userData} : {}" in metadata
+    assert expr(local_values["boothooks"]).startswith('concat(local.conceal_metadata ? [{name = "gpu-platform-conceal-metadata", script = local.conceal_script}] : []')
     assert expr(local_values["has_user_data"]) == "try(nonsensitive(length(var.vcluster.userData) > 0), false)"
     # Only "exposed" opts out: a missing or mistyped property conceals (and a precondition names it).
     assert expr(local_values["conceal_metadata"]) == 'local.node_metadata != "exposed"'
@@ -492,6 +494,7 @@ def evaluated(samples, instance, preconditions, local_values, tmp_path_factory):
             "concealed": _vcluster(t4, extra={props.NODE_METADATA: "concealed"}),
             "exposed": _vcluster(t4, extra={props.NODE_METADATA: "exposed"}),
             "exposed-empty-user-data": _vcluster(t4, user_data="", extra={props.NODE_METADATA: "exposed"}),
+            "exposed-h100": _vcluster(dict(samples["h100-a3"].properties), extra={props.NODE_METADATA: "exposed"}),
             "mime-user-data": _vcluster(t4, user_data=MIME_USER_DATA),
             "mime-version-first": _vcluster(t4, user_data=MIME_VERSION_FIRST),
             "mime-lower-case": _vcluster(t4, user_data=MIME_VERSION_FIRST.replace("MIME-Version", "mime-version").replace("Content-Type", "content-type")),
@@ -685,17 +688,62 @@ def test_the_boothook_drops_pod_traffic_to_the_metadata_server_before_and_after_
     assert again.status == 0 and again.tables == boot.tables
 
 
-def test_the_kubelet_cannot_start_without_every_rule(boothook, tmp_path):
+def test_the_kubelets_gate_runs_the_same_installer(boothook, tmp_path):
     node = Node(tmp_path)
     boot = node.boot(boothook)
-    assert boot.dropin.splitlines()[:3] == ["[Unit]", "After=cloud-init.service cloud-init-network.service", "[Service]"]
+    installer = node.installer_dir / "conceal-metadata"
+    assert installer.read_text() == (tmp_path / "boothook").read_text()  # the boothook itself, byte for byte
+    assert boot.dropin.splitlines() == [
+        "[Unit]",
+        "After=cloud-init.service cloud-init-network.service",
+        "[Service]",
+        f"ExecStartPre=/bin/sh {installer} gate",
+    ]
     assert node.kubelet_may_start(boot.dropin)
-    for table, chain, rule in [("raw", "PREROUTING", RAW_JUMP), ("mangle", "FORWARD", RAW_JUMP), ("mangle", "GPU-PLATFORM-METADATA", "-j DROP")]:
+
+
+def test_the_gate_puts_back_a_lost_rule_before_the_kubelet_starts(boothook, tmp_path):
+    """A node reset or an in-place upgrade that flushed a rule: the next kubelet start repairs it."""
+    node = Node(tmp_path)
+    boot = node.boot(boothook)
+    lost = [
+        ("raw", "PREROUTING", RAW_JUMP),
+        ("mangle", "FORWARD", RAW_JUMP),
+        ("mangle", "GPU-PLATFORM-METADATA", "-j DROP"),
+        ("raw", "GPU-PLATFORM-METADATA", "-p udp --dport 53 -j RETURN"),
+    ]
+    for table, chain, rule in lost:
         tables = json.loads(json.dumps(boot.tables))
         tables[table][chain].remove(rule)
         node.state.write_text(json.dumps(tables))
-        assert not node.kubelet_may_start(boot.dropin), (table, chain)
-    node.reboot()  # the rules are gone until the boothook runs again
+        assert node.kubelet_may_start(boot.dropin), (table, chain, rule)
+        assert json.loads(node.state.read_text()) == boot.tables, (table, chain, rule)  # every rule back, none twice
+        assert not any("poweroff" in c for c in node.calls.read_text().splitlines())
+
+
+def test_the_gate_leaves_intact_rules_alone_and_repairs_a_flushed_node(boothook, tmp_path):
+    node = Node(tmp_path)
+    boot = node.boot(boothook)
+    assert node.kubelet_may_start(boot.dropin)
+    changes = [c for c in node.calls.read_text().splitlines() if " -C " not in c]
+    assert changes == []  # intact: only checks, no chain flushed while pods run
+    node.reboot()  # all rules gone (as after a flush)
+    assert node.kubelet_may_start(boot.dropin)
+    assert json.loads(node.state.read_text()) == boot.tables
+
+
+@pytest.mark.parametrize("fail, why", [("-t raw -N", "chain in raw"), ("-t mangle -I FORWARD", "mangle FORWARD")])
+def test_the_gate_refuses_the_kubelet_only_when_installing_fails(boothook, tmp_path, fail, why):
+    node = Node(tmp_path)
+    boot = node.boot(boothook)
+    node.reboot()
+    assert not node.kubelet_may_start(boot.dropin, fail=fail)
+    assert not any("poweroff" in c for c in node.calls.read_text().splitlines())  # the gate never powers off a running node
+    result = subprocess.run(
+        ["/bin/sh", str(node.installer_dir / "conceal-metadata"), "gate"], env=node.env(fail), capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode != 0 and f"metadata concealment failed ({why}); the kubelet does not start" in result.stderr
+    (node.installer_dir / "conceal-metadata").unlink()  # a reset that removed the installer: fail closed
     assert not node.kubelet_may_start(boot.dropin)
 
 
@@ -714,8 +762,9 @@ def test_a_node_that_cannot_conceal_powers_off_and_its_kubelet_cannot_start(boot
     boot = node.boot(boothook, fail=fail)
     assert boot.status != 0 and boot.powered_off, boot.calls
     assert f"metadata concealment failed ({why})" in boot.stderr
-    # The drop-in was written first, so even a kubelet that is started anyway does not run.
-    assert boot.dropin is not None and not node.kubelet_may_start(boot.dropin)
+    # The drop-in was written first, so even a kubelet that is started anyway does not run while
+    # installing still fails.
+    assert boot.dropin is not None and not node.kubelet_may_start(boot.dropin, fail=fail)
 
 
 def test_exposed_passes_the_platforms_data_alone(evaluated):
@@ -825,3 +874,53 @@ def test_what_needs_the_node_identity_runs_with_host_network():
     workloads = re.findall(r'kind\s*=\s*"(Deployment|DaemonSet)".*?(?=kind\s*=\s*"|\Z)', kubernetes_tf, flags=re.S)
     assert sorted(workloads) == ["DaemonSet", "Deployment", "Deployment"]
     assert len(re.findall(r"^\s*hostNetwork\s*=\s*true$", kubernetes_tf, flags=re.M)) == 3
+
+
+# --- NVIDIA Fabric Manager on NVSwitch machine types ---------------------------------------------
+
+
+def test_nvswitch_machine_types_equal_the_catalog(local_values):
+    """The full HGX boards: the A2 and A3 machine types with 8 or more GPUs."""
+    catalog = load_catalog()
+    expected = sorted(m for m, machine in catalog.machines.items() if m.split("-")[0] in ("a2", "a3") and (machine.gpu_count or 0) >= 8)
+    assert sorted(unquote(v) for v in local_values["nvswitch_machine_types"]) == expected
+
+
+def _fabric_manager_part(evaluated, scenario: str) -> str:
+    parts = _parts(evaluated[scenario]["arg.metadata"]["user-data"])
+    [hook] = [p for p in parts if p.get_filename() == "gpu-platform-fabric-manager"]
+    assert hook.get_content_type() == "text/cloud-boothook"
+    return hook.get_payload()
+
+
+def test_only_nvswitch_shapes_get_fabric_manager(evaluated):
+    h100 = _parts(evaluated["h100-a3"]["arg.metadata"]["user-data"])
+    assert [p.get_filename() for p in h100] == ["gpu-platform-conceal-metadata", "gpu-platform-fabric-manager", "vcluster-platform"]
+    assert h100[2].get_payload() == USER_DATA
+    exposed = _parts(evaluated["exposed-h100"]["arg.metadata"]["user-data"])
+    assert [p.get_filename() for p in exposed] == ["gpu-platform-fabric-manager", "vcluster-platform"]
+    for scenario in ("t4-n1", "l4-g2", "a100-a2", "cpu-e2"):  # a100-a2: the smallest A2 shape, no NVSwitch
+        assert "gpu-platform-fabric-manager" not in evaluated[scenario]["arg.metadata"]["user-data"], scenario
+    assert failures(evaluated["exposed-h100"]) == []
+
+
+def test_the_kubelet_starts_only_after_fabric_manager(evaluated, tmp_path):
+    node = Node(tmp_path)
+    boot = node.boot(_fabric_manager_part(evaluated, "h100-a3"), name="fabric-manager", dropin_name="40-gpu-platform-fabric-manager.conf")
+    assert (boot.status, boot.powered_off) == (0, False), boot.stderr
+    assert boot.dropin.splitlines() == [
+        "[Unit]",
+        "Wants=nvidia-fabricmanager.service",
+        "After=nvidia-fabricmanager.service",
+        "[Service]",
+        "ExecStartPre=/bin/systemctl is-active --quiet nvidia-fabricmanager.service",
+    ]
+    assert node.kubelet_may_start(boot.dropin)
+    assert not node.kubelet_may_start(boot.dropin, command_fail="is-active")  # Fabric Manager failed: no kubelet
+
+
+def test_a_node_whose_image_lacks_fabric_manager_powers_off_before_it_joins(evaluated, tmp_path):
+    node = Node(tmp_path)
+    boot = node.boot(_fabric_manager_part(evaluated, "h100-a3"), command_fail="cat nvidia-fabricmanager", name="fabric-manager")
+    assert boot.status != 0 and boot.powered_off
+    assert "NVIDIA Fabric Manager unavailable (the image has no nvidia-fabricmanager.service)" in boot.stderr

@@ -828,7 +828,7 @@ def pool_rows(text: str) -> dict[tuple[str, str], list[str]]:
     for line in section(text, "Tenants (").splitlines()[1:]:
         if re.match(r"^  \S", line):
             tenant = line.split(":")[0].strip()
-        elif line.startswith("    ") and not line.startswith(("    isolation", "    monitoring")) and not line.strip().startswith("pool "):
+        elif line.startswith("    ") and not line.startswith(("    isolation", "    monitoring", "    shutdown:", "    backup:")) and not line.strip().startswith("pool "):
             cells = re.split(r"\s{2,}", line.strip())
             rows[(tenant, cells[0])] = cells
     return rows
@@ -963,6 +963,34 @@ def test_quota_of_a_project_pulumi_creates_is_never_ok():
     code, out, _ = plan("--stack", "prod", "--json")
     quota = json.loads(out)["quota"]
     assert {(q["state"], q["newProject"], q["requestQuotaAt"]) for q in quota} == {(NEW_PROJECT, True, link)}
+
+
+# --- what keeps work and data, in the plan (tools/reliability_plan.py) --------------------------------
+
+
+def test_plan_shows_each_tenants_shutdown_upgrade_policy_watchdog_and_backup(dev_plan, dev_json, vision):
+    _, out, _, _ = dev_plan
+    tenants = section(out, "Tenants")
+    assert (
+        "    shutdown: pods get SIGTERM and 30s (10s of it for critical pods) before a VM powers off; upgrades: "
+        "t4-1x-spot: replaced, never upgraded in place, removed after 600 s without its GPUs; "
+        "system: upgraded in place by vCluster, 1 node at a time\n"
+        '    backup: vcluster-speech at "0 3 * * *" UTC, kept 14 days, undeletable for 0 days (plan dev-speech)'
+    ) in tenants
+    [nlp] = [t for t in dev_json["tenants"] if t["name"] == "nlp"]
+    assert nlp["reliability"] == {
+        "shutdownGracePeriod": "110s",
+        "shutdownGracePeriodCriticalPods": "10s",
+        "pools": [
+            {"pool": "l4-1x", "upgrade": "replaced, never upgraded in place", "gpuTimeoutSeconds": 600},
+            {"pool": "system", "upgrade": "upgraded in place by vCluster, 1 node at a time", "gpuTimeoutSeconds": None},
+        ],
+        "backup": {"plan": "dev-nlp", "namespaces": ["vcluster-nlp"], "schedule": "0 3 * * *", "retainDays": 14, "deleteLockDays": 0, "protected": False},
+    }
+    text, summary, _ = vision
+    assert '    backup: vcluster-vision at "0 3 * * *" UTC, kept 14 days, undeletable for 0 days (plan dev-vision)' in section(text, "Tenants")
+    [team] = summary["tenants"]
+    assert [p["upgrade"] for p in team["reliability"]["pools"]] == ["replaced, never upgraded in place"] * 2 + ["upgraded in place by vCluster, 1 node at a time"]
 
 
 def test_the_plan_says_per_team_where_its_dashboard_metrics_and_cost_view_are(vision, dev_plan, dev_json):

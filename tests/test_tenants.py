@@ -148,9 +148,19 @@ def test_in_tenant_objects_are_valid_kubernetes(dev_run):
     nlp = list(yaml.safe_load_all(dev_run.one(VCI, "nlp").input("spec", "template", "objects")))
     for obj in speech + nlp:
         kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
-    # No smoke test asked for: the GPU Operator's namespace, then monitoring's objects (tested in
-    # tests/test_monitoring.py).
-    assert [o["kind"] for o in nlp][:2] == ["Namespace", "Namespace"]
+    # No smoke test asked for: the GPU Operator's namespace, the GPU watchdog, then monitoring's
+    # objects (tested in tests/test_monitoring.py).
+    assert [(o["kind"], o["metadata"].get("namespace")) for o in nlp][:9] == [
+        ("Namespace", None),
+        ("Namespace", None),
+        ("ServiceAccount", "gpu-platform-system"),
+        ("ClusterRole", None),
+        ("ClusterRoleBinding", None),
+        ("Role", "default"),
+        ("RoleBinding", "default"),
+        ("ConfigMap", "gpu-platform-system"),
+        ("Deployment", "gpu-platform-system"),
+    ]
     assert [o for o in nlp if o["kind"] == "Job"] == []
     job = next(o for o in speech if o["kind"] == "Job")
     pod = job["spec"]["template"]["spec"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from config.stack import EnvironmentStack, TenantStack
-from tools import isolation_plan, monitoring_plan
+from tools import isolation_plan, monitoring_plan, reliability_plan
 from tools.plan_costs import HOURS_PER_MONTH, NOT_INCLUDED
 from tools.plan_model import SECRET, StackPlan, has_placeholder
 from tools.plan_text import _type_counts
@@ -115,6 +115,7 @@ def summary(plan: StackPlan) -> dict[str, Any]:
             {
                 "name": tenant.name,
                 **isolation_plan.tenant_fields(plan, tenant.plan),
+                "reliability": reliability_plan.tenant_fields(plan, tenant),
                 "monitoring": monitoring_plan.tenant_fields(plan, tenant.plan),
                 "cidr": tenant.plan.tenant.network.cidr,
                 "hostNamespace": tenant.host_namespace,

@@ -13,7 +13,7 @@ from components.tenant_documents import GPU_OPERATOR_NAMESPACE
 from config.quota import QUOTA_PAGE, QUOTA_RULES
 from config.stack import NS, EnvironmentStack, TenantStack
 from config.stack_files import StackFileError, list_stacks, read_stack_values
-from tools import isolation_plan, monitoring_plan
+from tools import isolation_plan, monitoring_plan, reliability_plan
 from config.tenant import EXPECTED
 from tools.mock_engine import MOCK_ADDRESS_RANGE, PLACEHOLDER, ProgramRun, Registration
 from tools.plan_costs import HOURS_PER_MONTH, NOT_INCLUDED
@@ -170,6 +170,7 @@ def _tenants(plan: StackPlan) -> list[str]:
             f"GPU Operator {tenant.gpu_operator_version or '?'} (namespace {GPU_OPERATOR_NAMESPACE}), access: {access}"
         )
         lines.append(f"    {isolation_plan.tenant_line(plan, tenant.plan)}")
+        lines.extend(f"    {line}" for line in reliability_plan.tenant_lines(plan, tenant))
         lines.append(f"    {monitoring_plan.tenant_line(plan, tenant.plan)}")
         rows = []
         for p in tenant.pools:

@@ -12,6 +12,7 @@ Exit status: 0 passed (or skipped without --require), 1 a check failed, 2 bad se
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import shutil
 import sys
@@ -28,7 +29,7 @@ from config.catalog import GUEST
 from config.errors import ConfigError
 from config.stack import EnvironmentStack
 
-from . import prerequisites
+from . import prerequisites, restore_drill
 from .kube import Finding
 from .leftovers import LISTINGS, find_by_hand, scan
 from .pulumi_stack import Backend, RunDir, create, outputs, prepare_program, record, resource_count, select
@@ -74,6 +75,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--out", default="acceptance-out", help="where reports and run records go")
     parser.add_argument("--require", action="store_true", help="missing prerequisites fail instead of skipping (CI)")
     parser.add_argument("--cleanup", action="store_true", help="destroy every run under --out that is not cleaned up")
+    parser.add_argument("--restore-drill", action="store_true", help="also back the tenant up, delete its host namespace, restore it and check it")
     return parser.parse_args(argv)
 
 
@@ -91,6 +93,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         backend=args.backend.strip(),
         idle_margin_seconds=args.idle_margin,
         node_timeout_seconds=args.node_timeout,
+        restore_drill=args.restore_drill,
     )
 
 
@@ -144,7 +147,7 @@ class AcceptanceRun:
         self.save_record(cleaned=False)
         where = f"its own project {self.names.vm_project}" if self.names.isolation == "project" else "the same project, shared"
         say(f"run {self.run_id}: stack {self.names.stack} in project {self.names.project}, cluster {self.names.cluster}, tenant {self.names.tenant} in {where}")
-        for line in render_cost(cost_estimate(self.env), self.env.facts.prices_read):
+        for line in render_cost(cost_estimate(self.env, restore_drill=self.settings.restore_drill), self.env.facts.prices_read):
             say(line)
         say(f"state and program copy in {self.run_dir.root}; logs and report in {self.out_dir}")
         stack = None
@@ -181,6 +184,8 @@ class AcceptanceRun:
             settings=self.settings,
             host=Kubectl(kubeconfig),
             gcloud=Gcloud(self.names.vm_project),
+            # Backup for GKE's long operations (--wait-for-completion), in the host cluster's project.
+            host_gcloud=functools.partial(Gcloud(self.names.project).json, timeout=restore_drill.BACKUP_TIMEOUT_SECONDS),
             report=self.report,
             workdir=self.run_dir.root,
             gpu_machines=gpu_machines,
@@ -278,7 +283,7 @@ def scan_project(names: RunNames):
     for project in names.projects:
         gcloud = Gcloud(project)
         try:
-            listings = {kind: gcloud.json(*args) or [] for kind, args in LISTINGS.items()}
+            listings = {kind: gcloud.json(*(a.format(region=names.region) for a in args)) or [] for kind, args in LISTINGS.items()}
         except CommandError as e:
             say(f"the leftover scan could not list project {project}: {e}")
             return None

@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 from config.base import duration_seconds
 
-from . import gce, kube, metadata
+from . import gce, kube, metadata, restore_drill
 from .kube import Finding
 from .report import Report
 from .settings import RunNames, Settings
@@ -42,6 +42,7 @@ class Live:
     say: Callable[[str], None] = print
     clock: Clock = field(default_factory=Clock)
     tenant_access: Callable[[Kubectl, str, str, Path], Any] = TenantAccess  # kubectl for the tenant
+    host_gcloud: Callable[..., Any] | None = None  # gcloud in the host's project (the restore drill)
 
     def settle(self, check: str, observe: Callable[[], Finding], *, timeout: float, interval: float = POLL_SECONDS) -> Finding:
         """Poll until `observe` reports ok; record the outcome. Raises CheckFailed when it never does."""
@@ -71,6 +72,20 @@ def run_checks(live: Live, outputs: dict[str, Any]) -> None:
         live.settle("tenant API reachable", lambda: Finding("", True, f"{len(kube.items(tenant.json('get', 'nodes')))} node(s)"), timeout=300)
         check_metadata_concealment(live, tenant)
         check_gpu_job(live, tenant)
+    if live.settings.restore_drill:
+        check_restore(live, outputs["tenants"][names.tenant], namespace, release)
+
+
+def check_restore(live: Live, tenant_outputs: dict[str, Any], namespace: str, release: str) -> None:
+    """The optional restore drill (tests/acceptance/restore_drill.py), after the GPU checks."""
+    names = restore_drill.DrillNames(
+        project=live.names.project,
+        region=live.names.region,
+        backup_plan=tenant_outputs["backupPlan"],
+        restore_plan=tenant_outputs["restorePlan"],
+        run_id=live.names.run_id,
+    )
+    restore_drill.run_drill(live, names, live.host_gcloud, namespace, release)
 
 
 def check_platform(live: Live) -> None:

@@ -38,6 +38,10 @@ PROJECT_ID = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
 # ≈ 20 min, `pulumi destroy` ≈ 15 min; the GPU VM lives from the Job's start to its idle deletion.
 ENVIRONMENT_HOURS = 1.0
 GPU_VM_MINUTES = 15
+# The restore drill keeps the environment up longer: a backup, the namespace deleted, a restore
+# and the control plane back take about 30 minutes. Backup for GKE's own charges (per protected
+# pod and per GiB of backup) are not in the catalog and not included.
+RESTORE_DRILL_HOURS = 0.5
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,7 @@ class Settings:
     backend: str = ""  # empty: a file backend in the run directory
     idle_margin_seconds: int = 600  # VM deleted within idleAfter plus this
     node_timeout_seconds: int = 1200  # a GPU node must register within this after the Job
+    restore_drill: bool = False  # back up, delete the tenant's host namespace, restore, check (off by default)
 
     @property
     def mode(self) -> str:
@@ -223,10 +228,10 @@ class CostItem:
     usd: float | None  # None: the catalog has no price for it in the region
 
 
-def cost_estimate(env: EnvironmentStack) -> list[CostItem]:
+def cost_estimate(env: EnvironmentStack, *, restore_drill: bool = False) -> list[CostItem]:
     """List-price estimate of one run: the offline plan's cost lines (tools/plan_costs.py) of the
-    run's stack, its always-on parts for ENVIRONMENT_HOURS and its GPU pool's one VM for
-    GPU_VM_MINUTES."""
+    run's stack, its always-on parts for ENVIRONMENT_HOURS (and RESTORE_DRILL_HOURS more with the
+    drill) and its GPU pool's one VM for GPU_VM_MINUTES."""
     costs = environment_costs(load_catalog(), env)
     gpu_pools = {pool.name: pool for plan in env.tenants for pool in plan.gpu_pools}
     items = [
@@ -240,6 +245,10 @@ def cost_estimate(env: EnvironmentStack) -> list[CostItem]:
             plan = gpu_pools[pool.pool]
             shape = f"{', '.join(pool.machine_types)} with {plan.gpus_per_node} × {plan.gpu}"
             items.append(CostItem(f"GPU VM ({shape}), {GPU_VM_MINUTES} min", minutes))
+    if restore_drill:
+        always_on = [line.always_on for line in costs.lines if line.always_on != 0.0]
+        usd = None if any(a is None for a in always_on) else sum(always_on) * RESTORE_DRILL_HOURS
+        items.append(CostItem(f"restore drill: the environment {RESTORE_DRILL_HOURS:g} h longer (Backup for GKE's own charges not included)", usd))
     return items
 
 

@@ -93,7 +93,7 @@ def test_the_readme_cost_table_is_the_estimate_the_run_prints():
 
 def test_the_readme_clean_up_commands_are_the_runs():
     names = run_names(load_run_stack(Settings(project="acme-acceptance"), "k3x9q2"), "k3x9q2")
-    expected = [c.replace("acme-acceptance", "<project>").replace("k3x9q2", "<id>") for c in find_by_hand(names)]
+    expected = [c.replace("acme-acceptance", "<project>").replace("k3x9q2", "<id>").replace("--location us-central1", "--location <region>") for c in find_by_hand(names)]
     block = section("Clean up by hand")
     listed = re.search(r"```sh\n(.*?)```", block, flags=re.DOTALL).group(1).strip().splitlines()
     assert listed == expected
