@@ -47,6 +47,8 @@ CRON = Syntax(r"^\s*([0-9*/,-]+)\s+([0-9*/,-]+)\s+([0-9*/,-]+)\s+([0-9*/,A-Za-z-
 
 
 class NodeShutdown(ConfigModel):
+    """`tenants[i].nodeShutdown`: the kubelet's graceful shutdown on the tenant's nodes."""
+
     grace_period: str | None = None
     """How long the kubelet holds a node's shutdown so that its pods get SIGTERM and stop (default 30s with a Spot pool, else 110s; at most what Compute Engine waits before the power goes: 30s Spot, 120s Standard)."""
     critical_pods_grace_period: str = CRITICAL_PODS_GRACE_PERIOD
@@ -54,6 +56,8 @@ class NodeShutdown(ConfigModel):
 
 
 class Backup(ConfigModel):
+    """`tenants[i].backup`: the scheduled Backup for GKE of the tenant's control plane."""
+
     enabled: bool = True
     """Back up the tenant's control plane (its host namespace: the API objects, secrets and data volume) with Backup for GKE; off in prod only with platform.allowTenantsWithoutBackup."""
     schedule: str = "0 3 * * *"
