@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 STACK  ?= dev
 
-.PHONY: venv test plan plan-all bench constraints policy-data clean acceptance acceptance-cleanup
+.PHONY: venv test plan plan-all bench constraints policy-data docs team clean acceptance acceptance-cleanup
 
 $(STAMP): requirements.txt constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -19,10 +19,11 @@ test: $(STAMP)
 	$(BIN)/python -m pytest
 	$(BIN)/python -m tools.plan --all --quiet
 
-## Offline plan of one stack: make plan STACK=prod
+## Offline plan of one stack, the policy pack included (a mandatory violation fails it): make plan STACK=prod
 ## ... and what changed since a git ref: make plan STACK=dev COMPARE=origin/main
+## ... with the pack's configuration (as pulumi preview --policy-pack-config): make plan POLICY_CONFIG=policy-config.json
 plan: $(STAMP)
-	$(BIN)/python -m tools.plan --stack $(STACK) $(if $(COMPARE),--compare-to $(COMPARE))
+	$(BIN)/python -m tools.plan --stack $(STACK) $(if $(COMPARE),--compare-to $(COMPARE)) $(if $(POLICY_CONFIG),--policy-pack-config $(POLICY_CONFIG))
 
 plan-all: $(STAMP)
 	$(BIN)/python -m tools.plan --all
@@ -66,18 +67,33 @@ acceptance: $(STAMP)
 acceptance-cleanup: $(STAMP)
 	@$(BIN)/python -m tests.acceptance.run --cleanup --out "$$ACCEPTANCE_OUT"
 
-## Benchmarks (numbers go to docs/development.md "Performance").
+## Benchmarks (docs/development.md "Performance"): make bench QUICK=1 takes under a minute (best of 1,
+## dev and 10 tenants: does everything run, rough figures); make bench about 11 minutes (best of 5,
+## 1 to 100 tenants: the figures the docs report). Both print the docs' table for the run.
 bench: $(STAMP)
-	$(BIN)/python -m bench.run
+	$(BIN)/python -m bench.run $(if $(QUICK),--quick)
 
 constraints: $(STAMP)
 	{ echo "# Transitive dependencies, pinned so a fresh clone installs exactly what was tested."; \
 	  echo "# Regenerate after changing requirements.txt: make constraints"; \
 	  $(BIN)/python -m pip freeze --exclude-editable; } > constraints.txt
 
+## Add a team, with everything make test expects (docs/teams.md "Add a team"):
+##   make team NAME=robotics ENV=dev [GPU=nvidia-l4] [MAX_GPUS=4] [TEAM_PROJECT=<existing project id>] [CIDR=<cidr>]
+## Only values given on the command line count (GPU and TEAM_PROJECT also mean something to `make acceptance`).
+team: $(STAMP)
+	@$(BIN)/python -m tools.new_team --name "$(NAME)" --env "$(if $(filter command line,$(origin ENV)),$(ENV))" \
+	  $(if $(filter command line,$(origin GPU)),--gpu "$(GPU)") $(if $(MAX_GPUS),--max-gpus "$(MAX_GPUS)") \
+	  $(if $(filter command line,$(origin TEAM_PROJECT)),--project "$(TEAM_PROJECT)") $(if $(CIDR),--cidr "$(CIDR)")
+
 ## The policy pack's copy of the program's data (policy/program_data.json); a test fails when stale.
 policy-data: $(STAMP)
 	$(BIN)/python -m tools.policy_data
+
+## The configuration reference (docs/configuration.md) and Pulumi.yaml's descriptions, generated from
+## the config models' docstrings; a test fails when either is stale.
+docs: $(STAMP)
+	$(BIN)/python -m tools.config_reference
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis plan-out

@@ -86,7 +86,10 @@ class Shape:
 @dataclass(frozen=True)
 class Image:
     project: str
-    family: str
+    family: str  # the default
+    # The families of `project` known to work as node images here, `family` among them; another
+    # one (nodeProvider.gpuImageFamily) is warned about.
+    families: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -255,14 +258,23 @@ def load_catalog(path: Path = CATALOG_PATH) -> Catalog:
     if problems:
         raise CatalogError("catalog.yaml is inconsistent:\n  " + "\n  ".join(problems))
 
-    images = raw["images"]
+    images = {kind: _image(kind, spec, problems) for kind, spec in raw["images"].items()}
+    if problems:
+        raise CatalogError("catalog.yaml is inconsistent:\n  " + "\n  ".join(problems))
     return Catalog(
         series=series,
         gpus=gpus,
         machines=machines,
         shapes={g: tuple(sorted(s, key=lambda sh: (sh.gpu_count, sh.machine.vcpus))) for g, s in shapes.items()},
-        gpu_image=Image(**images["gpu"]),
-        cpu_image=Image(**images["cpu"]),
+        gpu_image=images["gpu"],
+        cpu_image=images["cpu"],
         prices=prices,
         services=services,  # type: ignore[arg-type]  # None only with problems, raised above
     )
+
+
+def _image(kind: str, spec: dict, problems: list[str]) -> Image:
+    families = tuple(spec.get("families") or (spec["family"],))
+    if spec["family"] not in families:
+        problems.append(f"images.{kind}: family {spec['family']} is not among its families")
+    return Image(spec["project"], spec["family"], families)

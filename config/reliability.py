@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from .base import DURATION, ConfigModel, Syntax, duration_seconds
+from .base import DURATION, ConfigModel, Duration, Syntax, duration_seconds
 from .errors import Problems
 
 SPOT_SHUTDOWN_SECONDS = 30
@@ -47,13 +47,17 @@ CRON = Syntax(r"^\s*([0-9*/,-]+)\s+([0-9*/,-]+)\s+([0-9*/,-]+)\s+([0-9*/,A-Za-z-
 
 
 class NodeShutdown(ConfigModel):
-    grace_period: str | None = None
+    """`tenants[i].nodeShutdown`: the kubelet's graceful shutdown on the tenant's nodes."""
+
+    grace_period: Duration | None = None
     """How long the kubelet holds a node's shutdown so that its pods get SIGTERM and stop (default 30s with a Spot pool, else 110s; at most what Compute Engine waits before the power goes: 30s Spot, 120s Standard)."""
-    critical_pods_grace_period: str = CRITICAL_PODS_GRACE_PERIOD
+    critical_pods_grace_period: Duration = CRITICAL_PODS_GRACE_PERIOD
     """The last part of gracePeriod, kept for critical pods (system-node-critical, system-cluster-critical), which stop after the others."""
 
 
 class Backup(ConfigModel):
+    """`tenants[i].backup`: the scheduled Backup for GKE of the tenant's control plane."""
+
     enabled: bool = True
     """Back up the tenant's control plane (its host namespace: the API objects, secrets and data volume) with Backup for GKE; off in prod only with platform.allowTenantsWithoutBackup."""
     schedule: str = "0 3 * * *"

@@ -25,6 +25,7 @@ from .environment import (
     check_platform,
     check_region,
     environment_warnings,
+    image_family_warnings,
     resolve_cluster_defaults,
     resolve_platform_defaults,
 )
@@ -36,6 +37,7 @@ from .monitoring import MonitoringConfig, check_monitoring, view_name
 from .node_types import NodeTypeOffer, generate_node_types
 from .quota import QuotaLine, TenantEntry, quota_lines, team_stack_tenants
 from .stack_files import StackFileError, list_stacks, read_stack_values, structured
+from .stack_keys import unknown_gcp_keys
 from .tenant import MAX_TENANT_NAME, Tenant, TenantPlan, check_tenant, plan_tenant
 
 NS = "gpu-platform"
@@ -138,7 +140,8 @@ def unknown_keys(keys: set[str], values: dict[str, Any]) -> list[Problem]:
     license_key = platform.get("licenseTokenKey") if isinstance(platform, dict) else None
     known = KNOWN_KEYS | ({f"{NS}:{license_key}"} if isinstance(license_key, str) else set())
     names = ", ".join(sorted(k.split(":", 1)[1] for k in known))
-    return [Problem(k.split(":", 1)[1], f"unknown key; known: {names}") for k in sorted(keys) if k.startswith(f"{NS}:") and k not in known]
+    found = [Problem(k.split(":", 1)[1], f"unknown key; known: {names}") for k in sorted(keys) if k.startswith(f"{NS}:") and k not in known]
+    return found + unknown_gcp_keys(keys)
 
 
 def _load_environment_stack(values, environment, stack, project_dir, catalog, problems, team_stacks) -> EnvironmentStack | None:
@@ -227,6 +230,7 @@ def _load_environment_stack(values, environment, stack, project_dir, catalog, pr
         tenants=tuple(plan_tenant(t, facts) for t in tenants),
         warnings=(
             *environment_warnings(environment, cluster, node_provider),
+            *image_family_warnings(node_provider, catalog),
             *(shared_warning(f"tenants[{i}]", t.name, project) for i, t in enumerate(tenants) if t.isolation == SHARED),
             *quota_warnings,
         ),
@@ -352,6 +356,12 @@ def _tenant_stack_claims(project_dir: Path, facts: EnvironmentFacts, *, environm
             parsed = parse(f"Pulumi.{other}.yaml: tenant", Tenant, tenant, Problems())  # its problems are its own stack's
             claims.append(_claim(parsed, f"Pulumi.{other}.yaml: tenant", source, facts))
     return claims
+
+
+def environment_claims(env: EnvironmentStack, project_dir: Path) -> list[TenantClaim]:
+    """What every tenant of an environment claims (name, CIDR, project): its inline tenants and the
+    tenants of the team stacks in `project_dir` that use it (for a new team's free CIDR)."""
+    return [*env.facts.tenants, *_tenant_stack_claims(project_dir, env.facts, environment_stack_name=env.stack, exclude=None)]
 
 
 def _team_stack_plans(entries: list[TenantEntry], facts: EnvironmentFacts) -> tuple[TenantPlan, ...]:

@@ -18,11 +18,11 @@ from pydantic import Field, field_validator
 from . import isolation
 from . import node_properties as props
 from .availability import load_availability
-from .base import DNS_LABEL, DURATION, ConfigModel, Syntax, duration_seconds, parse_cidr, read_cidr
+from .base import DNS_LABEL, DURATION, ConfigModel, Duration, Syntax, duration_seconds, parse_cidr, read_cidr
 from .catalog import load_catalog
 from .errors import Broken, Problems, derived, shown
 from .facts import PLATFORM_NAMESPACE, TENANT_CLUSTER_CIDRS, EnvironmentFacts, TenantClaim
-from .isolation import GcpProject
+from .isolation import GcpProject, project_id_alone_too
 from .monitoring import OFF, MonitoringPlan, TenantMonitoring, check_tenant_monitoring, resolve_tenant_monitoring
 from .node_types import GPU_RESOURCE, NodeType
 from .reliability import GPU_TIMEOUT, Backup, NodeShutdown, check_reliability
@@ -38,20 +38,27 @@ TENANT_CIDR_POOL = ipaddress.IPv4Network("10.160.0.0/12")
 
 
 class GpuPool(ConfigModel):
+    """One GPU pool of a tenant: nodes of one GPU type, GPU count per node and capacity type."""
+
     gpu: str
+    """The GPU type, one of the environment's nodeProvider.gpuTypes."""
     max_gpus: int = Field(ge=1)
-    gpus_per_node: int | None = Field(None, ge=1)  # default: the smallest shape offered
-    # The shapes the pool may get (the platform then picks the cheapest that fits each pod):
-    # exactly these machine types, or every shape with at most this many vCPUs per GPU. Neither:
-    # the smallest machine type of gpusPerNode. Pool limits follow these shapes.
+    """The pool's GPU limit, a multiple of gpusPerNode within the environment's gpuQuota."""
+    gpus_per_node: int | None = Field(None, ge=1)
+    """GPUs per node, a shape of the GPU type; unset: the smallest shape offered."""
     machine_types: tuple[str, ...] | None = None
+    """Exactly these machine types of the shape (the platform picks the cheapest that fits each pod); unset: see maxVcpusPerGpu."""
     max_vcpus_per_gpu: int | None = Field(None, ge=1)
+    """Every machine type of the shape with at most this many vCPUs per GPU; with neither this nor machineTypes, the smallest machine type of gpusPerNode."""
     spot: bool = False
-    # Only these zones of nodeProvider.zones (e.g. where the team's volumes are); default: all.
+    """Spot VMs instead of on-demand ones (the environment must set nodeProvider.spot)."""
     zones: tuple[str, ...] | None = None
-    idle_after: str = "60s"
-    termination_grace_period: str = "30m"  # how long a GPU job gets to stop when its node goes
-    gpu_timeout: str = GPU_TIMEOUT
+    """Only these of nodeProvider.zones (e.g. where the team's volumes are), each offering the GPU; unset: all."""
+    idle_after: Duration = "60s"
+    """How long a node stays empty before it is deleted, a duration like 60s, 10m or 1h30m."""
+    termination_grace_period: Duration = "30m"
+    """How long a GPU job gets to stop when its node goes, a duration of at least 1m."""
+    gpu_timeout: Duration = GPU_TIMEOUT
     """How long a node of this pool may go without offering nvidia.com/gpu after it joins, or after it lost its GPUs, before the GPU watchdog removes it and its VM (at least 2m)."""
     warm_nodes: int = Field(0, ge=0)
     """Nodes of the pool's cheapest shape kept running at all times, so a pod gets a GPU without waiting for a VM (they count against maxGpus and cost money while idle)."""
@@ -60,17 +67,28 @@ class GpuPool(ConfigModel):
 
 
 class CpuPool(ConfigModel):
+    """The tenant's CPU pool, for its system pods."""
+
     max_cpus: int = Field(8, ge=1)
+    """The pool's vCPU limit, at least the smallest CPU node type's."""
 
 
 class Access(ConfigModel):
+    """Who is cluster-admin inside the tenant: vCluster Platform users and teams."""
+
     users: tuple[str, ...] = ()
+    """Platform user names, each a Kubernetes object name (lowercase DNS subdomain)."""
     teams: tuple[str, ...] = ()
+    """Platform team names, each a Kubernetes object name (lowercase DNS subdomain)."""
 
 
 class GpuOperator(ConfigModel):
+    """The NVIDIA GPU Operator inside the tenant."""
+
     version: str = GPU_OPERATOR_VERSION
-    service_monitor: bool = False  # needs the Prometheus Operator CRDs inside the tenant
+    """The gpu-operator chart version, a pinned release like v25.10.1."""
+    service_monitor: bool = False
+    """A ServiceMonitor for its DCGM exporter (needs the Prometheus Operator CRDs inside the tenant)."""
     dcgm_exporter: bool = True
     """Run NVIDIA's DCGM exporter (GPU metrics) on every GPU node; its image is the largest the operator pulls."""
     mig_manager: bool = True
@@ -78,22 +96,32 @@ class GpuOperator(ConfigModel):
 
 
 class TenantNetwork(ConfigModel):
+    """The tenant's node network in its GCP project."""
+
     cidr: str
-    iap_ssh: bool = False  # firewall rule for SSH through Identity-Aware Proxy
-    # Static external addresses of the tenant's Cloud NAT: its nodes' only egress addresses, and
-    # the only sources its control plane's LoadBalancer accepts. One serves up to 64512 connections
-    # at once to one destination; more for nodes that open many.
+    """The node subnet, a private /16–/26 clear of the host cluster's ranges, vCluster's 10.244.0.0/16 and 10.96.0.0/12, and every other tenant's (an error suggests a free one)."""
+    iap_ssh: bool = False
+    """A firewall rule for SSH through Identity-Aware Proxy."""
     nat_addresses: int = Field(1, ge=1, le=8)
+    """Static external addresses of the tenant's Cloud NAT: its nodes' only egress and the only sources its control plane accepts (one serves up to 64512 connections to one destination)."""
 
 
 class Requests(ConfigModel):
+    """Requests of the control-plane pod, room kept for it on the host cluster."""
+
     cpu: str = "200m"
+    """CPU request, a Kubernetes quantity like 500m or 2."""
     memory: str = "512Mi"
+    """Memory request, a Kubernetes quantity like 512Mi or 4Gi."""
 
 
 class Limits(ConfigModel):
+    """Limits of the control-plane pod, which keep it from starving the other tenants' control planes."""
+
     cpu: str = "2"
+    """CPU limit, a Kubernetes quantity like 500m or 2."""
     memory: str = "4Gi"
+    """Memory limit, a Kubernetes quantity like 512Mi or 4Gi."""
 
 
 class ControlPlane(ConfigModel):
@@ -102,31 +130,40 @@ class ControlPlane(ConfigModel):
     values has its own default, so `{limits: {memory: 8Gi}}` changes that one value only."""
 
     requests: Requests = Requests()
+    """What the host cluster keeps for the pod (each request at most its limit)."""
     limits: Limits = Limits()
+    """The most the pod may use."""
 
 
 class Tenant(ConfigModel):
+    """A team's virtual cluster with its private GPU nodes."""
+
     name: str
+    """The team's name, a DNS-1123 label of at most 16 characters, unique in the environment."""
     network: TenantNetwork
+    """The tenant's node network."""
     gpu_pools: tuple[GpuPool, ...] = Field(min_length=1)
+    """The tenant's GPU pools, at least one, no two of the same GPU type, GPUs per node and capacity type."""
     cpu_pool: CpuPool = CpuPool()
+    """The tenant's CPU pool."""
     access: Access = Access()
+    """Who is cluster-admin inside the tenant."""
     gpu_operator: GpuOperator = GpuOperator()
+    """The GPU Operator inside the tenant."""
     smoke_test: bool = False
-    # Persistent volumes through the PD CSI driver on the tenant's nodes. Its node identity then
-    # holds project-wide disk rights (see docs/security.md "Node service account"); turn off if the team needs none.
+    """A Job running nvidia-smi on one GPU of the tenant."""
     persistent_disks: bool = True
-    # Let the tenant's cloud controller manager create Google load balancers for its Services
-    # (grants its node identity load-balancer and firewall rights). Off: Services stay internal.
+    """Persistent volumes through the PD CSI driver on the tenant's nodes, whose node identity then holds project-wide disk rights (docs/security.md, "Node service account")."""
     load_balancer_services: bool = False
-    # project: the team's VMs, disks, network and node identity in a GCP project of its own
-    # (gcpProject, or created under platform.tenantProjects); shared: in the environment's project.
+    """Let the tenant's cloud controller manager create Google load balancers for its Services (load-balancer and firewall rights for its node identity); off: Services stay internal."""
     isolation: Literal["project", "shared"] = "project"
-    gcp_project: GcpProject | None = None  # a project id, or {id, create}
-    # concealed: pods on the tenant's nodes cannot reach the metadata server (the node identity's
-    # token); exposed: they can, e.g. to use Google APIs as the node identity.
+    """project: the team's VMs, disks, network and node identity in a GCP project of its own; shared: in the environment's project, beside every other shared tenant (warned about), whose names must not start with this one's name and a hyphen (their VM names would not tell them apart)."""
+    gcp_project: GcpProject | None = Field(None, json_schema_extra=project_id_alone_too)
+    """Project mode: an existing project id, or {id, create: true}, neither the environment's project nor another tenant's; unset: created under platform.tenantProjects, else an error (never set with isolation: shared)."""
     node_metadata: Literal["concealed", "exposed"] = "concealed"
+    """concealed: pods on the tenant's nodes cannot reach the metadata server (the node identity's token); exposed: they can, e.g. to call Google APIs as the node identity."""
     control_plane: ControlPlane = ControlPlane()
+    """The control-plane pod on the host cluster; each of the four values has its own default, so {limits: {memory: 8Gi}} changes that value only."""
     node_shutdown: NodeShutdown = NodeShutdown()
     """The kubelet's graceful shutdown on every node of the tenant: pods get SIGTERM and this long to stop before a preempted or stopped VM powers off."""
     backup: Backup = Backup()
@@ -383,8 +420,12 @@ def check_tenant(
     with problems.checking(f"{path}.access"):
         for kind, names in (("users", tenant.access.users), ("teams", tenant.access.teams)):
             for i, name in enumerate(names):
-                if not name or name != name.strip():
-                    problems.add(f"{path}.access.{kind}[{i}]", f"{name!r} is not a platform {kind[:-1]} name")
+                if not is_object_name(name):
+                    problems.add(
+                        f"{path}.access.{kind}[{i}]",
+                        f"{shown(name)} is not a platform {kind[:-1]} name; allowed: a Kubernetes object name, at most 253 lowercase "
+                        "letters, digits, '-' and '.', starting and ending with a letter or digit",
+                    )
     with problems.checking(f"{path}.monitoring"):
         check_tenant_monitoring(f"{path}.monitoring", tenant.monitoring, facts, problems)
     with problems.checking(f"{path}.gpuOperator.serviceMonitor"):
@@ -401,6 +442,18 @@ def check_tenant(
         version = tenant.gpu_operator.version
         if not (version.startswith("v") and len(version.split(".")) == 3 and all(p.isdigit() for p in version[1:].split("."))):
             problems.add(f"{path}.gpuOperator.version", f"{version!r} is not a pinned release like {GPU_OPERATOR_VERSION}")
+
+
+# Platform users and teams are the cluster-scoped custom resources users.storage.loft.sh and
+# teams.storage.loft.sh (loft-sh/vcluster tag v0.36.1, pkg/cli/destroy/destroy.go deletes them as
+# storage.loft.sh/v1 CRDs), and the API server accepts a custom resource's name only as a DNS-1123
+# subdomain (kubernetes/kubernetes staging/src/k8s.io/apiextensions-apiserver/pkg/registry/
+# customresource/validator.go: `validation.NameIsDNSSubdomain`).
+_DNS_SUBDOMAIN = Syntax(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def is_object_name(name: str) -> bool:
+    return bool(_DNS_SUBDOMAIN.match(name)) and len(name) <= 253
 
 
 def _check_network(
@@ -481,7 +534,11 @@ def _check_pool(pool_path: str, i: int, pool: GpuPool, facts: EnvironmentFacts, 
         _check_shapes(pool_path, pool, per_node, facts, problems)
     quota = facts.gpu_quota.get(pool.gpu, 0)
     if pool.max_gpus > quota:
-        problems.add(f"{pool_path}.maxGpus", f"{pool.max_gpus} exceeds the environment's quota of {quota} {pool.gpu} GPUs in {facts.region}")
+        problems.add(
+            f"{pool_path}.maxGpus",
+            f"{pool.max_gpus} exceeds the environment's quota of {quota} {pool.gpu} GPUs in {facts.region} "
+            f"(nodeProvider.gpuQuota; one pool above it is an error whatever quotaPolicy says)",
+        )
     key = (pool.gpu, per_node, pool.spot)
     if key in seen:
         problems.add(pool_path, f"duplicates gpuPools[{seen[key]}] ({pool.gpu}, {per_node} per node, spot={pool.spot})")
@@ -522,8 +579,7 @@ def _check_pool_zones(pool_path: str, pool: GpuPool, facts: EnvironmentFacts, pr
             problems.add(f"{pool_path}.zones", "is empty; leave it out to use every zone")
         for j, zone in enumerate(zones or ()):
             if zone in zones[:j]:
-                problems.add(f"{pool_path}.zones[{j}]", f"{zone} is listed twice")
-                continue
+                continue  # reported with every list's repeats (config/base.py parse)
             with problems.checking(pool_path):  # against the environment, as the rest of the pool
                 if zone not in facts.zones:
                     problems.add(

@@ -30,7 +30,8 @@ PULUMI_YAML = yaml.safe_load((PROJECT_DIR / "Pulumi.yaml").read_text())
 @pytest.mark.parametrize("model", [ClusterConfig, PlatformConfig, NodeProviderConfig, Tenant, MonitoringConfig, Alerts, Showback, NotificationChannel, TenantMonitoring])
 def test_every_config_key_is_documented(model):
     reference = section("Configuration reference")
-    missing = [f.alias for f in model.model_fields.values() if f"`{f.alias}`" not in reference]
+    # A key of the generated tables, alone or at the end of its path (`monitoring.dashboard`).
+    missing = [f.alias for f in model.model_fields.values() if not re.search(rf"`([^`\s]*[.\]])?{re.escape(f.alias)}`", reference)]
     assert missing == []
 
 
@@ -323,3 +324,39 @@ def test_team_stacks_are_deployed_by_ci_after_their_environment_and_listed_first
     words = " ".join(all_text().split())
     for claim in ("deploys the environment stack only", "deploys a merged team stack", "is deployed by its team", "deployed by their teams."):
         assert claim not in words
+
+
+def test_the_quota_rules_are_the_plans():
+    """docs/costs.md says exactly when quota warns and when it fails, and what a new project's
+    lines say: in the plan's words (config/quota.py), each rule held by the tests of
+    test_pool_shapes_and_quota.py and test_config_validation.py."""
+    from config.quota import NEW_PROJECT, QUOTA_PAGE
+
+    text = " ".join(section("GPU quota across the environment").split())
+    assert "**One pool** whose `maxGpus` is above `gpuQuota` of its GPU type is an **error**, whatever `quotaPolicy` says" in text
+    assert "`warn` prints a warning and deploys (the default in dev and staging), `fail` is an error and registers nothing (the default in prod)" in text
+    assert f"state `{NEW_PROJECT}`, never `ok`" in text and f"(`{QUOTA_PAGE.format(project='<id>')}`)" in text
+
+
+
+def test_make_bench_says_how_long_it_takes_and_the_quick_run_comes_first():
+    """docs/development.md "Performance" names the quick run first and both durations as bench/run.py
+    prints them, and the Makefile passes QUICK=1 on as --quick."""
+    from bench.run import DURATION, QUICK_SIZES
+
+    text = " ".join(section("Performance").split())
+    quick, full = text.index("`make bench QUICK=1`"), text.index("`make bench` (`python -m bench.run`)")
+    assert quick < full
+    assert f"`make bench QUICK=1` first: {DURATION['quick']} (best of 1, dev and {QUICK_SIZES[-1]} tenants)" in text
+    assert f"takes {DURATION['full']}" in text
+    makefile = (PROJECT_DIR / "Makefile").read_text()
+    assert "$(BIN)/python -m bench.run $(if $(QUICK),--quick)" in makefile
+
+
+def test_the_field_docstring_example_is_the_models_own():
+    """docs/development.md shows the docstring convention on a real model, as it is."""
+    from config.tenant import CpuPool
+
+    example = re.search(r"```python\n(class CpuPool.*?)```", section("Configuration models and their reference"), flags=re.S).group(1)
+    assert f'    """{CpuPool.__doc__}"""' in example
+    assert f'    max_cpus: int = Field(8, ge=1)\n    """{CpuPool.model_fields["max_cpus"].description}"""' in example

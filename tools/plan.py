@@ -15,13 +15,18 @@ A tenant stack needs its environment's outputs: from --environment-outputs FILE 
 stay `[secret]`, the plan reads none of them), or else from an offline evaluation of the
 environment's stack file in this project, which the plan says.
 
+The policy pack (policy/) runs over each planned stack as `pulumi preview --policy-pack policy`
+would: every mandatory violation is printed in full, naming its resource, before the costs, and
+fails the stack; advisory ones are warnings.
+
 Exit status: 0 when every stack planned, 1 when one did not (its configuration problems are printed,
-all at once, without a traceback), 2 for a wrong command line.
+all at once, without a traceback) or the pack rejects it, 2 for a wrong command line.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import sys
@@ -44,12 +49,12 @@ from config.permissions import AUTO_NODES, LEGACY_AUTO_NODES, load_roles
 from config.stack import NS, EnvironmentStack, TenantStack, load_stack
 from config.stack_files import PROJECT_DIR, SecureValue, StackFileError, list_stacks, read_stack_values, stack_file
 from config.tenant import TenantPlan
-from tools import isolation_plan
+from tools import isolation_plan, policy_check
 from tools.mock_engine import ProgramRun, config_strings, run_program
 from tools.plan_costs import control_planes_of, environment_costs, tenant_stack_costs
 from tools.plan_json import summary
 from tools.plan_model import INSTANCE_TYPE, NODE_PROVIDER_TYPE, SECRET, PlanError, Pool, StackPlan, TenantReport
-from tools.plan_text import DOCUMENT_HEADER, render_quiet, render_text
+from tools.plan_text import DOCUMENT_HEADER, render_quiet, render_text, render_violations
 
 __all__ = ["PlanError", "StackPlan", "main", "order_stacks", "plan_stack", "write_documents"]
 
@@ -69,9 +74,49 @@ def plan_stack(
     *,
     environment_outputs_file: Path | None = None,
     environment_cache: dict[str, EnvironmentOutputs] | None = None,
+    policy_levels: dict[str, Any] | None = None,
 ) -> StackPlan:
-    """Plan one stack. Raises PlanError for anything wrong with the stack file or its environment."""
+    """Plan one stack. Raises PlanError for anything wrong with the stack file or its environment.
+    `policy_levels`: enforcement levels by policy name (--policy-pack-config), else the pack's own.
+
+    A stack planned before in this process from the same inputs (its project's stack files, the
+    environment outputs file, the catalog, the pack's levels) is not evaluated again: the plan is
+    a function of them, and the tests plan the shipped stacks many times over."""
     environment_cache = environment_cache if environment_cache is not None else {}
+    key = _plan_key(stack, project_dir, environment_outputs_file, policy_levels)
+    if key in _PLANS:
+        earlier = _PLANS[key]
+        if isinstance(earlier.loaded, EnvironmentStack):
+            environment_cache[stack] = EnvironmentOutputs(earlier.run.outputs, f"placeholders from an offline evaluation of {earlier.stack_path.name}")
+        return dataclasses.replace(earlier, written=[])
+    plan = _plan_stack(stack, project_dir, environment_outputs_file, environment_cache, policy_levels)
+    _PLANS[key] = plan
+    return dataclasses.replace(plan, written=[])
+
+
+# Plans made in this process, by the hash of everything they are made of (`_plan_key`).
+_PLANS: dict[str, StackPlan] = {}
+
+
+def _plan_key(stack: str, project_dir: Path, outputs_file: Path | None, policy_levels: dict[str, Any] | None) -> str:
+    """The inputs of a plan besides the code: every stack file of the project (a tenant stack is
+    checked against its environment's and the other team stacks), the outputs file, the catalog
+    (its prices and shapes, as loaded), the pack's levels."""
+    parts = [stack, str(project_dir.resolve()), repr(sorted((k, str(v)) for k, v in (policy_levels or {}).items())), repr(load_catalog())]
+    for path in [project_dir / "Pulumi.yaml", *sorted(project_dir.glob("Pulumi.*.yaml"))]:
+        parts.append(f"{path.name}\0{path.read_text() if path.exists() else ''}")
+    if outputs_file is not None:
+        parts.append(f"{outputs_file}\0{outputs_file.read_text() if outputs_file.is_file() else ''}")
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()
+
+
+def _plan_stack(
+    stack: str,
+    project_dir: Path,
+    environment_outputs_file: Path | None,
+    environment_cache: dict[str, EnvironmentOutputs],
+    policy_levels: dict[str, Any] | None,
+) -> StackPlan:
     try:
         values = read_stack_values(project_dir, stack)
     except StackFileError as e:
@@ -116,6 +161,9 @@ def plan_stack(
     )
     plan.warnings += [("program", w) for w in run.warnings]
     plan.warnings += [("plan", f"costs: {why}") for why in costs.unknown]
+    # The pack over the planned resources, as `pulumi preview --policy-pack policy` runs it.
+    plan.policy = policy_check.check(run, policy_levels)
+    plan.warnings += [("policy", f"{v.policy} (advisory): {v.message}") for v in plan.policy if not v.mandatory]
     if isinstance(loaded, EnvironmentStack):
         environment_cache[stack] = EnvironmentOutputs(run.outputs, f"placeholders from an offline evaluation of {plan.stack_path.name}")
         _plan_environment(plan, loaded)
@@ -144,16 +192,15 @@ def _environment_outputs(
         return EnvironmentOutputs(_read_outputs_file(outputs_file, tenant.environment_stack), f"from {outputs_file}")
     env_stack = tenant.environment_stack.split("/")[-1]
     if env_stack not in cache:
-        # load_stack already checked this stack file, so a failure here is the program's.
-        values = read_stack_values(project_dir, env_stack)
+        # The environment's own plan (so a plan of it made before in this process serves), which
+        # fills the cache. load_stack already checked this stack file, so a failure is the program's.
         try:
-            run = run_program(values, stack=env_stack, project_dir=project_dir)
-        except (pulumi.RunError, ConfigError) as e:
+            plan_stack(env_stack, project_dir, environment_cache=cache)
+        except PlanError as e:
             raise PlanError(
                 f"stack {tenant.stack}: its environment {tenant.environment_stack} could not be evaluated offline "
                 f"from {stack_file(project_dir, env_stack).name}; pass --environment-outputs FILE.\n{e}"
             ) from None
-        cache[env_stack] = EnvironmentOutputs(run.outputs, f"placeholders from an offline evaluation of {stack_file(project_dir, env_stack).name}")
     return cache[env_stack]
 
 
@@ -431,6 +478,13 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--project-dir", type=Path, default=PROJECT_DIR, metavar="DIR", help="directory with Pulumi.yaml and the stack files (default: this repository)")
     p.add_argument(
+        "--policy-pack-config",
+        type=Path,
+        metavar="FILE",
+        help="the policy pack's configuration, as `pulumi preview --policy-pack-config FILE` takes it: "
+        '{"<policy>": {"enforcementLevel": "advisory"}} or {"<policy>": "disabled"} (e.g. for legacy mode, docs/guardrails.md)',
+    )
+    p.add_argument(
         "--compare-to",
         metavar="GIT_REF",
         help="also plan the stack as committed at GIT_REF and print what changes: created, deleted, replaced (e.g. a tenant moving to its own project), updated",
@@ -452,12 +506,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: no Pulumi.<stack>.yaml in {project_dir}", file=sys.stderr)
         return 1
 
+    try:
+        levels = policy_check.read_levels(args.policy_pack_config) if args.policy_pack_config else None
+    except ValueError as e:
+        print(f"error: --policy-pack-config {args.policy_pack_config}: {e}", file=sys.stderr)
+        return 2
     cache: dict[str, EnvironmentOutputs] = {}
     summaries: list[dict[str, Any]] = []
     failed = 0
     for i, stack in enumerate(stacks):
         try:
-            plan = plan_stack(stack, project_dir, environment_outputs_file=args.environment_outputs, environment_cache=cache)
+            plan = plan_stack(stack, project_dir, environment_outputs_file=args.environment_outputs, environment_cache=cache, policy_levels=levels)
             if args.out is not None:
                 write_documents(plan, args.out)
             changes = isolation_plan.compare_plan(plan, args.compare_to) if args.compare_to else None
@@ -469,14 +528,20 @@ def main(argv: list[str] | None = None) -> int:
             failed += 1
             _report_failure(stack, "internal error (a bug, not a problem of the stack file):\n" + traceback.format_exc(), args, summaries)
             continue
+        violations = plan.mandatory_violations
+        failed += bool(violations)
         if args.json:
             summaries.append({**summary(plan), **({"changes": changes.to_dict()} if changes else {})})
         elif args.quiet:
             print(render_quiet(plan), flush=True)
+            if violations:
+                print(render_violations(plan), file=sys.stderr, flush=True)
         else:
             if i:
                 print("\n" + "=" * 100 + "\n")
             print(render_text(plan, all_node_types=args.node_types), end="", flush=True)
+            if violations:
+                print(f"plan of stack {stack}: the policy pack rejects it ({len(violations)} mandatory violation(s), printed above the costs)", file=sys.stderr, flush=True)
         if changes and not args.json:
             print(("\n" if not args.quiet else "") + isolation_plan.render_changes(changes, plan.loaded.facts.project), end="", flush=True)
     if args.json:

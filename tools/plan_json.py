@@ -19,7 +19,10 @@ def summary(plan: StackPlan) -> dict[str, Any]:
     regional = costs.prices
     result: dict[str, Any] = {
         "stack": plan.stack,
-        "ok": True,
+        "ok": not plan.mandatory_violations,
+        "policy": [
+            {"policy": v.policy, "level": v.level.value, "resource": v.resource, "message": v.message} for v in plan.policy
+        ],
         "kind": plan.kind,
         "stackFile": plan.stack_path.name,
         "region": plan.region,
@@ -32,7 +35,10 @@ def summary(plan: StackPlan) -> dict[str, Any]:
         },
         "nodeTypes": [],
         "quota": [
-            {"scope": q.scope, "gpu": q.gpu, "region": q.region, "quota": q.quota, "asked": q.asked, "exceeded": q.exceeded, "tenants": list(q.tenants)}
+            {
+                "scope": q.scope, "gpu": q.gpu, "region": q.region, "quota": q.quota, "asked": q.asked, "exceeded": q.exceeded, "state": q.state,
+                "newProject": q.new_project is not None, "requestQuotaAt": q.request_url, "tenants": list(q.tenants),
+            }
             for q in loaded.quota
         ],
         "tenants": [],

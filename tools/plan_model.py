@@ -12,6 +12,7 @@ from config.stack import EnvironmentStack, TenantStack
 from config.tenant import TenantPlan
 from tools.mock_engine import MOCK_ADDRESS_RANGE, PLACEHOLDER, ProgramRun
 from tools.plan_costs import StackCosts
+from tools.policy_check import Violation
 
 NODE_PROVIDER_TYPE = "kubernetes:management.loft.sh/v1:NodeProvider"
 INSTANCE_TYPE = "kubernetes:management.loft.sh/v1:VirtualClusterInstance"
@@ -75,6 +76,11 @@ class StackPlan:
     versions: list[tuple[str, str]] = field(default_factory=list)  # (what, pinned version)
     warnings: list[tuple[str, str]] = field(default_factory=list)  # (source, message)
     written: list[Path] = field(default_factory=list)
+    policy: list[Violation] = field(default_factory=list)  # the policy pack's findings (tools/policy_check.py)
+
+    @property
+    def mandatory_violations(self) -> list[Violation]:
+        return [v for v in self.policy if v.mandatory]
 
     @property
     def region(self) -> str:

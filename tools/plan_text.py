@@ -10,6 +10,7 @@ from typing import Any, Iterable
 import yaml
 
 from components.tenant_documents import GPU_OPERATOR_NAMESPACE
+from config.quota import QUOTA_PAGE, QUOTA_RULES
 from config.stack import NS, EnvironmentStack, TenantStack
 from config.stack_files import StackFileError, list_stacks, read_stack_values
 from tools import isolation_plan, monitoring_plan, reliability_plan
@@ -65,6 +66,7 @@ def render_text(plan: StackPlan, *, all_node_types: bool = False) -> str:
     out.extend(_quota(plan))
     out.extend(_tenants(plan))
     out.extend(monitoring_plan.section(plan))
+    out.extend(["", render_violations(plan)])
     out.extend(_costs(plan))
 
     add("")
@@ -145,10 +147,13 @@ def _quota(plan: StackPlan) -> list[str]:
         lines.append("  no tenant asks for GPUs yet")
         return lines
     rows = [
-        [q.scope, q.gpu, q.region, str(q.quota), str(q.asked), "EXCEEDED" if q.exceeded else "ok", "; ".join(q.tenants)]
+        [q.scope, q.gpu, q.region, "0 until granted" if q.new_project else str(q.quota), str(q.asked), q.state, "; ".join(q.tenants)]
         for q in quota
     ]
     lines.extend(_table(["quota of", "GPU class", "region", "quota", "asked", "state", "tenants (GPUs)"], rows, right=[3, 4]))
+    lines.append(f"  {QUOTA_RULES}")
+    for project in dict.fromkeys(q.new_project for q in quota if q.new_project):
+        lines.append(f"  {project} is created by Pulumi, and a new project has no GPU quota: request it at {QUOTA_PAGE.format(project=project)}")
     return lines
 
 
@@ -295,8 +300,23 @@ def _rounding_shows(costs) -> bool:
     return False
 
 
+def render_violations(plan: StackPlan) -> str:
+    """The policy pack's verdict: every mandatory violation in full (never shortened), each naming
+    its policy and resource, as `pulumi preview --policy-pack policy` reports them."""
+    mandatory = plan.mandatory_violations
+    if not mandatory:
+        return f"Policy pack (policy/, as `pulumi preview --policy-pack policy`): no mandatory violation in {len(plan.run.registrations)} resources"
+    lines = [f"Policy pack (policy/, as `pulumi preview --policy-pack policy`): {len(mandatory)} mandatory violation(s); `pulumi up` would stop before any change"]
+    for v in mandatory:
+        lines.append(f"  MANDATORY {v.policy} on {v.resource}:")
+        lines.extend(f"    {line}" for line in v.message.splitlines())
+    return "\n".join(lines)
+
+
 def render_quiet(plan: StackPlan) -> str:
     costs = plan.costs
+    if plan.mandatory_violations:
+        return f"FAIL  {plan.stack}: {len(plan.mandatory_violations)} mandatory policy violation(s) (policy/); they follow on stderr"
     return (
         f"ok    {plan.stack}: {plan.kind} stack, {len(plan.run.registrations)} resources, {len(plan.tenants)} tenant(s), "
         f"always on {_money(costs.total('always_on_per_month'))} USD/month, expected {_money(costs.total('expected'))} USD/h, "
