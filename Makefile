@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 STACK  ?= dev
 
-.PHONY: venv test plan plan-all bench constraints policy-data clean acceptance acceptance-cleanup
+.PHONY: venv test plan plan-all bench constraints policy-data docs team clean acceptance acceptance-cleanup
 
 $(STAMP): requirements.txt constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -19,10 +19,11 @@ test: $(STAMP)
 	$(BIN)/python -m pytest
 	$(BIN)/python -m tools.plan --all --quiet
 
-## Offline plan of one stack: make plan STACK=prod
+## Offline plan of one stack, the policy pack included (a mandatory violation fails it): make plan STACK=prod
 ## ... and what changed since a git ref: make plan STACK=dev COMPARE=origin/main
+## ... with the pack's configuration (as pulumi preview --policy-pack-config): make plan POLICY_CONFIG=policy-config.json
 plan: $(STAMP)
-	$(BIN)/python -m tools.plan --stack $(STACK) $(if $(COMPARE),--compare-to $(COMPARE))
+	$(BIN)/python -m tools.plan --stack $(STACK) $(if $(COMPARE),--compare-to $(COMPARE)) $(if $(POLICY_CONFIG),--policy-pack-config $(POLICY_CONFIG))
 
 plan-all: $(STAMP)
 	$(BIN)/python -m tools.plan --all
@@ -30,7 +31,10 @@ plan-all: $(STAMP)
 ## Acceptance test against a real GCP project (docs/acceptance.md "Acceptance test"): deploys an ephemeral
 ## environment with one tenant, checks a GPU node end to end, destroys everything. Costs money.
 ##   make acceptance PROJECT=<id> [TEAM_PROJECT=<id>] [REGION=us-central1] [ZONES=<region>-a,<region>-b] [GPU=nvidia-tesla-t4] [GPU_QUOTA=1]
+##                   [WARM_NODES=0|1] [COMPARE=<an earlier run's report.json>] [RESTORE_DRILL=1]
 ## With TEAM_PROJECT (an existing project) the tenant runs in project mode there; without, shared.
+## WARM_NODES=1 keeps the pool's node warm and measures a pod's wait on it; COMPARE prints both runs side by side.
+## RESTORE_DRILL=1 also backs the tenant up, deletes its host namespace, restores it and checks it.
 PROJECT          ?=
 TEAM_PROJECT     ?=
 ISOLATION        ?=
@@ -42,35 +46,54 @@ GPUS_PER_NODE    ?= 1
 BACKEND          ?=
 IDLE_MARGIN      ?= 600
 NODE_TIMEOUT     ?= 1200
+RESTORE_DRILL    ?=
+WARM_NODES       ?= 0
+COMPARE          ?=
 ACCEPTANCE_OUT   ?= acceptance-out
 ACCEPTANCE_FLAGS ?=
 
 # Passed through the environment, never pasted into the command line: the workflow's inputs end up
 # in these variables, and the shell expands "$$VAR" without interpreting its value.
-export PROJECT TEAM_PROJECT ISOLATION REGION ZONES GPU GPU_QUOTA GPUS_PER_NODE BACKEND IDLE_MARGIN NODE_TIMEOUT ACCEPTANCE_OUT
+export PROJECT TEAM_PROJECT ISOLATION REGION ZONES GPU GPU_QUOTA GPUS_PER_NODE BACKEND IDLE_MARGIN NODE_TIMEOUT WARM_NODES COMPARE ACCEPTANCE_OUT RESTORE_DRILL
 
 acceptance: $(STAMP)
 	@$(BIN)/python -m tests.acceptance.run --project "$$PROJECT" --team-project "$$TEAM_PROJECT" --isolation "$$ISOLATION" \
 	  --region "$$REGION" --zones "$$ZONES" \
 	  --gpu "$$GPU" --gpu-quota "$$GPU_QUOTA" --gpus-per-node "$$GPUS_PER_NODE" --backend "$$BACKEND" \
-	  --idle-margin "$$IDLE_MARGIN" --node-timeout "$$NODE_TIMEOUT" --out "$$ACCEPTANCE_OUT" $(ACCEPTANCE_FLAGS)
+	  --idle-margin "$$IDLE_MARGIN" --node-timeout "$$NODE_TIMEOUT" --warm-nodes "$$WARM_NODES" --compare "$$COMPARE" \
+	  --out "$$ACCEPTANCE_OUT" $(if $(RESTORE_DRILL),--restore-drill) $(ACCEPTANCE_FLAGS)
 
 ## Destroy every recorded acceptance run that did not clean up after itself (a failed or cancelled run).
 acceptance-cleanup: $(STAMP)
 	@$(BIN)/python -m tests.acceptance.run --cleanup --out "$$ACCEPTANCE_OUT"
 
-## Benchmarks (numbers go to docs/development.md "Performance").
+## Benchmarks (docs/development.md "Performance"): make bench QUICK=1 takes under a minute (best of 1,
+## dev and 10 tenants: does everything run, rough figures); make bench about 11 minutes (best of 5,
+## 1 to 100 tenants: the figures the docs report). Both print the docs' table for the run.
 bench: $(STAMP)
-	$(BIN)/python -m bench.run
+	$(BIN)/python -m bench.run $(if $(QUICK),--quick)
 
 constraints: $(STAMP)
 	{ echo "# Transitive dependencies, pinned so a fresh clone installs exactly what was tested."; \
 	  echo "# Regenerate after changing requirements.txt: make constraints"; \
 	  $(BIN)/python -m pip freeze --exclude-editable; } > constraints.txt
 
+## Add a team, with everything make test expects (docs/teams.md "Add a team"):
+##   make team NAME=robotics ENV=dev [GPU=nvidia-l4] [MAX_GPUS=4] [TEAM_PROJECT=<existing project id>] [CIDR=<cidr>]
+## Only values given on the command line count (GPU and TEAM_PROJECT also mean something to `make acceptance`).
+team: $(STAMP)
+	@$(BIN)/python -m tools.new_team --name "$(NAME)" --env "$(if $(filter command line,$(origin ENV)),$(ENV))" \
+	  $(if $(filter command line,$(origin GPU)),--gpu "$(GPU)") $(if $(MAX_GPUS),--max-gpus "$(MAX_GPUS)") \
+	  $(if $(filter command line,$(origin TEAM_PROJECT)),--project "$(TEAM_PROJECT)") $(if $(CIDR),--cidr "$(CIDR)")
+
 ## The policy pack's copy of the program's data (policy/program_data.json); a test fails when stale.
 policy-data: $(STAMP)
 	$(BIN)/python -m tools.policy_data
+
+## The configuration reference (docs/configuration.md) and Pulumi.yaml's descriptions, generated from
+## the config models' docstrings; a test fails when either is stale.
+docs: $(STAMP)
+	$(BIN)/python -m tools.config_reference
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis plan-out

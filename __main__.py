@@ -105,6 +105,7 @@ def deploy_environment(env: EnvironmentStack) -> None:
                 apis=gke.tenant_apis,
                 identity=identity.tenant_prerequisites,
                 platform_api=(platform.api_ready,),
+                backup_prerequisites=gke.backup_prerequisites,
                 monitoring_scope=tuple(monitoring.services) if monitoring else (),
             ),
             opts=pulumi.ResourceOptions(providers=[gke.provider, gcp_provider], depends_on=[node_provider, platform]),
@@ -176,6 +177,9 @@ def tenant_outputs(tenant: TenantVCluster) -> dict:
         "connectCommand": tenant.connect_command,
         "natAddresses": tenant.nat_addresses,
         "gpuBudgetUsdPerHour": tenant.gpu_budget_usd_per_hour,
+        # Backup for GKE plans of the tenant's control plane (docs/reliability.md); None: backups off.
+        "backupPlan": tenant.backup.backup_plan_name if tenant.backup else None,
+        "restorePlan": tenant.backup.restore_plan_name if tenant.backup else None,
         "monitoring": tenant.monitoring_outputs,
     }
 

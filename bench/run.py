@@ -1,6 +1,7 @@
 """Benchmarks of the offline plan and of the program's evaluation, on this machine.
 
-    python -m bench.run                # or: make bench
+    python -m bench.run --quick        # or: make bench QUICK=1 — under a minute: best of 1, dev and 10 tenants
+    python -m bench.run                # or: make bench — about 11 minutes: best of 5, 1 to 100 tenants
     python -m bench.run --repeat 5 --profile
 
 Measures, and prints next to its target:
@@ -17,7 +18,9 @@ Measures, and prints next to its target:
 4. that per-environment work (catalog, templates, role lists) is done once, not once per tenant.
 
 A missed target is printed as MISSED, with a profile of where the time goes; the exit status is
-non-zero only when something fails to run. Results also go to bench/results/latest.json.
+non-zero only when something fails to run. Results also go to bench/results/latest.json, and the
+table of docs/development.md "Performance" for this run to bench/results/table.md. The quick run
+checks that everything runs and gives rough figures; the full one is what the docs report.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import cProfile
 import gc
 import ipaddress
 import json
+import math
 import os
 import pstats
 import subprocess
@@ -44,6 +48,9 @@ from config.stack_files import PROJECT_DIR, SecureValue, list_stacks, read_stack
 
 BASE_STACK = "dev"
 SIZES = (1, 10, 50, 100)
+QUICK_SIZES = (10,)
+# How long each mode takes on the 2-core machine docs/development.md reports from, printed first.
+DURATION = {"full": "about 11 minutes", "quick": "under a minute"}
 RATIO_TARGET = 1.3
 NS = "gpu-platform"
 TENANT_POOL = ipaddress.IPv4Network("10.160.0.0/12")
@@ -219,7 +226,9 @@ def _best(fn: Callable[[], Any], repeat: int) -> tuple[float, float]:
     return times[best], gcs[best]
 
 
-def measure_eval(label: str, tenants: int, values: dict[str, Any], stack: str, project_dir: Path, repeat: int) -> EvalResult:
+def measure_eval(label: str, tenants: int, values: dict[str, Any], stack: str, project_dir: Path, repeat: int, fresh: bool = True) -> EvalResult:
+    """`fresh`: also program and floor in fresh processes (the ratio target); without, their
+    figures are NaN (the quick run's dev, measured warm only)."""
     from components.templates import read_template
     from config.catalog import load_catalog
     from config.permissions import load_roles
@@ -247,18 +256,20 @@ def measure_eval(label: str, tenants: int, values: dict[str, Any], stack: str, p
         replay_result.append(_best(lambda: run_program({}, stack=stack, program=replay), 1))
     (program_s, program_gc), (floor_s, floor_gc), (replay_s, _) = min(program), min(floor_result), min(replay_result)
 
+    fresh_program_s = fresh_floor_s = math.nan
     with tempfile.TemporaryDirectory(prefix="gpu-platform-bench-types-") as tmp:
         types_file = Path(tmp) / "types.json"
         types_file.write_text(json.dumps(types))
         # Alternate program and floor processes, so a busy moment of the machine hits both alike.
         program_argv = ["-m", "bench.evaluate", "program", "--project-dir", str(project_dir), "--stack", stack]
         floor_argv = ["-m", "bench.evaluate", "floor", "--types", str(types_file), "--stack", stack]
-        fresh = [(measure_process(label, tenants, program_argv, 1), measure_process(label, tenants, floor_argv, 1)) for _ in range(repeat)]
-        fresh_program = min((p for p, _ in fresh), key=lambda r: r.wall_s)
-        fresh_floor = min((f for _, f in fresh), key=lambda r: r.wall_s)
+        if fresh:
+            runs = [(measure_process(label, tenants, program_argv, 1), measure_process(label, tenants, floor_argv, 1)) for _ in range(repeat)]
+            fresh_program_s = min(p.wall_s for p, _ in runs)
+            fresh_floor_s = min(f.wall_s for _, f in runs)
     chain = [f"{r.type} {r.name}" for r in run.longest_chain()]
     return EvalResult(
-        label, tenants, len(types), program_s, floor_s, replay_s, program_gc, floor_gc, fresh_program.wall_s, fresh_floor.wall_s, chain, cache
+        label, tenants, len(types), program_s, floor_s, replay_s, program_gc, floor_gc, fresh_program_s, fresh_floor_s, chain, cache
     )
 
 
@@ -345,6 +356,10 @@ def _table(headers: list[str], rows: list[list[str]], indent: str = "  ") -> str
     return "\n".join(lines)
 
 
+def _figure(value: float) -> str:
+    return "—" if math.isnan(value) else f"{value:.2f}"
+
+
 def verdict(ok: bool) -> str:
     return "ok" if ok else "MISSED"
 
@@ -354,11 +369,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=5, help="measurements per number; the best is printed (default 5)")
     parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES), help="numbers of synthetic tenants (default 1 10 50 100)")
     parser.add_argument("--profile", action="store_true", help="print where the time goes (GC, profile per area) even when the targets are met")
+    parser.add_argument("--quick", action="store_true", help=f"best of 1, dev and {' and '.join(map(str, QUICK_SIZES))} tenants, no profile: {DURATION['quick']}")
     args = parser.parse_args(argv)
+    if args.quick:
+        args.repeat, args.sizes = 1, list(QUICK_SIZES)
     sizes = sorted(set(args.sizes))
     largest, smallest = sizes[-1], sizes[0]
+    started = time.perf_counter()
 
-    print(f"Benchmarks on this machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}; times are the best of {args.repeat}")
+    mode = "quick" if args.quick else "full" if (args.repeat, sizes) == (5, list(SIZES)) else None
+    took = f"; this takes {DURATION[mode]} ({'make bench QUICK=1' if mode == 'quick' else 'make bench'})" if mode else ""
+    print(f"Benchmarks on this machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}; times are the best of {args.repeat}{took}")
     print(f"Command: {' '.join(['python -m bench.run', *(argv if argv is not None else sys.argv[1:])])}")
     import tools.plan  # noqa: F401  (the program's modules, the SDK and the mock engine, as the plan imports them)
     from tools.mock_engine import run_program
@@ -373,27 +394,31 @@ def main(argv: list[str] | None = None) -> int:
 
         # 1. The plan as a user runs it: a fresh interpreter, imports included.
         imports = "import tools.plan, " + ", ".join(modules)
-        plans = [measure_process("(imports only)", 0, ["-c", imports], args.repeat)]
+        # Quick: no separate measurement of the imports alone.
+        plans = [] if args.quick else [measure_process("(imports only)", 0, ["-c", imports], args.repeat)]
         plans.append(measure_process(BASE_STACK, dev_tenants, ["-m", "tools.plan", "--stack", BASE_STACK], args.repeat))
         for n in sizes:
             plans.append(measure_process(f"bench-{n}", n, ["-m", "tools.plan", "--project-dir", str(projects[f"bench-{n}"]), "--stack", f"bench-{n}"], args.repeat))
         print()
         print("1. Offline plan, fresh process each (python -m tools.plan --stack S, full text output)")
         print(_table(["stack", "tenants", "wall s", "max RSS MiB"], [[p.label, str(p.tenants), f"{p.wall_s:.2f}", f"{p.max_rss_mib:.0f}"] for p in plans]))
-        print(f"  (imports only) = python -c 'import tools.plan, <the {len(modules)} SDK modules whose classes the program instantiates>'")
-        base = next(p for p in plans if p.label == f"bench-{smallest}")
+        if not args.quick:
+            print(f"  (imports only) = python -c 'import tools.plan, <the {len(modules)} SDK modules whose classes the program instantiates>'")
+        # One size alone (quick): from dev's tenants to it.
+        base = next(p for p in plans if p.label == (f"bench-{smallest}" if largest > smallest else BASE_STACK))
         top = next(p for p in plans if p.label == f"bench-{largest}")
-        if largest > smallest:
-            per_tenant = (top.wall_s - base.wall_s) / (largest - smallest)
-            per_tenant_mib = (top.max_rss_mib - base.max_rss_mib) / (largest - smallest)
-            print(f"  per extra tenant: {per_tenant * 1000:.0f} ms, {per_tenant_mib:.2f} MiB (from {smallest} to {largest} tenants)")
+        if largest > base.tenants:
+            per_tenant = (top.wall_s - base.wall_s) / (largest - base.tenants)
+            per_tenant_mib = (top.max_rss_mib - base.max_rss_mib) / (largest - base.tenants)
+            print(f"  per extra tenant: {per_tenant * 1000:.0f} ms, {per_tenant_mib:.2f} MiB (from {base.tenants} to {largest} tenants)")
 
         # 2–4. In this process, everything imported: time evaluations only.
-        evals = [measure_eval(BASE_STACK, dev_tenants, dev_values, BASE_STACK, PROJECT_DIR, args.repeat)]
+        # Quick: dev warm only (its chain and cache figures); the fresh-process ratio at the largest size.
+        evals = [measure_eval(BASE_STACK, dev_tenants, dev_values, BASE_STACK, PROJECT_DIR, args.repeat, fresh=not args.quick)]
         for n in sorted({smallest, largest}):
             evals.append(measure_eval(f"bench-{n}", n, synthetic[f"bench-{n}"], f"bench-{n}", projects[f"bench-{n}"], args.repeat))
 
-    ratio_targets = [e for e in evals if e.label in (BASE_STACK, f"bench-{largest}")]
+    ratio_targets = [e for e in evals if e.label in (BASE_STACK, f"bench-{largest}") and not math.isnan(e.ratio)]
     print()
     print("2. Program evaluation vs SDK floor")
     print("  a) fresh process each, start-up included (python -m bench.evaluate program|floor): the target")
@@ -402,8 +427,8 @@ def main(argv: list[str] | None = None) -> int:
             ["stack", "tenants", "resources", "program s", "floor s", "ratio", "target", ""],
             [
                 [
-                    e.label, str(e.tenants), str(e.resources), f"{e.fresh_program_s:.2f}", f"{e.fresh_floor_s:.2f}", f"{e.ratio:.2f}",
-                    f"<= {RATIO_TARGET}", verdict(e.ratio <= RATIO_TARGET) if e in ratio_targets else "(info)",
+                    e.label, str(e.tenants), str(e.resources), _figure(e.fresh_program_s), _figure(e.fresh_floor_s), _figure(e.ratio),
+                    f"<= {RATIO_TARGET}", verdict(e.ratio <= RATIO_TARGET) if e in ratio_targets else "(info)" if not math.isnan(e.ratio) else "(not measured)",
                 ]
                 for e in evals
             ],
@@ -426,7 +451,7 @@ def main(argv: list[str] | None = None) -> int:
             indent="    ",
         )
     )
-    small = next(e for e in evals if e.label == f"bench-{smallest}")
+    small = evals[0] if smallest == largest else next(e for e in evals if e.label == f"bench-{smallest}")  # one size: against dev
     big = next(e for e in evals if e.label == f"bench-{largest}")
     print()
     print("3. Longest dependency chain a deployment waits on (resources created one after another)")
@@ -451,7 +476,7 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     missed = [e for e in ratio_targets if e.ratio > RATIO_TARGET]
-    if missed or args.profile:
+    if (missed and not args.quick) or args.profile:
         print()
         print(f"Where the time goes ({'ratio target MISSED for ' + ', '.join(e.label for e in missed) if missed else 'requested with --profile'})")
         with tempfile.TemporaryDirectory(prefix="gpu-platform-bench-") as tmp:
@@ -476,7 +501,40 @@ def main(argv: list[str] | None = None) -> int:
             indent=2,
         )
     )
+    table = docs_table(plans, evals, args.repeat)
+    (RESULTS.parent / "table.md").write_text(table + "\n")
+    print()
+    print(f"The table of docs/development.md \"Performance\" for this run (also in {RESULTS.parent / 'table.md'}):")
+    print(table)
+    elapsed = time.perf_counter() - started
+    print(f"\nTook {int(elapsed // 60)} min {elapsed % 60:.0f} s.")
     return 0
+
+
+def docs_table(plans: list[ProcessResult], evals: list[EvalResult], repeat: int) -> str:
+    """docs/development.md's table, with this run's figures (the sizes it measured)."""
+    by_label = {p.label: p for p in plans}
+    measured = [p for p in plans if p.tenants and p.label != BASE_STACK]
+    columns = [(BASE_STACK, f"{BASE_STACK} ({by_label[BASE_STACK].tenants} tenants)")] + [(p.label, f"{p.tenants} tenant{'s' if p.tenants > 1 else ''}") for p in measured]
+    evaluated = {e.label: e for e in evals}
+
+    def row(what: str, cell: Callable[[str], str], target: str = "") -> str:
+        return "| " + " | ".join([what, *(cell(label) for label, _ in columns), target]) + " |"
+
+    lines = [
+        f"| measurement (best of {repeat}) | " + " | ".join(title for _, title in columns) + " | target |",
+        "|---|" + "---|" * len(columns) + "---|",
+        row("`make plan`, fresh process: wall time", lambda label: f"{by_label[label].wall_s:.2f} s"),
+        row("`make plan`, fresh process: peak memory", lambda label: f"{by_label[label].max_rss_mib:.0f} MiB", "≤ 400 MiB at 100"),
+        row(
+            "program vs SDK floor, fresh processes",
+            lambda label: f"{evaluated[label].fresh_program_s:.2f} / {evaluated[label].fresh_floor_s:.2f} s = **{evaluated[label].ratio:.2f}**" if label in evaluated and not math.isnan(evaluated[label].ratio) else "not measured",
+            f"≤ {RATIO_TARGET}",
+        ),
+        row("program vs floor, one warm process (diagnosis)", lambda label: f"{evaluated[label].warm_ratio:.2f}" if label in evaluated else ""),
+        row("longest dependency chain (resources)", lambda label: str(len(evaluated[label].chain)) if label in evaluated else "", "equal"),
+    ]
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

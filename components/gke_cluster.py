@@ -14,6 +14,8 @@ from config.iam_grants import predefined_roles
 
 from .kubeconfig import gke_kubeconfig
 
+# Backup for GKE: every tenant's control plane is backed up (components/tenant_backup.py).
+BACKUP_API = "gkebackup.googleapis.com"
 # The APIs the platform uses; never disabled on destroy (other workloads may share the project).
 REQUIRED_APIS = (
     "container.googleapis.com",
@@ -21,6 +23,7 @@ REQUIRED_APIS = (
     "iam.googleapis.com",
     "cloudresourcemanager.googleapis.com",
     "serviceusage.googleapis.com",
+    BACKUP_API,
 )
 NODE_SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
 # Logging, monitoring and image pulls: the least a GKE node needs (config/iam_grants.yaml).
@@ -47,6 +50,7 @@ class GkeCluster(pulumi.ComponentResource):
     subnetwork: gcp.compute.Subnetwork
     apis: list[gcp.projects.Service]
     tenant_apis: tuple[gcp.projects.Service, ...]  # what tenants' networks and identities use
+    backup_prerequisites: tuple[pulumi.Resource, ...]  # what tenants' backup plans wait for
     kubeconfig: pulumi.Output[str]
     provider: k8s.Provider
     workload_pool: str
@@ -188,6 +192,10 @@ class GkeCluster(pulumi.ComponentResource):
                     for n in cfg.master_authorized_networks
                 ]
             ),
+            # The Backup for GKE agent, which tenants' backup plans need (components/tenant_backup.py).
+            addons_config=gcp.container.ClusterAddonsConfigArgs(
+                gke_backup_agent_config=gcp.container.ClusterAddonsConfigGkeBackupAgentConfigArgs(enabled=True)
+            ),
             maintenance_policy=gcp.container.ClusterMaintenancePolicyArgs(
                 recurring_window=gcp.container.ClusterMaintenancePolicyRecurringWindowArgs(
                     start_time=f"2026-01-01T{start_hour:02d}:{start_minute:02d}:00Z",
@@ -206,6 +214,8 @@ class GkeCluster(pulumi.ComponentResource):
                 ignore_changes=["nodeConfig"],
             ),
         )
+
+        self.backup_prerequisites = (*(s for s, api in zip(apis, REQUIRED_APIS) if api == BACKUP_API), self.cluster)
 
         self.system_pool = gcp.container.NodePool(
             f"{name}-system",

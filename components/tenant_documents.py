@@ -4,17 +4,32 @@ in-tenant objects (namespaces, the optional GPU smoke Job). Pure data, also writ
 from __future__ import annotations
 
 import functools
-from typing import Any
+import json
+from dataclasses import dataclass
+from typing import Any, Iterable
 
 from config import yaml_io
+from config.catalog import load_catalog
+from config.gpu_operator import node_images
+from config.tenant import GpuOperator
 
 from .tenant_pod_security import ENFORCE_LABEL, GPU_OPERATOR_NAMESPACE, PRIVILEGED, pod_security_objects
 from .monitoring_documents import dcgm_exporter_config
 from .vcluster_values import GPU_RESOURCE
+from .watchdog_documents import watchdog_objects
 
 SMOKE_TEST_NAMESPACE = "gpu-smoke-test"
 # CUDA base image whose userspace matches the 570 driver of the Deep Learning VM image family.
 SMOKE_TEST_IMAGE = "nvcr.io/nvidia/cuda:12.8.1-base-ubuntu24.04"
+
+@dataclass(frozen=True)
+class Watchdog:
+    """The GPU watchdog's settings for one tenant (hashable: the documents are cached)."""
+
+    pool_limits: tuple[tuple[str, int], ...]  # (GPU pool name, seconds without GPUs)
+    default_limit: int
+    system_pool: str
+
 
 _TOLERATE_GPU = {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}
 
@@ -38,9 +53,12 @@ def nfd_worker_tolerations() -> list[dict[str, str]]:
     return tolerations
 
 
-def gpu_operator_values(service_monitor: bool, dcgm_metrics: bool = False) -> dict[str, Any]:
-    """`dcgm_metrics`: the DCGM exporter collects monitoring's metric list (tenant monitoring on)."""
-    dcgm_exporter: dict[str, Any] = {"enabled": True, "serviceMonitor": {"enabled": service_monitor}}
+def gpu_operator_values(
+    service_monitor: bool, dcgm_metrics: bool = False, *, dcgm_exporter_enabled: bool = True, mig_manager: bool = True
+) -> dict[str, Any]:
+    """`dcgm_metrics`: the DCGM exporter collects monitoring's metric list (tenant monitoring on).
+    `dcgm_exporter_enabled`, `mig_manager`: the tenant's gpuOperator.dcgmExporter and .migManager."""
+    dcgm_exporter: dict[str, Any] = {"enabled": dcgm_exporter_enabled, "serviceMonitor": {"enabled": service_monitor}}
     if dcgm_metrics:
         dcgm_exporter["config"] = dcgm_exporter_config()
     return {
@@ -50,13 +68,42 @@ def gpu_operator_values(service_monitor: bool, dcgm_metrics: bool = False) -> di
         "devicePlugin": {"enabled": True},
         # ServiceMonitor needs the Prometheus Operator's CRDs; without them the operator stays NotReady.
         "dcgmExporter": dcgm_exporter,
+        "migManager": {"enabled": mig_manager},
         "node-feature-discovery": {"worker": {"tolerations": nfd_worker_tolerations()}},
     }
 
 
-def tenant_objects(smoke_test: bool, pod_security_standard: str = "baseline", features: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
+def operator_values(operator: GpuOperator) -> dict[str, Any]:
+    """The chart values a tenant's `gpuOperator` settings render, as far as they decide which
+    images run (monitoring's metric list changes none)."""
+    return gpu_operator_values(operator.service_monitor, dcgm_exporter_enabled=operator.dcgm_exporter, mig_manager=operator.mig_manager)
+
+
+def gpu_operator_images(operator: GpuOperator, gpus: Iterable[str]) -> dict[str, list[str]]:
+    """GPU type → the images the tenant's GPU Operator starts on a node of it (what the node pulls
+    ahead, config/gpu_operator.py), for each GPU type given; none for a chart release whose images
+    are not recorded there."""
+    gpu_types = load_catalog().gpus
+    images: dict[str, list[str]] = {}
+    for gpu in dict.fromkeys(gpus):
+        found = node_images(operator.version, operator_values(operator), mig_capable=gpu_types[gpu].mig)
+        if found:
+            images[gpu] = list(found)
+    return images
+
+
+def gpu_operator_images_annotation(operator: GpuOperator, gpus: Iterable[str]) -> str:
+    """`gpu_operator_images` as the instance annotation the node template reads (JSON, compact,
+    keys sorted: the same text for the same settings)."""
+    return json.dumps(gpu_operator_images(operator, gpus), separators=(",", ":"), sort_keys=True)
+
+
+def tenant_objects(
+    smoke_test: bool, pod_security_standard: str = "baseline", features: frozenset[str] = frozenset(), watchdog: Watchdog | None = None
+) -> list[dict[str, Any]]:
     """`features`: the tenant's features that bring privileged namespaces of their own
-    (components/tenant_pod_security.py FEATURE_NAMESPACES)."""
+    (components/tenant_pod_security.py FEATURE_NAMESPACES). `watchdog`: the GPU watchdog's limits
+    per pool (components/watchdog_documents.py)."""
     objects: list[dict[str, Any]] = [
         {
             "apiVersion": "v1",
@@ -69,6 +116,8 @@ def tenant_objects(smoke_test: bool, pod_security_standard: str = "baseline", fe
         },
         *pod_security_objects(pod_security_standard, features),
     ]
+    if watchdog is not None:
+        objects += watchdog_objects(dict(watchdog.pool_limits), watchdog.default_limit, watchdog.system_pool)
     if smoke_test:
         # The smoke Job's pod meets even the restricted standard (no root, no privilege escalation,
         # no capabilities, the runtime's seccomp profile), so its namespace enforces the tenant's.
@@ -108,11 +157,13 @@ def tenant_objects(smoke_test: bool, pod_security_standard: str = "baseline", fe
 
 # The same few documents for every tenant: rendered once per process, not once per tenant.
 @functools.lru_cache(maxsize=None)
-def gpu_operator_values_yaml(service_monitor: bool, dcgm_metrics: bool = False) -> str:
-    return yaml_io.dump(gpu_operator_values(service_monitor, dcgm_metrics))
+def gpu_operator_values_yaml(service_monitor: bool, dcgm_metrics: bool = False, *, dcgm_exporter_enabled: bool = True, mig_manager: bool = True) -> str:
+    return yaml_io.dump(gpu_operator_values(service_monitor, dcgm_metrics, dcgm_exporter_enabled=dcgm_exporter_enabled, mig_manager=mig_manager))
 
 
 @functools.lru_cache(maxsize=None)
-def tenant_objects_yaml(smoke_test: bool, pod_security_standard: str = "baseline", features: frozenset[str] = frozenset()) -> str:
-    return yaml_io.dump_all(tenant_objects(smoke_test, pod_security_standard, features))
+def tenant_objects_yaml(
+    smoke_test: bool, pod_security_standard: str = "baseline", features: frozenset[str] = frozenset(), watchdog: Watchdog | None = None
+) -> str:
+    return yaml_io.dump_all(tenant_objects(smoke_test, pod_security_standard, features, watchdog))
 

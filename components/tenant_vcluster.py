@@ -17,6 +17,8 @@ from config import node_properties as props
 from config import versions, yaml_io
 from config.facts import EnvironmentFacts, project_namespace
 from config.isolation import Placement, placement, tenant_roles
+from config.base import duration_seconds
+from config.reliability import GPU_TIMEOUT, shutdown_grace
 from config.tenant import TenantPlan
 
 from .loft_api import (
@@ -32,15 +34,32 @@ from .loft_api import (
 from .monitoring_documents import monitoring_objects
 from .options import depends_on_of
 from .platform_project import LOCAL_CLUSTER, in_cluster_access, instance_access, platform_project, platform_project_spec
-from .tenant_documents import GPU_OPERATOR_NAMESPACE, gpu_operator_values_yaml, tenant_objects, tenant_objects_yaml
+from .tenant_backup import TenantBackup, TenantBackupArgs
+from .tenant_documents import (
+    GPU_OPERATOR_NAMESPACE,
+    Watchdog,
+    gpu_operator_images_annotation,
+    gpu_operator_values_yaml,
+    tenant_objects,
+    tenant_objects_yaml,
+)
 from .tenant_monitoring import MONITORING_API, TenantMonitoring, TenantMonitoringArgs
 from .tenant_network import TenantNetwork, TenantNetworkArgs
 from .tenant_project import TenantProject, TenantProjectArgs
-from .vcluster_values import render_values
+from .vcluster_values import kubelet_config, render_values
 
 READY_TIMEOUT_SECONDS = 1800  # control plane, LoadBalancer and first CPU node
 # On the instance: the GCP project its nodes live in. A change replaces the instance (below).
 GCP_PROJECT_ANNOTATION = "gpu-platform/gcp-project"
+# On the instance: JSON, GPU type → the images the tenant's GPU Operator starts on a node of it
+# (components/tenant_documents.py `gpu_operator_images`), which templates/node/main.tf pulls as the
+# node's containerd starts. The node template gets the whole instance object (`var.vcluster.instance`,
+# "Full tenant cluster instance object": vcluster-docs platform/administer/node-providers/terraform.mdx
+# at commit 0f45a068f, "Available terraform vCluster variables"). An annotation rather than an
+# auto-nodes property: those become Karpenter NodePool requirements, whose values must be label
+# values (vcluster-docs vcluster/_fragments/deploy/auto-nodes-scheduling.mdx), which image
+# references are not.
+GPU_OPERATOR_IMAGES_ANNOTATION = "gpu-platform/gpu-operator-images"
 
 
 @dataclass(frozen=True)
@@ -57,6 +76,16 @@ class TenantVClusterArgs:
     # What the team's metrics scope link waits for in the same stack: the environment's Monitoring
     # API (components/environment_monitoring.py).
     monitoring_scope: tuple[pulumi.Resource, ...] = ()
+    # What the backup plans wait for in the same stack: the Backup for GKE API and the host cluster.
+    backup_prerequisites: tuple[pulumi.Resource, ...] = ()
+
+
+def gpu_watchdog(plan: TenantPlan) -> Watchdog:
+    return Watchdog(
+        pool_limits=tuple((p.name, duration_seconds(p.gpu_timeout)) for p in plan.gpu_pools),
+        default_limit=duration_seconds(GPU_TIMEOUT),
+        system_pool=plan.cpu_pool.name,
+    )
 
 
 def host_namespace(tenant: str) -> str:
@@ -80,6 +109,7 @@ class TenantVCluster(pulumi.ComponentResource):
     project_namespace: str
     connect_command: str
     gpu_budget_usd_per_hour: float | None  # None: no recorded prices in the region
+    backup: TenantBackup | None  # None: tenant.backup.enabled is false
     monitoring: TenantMonitoring | None  # None: monitoring off
     monitoring_outputs: dict
 
@@ -171,7 +201,8 @@ class TenantVCluster(pulumi.ComponentResource):
             teardown_after = [self.gcp_project, self.network]
 
         self.monitoring = None
-        objects = tenant_objects_yaml(tenant.smoke_test, tenant.pod_security_standard)
+        watchdog = gpu_watchdog(args.plan)
+        objects = tenant_objects_yaml(tenant.smoke_test, tenant.pod_security_standard, watchdog=watchdog)
         if args.plan.monitoring.enabled:
             # config.monitoring refuses monitoring in the legacy mode, which has no network of ours.
             assert self.gcp_project is not None and self.network is not None
@@ -203,18 +234,31 @@ class TenantVCluster(pulumi.ComponentResource):
             # v4.11.2 api/openapi-spec/swagger.json `storage.v1.ObjectsStatus`), which is how objects
             # no longer listed can be removed when monitoring is turned off; the controller's
             # source is not public, so only a live run (make acceptance) shows that it does.
-            objects = yaml_io.dump_all([*tenant_objects(tenant.smoke_test, tenant.pod_security_standard, frozenset({"monitoring"})), *collector])
+            features = frozenset({"monitoring"})
+            objects = yaml_io.dump_all([*tenant_objects(tenant.smoke_test, tenant.pod_security_standard, features, watchdog), *collector])
         self.monitoring_outputs = self._monitoring_outputs(facts.cost_view)
 
         pools = [*args.plan.gpu_pools, args.plan.cpu_pool]
         resources = tenant.control_plane.model_dump()
+        kubelet = kubelet_config(*shutdown_grace(tenant))
+        # Beside the team's NAT addresses, the host cluster's own pod and node ranges: kube-proxy
+        # and GKE Dataplane V2 apply loadBalancerSourceRanges to in-cluster traffic to the
+        # LoadBalancer's address too, and whether every in-cluster client (the platform, and the
+        # kubeconfig it hands the kubernetes template as var.vcluster.kubeConfig) uses the
+        # Service's cluster address instead is not public. Internal ranges only: they admit no
+        # client from outside the host VPC, and host pods reach the API port through the cluster
+        # address anyway (docs/security.md "Joins and the host cluster"). Not in legacy mode, whose NAT addresses are Google's
+        # pick and unknown here: its LoadBalancer stays open (the policy pack flags it), and host
+        # ranges alone would shut its own nodes out.
+        host_ranges = list(facts.host_client_cidrs)
         self.values = pulumi.Output.all(properties, self.nat_addresses).apply(
             lambda v: render_values(
                 pools,
                 facts.node_provider_name,
                 v[0],
-                source_ranges=[f"{address}/32" for address in v[1]],
+                source_ranges=[f"{address}/32" for address in v[1]] + (host_ranges if v[1] else []),
                 resources=resources,
+                kubelet=kubelet,
             )
         )
 
@@ -245,7 +289,12 @@ class TenantVCluster(pulumi.ComponentResource):
                         version=tenant.gpu_operator.version,
                         release_name="gpu-operator",
                         release_namespace=GPU_OPERATOR_NAMESPACE,
-                        values=gpu_operator_values_yaml(tenant.gpu_operator.service_monitor, args.plan.monitoring.enabled),
+                        values=gpu_operator_values_yaml(
+                            tenant.gpu_operator.service_monitor,
+                            args.plan.monitoring.enabled,
+                            dcgm_exporter_enabled=tenant.gpu_operator.dcgm_exporter,
+                            mig_manager=tenant.gpu_operator.mig_manager,
+                        ),
                     )
                 ],
                 objects=objects,
@@ -270,6 +319,7 @@ class TenantVCluster(pulumi.ComponentResource):
                     "pulumi.com/waitFor": "jsonpath={.status.phase}=Ready",
                     "pulumi.com/timeoutSeconds": str(READY_TIMEOUT_SECONDS),
                     GCP_PROJECT_ANNOTATION: where.project,
+                    GPU_OPERATOR_IMAGES_ANNOTATION: gpu_operator_images_annotation(tenant.gpu_operator, [p.gpu for p in tenant.gpu_pools]),
                 },
             ),
             spec=spec.to_dict(),
@@ -286,6 +336,25 @@ class TenantVCluster(pulumi.ComponentResource):
                 delete_before_replace=True,
             ),
         )
+        # The plans name the host namespace: they may exist before it does, and keep their backups after.
+        self.backup = (
+            TenantBackup(
+                f"{name}-backup",
+                TenantBackupArgs(
+                    tenant=tenant.name,
+                    environment=facts.environment,
+                    project=facts.project,
+                    region=facts.region,
+                    cluster=facts.host_cluster,
+                    namespace=self.host_namespace,
+                    backup=tenant.backup,
+                    prerequisites=(*args.apis, *args.backup_prerequisites),
+                ),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            if tenant.backup.enabled
+            else None
+        )
         self.register_outputs(
             {
                 "tenant": self.tenant_name,
@@ -296,6 +365,7 @@ class TenantVCluster(pulumi.ComponentResource):
                 "connectCommand": self.connect_command,
                 "natAddresses": self.nat_addresses,
                 "gpuBudgetUsdPerHour": self.gpu_budget_usd_per_hour,
+                "backupPlan": self.backup.backup_plan_name if self.backup else None,
                 "monitoring": self.monitoring_outputs,
             }
         )

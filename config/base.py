@@ -10,18 +10,24 @@ import types
 import typing
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, TypeAdapter, ValidationError, WithJsonSchema
 from pydantic.alias_generators import to_camel
 
 from policy.vcluster_reader import quantity as _quantity
 
-from .errors import Broken, Problems, Unchecked, problems_from_validation, shown
+from .errors import Broken, Problem, Problems, Unchecked, problems_from_validation, shown
 
 
 class ConfigModel(BaseModel):
-    """Stack config object: keys are camelCase as in the stack files, unknown keys are errors."""
+    """Stack config object: keys are camelCase as in the stack files, unknown keys are errors.
 
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True)
+    Every field is documented by the one-sentence docstring directly below it (pydantic's
+    `use_attribute_docstrings` makes it the field's description), and the class docstring says
+    what the object is. The configuration reference (docs/configuration.md, `make docs`), the
+    descriptions in Pulumi.yaml and the "required: …" of a missing key are made of them; a test
+    fails for a field without one."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True, use_attribute_docstrings=True)
 
 
 class Syntax:
@@ -54,6 +60,17 @@ def quantity(text: Any) -> float | None:
     if isinstance(text, Broken):
         raise Unchecked(text.broken_path)
     return _quantity(text)
+
+
+def _duration_text(value: Any) -> Any:
+    """A bare number where a duration belongs (`idleAfter: 60`) gets told what to write."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        raise ValueError(f"{value} is a number, not a duration; write it with its unit, e.g. {value:g}s (durations: 30s, 5m, 1h30m)")
+    return value
+
+
+# A config value that is a duration (checked against DURATION where the value is used).
+Duration = Annotated[str, BeforeValidator(_duration_text), WithJsonSchema({"type": "string", "format": "duration"})]
 
 
 def duration_seconds(text: str) -> int:
@@ -105,10 +122,49 @@ def parse(path: str, model: type[BaseModel], raw: Any, problems: Problems, *, wh
         problems.add(path, when_missing)
         return Broken(path)
     try:
-        return model.model_validate(raw)
+        parsed = model.model_validate(raw)
     except ValidationError as e:
         problems.extend(problems_from_validation(path, model, e))
-        return _salvage(path, model, raw)
+        parsed = _salvage(path, model, raw)
+    problems.extend(repeated_items(path, model, parsed))
+    return parsed
+
+
+def repeated_items(path: str, model: type[BaseModel], value: Any) -> list[Problem]:
+    """Every list of plain values in the object (zones, gpuTypes, machineTypes, access.teams, …,
+    whatever a model declares) holds each value once: a repeat is reported at its index. Lists of
+    objects have checks of their own, by what makes two entries the same (tenants by name, pools
+    by shape)."""
+    if not isinstance(value, BaseModel):
+        return []
+    found = []
+    for name, info in model.model_fields.items():
+        here = f"{path}.{info.alias or name}" if path else info.alias or name
+        field = getattr(value, name, None)
+        inner, item_model = _nested_model(info.annotation), _item_model(_optional(info.annotation))
+        if inner is not None:
+            found += repeated_items(here, inner, field)
+        elif item_model is not None and isinstance(field, (tuple, list)):
+            for i, item in enumerate(field):
+                found += repeated_items(f"{here}[{i}]", item_model, item)
+        elif typing.get_origin(_optional(info.annotation)) in (tuple, list) and isinstance(field, (tuple, list)):
+            first: dict[Any, int] = {}
+            for j, item in enumerate(field):
+                if isinstance(item, Broken):
+                    continue
+                if item in first:
+                    found.append(Problem(f"{here}[{j}]", f"{item} is listed twice (first at [{first[item]}])"))
+                else:
+                    first[item] = j
+    return found
+
+
+def _optional(annotation: Any) -> Any:
+    """`X` for an annotation `X | None`, else the annotation."""
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        members = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return members[0] if len(members) == 1 else annotation
+    return annotation
 
 
 def _salvage(path: str, model: type[BaseModel], raw: Any) -> Any:

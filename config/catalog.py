@@ -45,6 +45,7 @@ class GpuType:
     attach: str  # GUEST | BUILTIN
     series: tuple[str, ...]
     guest_limits: tuple[tuple[int, int, int], ...] = ()  # (count, max vCPU, max GB)
+    mig: bool = False  # Multi-Instance GPU capable: the GPU Operator starts its MIG manager
 
     @property
     def guest_counts(self) -> tuple[int, ...]:
@@ -85,7 +86,10 @@ class Shape:
 @dataclass(frozen=True)
 class Image:
     project: str
-    family: str
+    family: str  # the default
+    # The families of `project` known to work as node images here, `family` among them; another
+    # one (nodeProvider.gpuImageFamily) is warned about.
+    families: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -131,22 +135,40 @@ def reserve(vcpus: int, memory_gb: float) -> tuple[int, int]:
     GKE's published node-allocatable formula (https://cloud.google.com/kubernetes-engine/docs/concepts/plan-node-sizes
     "Resource reservations"): CPU 6 % of the first core, 1 % of the second, 0.5 % of cores 3–4,
     0.25 % above; memory 25 % of the first 4 GiB, 20 % of the next 4, 10 % of the next 8, 6 % of the
-    next 112, 2 % above 128 GiB, plus a 100 MiB eviction threshold. Our VMs are not GKE nodes, but
-    the same daemons (kubelet, containerd, the OS) run there, so it is a sound, documented reserve.
+    next 112, 2 % above 128 GiB. Our VMs are not GKE nodes, but the same daemons (kubelet,
+    containerd, the OS) run there, so it is a sound, documented reserve.
+
+    The eviction threshold is not part of it. The kubelet keeps the two apart: allocatable =
+    capacity − kubeReserved − systemReserved − the hard eviction threshold
+    (https://kubernetes.io/docs/tasks/administer-cluster/reserve-compute-resources/ "Node
+    Allocatable"), and the platform's field is "the resource overhead for kubelet and other
+    Kubernetes system daemons" (loft-sh/loft api/openapi-spec/swagger.json at v4.11.2,
+    `NodeTypeOverhead.kubeReserved`), as Karpenter's `InstanceTypeOverhead` keeps KubeReserved and
+    EvictionThreshold in fields of their own (kubernetes-sigs/karpenter v1.14.1
+    pkg/cloudprovider/types.go). Whether the platform passes kubeReserved on to the kubelet is not
+    public; either way the node now reserves what the node type says: the threshold once, as the
+    kubelet's own `evictionHard` (EVICTION_HARD, written into every tenant's kubelet config by
+    components/vcluster_values.py), never a second time inside kubeReserved.
     """
-    return math.ceil(_tiered(vcpus, _CPU_RESERVE_TIERS) * 1000), math.ceil(_tiered(memory_gb, _MEMORY_RESERVE_TIERS) * 1024) + _EVICTION_THRESHOLD_MI
+    return math.ceil(_tiered(vcpus, _CPU_RESERVE_TIERS) * 1000), math.ceil(_tiered(memory_gb, _MEMORY_RESERVE_TIERS) * 1024)
 
 
 def allocatable(vcpus: int, memory_gb: float) -> tuple[int, int]:
-    """What a node offers to pods: the full shape minus `reserve` (CPU millicores, memory MiB)."""
+    """What a node offers to pods, as the kubelet computes it: the full shape minus `reserve` and
+    minus the hard eviction threshold for memory (CPU millicores, memory MiB)."""
     cpu, memory = reserve(vcpus, memory_gb)
-    return vcpus * 1000 - cpu, int(memory_gb * 1024) - memory
+    return vcpus * 1000 - cpu, int(memory_gb * 1024) - memory - EVICTION_THRESHOLD_MI
 
 
 # (upper bound of the tier, share reserved within it)
 _CPU_RESERVE_TIERS = ((1, 0.06), (2, 0.01), (4, 0.005), (math.inf, 0.0025))
 _MEMORY_RESERVE_TIERS = ((4, 0.25), (8, 0.20), (16, 0.10), (128, 0.06), (math.inf, 0.02))
-_EVICTION_THRESHOLD_MI = 100
+# The kubelet's default hard eviction thresholds (KubeletConfiguration v1beta1 `evictionHard`,
+# kubernetes/kubelet config/v1beta1/types.go at v0.36.1, the Kubernetes 1.36 of vcluster 0.36.1's
+# default distro), written out in full: with `mergeDefaultEvictionSettings` false (its default)
+# "other signals that are not specified in this configuration will be set to 0".
+EVICTION_HARD = {"memory.available": "100Mi", "nodefs.available": "10%", "nodefs.inodesFree": "5%", "imagefs.available": "15%"}
+EVICTION_THRESHOLD_MI = 100  # EVICTION_HARD["memory.available"]
 
 
 def _tiered(amount: float, tiers: tuple[tuple[float, float], ...]) -> float:
@@ -198,6 +220,7 @@ def load_catalog(path: Path = CATALOG_PATH) -> Catalog:
             attach=GUEST if limits else BUILTIN,
             series=("n1",) if limits else builtin_series,
             guest_limits=limits,
+            mig=bool(g.get("mig", False)),
         )
 
     shapes: dict[str, list[Shape]] = {name: [] for name in gpus}
@@ -235,14 +258,23 @@ def load_catalog(path: Path = CATALOG_PATH) -> Catalog:
     if problems:
         raise CatalogError("catalog.yaml is inconsistent:\n  " + "\n  ".join(problems))
 
-    images = raw["images"]
+    images = {kind: _image(kind, spec, problems) for kind, spec in raw["images"].items()}
+    if problems:
+        raise CatalogError("catalog.yaml is inconsistent:\n  " + "\n  ".join(problems))
     return Catalog(
         series=series,
         gpus=gpus,
         machines=machines,
         shapes={g: tuple(sorted(s, key=lambda sh: (sh.gpu_count, sh.machine.vcpus))) for g, s in shapes.items()},
-        gpu_image=Image(**images["gpu"]),
-        cpu_image=Image(**images["cpu"]),
+        gpu_image=images["gpu"],
+        cpu_image=images["cpu"],
         prices=prices,
         services=services,  # type: ignore[arg-type]  # None only with problems, raised above
     )
+
+
+def _image(kind: str, spec: dict, problems: list[str]) -> Image:
+    families = tuple(spec.get("families") or (spec["family"],))
+    if spec["family"] not in families:
+        problems.append(f"images.{kind}: family {spec['family']} is not among its families")
+    return Image(spec["project"], spec["family"], families)

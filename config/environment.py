@@ -1,6 +1,7 @@
 """Config models of an environment stack: gpu-platform:cluster, :platform and :nodeProvider.
 
-Every field below is documented with its default in docs/configuration.md ("Configuration reference").
+Every field is documented by the docstring below it; docs/configuration.md is generated from them
+(`make docs`).
 Defaults that depend on the environment (dev: zonal and destroyable; prod: regional and
 protected) are filled in by `resolve_cluster_defaults` and `resolve_platform_defaults`.
 """
@@ -31,105 +32,170 @@ SERVICE_ACCOUNT_ID = Syntax(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
 
 
 class SystemPool(ConfigModel):
+    """The GKE node pool that runs the platform and the tenants' control planes."""
+
     machine_type: str = "e2-standard-4"
-    min_nodes: int = Field(1, ge=0)  # per zone of the cluster's location
+    """Machine type of the system nodes: a CPU machine type of config/catalog.yaml."""
+    min_nodes: int = Field(1, ge=0)
+    """Fewest nodes per zone of the cluster's location."""
     max_nodes: int = Field(3, ge=1)
+    """Most nodes per zone of the cluster's location."""
     disk_size_gb: int = Field(100, ge=20)
+    """Boot disk of each system node, in GB."""
 
 
 class ClusterNetwork(ConfigModel):
+    """The host cluster's private ranges; tenants' networks must stay clear of them."""
+
     nodes_cidr: str = "10.0.0.0/20"
+    """The GKE node subnet, a private IPv4 CIDR."""
     pods_cidr: str = "10.4.0.0/14"
+    """The GKE pod range, a private IPv4 CIDR."""
     services_cidr: str = "10.8.0.0/20"
+    """The GKE service range, a private IPv4 CIDR."""
 
 
 class PrivateNodes(ConfigModel):
-    enabled: bool = True  # nodes without public IPs, egress through Cloud NAT
+    """Nodes without public IPs; their egress goes through Cloud NAT."""
+
+    enabled: bool = True
+    """Whether the host cluster's nodes have no public IPs."""
     master_cidr: str = "172.16.0.0/28"
+    """The control plane's /28 range, clear of every other range."""
 
 
 class AuthorizedNetwork(ConfigModel):
+    """A source range allowed to reach the cluster's IP endpoint."""
+
     cidr: str
+    """The allowed source range, an IPv4 CIDR like 203.0.113.0/24."""
     name: str
+    """What the range is, as GKE shows it (e.g. office)."""
 
 
 class MaintenanceWindow(ConfigModel):
-    start_time: str = "03:00"  # UTC, HH:MM
+    """When GKE may upgrade and repair the cluster; it must give GKE at least 48 h per 32 days."""
+
+    start_time: str = "03:00"
+    """Start of each window, a UTC time HH:MM."""
     duration_hours: int = Field(4, ge=4, le=24)
+    """Length of each window in hours."""
     days: tuple[Literal["MO", "TU", "WE", "TH", "FR", "SA", "SU"], ...] = WEEKDAYS
+    """The days a window starts on."""
 
 
 class ClusterConfig(ConfigModel):
-    name: str | None = None  # default gpu-<environment>
-    location: str | None = None  # default: dev/staging the first node-provider zone, prod the region
-    release_channel: Literal["RAPID", "REGULAR", "STABLE"] | None = None  # default REGULAR
-    deletion_protection: bool | None = None  # default: on in prod
+    """The GKE host cluster of an environment."""
+
+    name: str | None = None
+    """The cluster's name, a lowercase DNS label of at most 24 characters; unset: gpu-<environment>."""
+    location: str | None = None
+    """The region or one of its zones; unset: the first node-provider zone in dev and staging (zonal, cheap), the region in prod."""
+    release_channel: Literal["RAPID", "REGULAR", "STABLE"] | None = None
+    """The GKE release channel; unset: REGULAR (prod allows REGULAR and STABLE only)."""
+    deletion_protection: bool | None = None
+    """GKE deletion protection and Pulumi's protect flag; unset: on in prod only (false in prod is for decommissioning, and warned about)."""
     system_pool: SystemPool = SystemPool()
+    """The system node pool, per zone of the location."""
     network: ClusterNetwork = ClusterNetwork()
+    """The host cluster's ranges, private and not overlapping."""
     private_nodes: PrivateNodes = PrivateNodes()
+    """Nodes without public IPs, behind Cloud NAT."""
     master_authorized_networks: tuple[AuthorizedNetwork, ...] = ()
+    """Sources allowed on the IP endpoint; empty: it is closed, and kubectl and Pulumi use the IAM-authenticated DNS endpoint."""
     maintenance_window: MaintenanceWindow = MaintenanceWindow()
+    """GKE's maintenance window, in UTC; it must give GKE at least 48 h per 32 days."""
     labels: dict[str, str] = {}
+    """GCP labels on the cluster and its nodes (lowercase keys and values of [a-z0-9_-])."""
 
 
 class IngressTls(ConfigModel):
     """TLS of the chart's Ingress (platform.ingressClass)."""
 
-    enabled: bool = True  # false: TLS ends in front of the ingress controller
-    secret_name: str | None = None  # default with clusterIssuer: vcluster-platform-tls
-    cluster_issuer: str | None = None  # a cert-manager ClusterIssuer, which then creates secretName
+    enabled: bool = True
+    """Whether the Ingress serves TLS; false: TLS ends in front of the ingress controller."""
+    secret_name: str | None = None
+    """The kubernetes.io/tls Secret in namespace vcluster-platform the Ingress serves; unset with clusterIssuer: vcluster-platform-tls."""
+    cluster_issuer: str | None = None
+    """A cert-manager ClusterIssuer (cert-manager you install) that issues the certificate into secretName."""
 
 
 INGRESS_TLS_SECRET = "vcluster-platform-tls"
 
 
 class PlatformConfig(ConfigModel):
+    """The vCluster Platform of an environment, and where teams' GCP projects are created."""
+
     chart_version: str = versions.PLATFORM_CHART_VERSION
-    vcluster_version: str = versions.VCLUSTER_CHART_VERSION  # tenants' vcluster chart
-    public_host: str | None = None  # sets config.loftHost; route it yourself, or set ingressClass
-    ingress_class: str | None = None  # with publicHost: the chart's Ingress, of this class
-    ingress_tls: IngressTls | None = None  # required with ingressClass
-    license_token_key: str | None = None  # name of a secret config key holding the license token
-    # Custom role ids: <prefix>_autoNodes, _tenantSubnetUse, _tenantDisks, _tenantLoadBalancers.
-    role_id_prefix: str | None = None  # default gpuPlatform_<environment>
-    service_account_id: str | None = None  # default vcluster-platform-<environment>
-    # Where Pulumi creates the GCP projects of tenants that name none: <prefix>-<environment>-<team>.
+    """The vcluster-platform chart version, at least 4.9.1 (admin.passwordSecretRef)."""
+    vcluster_version: str = versions.VCLUSTER_CHART_VERSION
+    """The tenants' vcluster chart version, checked against the platform version."""
+    public_host: str | None = None
+    """The platform's host name (config.loftHost); unset: its hosted *.loft.host domain; route it to the loft Service yourself, or set ingressClass."""
+    ingress_class: str | None = None
+    """With publicHost: the chart's Ingress for that host, of this IngressClass (the controller must exist)."""
+    ingress_tls: IngressTls | None = None
+    """TLS of the chart's Ingress, required with ingressClass: {clusterIssuer: <name>} (cert-manager, which you install, issues the certificate into Secret vcluster-platform-tls or secretName), {secretName: <name>} (a kubernetes.io/tls Secret you create in namespace vcluster-platform) or {enabled: false} (TLS ends in front of the ingress controller); without it the chart's Ingress would name Secret loft-tls, which nothing creates."""
+    license_token_key: str | None = None
+    """Name of a secret config key of this stack that holds the platform license token."""
+    role_id_prefix: str | None = None
+    """Prefix of the custom role ids (<prefix>_autoNodes, _tenantSubnetUse, _tenantDisks, _tenantLoadBalancers); unset: gpuPlatform_<environment>."""
+    service_account_id: str | None = None
+    """The platform's Google service account id; unset: vcluster-platform-<environment>."""
     tenant_projects: TenantProjects | None = None
-    # Tenants with isolation: shared (in the environment's project). Default: allowed in dev and
-    # staging, refused in prod.
+    """Where Pulumi creates the GCP projects of tenants that name none, as <prefix>-<environment>-<team> (at most 30 characters, so the prefix may have 12 − len(environment) characters)."""
     allow_shared_isolation: bool | None = None
-    # Shared tenants beside tenants in projects of their own (config/tenant_security.py): refused
-    # unless accepted here.
+    """Whether tenants may use isolation: shared (always warned about); unset: allowed in dev and staging, refused in prod."""
+    allow_tenants_without_backup: bool | None = None
+    """Tenants may turn their backup off (backup.enabled: false); default true in dev and staging, false in prod."""
     allow_shared_with_project_tenants: bool = False
-    # prod: per team, the security settings it may have instead of the safe ones.
+    """Accept shared tenants beside tenants in projects of their own (refused by default: a shared tenant's node identity reads every VM of the environment's project, whose host cluster runs every tenant's control plane; docs/security.md, "Shared and project tenants")."""
     approved_tenant_security: dict[str, TenantSecurity] = {}
-    # The most one tenant's control-plane pod may request or be limited to.
+    """In prod: per team name, the security settings (isolation, loadBalancerServices, nodeMetadata, podSecurityStandard) its tenant may have instead of the safe defaults; a team stack's unapproved change is refused."""
     control_plane_maximum: ControlPlaneMaximum = ControlPlaneMaximum()
-    sso: Sso | None = None  # log in through OIDC only; password login off
-    ingress_source_ranges: tuple[str, ...] | None = None  # with ingressClass: who may reach the UI
+    """The most one tenant's control-plane pod may request or be limited to (tenants[i].controlPlane), so that no tenant starves the others on the system nodes."""
+    sso: Sso | None = None
+    """Log in to the platform through an OpenID Connect provider, and password login off; needs publicHost."""
+    ingress_source_ranges: tuple[str, ...] | None = None
+    """With ingressClass: the source ranges (IPv4 CIDRs) the chart's Ingress admits; unset: every address."""
 
 
 class Disk(ConfigModel):
+    """A node's boot disk."""
+
     size_gb: int = Field(ge=20)
+    """Size in GB."""
     type: str = "pd-balanced"
+    """Disk type, one the node's machine series supports (A3 Ultra always boots from hyperdisk-balanced)."""
 
 
 class NodeProviderConfig(ConfigModel):
+    """The GPU NodeProvider of an environment: the node types tenants' pools are made of."""
+
     name: str = "gcp-gpu"
+    """The NodeProvider's name, a lowercase DNS label short enough for <name>.<node type> labels."""
     zones: tuple[str, ...] = Field(min_length=1)
+    """Zones of gcp:region the nodes may run in; every GPU type must be offered in one of them (docs/gpu-nodes.md, "Availability")."""
     gpu_types: tuple[str, ...] = Field(min_length=1)
-    spot: bool = False  # also offer Spot twins of every GPU node type
+    """The GPU types offered to tenants, from config/catalog.yaml."""
+    spot: bool = False
+    """Also offer Spot twins of every GPU node type (required for GPU types sold as Spot only, such as A3 Ultra)."""
     gpu_quota: dict[str, int] = {}
+    """Per GPU type, the regional GPU quota of each project tenants' VMs run in; required for every GPU type."""
     cpu_machine_types: tuple[str, ...] = ("e2-standard-2", "e2-standard-4")
-    gpu_image_family: str | None = None  # default from the catalog (Deep Learning VM)
+    """Machine types of tenants' CPU nodes (their system pods), CPU machine types of config/catalog.yaml."""
+    gpu_image_family: str | None = None
+    """Image family of GPU nodes in project deeplearning-platform-release; unset: the catalog's Deep Learning VM family."""
     gpu_disk: Disk = Disk(size_gb=200)
+    """Boot disk of GPU nodes."""
     cpu_disk: Disk = Disk(size_gb=50)
-    prices: dict[str, float] = {}  # machine type → on-demand USD/h, overriding the catalog
-    # When the tenants' GPU limits together exceed gpuQuota: warn, or fail (registers nothing).
-    # Default: fail in prod, warn elsewhere.
+    """Boot disk of CPU nodes."""
+    prices: dict[str, float] = {}
+    """Machine type → on-demand USD/h in this region, overriding the catalog (the host for N1, the whole VM otherwise)."""
     quota_policy: Literal["warn", "fail"] | None = None
-    # Opt-in only: the official infrastructure template with the broad 59-permission role.
+    """What happens when the tenants' GPU limits together exceed gpuQuota: warn, or fail (registers nothing); unset: fail in prod, warn elsewhere."""
     legacy_infrastructure: bool = False
+    """Opt-in: the official infrastructure template and its broad 59-permission role (warned); every tenant must then be isolation: shared, as that template builds networks in the environment's project only, so prod also needs platform.allowSharedIsolation: true."""
 
 
 def resolve_cluster_defaults(environment: str, region: str, cluster: ClusterConfig, zones: tuple[str, ...]) -> ClusterConfig:
@@ -162,6 +228,9 @@ def resolve_platform_defaults(environment: str, platform: PlatformConfig) -> Pla
             "allow_shared_isolation": derived(
                 lambda: environment != "prod" if platform.allow_shared_isolation is None else platform.allow_shared_isolation
             ),
+            "allow_tenants_without_backup": derived(
+                lambda: environment != "prod" if platform.allow_tenants_without_backup is None else platform.allow_tenants_without_backup
+            ),
         }
     )
 
@@ -184,6 +253,8 @@ def check_cluster(environment: str, region: str, cluster: ClusterConfig, catalog
         system_series = series_of(cluster.system_pool.machine_type)
         if catalog.series.get(system_series, {}).get("gpuAttach") == "builtin":
             problems.add("cluster.systemPool.machineType", f"{cluster.system_pool.machine_type!r} is a GPU machine; the system pool runs only the platform")
+        elif cluster.system_pool.machine_type not in catalog.cpu_machines():
+            problems.add("cluster.systemPool.machineType", unknown_cpu_machine(cluster.system_pool.machine_type, catalog))
     with problems.checking("cluster.systemPool.minNodes"):
         if cluster.system_pool.min_nodes > cluster.system_pool.max_nodes:
             problems.add("cluster.systemPool.minNodes", f"{cluster.system_pool.min_nodes} is above maxNodes {cluster.system_pool.max_nodes}")
@@ -211,11 +282,16 @@ def check_cluster(environment: str, region: str, cluster: ClusterConfig, catalog
         if a.overlaps(b):
             problems.add(path_b, f"{b} overlaps {path_a} ({a})")
     with problems.checking("cluster.masterAuthorizedNetworks"):
+        seen: dict[str, int] = {}
         for i, network in enumerate(cluster.master_authorized_networks):
             with problems.checking(f"cluster.masterAuthorizedNetworks[{i}].cidr"):
-                _, problem = read_cidr(network.cidr, "203.0.113.0/24")
+                net, problem = read_cidr(network.cidr, "203.0.113.0/24")
                 if problem:
                     problems.add(f"cluster.masterAuthorizedNetworks[{i}].cidr", problem)
+                elif str(net) in seen:
+                    problems.add(f"cluster.masterAuthorizedNetworks[{i}].cidr", f"{net} is listed twice (also masterAuthorizedNetworks[{seen[str(net)]}])")
+                else:
+                    seen[str(net)] = i
 
     with problems.checking("cluster.maintenanceWindow.startTime"):
         window = cluster.maintenance_window
@@ -338,9 +414,6 @@ def check_node_provider(region: str, np: NodeProviderConfig, catalog: Catalog, p
         for i, zone in enumerate(np.zones):
             if zone_region(zone) != region or not zone.startswith(region + "-") or len(zone) != len(region) + 2:
                 problems.add(f"nodeProvider.zones[{i}]", f"{zone!r} is not in region {region}")
-    with problems.checking("nodeProvider.zones"):
-        if len(set(np.zones)) != len(np.zones):
-            problems.add("nodeProvider.zones", "lists a zone twice")
     known = ", ".join(catalog.gpus)
     where = region if isinstance(region, str) else "the region"
     with problems.checking("nodeProvider.gpuTypes"):
@@ -379,18 +452,17 @@ def check_node_provider(region: str, np: NodeProviderConfig, catalog: Catalog, p
                 f"{np.name!r} is too long: the platform labels nodes with <provider>.<node type>, at most {MAX_QUALIFIED_NAME} "
                 f"characters, and {longest!r} has {len(longest)}",
             )
-    cpu_machines = catalog.cpu_machines()
     with problems.checking("nodeProvider.cpuMachineTypes"):
         for i, machine in enumerate(np.cpu_machine_types):
-            if machine not in cpu_machines:
-                problems.add(f"nodeProvider.cpuMachineTypes[{i}]", f"{machine!r} is not a CPU machine type of the catalog; known: {', '.join(cpu_machines)}")
+            if machine not in catalog.cpu_machines():
+                problems.add(f"nodeProvider.cpuMachineTypes[{i}]", unknown_cpu_machine(machine, catalog))
     with problems.checking("nodeProvider.prices"):
         for machine, price in np.prices.items():
             if machine not in catalog.machines:
                 problems.add(f"nodeProvider.prices.{machine}", f"{machine!r} is not in the catalog; known: {', '.join(catalog.machines)}")
             elif not 0 < price <= MAX_USD_PER_HOUR:
                 problems.add(f"nodeProvider.prices.{machine}", f"{price} must be a positive USD/h price of at most {MAX_USD_PER_HOUR}")
-    all_disk_types = sorted({t for s in catalog.series.values() for t in s["diskTypes"]} | {"hyperdisk-balanced"})
+    all_disk_types = disk_types(catalog)
     for key in ("gpuDisk", "cpuDisk"):
         with problems.checking(f"nodeProvider.{key}.type"):
             disk = np.gpu_disk if key == "gpuDisk" else np.cpu_disk
@@ -399,6 +471,33 @@ def check_node_provider(region: str, np: NodeProviderConfig, catalog: Catalog, p
     with problems.checking("nodeProvider.gpuImageFamily"):
         if np.gpu_image_family is not None and not DNS_LABEL.match(np.gpu_image_family):
             problems.add("nodeProvider.gpuImageFamily", f"{np.gpu_image_family!r} is not an image family name")
+
+
+def unknown_cpu_machine(machine: str, catalog: Catalog) -> str:
+    return (
+        f"{machine!r} is not a CPU machine type of the catalog; known: {', '.join(catalog.cpu_machines())} "
+        "(another one needs its entry under `machines` and its prices in config/catalog.yaml)"
+    )
+
+
+def disk_types(catalog: Catalog) -> list[str]:
+    """The boot disk types a node may have: those of the catalog's machine series."""
+    return sorted({t for s in catalog.series.values() for t in s["diskTypes"]} | {"hyperdisk-balanced"})
+
+
+def image_family_warnings(node_provider: NodeProviderConfig, catalog: Catalog) -> list[str]:
+    """A GPU image family the catalog does not know may lack the NVIDIA driver the nodes rely on:
+    allowed (Google publishes new families), but said, with how to make it known."""
+    image, family = catalog.gpu_image, node_provider.gpu_image_family
+    if family is None or family in image.families or not DNS_LABEL.match(family):
+        return []
+    return [
+        f"nodeProvider.gpuImageFamily: {family!r} is not an image family config/catalog.yaml knows "
+        f"(images.gpu.families: {', '.join(image.families)}). GPU nodes boot the newest image of it in project {image.project} "
+        "and the GPU Operator installs no driver (driver.enabled=false), so it must ship the NVIDIA driver. Check that it exists "
+        f"(gcloud compute images describe-from-family {family} --project {image.project}), then add it to images.gpu.families "
+        "in config/catalog.yaml."
+    ]
 
 
 def check_region(region: str, problems: Problems) -> bool:

@@ -177,12 +177,13 @@ class Problems:
 
 def grouped(problems: list[Problem]) -> list[Problem]:
     """Problems of one key together, however they were found (parsing first, checks later):
-    ordered by key path, each part of a path ranked where it first appears."""
+    ordered by key path, each key of a path ranked where it first appears, list items in list
+    order (`zones[0]` before `zones[2]`, whichever was found first)."""
     ranks: dict[tuple[str, ...], int] = {}
 
     def key(problem: Problem) -> tuple[int, ...]:
         parts = tuple(_PATH_PART.findall(problem.path))
-        return tuple(ranks.setdefault(parts[: i + 1], len(ranks)) for i in range(len(parts)))
+        return tuple(int(part[1:-1]) if part.startswith("[") else ranks.setdefault(parts[: i + 1], len(ranks)) for i, part in enumerate(parts))
 
     for problem in problems:
         key(problem)
@@ -235,10 +236,19 @@ def _allowed_keys(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
 
 
 def _missing(model: type[BaseModel], loc: tuple[Any, ...]) -> str:
-    """"required", and what the key is for where its field says so (`Field(description=...)`)."""
+    """"required", and what the key is for: its field's docstring (config/base.py ConfigModel), as
+    the rest of the sentence ("required: the folder Pulumi creates …")."""
     holder = _model_at(model, loc[:-1])
     field = next((f for n, f in holder.model_fields.items() if (f.alias or n) == loc[-1]), None) if holder and loc else None
-    return f"required: {field.description}" if field is not None and field.description else "required"
+    return f"required: {as_clause(field.description)}" if field is not None and field.description else "required"
+
+
+def as_clause(sentence: str) -> str:
+    """A docstring sentence as the end of another: "The folder …." → "the folder …" (a word in
+    capitals, such as GPU, stays as written)."""
+    text = " ".join(sentence.split()).rstrip(".")
+    first = text.split(" ", 1)[0]
+    return text[0].lower() + text[1:] if first[:1].isupper() and first[1:2].islower() else text
 
 
 def _model_in(annotation: Any) -> Any:

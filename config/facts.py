@@ -72,6 +72,12 @@ class EnvironmentFacts:
     allow_shared_with_project_tenants: bool = False
     approved_tenant_security: dict[str, dict[str, Any]] = field(default_factory=dict)  # team → config key → value
     control_plane_maximum: dict[str, str] = field(default_factory=lambda: {"cpu": "4", "memory": "8Gi"})
+    allow_tenants_without_backup: bool = False
+    # The host cluster as Backup for GKE names it (projects/<p>/locations/<l>/clusters/<name>), and
+    # its own pod and node ranges: clients inside it that reach a tenant's control plane through
+    # its LoadBalancer address come from there (components/vcluster_values.py).
+    host_cluster: str = ""
+    host_client_cidrs: tuple[str, ...] = ()
     # gpu-platform:monitoring of the environment: its tenants' default, and whether its project has
     # the Monitoring API and the metrics scope team projects join (config/monitoring.py).
     monitoring_enabled: bool = False
@@ -117,6 +123,9 @@ class EnvironmentFacts:
             "allowSharedWithProjectTenants": self.allow_shared_with_project_tenants,
             "approvedTenantSecurity": {team: dict(settings) for team, settings in self.approved_tenant_security.items()},
             "controlPlaneMaximum": dict(self.control_plane_maximum),
+            "allowTenantsWithoutBackup": self.allow_tenants_without_backup,
+            "hostCluster": self.host_cluster,
+            "hostClientCidrs": list(self.host_client_cidrs),
             "monitoringEnabled": self.monitoring_enabled,
             "scrapeInterval": self.scrape_interval,
             "costView": self.cost_view,
@@ -156,6 +165,10 @@ class EnvironmentFacts:
             allow_shared_with_project_tenants=bool(data.get("allowSharedWithProjectTenants", False)),
             approved_tenant_security={k: dict(v) for k, v in (data.get("approvedTenantSecurity") or {}).items()},
             control_plane_maximum=dict(data.get("controlPlaneMaximum") or {"cpu": "4", "memory": "8Gi"}),
+            # Absent in exports of environments deployed before backups; deploy it first.
+            allow_tenants_without_backup=bool(data.get("allowTenantsWithoutBackup", False)),
+            host_cluster=data.get("hostCluster", ""),
+            host_client_cidrs=tuple(data.get("hostClientCidrs", ())),
             # Absent in exports of environments deployed before monitoring: off, so a team stack
             # that wants it asks for the environment to be deployed first.
             monitoring_enabled=bool(data.get("monitoringEnabled", False)),

@@ -12,8 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import Field
-
 from .base import ConfigModel, Syntax
 from .errors import Problems, shown
 from .permissions import AUTO_NODES, TENANT_DISKS, TENANT_LOAD_BALANCERS, TENANT_SUBNET_USE, role_id
@@ -43,25 +41,21 @@ class GcpProject(ConfigModel):
     """`tenants[i].gcpProject` as a mapping. A plain string means {id: <string>, create: false}."""
 
     id: str
-    create: bool = False  # true: Pulumi creates it under platform.tenantProjects
+    """The project id: 6–30 lowercase letters, digits and hyphens, starting with a letter."""
+    create: bool = False
+    """Whether Pulumi creates the project (under platform.tenantProjects); false: it exists."""
 
 
 class TenantProjects(ConfigModel):
     """`platform.tenantProjects`: where Pulumi creates the projects of tenants that name none."""
 
-    # The descriptions complete a missing key's "required" (config/errors.py).
-    folder: str = Field(
-        description="the folder Pulumi creates the teams' projects in, folders/<number> or the number "
-        "(`gcloud resource-manager folders list`); whoever runs pulumi up needs roles/resourcemanager.projectCreator on it"
-    )
-    billing_account: str = Field(
-        description="the Cloud Billing account Pulumi links each team project it creates to, XXXXXX-XXXXXX-XXXXXX "
-        "(`gcloud billing accounts list`); whoever runs pulumi up needs roles/billing.user on it"
-    )
-    prefix: str = Field(
-        description="the start of the ids of the projects Pulumi creates, <prefix>-<environment>-<team> "
-        "(lowercase letters, digits and hyphens, starting with a letter)"
-    )
+    # These docstrings also complete a missing key's "required" (config/errors.py).
+    folder: str
+    """The folder Pulumi creates the teams' projects in, folders/<number> or the number (`gcloud resource-manager folders list`); whoever runs pulumi up needs roles/resourcemanager.projectCreator on it."""
+    billing_account: str
+    """The Cloud Billing account Pulumi links each team project it creates to, XXXXXX-XXXXXX-XXXXXX (`gcloud billing accounts list`); whoever runs pulumi up needs roles/billing.user on it."""
+    prefix: str
+    """The start of the ids of the projects Pulumi creates, <prefix>-<environment>-<team> (lowercase letters, digits and hyphens, starting with a letter)."""
 
     @property
     def folder_id(self) -> str:
@@ -144,6 +138,12 @@ def instance_name_condition(prefix: str) -> dict[str, str]:
 def coerce_gcp_project(value: Any) -> Any:
     """`gcpProject: my-project` is short for {id: my-project, create: false}."""
     return {"id": value} if isinstance(value, str) else value
+
+
+def project_id_alone_too(schema: dict) -> None:
+    """The JSON schema of `gcpProject` (the configuration reference's source): the id alone, a
+    string, is accepted as well as the mapping (coerce_gcp_project)."""
+    schema["anyOf"].insert(0, {"type": "string"})
 
 
 def placement(tenant: Any, *, environment: str, host_project: str, tenant_projects: TenantProjects | None) -> Placement | None:

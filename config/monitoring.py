@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .base import DURATION, ConfigModel, Syntax, duration_seconds
+from .base import DURATION, ConfigModel, Duration, Syntax, duration_seconds
 from .errors import Problems, shown
 from .facts import EnvironmentFacts
 
@@ -52,13 +52,13 @@ class NotificationChannel(ConfigModel):
 class Alerts(ConfigModel):
     """Thresholds of the alert policies of the environment (components/monitoring_queries.py)."""
 
-    idle_gpu_after: str = "1h"
+    idle_gpu_after: Duration = "1h"
     """How long a GPU a pod holds may stay idle (utilization below idleUtilizationPercent) before the idle-GPU alert fires."""
     idle_utilization_percent: float = 1.0
     """The GPU utilization (DCGM_FI_DEV_GPU_UTIL, percent) below which a held GPU counts as idle; above 0, at most 100."""
-    gpu_not_offered_after: str = "10m"
+    gpu_not_offered_after: Duration = "10m"
     """How long a GPU node may run without offering nvidia.com/gpu (never, or no longer) before its alert fires."""
-    pool_at_limit_after: str = "15m"
+    pool_at_limit_after: Duration = "15m"
     """How long a team's GPU pool may sit at its maxGpus while the team's GPU pods wait before the queueing alert fires."""
 
 
@@ -76,7 +76,7 @@ class MonitoringConfig(ConfigModel):
 
     enabled: bool = True
     """Collect every tenant's GPU metrics by default, and create the environment's dashboard, alert policies and showback dataset."""
-    scrape_interval: str = DEFAULT_SCRAPE_INTERVAL
+    scrape_interval: Duration = DEFAULT_SCRAPE_INTERVAL
     """How often each tenant's collector scrapes its GPUs and Kubernetes objects by default, 10s to 5m."""
     notification_channels: tuple[NotificationChannel, ...] = ()
     """Where the alert policies notify, each {email: <address>} or {channel: <existing channel's name>}; none by default."""
@@ -91,7 +91,7 @@ class TenantMonitoring(ConfigModel):
 
     enabled: bool | None = None
     """Collect this team's GPU metrics (collector, Kubernetes object metrics, metrics writer role, metrics scope); default: the environment's monitoring.enabled."""
-    scrape_interval: str | None = None
+    scrape_interval: Duration | None = None
     """How often this team's collector scrapes, 10s to 5m; default: the environment's monitoring.scrapeInterval."""
     dashboard: bool = True
     """A dashboard of the team's own in the team's project, with the plan's expected and ceiling cost as reference lines."""

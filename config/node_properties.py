@@ -42,6 +42,28 @@ TOPOLOGY_REGION = "topology.kubernetes.io/region"
 PD_CSI_ZONE = "topology.gke.io/zone"
 TOPOLOGY_KEYS = (TOPOLOGY_ZONE, TOPOLOGY_REGION, PD_CSI_ZONE)
 
+# On every GPU node type and never on a CPU one, not read by the templates: node-type properties
+# become labels of the nodes the platform creates (platform docs, node providers overview,
+# "Properties"), so a GPU node carries this from its registration. It is the label Node Feature
+# Discovery would write after its worker's image pull and PCI scan (class 03xx, vendor 10de; the
+# GPU Operator v25.10.1 chart's `node-feature-discovery.worker.config.sources.pci`), and the one
+# the GPU Operator decides by (NVIDIA/gpu-operator tag v25.10.1, controllers/state_manager.go
+# `gpuNodeLabels`, `labelGPUNodes`: a node with it gets `nvidia.com/gpu.present=true` and its
+# operands' deploy labels; controllers/clusterpolicy_controller.go `addWatchNewGPUNode`: a node
+# created with it, or updated to it while lacking gpu.present, starts a reconcile). We do not set
+# `nvidia.com/gpu.present` ourselves: the operator writes it, and a node that gained both labels in
+# one update (Karpenter copies a claim's labels onto its node at registration:
+# kubernetes-sigs/karpenter v1.14.1 pkg/controllers/nodeclaim/lifecycle/registration.go
+# `syncNode`) would match none of that watch's conditions and wait for an unrelated reconcile.
+# A kubelet may set labels under `*.node.kubernetes.io` itself (NodeRestriction,
+# https://kubernetes.io/docs/reference/access-authn-authz/admission-controllers/#noderestriction).
+# NFD keeps running: GPU feature discovery's labels (nvidia.com/gpu.product, mig.capable, …) reach
+# the node through NFD's worker (the operator's assets/gpu-feature-discovery/0500_daemonset.yaml
+# writes them to NFD's features.d directory).
+NFD_NVIDIA_PCI = "feature.node.kubernetes.io/pci-10de.present"
+GPU_PRESENT = "nvidia.com/gpu.present"  # written by the GPU Operator, never by us
+GPU_NODE_LABELS = {NFD_NVIDIA_PCI: "true"}
+
 NODE_TYPE_KEYS = (
     INSTANCE_TYPE,
     ACCELERATOR,

@@ -44,7 +44,7 @@ from typing import Any
 
 from . import node_properties as props
 from .availability import Availability, load_availability
-from .catalog import BUILTIN, GUEST, NONE, Catalog, Shape, reserve
+from .catalog import BUILTIN, EVICTION_THRESHOLD_MI, GUEST, NONE, Catalog, Shape, reserve
 from .prices import Price
 
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -75,8 +75,9 @@ class NodeType:
 
     @property
     def memory_mi(self) -> int:
-        """Memory pods can use: the shape minus the reserve."""
-        return self.capacity_memory_mi - self.reserved_memory_mi
+        """Memory pods can use: the shape minus the reserve and the kubelet's hard eviction
+        threshold (config/catalog.py `reserve`)."""
+        return self.capacity_memory_mi - self.reserved_memory_mi - EVICTION_THRESHOLD_MI
 
     @property
     def resources(self) -> dict[str, str]:
@@ -278,6 +279,9 @@ def _disk(requested: tuple[int, str], allowed: tuple[str, ...]) -> tuple[int, st
 
 
 def _properties(machine, accelerator, count, spot, region, zone, disk, image_family, image_project) -> dict[str, str]:
+    # A GPU node type also carries the labels the GPU Operator finds GPU nodes by
+    # (node_properties.GPU_NODE_LABELS): its operands start as the node registers.
+    gpu_labels = dict(props.GPU_NODE_LABELS) if accelerator != props.NO_ACCELERATOR else {}
     return {
         props.INSTANCE_TYPE: machine,
         props.ACCELERATOR: accelerator,
@@ -291,6 +295,7 @@ def _properties(machine, accelerator, count, spot, region, zone, disk, image_fam
         props.TOPOLOGY_ZONE: zone,
         props.TOPOLOGY_REGION: region,
         props.PD_CSI_ZONE: zone,
+        **gpu_labels,
     }
 
 

@@ -22,8 +22,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field
-
 from .base import ConfigModel, Syntax, quantity, read_cidr
 from .errors import Problems, shown
 
@@ -44,12 +42,16 @@ class Sso(ConfigModel):
     """`platform.sso`: log in to the platform through an OpenID Connect provider, and never with a
     password."""
 
-    issuer_url: str = Field(description="the OIDC provider's issuer URL (the `iss` of its ID tokens), e.g. https://accounts.google.com")
-    client_id: str = Field(description="the OAuth client id the platform's ID tokens are issued for")
-    # Only members of one of these groups may log in (needs groupsClaim).
+    issuer_url: str
+    """The OIDC provider's issuer URL (the `iss` of its ID tokens), an https URL like https://accounts.google.com."""
+    client_id: str
+    """The OAuth client id the platform's ID tokens are issued for; its client secret is Secret vcluster-platform-oidc (key clientSecret) in namespace vcluster-platform, which you create with kubectl."""
     groups: tuple[str, ...] = ()
+    """Only members of one of these groups may log in (needs groupsClaim); empty: anyone the provider authenticates."""
     groups_claim: str | None = None
+    """The ID token's claim that lists a user's groups, like groups."""
     username_claim: str | None = None
+    """The ID token's claim that names the user, like email; unset: the platform's default."""
 
 
 def check_platform_access(platform: Any, problems: Problems) -> None:
@@ -73,8 +75,6 @@ def check_platform_access(platform: Any, problems: Problems) -> None:
                     _, problem = read_cidr(cidr, "203.0.113.0/24")
                     if problem:
                         problems.add(f"platform.ingressSourceRanges[{i}]", problem)
-                    elif cidr in ranges[:i]:
-                        problems.add(f"platform.ingressSourceRanges[{i}]", f"{cidr} is listed twice")
 
 
     for resource in ("cpu", "memory"):
@@ -110,8 +110,6 @@ def _check_sso(sso: Sso, platform: Any, problems: Problems) -> None:
         for i, group in enumerate(sso.groups):
             if not group or group != group.strip():
                 problems.add(f"platform.sso.groups[{i}]", f"{shown(group)} is not a group name")
-            elif group in sso.groups[:i]:
-                problems.add(f"platform.sso.groups[{i}]", f"{group!r} is listed twice")
 
 
 def check_no_admin_password(value: Any, problems: Problems) -> None:

@@ -34,18 +34,44 @@ class TenantEntry:
     source: str  # "tenants[0]", "stack team-vision-dev"
 
 
+# Where a project's quotas are seen and an increase is requested (Google Cloud console, "Quotas &
+# System Limits"; https://cloud.google.com/docs/quotas/help/request_increase).
+QUOTA_PAGE = "https://console.cloud.google.com/iam-admin/quotas?project={project}"
+NEW_PROJECT = "new project: request quota"
+# When quota is a warning and when an error: the plan prints it under its quota table, the docs say it.
+QUOTA_RULES = (
+    "One pool above nodeProvider.gpuQuota is an error in every environment. The pools of all tenants in one "
+    "project together above it follow nodeProvider.quotaPolicy: warn (a warning; the default in dev and staging) "
+    "or fail (an error, nothing registered; the default in prod)."
+)
+
+
 @dataclass(frozen=True)
 class QuotaLine:
     scope: str  # which project's quota
     gpu: str
     region: str
-    quota: int
+    quota: int  # nodeProvider.gpuQuota: what each project has, or is to be granted
     asked: int  # the tenants' GPU limits together
     tenants: tuple[str, ...]  # "<name> (<source>): <n>"
+    # The project is one Pulumi creates: Compute Engine gives a new project no GPU quota, so it has
+    # none (0) until an increase is requested and granted.
+    new_project: str | None = None
 
     @property
     def exceeded(self) -> bool:
         return self.asked > self.quota
+
+    @property
+    def state(self) -> str:
+        """As the plan shows it: never "ok" for a project that has no quota yet."""
+        if self.new_project:
+            return f"EXCEEDED; {NEW_PROJECT}" if self.exceeded else NEW_PROJECT
+        return "EXCEEDED" if self.exceeded else "ok"
+
+    @property
+    def request_url(self) -> str | None:
+        return QUOTA_PAGE.format(project=self.new_project) if self.new_project else None
 
     def message(self) -> str:
         return (
@@ -66,8 +92,12 @@ def quota_scope(tenant: Tenant, facts: EnvironmentFacts) -> str:
 def quota_lines(entries: Iterable[TenantEntry], facts: EnvironmentFacts) -> tuple[QuotaLine, ...]:
     """One line per (scope, GPU class) any tenant asks for, in first-asked order."""
     asked: dict[tuple[str, str], list[tuple[str, int]]] = {}
+    created: dict[str, str] = {}
     for entry in entries:
         scope = quota_scope(entry.tenant, facts)
+        where = placement(entry.tenant, environment=facts.environment, host_project=facts.project, tenant_projects=facts.tenant_projects)
+        if where is not None and where.create:
+            created[scope] = where.project
         for pool in entry.tenant.gpu_pools:
             asked.setdefault((scope, pool.gpu), []).append((f"{entry.tenant.name} ({entry.source})", pool.max_gpus))
     lines = []
@@ -83,6 +113,7 @@ def quota_lines(entries: Iterable[TenantEntry], facts: EnvironmentFacts) -> tupl
                 quota=facts.gpu_quota.get(gpu, 0),
                 asked=sum(per_tenant.values()),
                 tenants=tuple(f"{who}: {n}" for who, n in per_tenant.items()),
+                new_project=created.get(scope),
             )
         )
     return tuple(lines)

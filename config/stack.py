@@ -23,6 +23,7 @@ from .environment import (
     check_platform,
     check_region,
     environment_warnings,
+    image_family_warnings,
     resolve_cluster_defaults,
     resolve_platform_defaults,
 )
@@ -36,6 +37,7 @@ from .platform_access import KEY as ADMIN_PASSWORD_KEY
 from .platform_access import check_no_admin_password
 from .quota import QuotaLine, TenantEntry, quota_lines, team_stack_tenants
 from .stack_files import StackFileError, list_stacks, read_stack_values, structured
+from .stack_keys import unknown_gcp_keys
 from .tenant import MAX_TENANT_NAME, Tenant, TenantPlan, check_tenant, plan_tenant
 from .tenant_security import check_approvals
 
@@ -137,7 +139,8 @@ def unknown_keys(keys: set[str], values: dict[str, Any]) -> list[Problem]:
     license_key = platform.get("licenseTokenKey") if isinstance(platform, dict) else None
     known = KNOWN_KEYS | ({f"{NS}:{license_key}"} if isinstance(license_key, str) else set())
     names = ", ".join(sorted(k.split(":", 1)[1] for k in known))
-    return [Problem(k.split(":", 1)[1], f"unknown key; known: {names}") for k in sorted(keys) if k.startswith(f"{NS}:") and k not in known]
+    found = [Problem(k.split(":", 1)[1], f"unknown key; known: {names}") for k in sorted(keys) if k.startswith(f"{NS}:") and k not in known]
+    return found + unknown_gcp_keys(keys)
 
 
 def _load_environment_stack(values, environment, stack, project_dir, catalog, problems, team_stacks) -> EnvironmentStack | None:
@@ -229,6 +232,7 @@ def _load_environment_stack(values, environment, stack, project_dir, catalog, pr
         tenants=tuple(plan_tenant(t, facts) for t in tenants),
         warnings=(
             *environment_warnings(environment, cluster, node_provider),
+            *image_family_warnings(node_provider, catalog),
             *(shared_warning(f"tenants[{i}]", t.name, project) for i, t in enumerate(tenants) if t.isolation == SHARED),
             *quota_warnings,
         ),
@@ -356,6 +360,12 @@ def _tenant_stack_claims(project_dir: Path, facts: EnvironmentFacts, *, environm
     return claims
 
 
+def environment_claims(env: EnvironmentStack, project_dir: Path) -> list[TenantClaim]:
+    """What every tenant of an environment claims (name, CIDR, project): its inline tenants and the
+    tenants of the team stacks in `project_dir` that use it (for a new team's free CIDR)."""
+    return [*env.facts.tenants, *_tenant_stack_claims(project_dir, env.facts, environment_stack_name=env.stack, exclude=None)]
+
+
 def _team_stack_plans(entries: list[TenantEntry], facts: EnvironmentFacts) -> tuple[TenantPlan, ...]:
     """The team stacks' tenants that pass the environment's checks, planned against it (the others
     are their own stacks' problems, reported by their own plans)."""
@@ -403,6 +413,11 @@ def _facts(stack, environment, project, region, cluster, platform, node_provider
             "platform.approvedTenantSecurity",
         ),
         control_plane_maximum=problems.derive(lambda: platform.control_plane_maximum.model_dump(), "platform.controlPlaneMaximum"),
+        allow_tenants_without_backup=derived(lambda: platform.allow_tenants_without_backup),
+        host_cluster=derived(lambda: host_cluster_id(project, cluster.location, cluster.name)),
+        host_client_cidrs=problems.derive(
+            lambda: (cluster.network.pods_cidr, cluster.network.nodes_cidr), "cluster.network.podsCidr", "cluster.network.nodesCidr"
+        ),
         monitoring_enabled=derived(lambda: monitoring.enabled),
         scrape_interval=problems.derive(lambda: monitoring.scrape_interval, "monitoring.scrapeInterval"),
         cost_view=derived(lambda: _cost_view(project, stack, monitoring)),
@@ -413,6 +428,9 @@ def _facts(stack, environment, project, region, cluster, platform, node_provider
     return dataclasses.replace(facts, tenants=claims)
 
 
+def host_cluster_id(project: str, location: str, name: str) -> str:
+    """The GKE cluster as Backup for GKE's `cluster` field names it."""
+    return f"projects/{project}/locations/{location}/clusters/{name}"
 def _cost_view(project: str, stack: str, monitoring: MonitoringConfig) -> str | None:
     """Where the environment's showback view is, once billing export is set up."""
     if not monitoring.enabled or monitoring.showback.billing_export_table is None:
@@ -469,6 +487,7 @@ IDENTITY_FACTS = (
     "roleIdPrefix",
     "platformRole",
     "tenantProjects",
+    "hostCluster",
     "monitoringEnabled",
 )
 

@@ -112,6 +112,7 @@ def read_stack_values(project_dir: Path, stack: str) -> dict[str, Any]:
         raise StackFileError(f"{path.name}: not valid YAML: {e}") from None
     if not isinstance(document, dict):
         raise StackFileError(f"{path.name}: expected a mapping with a `config:` key")
+    _check_top_level(path, document)
     name = project_name(project_dir)
     values = project_defaults(project_dir)
     for key, value in (document.get("config") or {}).items():
@@ -141,3 +142,21 @@ def structured(value: Any) -> Any:
         except ValueError:
             return value
     return value
+
+
+# The top-level keys of a stack settings file (Pulumi.<stack>.yaml), as the CLI reads it:
+# pulumi/pulumi sdk/go/common/workspace/project.go, `ProjectStack` (tag v3.259.0 and commit
+# 1b5949891b3cefcb9974752b24a5ecef0acc86c8 alike).
+STACK_FILE_KEYS = ("secretsprovider", "encryptedkey", "encryptionsalt", "config", "environment")
+
+
+def _check_top_level(path: Path, document: dict) -> None:
+    """Config keys written at the top level, without `config:` above them, are no configuration
+    at all for the CLI: say so, instead of reporting the keys they hold as missing."""
+    stray = [k for k in document if k not in STACK_FILE_KEYS]
+    if not stray:
+        return
+    keys = ", ".join(map(str, stray))
+    if all(":" in str(k) for k in stray):
+        raise StackFileError(f"{path.name}: {keys} at the top level; configuration goes under a `config:` key, indented below it")
+    raise StackFileError(f"{path.name}: unknown top-level key(s) {keys}; allowed: {', '.join(STACK_FILE_KEYS)}")

@@ -18,13 +18,14 @@ from pydantic import Field, field_validator, model_validator
 from . import isolation
 from . import node_properties as props
 from .availability import load_availability
-from .base import DNS_LABEL, DURATION, ConfigModel, Syntax, duration_seconds, parse_cidr, quantity, read_cidr
+from .base import DNS_LABEL, DURATION, ConfigModel, Duration, Syntax, duration_seconds, parse_cidr, quantity, read_cidr
 from .catalog import load_catalog
 from .errors import Broken, Problems, derived, shown
-from .facts import TENANT_CLUSTER_CIDRS, EnvironmentFacts, TenantClaim
-from .isolation import GcpProject
+from .facts import PLATFORM_NAMESPACE, TENANT_CLUSTER_CIDRS, EnvironmentFacts, TenantClaim
+from .isolation import GcpProject, project_id_alone_too
 from .monitoring import OFF, MonitoringPlan, TenantMonitoring, check_tenant_monitoring, resolve_tenant_monitoring
 from .node_types import GPU_RESOURCE, NodeType
+from .reliability import GPU_TIMEOUT, Backup, NodeShutdown, check_reliability
 from .tenant_security import check_tenant_security
 from .versions import GPU_OPERATOR_VERSION
 
@@ -38,52 +39,90 @@ TENANT_CIDR_POOL = ipaddress.IPv4Network("10.160.0.0/12")
 
 
 class GpuPool(ConfigModel):
+    """One GPU pool of a tenant: nodes of one GPU type, GPU count per node and capacity type."""
+
     gpu: str
+    """The GPU type, one of the environment's nodeProvider.gpuTypes."""
     max_gpus: int = Field(ge=1)
-    gpus_per_node: int | None = Field(None, ge=1)  # default: the smallest shape offered
-    # The shapes the pool may get (the platform then picks the cheapest that fits each pod):
-    # exactly these machine types, or every shape with at most this many vCPUs per GPU. Neither:
-    # the smallest machine type of gpusPerNode. Pool limits follow these shapes.
+    """The pool's GPU limit, a multiple of gpusPerNode within the environment's gpuQuota."""
+    gpus_per_node: int | None = Field(None, ge=1)
+    """GPUs per node, a shape of the GPU type; unset: the smallest shape offered."""
     machine_types: tuple[str, ...] | None = None
+    """Exactly these machine types of the shape (the platform picks the cheapest that fits each pod); unset: see maxVcpusPerGpu."""
     max_vcpus_per_gpu: int | None = Field(None, ge=1)
+    """Every machine type of the shape with at most this many vCPUs per GPU; with neither this nor machineTypes, the smallest machine type of gpusPerNode."""
     spot: bool = False
-    # Only these zones of nodeProvider.zones (e.g. where the team's volumes are); default: all.
+    """Spot VMs instead of on-demand ones (the environment must set nodeProvider.spot)."""
     zones: tuple[str, ...] | None = None
-    idle_after: str = "60s"
-    termination_grace_period: str = "30m"  # how long a GPU job gets to stop when its node goes
+    """Only these of nodeProvider.zones (e.g. where the team's volumes are), each offering the GPU; unset: all."""
+    idle_after: Duration = "60s"
+    """How long a node stays empty before it is deleted, a duration like 60s, 10m or 1h30m."""
+    termination_grace_period: Duration = "30m"
+    """How long a GPU job gets to stop when its node goes, a duration of at least 1m."""
+    gpu_timeout: Duration = GPU_TIMEOUT
+    """How long a node of this pool may go without offering nvidia.com/gpu after it joins, or after it lost its GPUs, before the GPU watchdog removes it and its VM (at least 2m)."""
+    warm_nodes: int = Field(0, ge=0)
+    """Nodes of the pool's cheapest shape kept running at all times, so a pod gets a GPU without waiting for a VM (they count against maxGpus and cost money while idle)."""
+    spot_warm_nodes: bool = False
+    """Allow warmNodes in a Spot pool, whose warm nodes Compute Engine may preempt at any moment."""
 
 
 class CpuPool(ConfigModel):
+    """The tenant's CPU pool, for its system pods."""
+
     max_cpus: int = Field(8, ge=1)
+    """The pool's vCPU limit, at least the smallest CPU node type's."""
 
 
 class Access(ConfigModel):
+    """Who is cluster-admin inside the tenant: vCluster Platform users and teams."""
+
     users: tuple[str, ...] = ()
+    """Platform user names, each a Kubernetes object name (lowercase DNS subdomain)."""
     teams: tuple[str, ...] = ()
+    """Platform team names, each a Kubernetes object name (lowercase DNS subdomain)."""
 
 
 class GpuOperator(ConfigModel):
+    """The NVIDIA GPU Operator inside the tenant."""
+
     version: str = GPU_OPERATOR_VERSION
-    service_monitor: bool = False  # needs the Prometheus Operator CRDs inside the tenant
+    """The gpu-operator chart version, a pinned release like v25.10.1."""
+    service_monitor: bool = False
+    """A ServiceMonitor for its DCGM exporter (needs the Prometheus Operator CRDs inside the tenant)."""
+    dcgm_exporter: bool = True
+    """Run NVIDIA's DCGM exporter (GPU metrics) on every GPU node; its image is the largest the operator pulls."""
+    mig_manager: bool = True
+    """Run the operator's MIG manager on nodes whose GPUs support Multi-Instance GPU (A100, H100, H200)."""
 
 
 class TenantNetwork(ConfigModel):
+    """The tenant's node network in its GCP project."""
+
     cidr: str
-    iap_ssh: bool = False  # firewall rule for SSH through Identity-Aware Proxy
-    # Static external addresses of the tenant's Cloud NAT: its nodes' only egress addresses, and
-    # the only sources its control plane's LoadBalancer accepts. One serves up to 64512 connections
-    # at once to one destination; more for nodes that open many.
+    """The node subnet, a private /16–/26 clear of the host cluster's ranges, vCluster's 10.244.0.0/16 and 10.96.0.0/12, and every other tenant's (an error suggests a free one)."""
+    iap_ssh: bool = False
+    """A firewall rule for SSH through Identity-Aware Proxy."""
     nat_addresses: int = Field(1, ge=1, le=8)
+    """Static external addresses of the tenant's Cloud NAT: its nodes' only egress and the only sources its control plane accepts (one serves up to 64512 connections to one destination)."""
 
 
 class Requests(ConfigModel):
+    """Requests of the control-plane pod, room kept for it on the host cluster."""
+
     cpu: str = "200m"
+    """CPU request, a Kubernetes quantity like 500m or 2."""
     memory: str = "512Mi"
+    """Memory request, a Kubernetes quantity like 512Mi or 4Gi."""
 
 
 class Limits(ConfigModel):
+    """Limits of the control-plane pod, which keep it from starving the other tenants' control planes."""
+
     cpu: str = "2"
+    """CPU limit, a Kubernetes quantity like 500m or 2."""
     memory: str = "4Gi"
+    """Memory limit, a Kubernetes quantity like 512Mi or 4Gi."""
 
 
 class ControlPlane(ConfigModel):
@@ -92,35 +131,46 @@ class ControlPlane(ConfigModel):
     values has its own default, so `{limits: {memory: 8Gi}}` changes that one value only."""
 
     requests: Requests = Requests()
+    """What the host cluster keeps for the pod (each request at most its limit)."""
     limits: Limits = Limits()
+    """The most the pod may use."""
 
 
 class Tenant(ConfigModel):
-    name: str
-    network: TenantNetwork
-    gpu_pools: tuple[GpuPool, ...] = Field(min_length=1)
-    cpu_pool: CpuPool = CpuPool()
-    access: Access = Access()
-    gpu_operator: GpuOperator = GpuOperator()
-    smoke_test: bool = False
-    # Persistent volumes through the PD CSI driver on the tenant's nodes. Its node identity then
-    # holds project-wide disk rights (see docs/security.md "Node service account"); turn off if the team needs none.
-    # Default: on in project mode, off (and refused) in shared mode (config/tenant_security.py).
-    persistent_disks: bool = True
-    # Let the tenant's cloud controller manager create Google load balancers for its Services
-    # (grants its node identity load-balancer and firewall rights). Off: Services stay internal.
-    load_balancer_services: bool = False
-    # project: the team's VMs, disks, network and node identity in a GCP project of its own
-    # (gcpProject, or created under platform.tenantProjects); shared: in the environment's project.
-    isolation: Literal["project", "shared"] = "project"
-    gcp_project: GcpProject | None = None  # a project id, or {id, create}
-    # concealed: pods on the tenant's nodes cannot reach the metadata server (the node identity's
-    # token); exposed: they can, e.g. to use Google APIs as the node identity.
-    node_metadata: Literal["concealed", "exposed"] = "concealed"
-    control_plane: ControlPlane = ControlPlane()
-    # Pod Security Standard of the team's namespaces (components/tenant_pod_security.py).
-    pod_security_standard: Literal["baseline", "restricted", "privileged"] = "baseline"
+    """A team's virtual cluster with its private GPU nodes."""
 
+    name: str
+    """The team's name, a DNS-1123 label of at most 16 characters, unique in the environment."""
+    network: TenantNetwork
+    """The tenant's node network."""
+    gpu_pools: tuple[GpuPool, ...] = Field(min_length=1)
+    """The tenant's GPU pools, at least one, no two of the same GPU type, GPUs per node and capacity type."""
+    cpu_pool: CpuPool = CpuPool()
+    """The tenant's CPU pool."""
+    access: Access = Access()
+    """Who is cluster-admin inside the tenant."""
+    gpu_operator: GpuOperator = GpuOperator()
+    """The GPU Operator inside the tenant."""
+    smoke_test: bool = False
+    """A Job running nvidia-smi on one GPU of the tenant."""
+    persistent_disks: bool = True
+    """Persistent volumes through the PD CSI driver on the tenant's nodes, whose node identity then holds project-wide disk rights (docs/security.md, "Node service account"); unset: true with isolation: project, false with isolation: shared, where true is refused (the environment's project holds the host cluster's volumes)."""
+    load_balancer_services: bool = False
+    """Let the tenant's cloud controller manager create Google load balancers for its Services (load-balancer and firewall rights for its node identity); off: Services stay internal."""
+    isolation: Literal["project", "shared"] = "project"
+    """project: the team's VMs, disks, network and node identity in a GCP project of its own; shared: in the environment's project, beside every other shared tenant (warned about), whose names must not start with this one's name and a hyphen (their VM names would not tell them apart)."""
+    gcp_project: GcpProject | None = Field(None, json_schema_extra=project_id_alone_too)
+    """Project mode: an existing project id, or {id, create: true}, neither the environment's project nor another tenant's; unset: created under platform.tenantProjects, else an error (never set with isolation: shared)."""
+    node_metadata: Literal["concealed", "exposed"] = "concealed"
+    """concealed: pods on the tenant's nodes cannot reach the metadata server (the node identity's token); exposed: they can, e.g. to call Google APIs as the node identity."""
+    control_plane: ControlPlane = ControlPlane()
+    """The control-plane pod on the host cluster; each of the four values has its own default, so {limits: {memory: 8Gi}} changes that value only, each at most platform.controlPlaneMaximum."""
+    node_shutdown: NodeShutdown = NodeShutdown()
+    """The kubelet's graceful shutdown on every node of the tenant: pods get SIGTERM and this long to stop before a preempted or stopped VM powers off."""
+    backup: Backup = Backup()
+    """The scheduled backup of the tenant's control plane and its data volume (Backup for GKE), and how long backups are kept."""
+    pod_security_standard: Literal["baseline", "restricted", "privileged"] = "baseline"
+    """The Pod Security Standard every namespace of the tenant must enforce but the few the product runs host-level components in (docs/security.md, "Pod Security"); privileged: none, so any pod may use hostNetwork and reach the node identity's token (in prod it needs platform.approvedTenantSecurity)."""
     monitoring: TenantMonitoring = TenantMonitoring()
     """The team's GPU metrics, Kubernetes object metrics and dashboard (config/monitoring.py); default: as the environment's monitoring."""
 
@@ -158,10 +208,32 @@ class PoolPlan:
     # list prices (`node_usd_per_hour`); None where the region records no price. Every money figure
     # of the pool (expected, ceiling, always on) is made of these.
     node_usd_per_hour: dict[str, float | None] = dataclasses.field(default_factory=dict)
+    gpu_timeout: str = GPU_TIMEOUT  # GPU pools: the watchdog's limit (config/reliability.py)
+    # Nodes of `warm_node_type` kept running (a static pool beside the dynamic one); they are part
+    # of `max_nodes`, and `limits` are the dynamic pool's, sized for the nodes they leave.
+    warm_nodes: int = 0
 
     @property
     def max_gpus(self) -> int:
         return self.max_nodes * self.gpus_per_node
+
+    @property
+    def dynamic_nodes(self) -> int:
+        """The nodes the dynamic pool may add to the warm ones."""
+        return self.max_nodes - self.warm_nodes
+
+    @property
+    def warm_node_type(self) -> NodeType:
+        """The shape warm nodes have: the pool's cheapest, as for `expected`."""
+        return self.expected_node_type
+
+    @property
+    def warm_usd_per_hour(self) -> float | None:
+        """What the warm nodes cost, busy or idle: always on."""
+        if not self.warm_nodes:
+            return 0.0
+        price = self.node_price(self.warm_node_type)
+        return None if price is None else self.warm_nodes * price
 
     @property
     def machine_types(self) -> tuple[str, ...]:
@@ -197,8 +269,9 @@ class PoolPlan:
     @property
     def expected_nodes(self) -> int:
         """How many nodes "expected" counts (EXPECTED, the one definition): a GPU pool busy at its
-        GPU limit; a CPU pool at its one node for the tenant's system pods, as when idle."""
-        return self.nodes_within_limits(self.expected_node_type) if self.gpu else 1
+        GPU limit (its warm nodes and what its dynamic limits admit); a CPU pool at its one node
+        for the tenant's system pods, as when idle."""
+        return self.nodes_within_limits(self.expected_node_type) + self.warm_nodes if self.gpu else 1
 
     @property
     def expected_usd_per_hour(self) -> float | None:
@@ -217,7 +290,7 @@ class PoolPlan:
         if not self.priced:
             return None
         nt = self.ceiling_node_type
-        return self.nodes_within_limits(nt) * self.node_price(nt)  # type: ignore[operator]
+        return self.nodes_within_limits(nt) * self.node_price(nt) + self.warm_usd_per_hour  # type: ignore[operator]
 
     @property
     def cheapest_usd_per_hour(self) -> float | None:
@@ -225,12 +298,20 @@ class PoolPlan:
 
     @property
     def selector(self) -> list[dict]:
+        # Only the shapes the pool's limits were sized for.
+        return self._requirements(self.machine_types)
+
+    @property
+    def warm_selector(self) -> list[dict]:
+        """The warm nodes' selector: the pool's, narrowed to the warm shape."""
+        return self._requirements((self.warm_node_type.machine_type,))
+
+    def _requirements(self, machine_types: tuple[str, ...]) -> list[dict]:
         accelerator = self.gpu or props.NO_ACCELERATOR
         requirements = [{"property": props.ACCELERATOR, "operator": "In", "values": [accelerator]}]
         if self.gpu:
             requirements.append({"property": props.ACCELERATOR_COUNT, "operator": "In", "values": [str(self.gpus_per_node)]})
-            # Only the shapes the pool's limits were sized for.
-            requirements.append({"property": props.INSTANCE_TYPE, "operator": "In", "values": list(self.machine_types)})
+            requirements.append({"property": props.INSTANCE_TYPE, "operator": "In", "values": list(machine_types)})
         requirements.append(
             {"property": props.CAPACITY_TYPE, "operator": "In", "values": [props.SPOT if self.spot else props.ON_DEMAND]}
         )
@@ -270,6 +351,15 @@ class TenantPlan:
         """The tenant's system pods keep one CPU node (the cheapest that fits) up at all times."""
         return self.cpu_pool.cheapest_usd_per_hour
 
+    @property
+    def warm_usd_per_hour(self) -> float | None:
+        """The GPU pools' warm nodes, always on."""
+        return _sum(p.warm_usd_per_hour for p in self.gpu_pools)
+
+    @property
+    def warm_nodes(self) -> int:
+        return sum(p.warm_nodes for p in self.gpu_pools)
+
 
 # What "expected" means, wherever a cost is shown (the plan's tables, docs/costs.md "Costs").
 EXPECTED = (
@@ -306,6 +396,9 @@ def check_tenant(
             problems.add(f"{path}.name", f"{tenant.name!r} must be a DNS-1123 label of at most {MAX_TENANT_NAME} characters")
         elif tenant.name == RESERVED_PLATFORM_PROJECT:
             problems.add(f"{path}.name", f"{tenant.name!r} is the vCluster Platform's own default project; each team gets a platform project named after it")
+        elif f"vcluster-{tenant.name}" == PLATFORM_NAMESPACE:
+            # The tenant's host namespace (components/tenant_vcluster.py) would be the platform's.
+            problems.add(f"{path}.name", f"{tenant.name!r} would put the team's control plane into the platform's namespace {PLATFORM_NAMESPACE}")
     for other in others:
         with problems.checking(f"{path}.name"):
             if other.name == tenant.name:
@@ -316,6 +409,7 @@ def check_tenant(
     with problems.checking(f"{path}.controlPlane"):
         check_control_plane(f"{path}.controlPlane", tenant.control_plane, problems, maximum=facts.control_plane_maximum)
     check_tenant_security(path, tenant, facts, others, problems)
+    check_reliability(path, tenant, facts, problems)
 
     seen: dict[tuple, int] = {}
     with problems.checking(f"{path}.gpuPools"):
@@ -324,6 +418,7 @@ def check_tenant(
             with problems.checking(f"{path}.gpuPools[{i}]"):
                 _check_pool(f"{path}.gpuPools[{i}]", i, pool, facts, seen, problems)
             _check_pool_timing(f"{path}.gpuPools[{i}]", pool, problems)
+            _check_warm_spot(f"{path}.gpuPools[{i}]", pool, problems)
 
     with problems.checking(f"{path}.cpuPool"):
         cpu_types = facts.node_types_for(None, False)
@@ -338,14 +433,40 @@ def check_tenant(
     with problems.checking(f"{path}.access"):
         for kind, names in (("users", tenant.access.users), ("teams", tenant.access.teams)):
             for i, name in enumerate(names):
-                if not name or name != name.strip():
-                    problems.add(f"{path}.access.{kind}[{i}]", f"{name!r} is not a platform {kind[:-1]} name")
+                if not is_object_name(name):
+                    problems.add(
+                        f"{path}.access.{kind}[{i}]",
+                        f"{shown(name)} is not a platform {kind[:-1]} name; allowed: a Kubernetes object name, at most 253 lowercase "
+                        "letters, digits, '-' and '.', starting and ending with a letter or digit",
+                    )
     with problems.checking(f"{path}.monitoring"):
         check_tenant_monitoring(f"{path}.monitoring", tenant.monitoring, facts, problems)
+    with problems.checking(f"{path}.gpuOperator.serviceMonitor"):
+        if tenant.gpu_operator.service_monitor and not tenant.gpu_operator.dcgm_exporter:
+            problems.add(f"{path}.gpuOperator.serviceMonitor", "true needs dcgmExporter: true (the ServiceMonitor scrapes the DCGM exporter)")
+    with problems.checking(f"{path}.gpuOperator.dcgmExporter"):
+        if not tenant.gpu_operator.dcgm_exporter and resolve_tenant_monitoring(tenant.monitoring, facts).enabled:
+            problems.add(
+                f"{path}.gpuOperator.dcgmExporter",
+                "false, but monitoring is on for this tenant, and its GPU metrics come from the DCGM exporter; "
+                "keep dcgmExporter: true, or set monitoring.enabled: false",
+            )
     with problems.checking(f"{path}.gpuOperator.version"):
         version = tenant.gpu_operator.version
         if not (version.startswith("v") and len(version.split(".")) == 3 and all(p.isdigit() for p in version[1:].split("."))):
             problems.add(f"{path}.gpuOperator.version", f"{version!r} is not a pinned release like {GPU_OPERATOR_VERSION}")
+
+
+# Platform users and teams are the cluster-scoped custom resources users.storage.loft.sh and
+# teams.storage.loft.sh (loft-sh/vcluster tag v0.36.1, pkg/cli/destroy/destroy.go deletes them as
+# storage.loft.sh/v1 CRDs), and the API server accepts a custom resource's name only as a DNS-1123
+# subdomain (kubernetes/kubernetes staging/src/k8s.io/apiextensions-apiserver/pkg/registry/
+# customresource/validator.go: `validation.NameIsDNSSubdomain`).
+_DNS_SUBDOMAIN = Syntax(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def is_object_name(name: str) -> bool:
+    return bool(_DNS_SUBDOMAIN.match(name)) and len(name) <= 253
 
 
 def _check_network(
@@ -416,15 +537,37 @@ def _check_pool(pool_path: str, i: int, pool: GpuPool, facts: EnvironmentFacts, 
         return
     if pool.max_gpus % per_node:
         problems.add(f"{pool_path}.maxGpus", f"{pool.max_gpus} is not a multiple of gpusPerNode {per_node}")
+    if pool.warm_nodes > pool.max_gpus // per_node:
+        problems.add(
+            f"{pool_path}.warmNodes",
+            f"{pool.warm_nodes} warm nodes of {per_node} GPU{'s' if per_node > 1 else ''} hold more than maxGpus {pool.max_gpus} admits; "
+            f"at most {pool.max_gpus // per_node} (warm nodes count against maxGpus)",
+        )
     with problems.checking(f"{pool_path}.machineTypes"):
         _check_shapes(pool_path, pool, per_node, facts, problems)
     quota = facts.gpu_quota.get(pool.gpu, 0)
     if pool.max_gpus > quota:
-        problems.add(f"{pool_path}.maxGpus", f"{pool.max_gpus} exceeds the environment's quota of {quota} {pool.gpu} GPUs in {facts.region}")
+        problems.add(
+            f"{pool_path}.maxGpus",
+            f"{pool.max_gpus} exceeds the environment's quota of {quota} {pool.gpu} GPUs in {facts.region} "
+            f"(nodeProvider.gpuQuota; one pool above it is an error whatever quotaPolicy says)",
+        )
     key = (pool.gpu, per_node, pool.spot)
     if key in seen:
         problems.add(pool_path, f"duplicates gpuPools[{seen[key]}] ({pool.gpu}, {per_node} per node, spot={pool.spot})")
     seen[key] = i
+
+
+def _check_warm_spot(pool_path: str, pool: GpuPool, problems: Problems) -> None:
+    """Needs nothing from the environment: checked even when the rest of the pool is not."""
+    with problems.checking(f"{pool_path}.warmNodes"):
+        if pool.spot and pool.warm_nodes and not pool.spot_warm_nodes:
+            problems.add(
+                f"{pool_path}.warmNodes",
+                f"{pool.warm_nodes} warm node{'s' if pool.warm_nodes > 1 else ''} in a Spot pool: Compute Engine may preempt them "
+                "at any moment, and the next pod waits for a new VM after all; keep warm nodes in an on-demand pool, "
+                "or set spotWarmNodes: true to keep them anyway",
+            )
 
 
 def _check_pool_timing(pool_path: str, pool: GpuPool, problems: Problems) -> None:
@@ -449,8 +592,7 @@ def _check_pool_zones(pool_path: str, pool: GpuPool, facts: EnvironmentFacts, pr
             problems.add(f"{pool_path}.zones", "is empty; leave it out to use every zone")
         for j, zone in enumerate(zones or ()):
             if zone in zones[:j]:
-                problems.add(f"{pool_path}.zones[{j}]", f"{zone} is listed twice")
-                continue
+                continue  # reported with every list's repeats (config/base.py parse)
             with problems.checking(pool_path):  # against the environment, as the rest of the pool
                 if zone not in facts.zones:
                     problems.add(
@@ -517,6 +659,7 @@ def plan_tenant(tenant: Tenant, facts: EnvironmentFacts) -> TenantPlan:
         per_node = pool.gpus_per_node or counts[0]
         eligible = pool_node_types(pool, per_node, facts)
         max_nodes = pool.max_gpus // per_node
+        warm = pool.warm_nodes
         gpu_pools.append(
             PoolPlan(
                 name=_pool_name(pool.gpu, per_node, pool.spot),
@@ -525,13 +668,16 @@ def plan_tenant(tenant: Tenant, facts: EnvironmentFacts) -> TenantPlan:
                 spot=pool.spot,
                 max_nodes=max_nodes,
                 node_types=eligible,
-                limits=_limits(eligible, max_nodes, pool.max_gpus),
+                # The dynamic pool's: for the nodes and GPUs the warm ones leave.
+                limits=_limits(eligible, max_nodes - warm, pool.max_gpus - warm * per_node),
                 idle_after=pool.idle_after,
                 termination_grace_period=pool.termination_grace_period,
                 # Never evict a running job to repack nodes: a GPU node goes only when empty.
                 consolidation_policy="WhenEmpty",
                 zones=tuple(pool.zones or ()),
                 node_usd_per_hour={nt.name: node_usd_per_hour(nt, facts.region) for nt in eligible},
+                gpu_timeout=pool.gpu_timeout,
+                warm_nodes=warm,
             )
         )
     cpu_types = facts.node_types_for(None, False)

@@ -44,9 +44,13 @@ class TenantSecurity(ConfigModel):
     safe ones (unset: the safe value only)."""
 
     isolation: Literal["project", "shared"] | None = None
+    """The team's tenant may have this isolation (shared: in the environment's project); unset: project only."""
     load_balancer_services: bool | None = None
+    """true: the team's tenant may create Google load balancers for its Services; unset: false only."""
     node_metadata: Literal["concealed", "exposed"] | None = None
+    """exposed: pods on the team's nodes may reach the metadata server (the node identity's token); unset: concealed only."""
     pod_security_standard: Literal["baseline", "restricted", "privileged"] | None = None
+    """privileged: the team's tenant may enforce no Pod Security Standard; unset: baseline or restricted only."""
 
 
 class ControlPlaneMaximum(ConfigModel):
@@ -55,7 +59,9 @@ class ControlPlaneMaximum(ConfigModel):
     run every tenant's) from the others."""
 
     cpu: str = "4"
+    """The most CPU, a Kubernetes quantity like 4 or 4000m."""
     memory: str = "8Gi"
+    """The most memory, a Kubernetes quantity like 8Gi."""
 
 
 def security_settings(tenant: Any) -> dict[str, Any]:

@@ -89,3 +89,9 @@ def platform_supports_vcluster(platform_version: str, vcluster_version: str) -> 
     minor = ".".join(vcluster_version.lstrip("v").split(".")[:2])
     minimum = VCLUSTER_MIN_PLATFORM.get(minor)
     return minimum is not None and parse_version(platform_version) >= parse_version(minimum)
+
+# The GPU watchdog inside each tenant (components/gpu_watchdog.py, run from a ConfigMap): the
+# Docker official Python image, slim Debian bookworm variant, pinned to a patch release. Tag only:
+# its digest is published on Docker Hub, which cannot be read where this was written; pin
+# `@sha256:` of this tag when bumping it (docker buildx imagetools inspect <image>).
+WATCHDOG_IMAGE = "docker.io/library/python:3.12.12-slim-bookworm"

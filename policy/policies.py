@@ -14,7 +14,20 @@ program itself uses (vcluster_reader.py).
 
 from __future__ import annotations
 
-from guardrails import by_design, cost, gke, iam, platform_objects, public_ranges, supply_chain, tenancy, tenant_placement, vcluster_values
+from guardrails import (
+    backups,
+    by_design,
+    cost,
+    gke,
+    iam,
+    platform_objects,
+    public_ranges,
+    supply_chain,
+    tenancy,
+    tenant_placement,
+    vcluster_values,
+)
+from guardrails.backups import BACKUP_PLAN, backups_by_design  # noqa: F401
 from guardrails.common import (  # noqa: F401  (re-exported for the tests and the docs check)
     BOOTSTRAP_PROJECT,
     CLUSTER_ENVIRONMENT_LABEL,
@@ -98,6 +111,7 @@ POLICIES = [
     *vcluster_values.POLICIES,
     *platform_objects.POLICIES,
     *cost.POLICIES,
+    *backups.POLICIES,
 ]
 
 # What the opt-in legacy mode (nodeProvider.legacyInfrastructure: true) violates on purpose: the

@@ -132,6 +132,10 @@ class Pool:
     def consolidate_after(self) -> str | None:
         return (self.spec.get("disruption") or {}).get("consolidateAfter")
 
+    @property
+    def node_labels(self) -> dict[str, str]:
+        return dict(self.spec.get("nodeLabels") or {})
+
 
 class VClusterValues:
     """Read access to a vcluster.yaml document."""
@@ -170,6 +174,21 @@ class VClusterValues:
     @property
     def network_policy_enabled(self) -> bool:
         return ((self.document.get("policies") or {}).get("networkPolicy") or {}).get("enabled") is True
+
+    @property
+    def kubelet_config(self) -> dict[str, Any]:
+        """What vCluster merges into every private node's kubelet config."""
+        return dict(((self.document.get("privateNodes") or {}).get("kubelet") or {}).get("config") or {})
+
+    @property
+    def auto_upgrade(self) -> dict[str, Any]:
+        return dict((self.document.get("privateNodes") or {}).get("autoUpgrade") or {})
+
+    @property
+    def embedded_ccm_enabled(self) -> bool:
+        """vCluster's own cloud controller manager (chart default: on)."""
+        advanced = (self.document.get("controlPlane") or {}).get("advanced") or {}
+        return (advanced.get("cloudControllerManager") or {}).get("enabled", True) is not False
 
     @property
     def auto_nodes(self) -> list[dict[str, Any]]:

@@ -1,7 +1,8 @@
-"""Running the node template's concealment boothook (templates/node/main.tf `conceal_script`) on
-this machine, without root and without touching its firewall: a fake `iptables` that keeps its
-tables in a JSON file and answers -N/-F/-A/-I/-C as iptables does, fake `systemctl`/`poweroff`
-that only record being called, and the kubelet drop-in directory moved into a scratch directory.
+"""Running the node template's boothooks (templates/node/main.tf `conceal_script`,
+`fabric_manager_script`) on this machine, without root and without touching its firewall: a fake
+`iptables` that keeps its tables in a JSON file and answers -N/-F/-A/-I/-C as iptables does, fake
+`systemctl`/`poweroff` that only record being called (and fail where a test says so), and the
+kubelet drop-in directory and the installer's directory moved into a scratch directory.
 
 test_node_template.py imports it as `boothook_support` (pytest puts tests/ on sys.path).
 """
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 DROPIN_DIR_LINE = "dropin_dir=/etc/systemd/system/kubelet.service.d"
+INSTALLER_DIR_LINE = "installer_dir=/etc/gpu-platform"
 DROPIN_NAME = "50-gpu-platform-metadata.conf"
 
 # Built-in chains per table (iptables-extensions(8), "TABLES"); targets that are not chains.
@@ -64,6 +66,8 @@ json.dump(state, open(path, "w"))
 """
 RECORDER = """#!/bin/sh
 echo "$(basename "$0") $*" >>"$FAKE_CALLS"
+case "$(basename "$0") $*" in *"$FAKE_COMMAND_FAIL"*) [ -n "$FAKE_COMMAND_FAIL" ] && exit 1 ;; esac
+exit 0
 """
 
 
@@ -93,30 +97,35 @@ class Node:
         self.state = root / "iptables.json"
         self.calls = root / "calls.log"
         self.dropin_dir = root / "kubelet.service.d"
+        self.installer_dir = root / "gpu-platform"
         for name, text in [("systemctl", RECORDER), ("poweroff", RECORDER)] + ([("iptables", FAKE_IPTABLES)] if iptables else []):
             (self.bin / name).write_text(text)
             (self.bin / name).chmod(0o755)
-        for tool in ("mkdir", "basename"):
+        for tool in ("mkdir", "basename", "cp"):
             (self.bin / tool).symlink_to(shutil.which(tool))
 
-    def env(self, fail: str = "") -> dict[str, str]:
+    def env(self, fail: str = "", command_fail: str = "") -> dict[str, str]:
         return {
             "PATH": str(self.bin),
             "FAKE_IPTABLES_STATE": str(self.state),
             "FAKE_CALLS": str(self.calls),
             "FAKE_IPTABLES_FAIL": fail,
+            "FAKE_COMMAND_FAIL": command_fail,
         }
 
-    def boot(self, script: str, *, fail: str = "") -> Boot:
-        """Run the boothook as cloud-init does (an executable file), with the drop-in directory
-        moved here."""
+    def boot(self, script: str, *, fail: str = "", command_fail: str = "", name: str = "boothook", dropin_name: str = DROPIN_NAME) -> Boot:
+        """Run the boothook as cloud-init does (an executable file), with the drop-in and
+        installer directories moved here."""
         assert script.count(DROPIN_DIR_LINE) == 1, "the boothook names the kubelet drop-in directory once"
-        path = self.root / "boothook"
-        path.write_text(script.replace(DROPIN_DIR_LINE, f"dropin_dir={self.dropin_dir}"))
+        assert script.count(INSTALLER_DIR_LINE) <= 1, "the boothook names the installer directory once"
+        path = self.root / name
+        path.write_text(
+            script.replace(DROPIN_DIR_LINE, f"dropin_dir={self.dropin_dir}").replace(INSTALLER_DIR_LINE, f"installer_dir={self.installer_dir}")
+        )
         path.chmod(0o755)
         self.calls.write_text("")
-        result = subprocess.run([str(path)], env=self.env(fail), capture_output=True, text=True, timeout=60)
-        dropin = self.dropin_dir / DROPIN_NAME
+        result = subprocess.run([str(path)], env=self.env(fail, command_fail), capture_output=True, text=True, timeout=60)
+        dropin = self.dropin_dir / dropin_name
         return Boot(
             status=result.returncode,
             stderr=result.stderr,
@@ -130,9 +139,18 @@ class Node:
         if self.state.exists():
             self.state.unlink()
 
-    def kubelet_may_start(self, dropin: str) -> bool:
-        """Run the drop-in's ExecStartPre= commands as systemd would before starting the kubelet."""
+    def kubelet_may_start(self, dropin: str, *, fail: str = "", command_fail: str = "") -> bool:
+        """Run the drop-in's ExecStartPre= commands as systemd would before starting the kubelet
+        (a command given by absolute path runs from the fake bin directory, as on the node)."""
         commands = [line.split("=", 1)[1] for line in dropin.splitlines() if line.startswith("ExecStartPre=")]
         assert commands, dropin
-        env = {**os.environ, **self.env()}
-        return all(subprocess.run(shlex.split(c), env=env, capture_output=True, timeout=60).returncode == 0 for c in commands)
+        env = {**os.environ, **self.env(fail, command_fail)}
+        self.calls.write_text("")
+
+        def run(command: str) -> int:
+            argv = shlex.split(command)
+            if argv[0] in ("/bin/systemctl",):
+                argv[0] = str(self.bin / Path(argv[0]).name)
+            return subprocess.run(argv, env=env, capture_output=True, timeout=60).returncode
+
+        return all(run(c) == 0 for c in commands)

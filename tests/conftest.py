@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from config.stack_files import PROJECT_DIR, read_stack_values
-from shipped_stacks import SHIPPED_DIR, checkout_is_as_shipped, committed_stacks, environment_stack_of, shipped_values
+from shipped_stacks import SHIPPED_DIR, checkout_is_as_shipped, committed_stacks, shipped_values
 from tools.mock_engine import ProgramRun, run_program
 
 # The environment stack the shipped team stack references.
@@ -25,23 +25,62 @@ def stack_values():
 
 
 @pytest.fixture(scope="session")
-def dev_run():
-    return run_program(shipped_values("dev"), stack="dev", project_dir=SHIPPED_DIR)
+def shipped_plans() -> dict:
+    """Environment outputs shared by the shipped stacks' plans below (team stacks plan against them)."""
+    return {}
+
+
+def _shipped_run(stack: str, environments: dict) -> ProgramRun:
+    """A shipped stack evaluated as its offline plan evaluates it (its program run): the tests that
+    plan the shipped stacks (tests/test_plan.py, tests/test_readme.py) then reuse it."""
+    from tools.plan import plan_stack
+
+    return plan_stack(stack, SHIPPED_DIR, environment_cache=environments).run
 
 
 @pytest.fixture(scope="session")
-def prod_run():
-    return run_program(shipped_values("prod"), stack="prod", project_dir=SHIPPED_DIR)
+def dev_run(shipped_plans):
+    return _shipped_run("dev", shipped_plans)
 
 
 @pytest.fixture(scope="session")
-def tenant_run(dev_run):
-    return run_program(
-        shipped_values("team-vision-dev"),
-        stack="team-vision-dev",
-        stack_outputs={ENV_STACK_REF: dev_run.outputs},
-        project_dir=SHIPPED_DIR,
-    )
+def prod_run(shipped_plans):
+    return _shipped_run("prod", shipped_plans)
+
+
+@pytest.fixture(scope="session")
+def tenant_run(dev_run, shipped_plans):
+    """team-vision-dev with the outputs of dev's evaluation (dev_run), as `pulumi up` after dev."""
+    return _shipped_run("team-vision-dev", shipped_plans)
+
+
+# nlp's L4 pool in the shipped dev stack, and the same pool with one warm node.
+NLP_L4_POOL = "- {gpu: nvidia-l4, maxGpus: 4, idleAfter: 60s}"
+NLP_L4_WARM_POOL = "- {gpu: nvidia-l4, maxGpus: 4, idleAfter: 60s, warmNodes: 1}"
+
+
+@pytest.fixture(scope="session")
+def warm_plan(tmp_path_factory):
+    """dev as shipped with one warm node in nlp's L4 pool (`warmNodes: 1`), planned offline once
+    beside the other shipped stacks: `.run` is its program's run, which the tests of the rendered
+    values and of the policy pack use too (no committed stack has warm nodes)."""
+    import shutil
+
+    from tools.plan import plan_stack
+
+    project = tmp_path_factory.mktemp("warm-project")
+    for path in SHIPPED_DIR.glob("Pulumi*.yaml"):
+        shutil.copy(path, project / path.name)
+    stack_file = project / "Pulumi.dev.yaml"
+    text = stack_file.read_text()
+    assert text.count(NLP_L4_POOL) == 1, "the shipped dev stack no longer has nlp's L4 pool as this fixture expects"
+    stack_file.write_text(text.replace(NLP_L4_POOL, NLP_L4_WARM_POOL))
+    return plan_stack("dev", project)
+
+
+@pytest.fixture(scope="session")
+def warm_run(warm_plan) -> ProgramRun:
+    return warm_plan.run
 
 
 @pytest.fixture(scope="session")
@@ -90,15 +129,15 @@ def committed_runs(request) -> dict[str, ProgramRun]:
     are the shipped runs; stacks a user added or changed are evaluated here."""
     if checkout_is_as_shipped():
         return dict(request.getfixturevalue("runs"))
+    from tools.plan import plan_stack
+
+    # Through the offline plan (a team stack with its environment's outputs, as `pulumi up` after
+    # it): the plan of every committed stack (tests/test_plan.py) is then not evaluated again.
     evaluated: dict[str, ProgramRun] = {}
+    environments: dict = {}
     for stack in committed_stacks():
         try:
-            values = read_stack_values(PROJECT_DIR, stack)
-            environment = environment_stack_of(stack)
-            outputs = None
-            if environment is not None:
-                outputs = {values["gpu-platform:environmentStack"]: evaluated[environment].outputs}
-            evaluated[stack] = run_program(values, stack=stack, stack_outputs=outputs, project_dir=PROJECT_DIR)
+            evaluated[stack] = plan_stack(stack, PROJECT_DIR, environment_cache=environments).run
         except Exception as e:  # noqa: BLE001 - that stack's tests fail with it; the others still run
             evaluated[stack] = BrokenStack(stack, e)  # type: ignore[assignment]
     return evaluated
@@ -112,3 +151,31 @@ class BrokenStack:
 
     def __getattr__(self, name: str):
         raise AssertionError(f"stack {self.stack} could not be evaluated: {self.error}") from self.error
+
+
+ADDED_TEAMS = "test_added_teams.py::test_the_tests_pass_after_adding_teams_as_the_docs_say_and_with_make_team"
+
+
+def pytest_collection_modifyitems(items):
+    """The test that waits for the copy's checks (below) goes last, so the suite runs meanwhile."""
+    waiting = [i for i in items if i.nodeid.endswith(ADDED_TEAMS)]
+    items[:] = [i for i in items if i not in waiting] + waiting
+
+
+def pytest_collection_finish(session):
+    """tests/test_added_teams.py runs `make test`'s checks in a copy of the project, in a process of
+    its own: started now (prepared in a thread: copying, `make team`), it runs beside the rest of
+    the suite (this machine has two cores) instead of after it; the test, last, waits for it."""
+    item = next((i for i in session.items if i.nodeid.endswith(ADDED_TEAMS)), None)
+    if item is None:
+        return
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    module = item.module
+    directory = Path(tempfile.mkdtemp(prefix="gpu-platform-added-teams-"))
+    session.config.add_cleanup(lambda: shutil.rmtree(directory, ignore_errors=True))
+    started = module.StartedCopyRun(directory)
+    session.config.add_cleanup(started.stop)
+    session.config.stash[module.COPY_RUN] = started

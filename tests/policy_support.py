@@ -1,17 +1,14 @@
 """Running the pack's validators the way the analyzer does, on what the mock engine registered.
 
-Validators get their props through the SDK's own unknown-checking proxy, as under the CLI: a
-read-only Mapping (not a dict) that raises UnknownValueError on values unknown during preview.
-Shared by tests/test_policies.py (each policy on real and broken resources) and
+The runner itself is tools/policy_check.py (`make plan` runs the pack with it too); here are the
+tests' views of it. Shared by tests/test_policies.py (each policy on real and broken resources) and
 tests/test_policy_violations.py (every case of issue #11 rejected).
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import copy
-import inspect
 import json
 import os
 import select
@@ -22,102 +19,13 @@ from typing import Any
 
 import policies as P
 import yaml
-from pulumi_policy import (
-    EnforcementLevel,
-    PolicyCustomTimeouts,
-    PolicyProviderResource,
-    PolicyResource,
-    PolicyResourceOptions,
-    ResourceValidationArgs,
-    ResourceValidationPolicy,
-    StackValidationArgs,
-    StackValidationPolicy,
-)
-from pulumi_policy.proxy import unknown_checking_proxy
+from pulumi_policy import EnforcementLevel, ResourceValidationArgs, StackValidationArgs, StackValidationPolicy
 
+from tools import policy_check
 from tools.mock_engine import ProgramRun, Registration
 
-Policy = ResourceValidationPolicy | StackValidationPolicy
-
-
-def _options(protect: bool = False) -> PolicyResourceOptions:
-    return PolicyResourceOptions(
-        protect=protect,
-        ignore_changes=[],
-        delete_before_replace=None,
-        aliases=[],
-        custom_timeouts=PolicyCustomTimeouts(0, 0, 0),
-        additional_secret_outputs=[],
-    )
-
-
-def urn_of(resource_type: str, name: str, project: str = P.PROGRAM_PROJECT, stack: str = "dev") -> str:
-    return f"urn:pulumi:{stack}::{project}::{resource_type}::{name}"
-
-
-def make_args(
-    resource_type: str,
-    props: dict[str, Any],
-    *,
-    name: str = "test",
-    project: str = P.PROGRAM_PROJECT,
-    urn: str | None = None,
-    protect: bool = False,
-    provider: PolicyProviderResource | None = None,
-    config: dict[str, Any] | None = None,
-) -> ResourceValidationArgs:
-    return ResourceValidationArgs(
-        resource_type=resource_type,
-        props=unknown_checking_proxy(copy.deepcopy(props)),
-        urn=urn or urn_of(resource_type, name, project),
-        name=name,
-        opts=_options(protect),
-        provider=provider,
-        config=config,
-    )
-
-
-def args_of(run: ProgramRun, reg: Registration, *, props: dict | None = None, config: dict | None = None, **overrides) -> ResourceValidationArgs:
-    """A registered resource as a policy sees it: its inputs, URN, protect option and provider."""
-    provider = None
-    if reg.provider:
-        provider_urn = reg.provider.rsplit("::", 1)[0]
-        found = run.by_urn().get(provider_urn)
-        if found is not None:
-            provider = PolicyProviderResource(found.type, unknown_checking_proxy(found.plain_inputs), found.urn, found.name)
-    options = {"name": reg.name, "urn": reg.urn, "protect": reg.protect, "provider": provider, "config": config, **overrides}
-    return make_args(reg.type, reg.plain_inputs if props is None else props, **options)
-
-
-def policy_resource(resource_type: str, props: dict[str, Any], urn: str, name: str) -> PolicyResource:
-    return PolicyResource(resource_type, unknown_checking_proxy(copy.deepcopy(props)), urn, name, _options(), None, None, [], {})
-
-
-def stack_args(run: ProgramRun, extra: list[PolicyResource] = ()) -> StackValidationArgs:
-    """Every custom resource of a run (plus `extra`), as a stack policy sees the stack."""
-    resources = [policy_resource(r.type, r.plain_inputs, r.urn, r.name) for r in run.registrations if r.custom]
-    return StackValidationArgs(resources=[*resources, *extra])
-
-
-def reports(policy: Policy, args: ResourceValidationArgs | StackValidationArgs) -> list[tuple[str, str]]:
-    """(resource, message) of every violation the policy reports, as the CLI shows it: attached to
-    the resource's URN (a resource policy's own resource, whatever urn it passes; a stack policy's
-    urn, or the stack when it names none), its name taken from that URN, and the message. Runs an
-    awaitable validator to completion like the analyzer."""
-    found: list[tuple[str, str]] = []
-
-    def report(message: str, urn: str | None = None) -> None:
-        attached = args.urn if isinstance(args, ResourceValidationArgs) else urn
-        found.append((attached.rsplit("::", 1)[-1] if attached else "<stack>", message))
-
-    result = policy.validate(args, report)
-    if inspect.isawaitable(result):
-        loop = asyncio.new_event_loop()
-        try:
-            loop.run_until_complete(result)
-        finally:
-            loop.close()
-    return found
+# The pack run the way the analyzer runs it, as the offline plan does (tools/policy_check.py).
+from tools.policy_check import Policy, args_of, make_args, policy_resource, reports, stack_args, urn_of  # noqa: F401
 
 
 def violations(policy: Policy, args: ResourceValidationArgs | StackValidationArgs) -> list[str]:
@@ -147,20 +55,12 @@ def only(found: list[tuple[str, str]], policy: Policy) -> str:
 
 
 def analyze(run: ProgramRun, levels: dict[str, EnforcementLevel] | None = None) -> list[tuple[EnforcementLevel, str, str, str]]:
-    """(level, policy, resource, message) for every policy of the pack over a run: resource policies
-    on every custom resource, stack policies on the whole stack."""
-    out = []
-    for policy in P.POLICIES:
-        level = (levels or {}).get(policy.name, policy.enforcement_level)
-        if level == EnforcementLevel.DISABLED:
-            continue
-        if isinstance(policy, StackValidationPolicy):
-            out += [(level, policy.name, resource, m) for resource, m in reports(policy, stack_args(run))]
-            continue
-        for reg in run.registrations:
-            if reg.custom:
-                out += [(level, policy.name, reg.name, m) for m in violations(policy, args_of(run, reg))]
-    return out
+    """(level, policy, resource, message) for every policy of the pack over a run (tools/policy_check.py
+    `check`, which `make plan` runs too); each resource policy's message starts with its resource."""
+    found = policy_check.check(run, levels)
+    for v in found:
+        assert v.stack_policy or v.message.startswith((f"{v.resource} (", f"{v.resource}: ")), (v.policy, v.resource, v.message)
+    return [(v.level, v.policy, v.resource, v.message) for v in found]
 
 
 def mandatory(found: list[tuple[EnforcementLevel, str, str, str]]) -> list[tuple[str, str, str]]:
@@ -192,18 +92,10 @@ def pools_of(document: dict) -> dict[str, dict]:
     return {p["name"]: p for entry in document["privateNodes"]["autoNodes"] for p in entry["dynamic"]}
 
 
-@contextlib.contextmanager
 def pack_stacks(stacks: dict[str, Any]):
     """The pack judging with `stacks` as its per-stack data (program_data.json `stacks`) for a while:
     the shipped stacks' own data for their runs, whatever stacks this checkout holds."""
-    saved = dict(P.STACKS)
-    P.STACKS.clear()
-    P.STACKS.update(stacks)
-    try:
-        yield
-    finally:
-        P.STACKS.clear()
-        P.STACKS.update(saved)
+    return policy_check.judging_stacks(stacks, replace=True)
 
 
 @contextlib.contextmanager

@@ -191,6 +191,7 @@ def test_preview_and_drift_identities_cannot_write():
         "roles/serviceusage.serviceUsageViewer",
         "roles/monitoring.viewer",
         "roles/bigquery.metadataViewer",  # datasets' and tables' metadata, never their rows
+        "roles/gkebackup.viewer",  # Backup for GKE Viewer: "read-only access to all Backup for GKE resources"
     }
     for kind in ("preview", "drift"):
         for scope in ("project", "teamProject", "folder"):

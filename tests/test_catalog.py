@@ -79,7 +79,8 @@ def test_every_node_type_is_a_real_pairing_that_fits_its_shape(generated):
         # A cost exactly when the region has a price, in thousandths of a USD per hour.
         assert (nt.cost is None) == (nt.usd_per_hour is None)
         assert nt.cost is None or nt.cost == round(nt.usd_per_hour * 1000)
-        assert set(nt.properties) == set(props.NODE_TYPE_KEYS)
+        # The template's keys; a GPU type also the labels the GPU Operator finds GPU nodes by.
+        assert set(nt.properties) == set(props.NODE_TYPE_KEYS) | (set(props.GPU_NODE_LABELS) if nt.gpu else set())
         assert all(props.is_label_value(v) for v in nt.properties.values())
         assert nt.properties[props.DISK_TYPE] in machine.disk_types
         if nt.gpu is None:

@@ -169,7 +169,10 @@ def test_tenant_cross_checks_against_the_environment(stack_values):
     assert "tenants[0].gpuPools[0].gpu: 'nvidia-tesla-a100' is not offered by environment dev; offered: nvidia-tesla-t4, nvidia-l4" in found
     assert "tenants[0].gpuPools[1].maxGpus: 6 is not a multiple of gpusPerNode 4" in found
     assert "tenants[0].gpuPools[2].gpusPerNode: 3 is not a shape of nvidia-l4 in environment dev; shapes: 1, 2, 4, 8" in found
-    assert "tenants[0].gpuPools[3].maxGpus: 16 exceeds the environment's quota of 8 nvidia-tesla-t4 GPUs in europe-west4" in found
+    assert (
+        "tenants[0].gpuPools[3].maxGpus: 16 exceeds the environment's quota of 8 nvidia-tesla-t4 GPUs in europe-west4 "
+        "(nodeProvider.gpuQuota; one pool above it is an error whatever quotaPolicy says)"
+    ) in found
     assert "tenants[0].gpuPools[4].idleAfter: 'soon' is not a duration like 60s, 10m or 1h30m" in found
 
 
@@ -440,9 +443,11 @@ def test_every_bad_value_of_one_tenant_at_once(stack_values):
         "tenants[1].gpuPools[0].maxGpus: 'four' is not a whole number",
         "tenants[1].gpuPools[0].idleAfter: 'soon' is not a duration like 60s, 10m or 1h30m",
         "tenants[1].gpuPools[1].gpu: 'nvidia-h100-80gb' is not offered by environment dev; offered: nvidia-tesla-t4, nvidia-l4",
-        "tenants[1].gpuPools[2].maxGpus: 16 exceeds the environment's quota of 8 nvidia-l4 GPUs in europe-west4",
+        "tenants[1].gpuPools[2].maxGpus: 16 exceeds the environment's quota of 8 nvidia-l4 GPUs in europe-west4 "
+        "(nodeProvider.gpuQuota; one pool above it is an error whatever quotaPolicy says)",
         "tenants[1].access.teams: expected a list, got a string",
-        "tenants[1].access.users[0]: ' alice' is not a platform user name",
+        "tenants[1].access.users[0]: ' alice' is not a platform user name; allowed: a Kubernetes object name, at most 253 lowercase "
+        "letters, digits, '-' and '.', starting and ending with a letter or digit",
         "tenants[1].name: 'Speech' must be a DNS-1123 label of at most 16 characters",
         "tenants[1].network.cidr: '10.160.0.1/22' is malformed: host bits are set; did you mean 10.160.0.0/22?",
         "tenants[1].cpuPool.maxCpus: 1 is below the smallest CPU node type (2 vCPU): no node could start",
@@ -690,10 +695,14 @@ def test_a_missing_tenant_projects_key_says_what_it_is_for(stack_values):
     ]
 
 
-def test_a_missing_key_without_a_description_is_just_required(stack_values):
+def test_a_missing_key_says_what_it_is_for_in_its_docstrings_words(stack_values):
+    from config.tenant import TenantNetwork
+
     values = stack_values("dev")
     del values[f"{NS}:tenants"][0]["network"]["cidr"]
-    assert "tenants[0].network.cidr: required" in problems(values)
+    docstring = TenantNetwork.model_fields["cidr"].description
+    assert docstring.startswith("The node subnet, ") and docstring.endswith(".")
+    assert problems(values) == ["tenants[0].network.cidr: required: t" + docstring[1:-1]]
 
 
 def test_the_project_prefix_must_leave_room_for_every_team_name(stack_values):

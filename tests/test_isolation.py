@@ -100,7 +100,13 @@ def stack_values():
 )
 def test_every_gcp_object_of_a_project_mode_tenant_is_in_its_project(request, run_name, tenant, project, host):
     run = request.getfixturevalue(run_name)
-    objects = gcp_objects(run, tenant)
+    everything = gcp_objects(run, tenant)
+    # But the backup of its control plane, which lives in the host cluster: its plans are the host
+    # project's, and select the team's host namespace only (tests/test_backup.py).
+    backups = [r for r in everything if r.type.startswith("gcp:gkebackup/")]
+    assert {r.type.split(":")[1] for r in backups} == {"gkebackup/backupPlan", "gkebackup/restorePlan"}
+    assert {project_of(r) for r in backups} == {host}
+    objects = [r for r in everything if r not in backups]
     kinds = {r.type.split(":")[1] for r in objects}
     # Network, subnet, router, NAT and its addresses, firewalls, node account, roles, bindings, APIs.
     assert {"compute/network", "compute/subnetwork", "compute/router", "compute/routerNat", "compute/address", "compute/firewall",
@@ -234,7 +240,7 @@ def test_an_existing_project_is_used_not_created(tenant_run):
 
 def test_gcp_objects_wait_for_the_teams_apis_and_bindings_for_its_roles(variant, prod_run):
     for run, tenant in ((variant, "nlp"), (prod_run, "research")):
-        objects = gcp_objects(run, tenant)
+        objects = [r for r in gcp_objects(run, tenant) if not r.type.startswith("gcp:gkebackup/")]  # the host's
         apis = {r.urn for r in objects if r.type == "gcp:projects/service:Service"}
         roles = {r.urn for r in objects if r.type == "gcp:projects/iAMCustomRole:IAMCustomRole"}
         for r in objects:
@@ -248,7 +254,7 @@ def test_gcp_objects_wait_for_the_teams_apis_and_bindings_for_its_roles(variant,
 
 
 @pytest.mark.parametrize("run_name, tenant, count", [("dev_run", "nlp", 1), ("tenant_run", "vision", 1), ("prod_run", "research", 2), ("variant", "nlp", 3)])
-def test_the_control_plane_accepts_only_the_nat_addresses(request, run_name, tenant, count):
+def test_the_control_plane_accepts_only_the_nat_addresses_and_the_host_cluster(request, run_name, tenant, count):
     run = request.getfixturevalue(run_name)
     objects = gcp_objects(run, tenant)
     addresses = [r for r in objects if r.type == "gcp:compute/address:Address"]
@@ -263,7 +269,12 @@ def test_the_control_plane_accepts_only_the_nat_addresses(request, run_name, ten
     nat_addresses = outputs["natAddresses"]
     assert len(nat_addresses) == count and all(a.startswith("198.51.100.") for a in nat_addresses)  # the mock's documentation range
     spec = values_of(run.one(VCI, tenant)).control_plane_service_spec
-    assert spec == {"type": "LoadBalancer", "loadBalancerSourceRanges": [f"{a}/32" for a in nat_addresses]}
+    # And the host cluster's own pod and node ranges (clients inside it that use the LoadBalancer's
+    # address), as the host's node subnet declares them; nothing else.
+    host = request.getfixturevalue("dev_run" if run_name == "tenant_run" else run_name)
+    [subnet] = [r for r in host.of_type("gcp:compute/subnetwork:Subnetwork") if r.input("name").startswith("gpu-")]
+    pods = next(r["ipCidrRange"] for r in subnet.input("secondaryIpRanges") if r["rangeName"] == "pods")
+    assert spec == {"type": "LoadBalancer", "loadBalancerSourceRanges": [f"{a}/32" for a in nat_addresses] + [pods, subnet.input("ipCidrRange")]}
     # A Service spec Kubernetes accepts, as the chart passes it on (controlPlane.service.spec).
     service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": tenant}, "spec": {**spec, "ports": [{"port": 443}]}}
     kubernetes_validate.validate(service, K8S_VERSION, strict=True)

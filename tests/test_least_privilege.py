@@ -213,12 +213,14 @@ def test_platform_may_use_tenant_subnets_only(dev_run):
 
 def test_gcp_resources_wait_for_the_project_apis_and_tenants_for_the_platform_identity(dev_run):
     apis = {s.input("service"): s.urn for s in dev_run.of_type("gcp:projects/service:Service")}
-    assert len(apis) == 7  # the cluster's five, monitoring's two
+    assert len(apis) == 8  # the cluster's six (Backup for GKE's among them), monitoring's two
     # Everything on GCP needs at least the Compute Engine and IAM APIs enabled first.
     needed = {apis["compute.googleapis.com"], apis["iam.googleapis.com"]}
     for r in dev_run.registrations:
         if r.custom and r.type.startswith("gcp:") and r.type != "gcp:projects/service:Service":
             assert needed <= dev_run.depends_on(r.urn), f"{r.type} {r.name} may be created before the APIs are enabled"
+        if r.type.startswith("gcp:gkebackup/"):  # and backup plans for Backup for GKE's, and for the cluster and its agent
+            assert apis["gkebackup.googleapis.com"] in dev_run.depends_on(r.urn), r.name
     [platform_sa] = [a for a in dev_run.of_type("gcp:serviceaccount/account:Account") if a.name == "auto-nodes-sa"]
     for grant in [m for m in dev_run.of_type(SA_MEMBER) if m.input("member") == PLATFORM_SA]:
         assert platform_sa.urn in dev_run.depends_on(grant.urn)

@@ -116,7 +116,7 @@ def test_the_collector_namespace_is_privileged_for_host_network_only(dev_run):
     objects = objects_of(dev_run.one(VCI, "nlp"))
     namespace = named(objects, "Namespace", docs.MONITORING_NAMESPACE)
     assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
-    pods = [o["spec"]["template"]["spec"] for o in objects if o["kind"] in ("DaemonSet", "Deployment")]
+    pods = [o["spec"]["template"]["spec"] for o in objects if o["kind"] in ("DaemonSet", "Deployment") and o["metadata"].get("namespace") == docs.MONITORING_NAMESPACE]
     assert [bool(p.get("hostNetwork")) for p in pods] == [True, False]
 
 

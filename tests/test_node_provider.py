@@ -79,10 +79,11 @@ def test_node_types_are_the_generated_offer(dev_run, stack_values):
         assert spec["properties"] == nt.properties
         assert spec.get("cost") == nt.cost  # left out where the region records no price
         assert spec.get("maxCapacity") == nt.max_capacity
-    # g2-standard-8: the full 8 vCPU / 32 GiB; 90m and 3.56 GiB + 100 Mi of reserve as overhead.
+    # g2-standard-8: the full 8 vCPU / 32 GiB; 90m and 3.56 GiB of reserve as overhead (the kubelet's
+    # eviction threshold is its own, not part of it: config/catalog.py `reserve`).
     l4 = rendered["g2-standard-8-europe-west4-b-spot"]
     assert l4["resources"] == {"cpu": "8", "memory": "32768Mi", "nvidia.com/gpu": "1"}
-    assert l4["overhead"] == {"kubeReserved": {"cpu": "90m", "memory": "3746Mi"}}
+    assert l4["overhead"] == {"kubeReserved": {"cpu": "90m", "memory": "3646Mi"}}
     assert l4["maxCapacity"] == 8
     # The europe-west4 g2-standard-8 host plus one L4, at Spot and on-demand prices, in milli-USD/h.
     assert l4["cost"] == round((0.14299 + 0.2438) * 1000) and rendered["g2-standard-8-europe-west4-b"]["cost"] == round((0.30857 + 0.58804) * 1000)
@@ -152,3 +153,21 @@ def test_legacy_mode_is_warned_about(legacy_run):
     [binding] = [m for m in legacy_run.of_type("gcp:projects/iAMMember:IAMMember") if m.input("role") == "projects/acme-ml-dev/roles/gpuPlatform_dev_autoNodes"]
     assert binding.input("condition") is None
     assert not legacy_run.of_type("gpu-platform:tenants:Project")
+
+
+def test_gpu_node_types_carry_the_gpu_label_and_cpu_types_never_do(dev_run, prod_run):
+    """Every GPU node type the NodeProvider registers carries NFD's NVIDIA PCI label, by which the
+    GPU Operator deploys its operands (config/node_properties.py GPU_NODE_LABELS); a CPU node type
+    never does, and none presets nvidia.com/gpu.present, which the operator writes itself."""
+    from config import node_properties as props
+
+    for run in (dev_run, prod_run):
+        node_types = run.one(NODE_PROVIDER).input("spec", "terraform", "nodeTypes")
+        gpu = [nt for nt in node_types if nt["properties"][props.ACCELERATOR] != props.NO_ACCELERATOR]
+        cpu = [nt for nt in node_types if nt["properties"][props.ACCELERATOR] == props.NO_ACCELERATOR]
+        assert gpu and cpu
+        for nt in gpu:
+            assert nt["properties"]["feature.node.kubernetes.io/pci-10de.present"] == "true", nt["name"]
+        for nt in cpu:
+            assert "feature.node.kubernetes.io/pci-10de.present" not in nt["properties"], nt["name"]
+        assert not any("nvidia.com/gpu.present" in nt["properties"] for nt in node_types)

@@ -15,6 +15,7 @@ import email
 import email.message
 import json
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,11 @@ from config.catalog import BUILTIN, GUEST, load_catalog
 from config.stack import load_stack
 from config.stack_files import read_stack_values
 from boothook_support import DROPIN_DIR_LINE, Node
+from components.tenant_documents import gpu_operator_images_annotation, operator_values
+from components.tenant_vcluster import GPU_OPERATOR_IMAGES_ANNOTATION
+from config.tenant import GpuOperator
+from gpu_operator_chart import gpu_node_images
+from prefetch_support import PATH_UNIT, PULL_SCRIPT, SERVICE_UNIT, PrefetchNode, images_of
 from hcl_support import VARIABLE_TF, blocks, evaluate, expr, failures, label, parse, precondition, require_tofu, run, unquote
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -243,8 +249,9 @@ def test_network_and_identity_come_from_the_environment(local_values, instance):
 def test_user_data_is_concealing_unless_exposed(instance, local_values):
     assert expr(instance["metadata"]) == "local.metadata"
     metadata = expr(local_values["metadata"])
-    assert "local.conceal_metadata ? {user-data = local.concealed_user_data} : {}" in metadata
-    assert "!local.conceal_metadata && local.has_user_data ? {user-data = var.vcluster.userData} : {}" in metadata
+    assert "length(local.boothooks) > 0 ? {user-data = local.boothook_user_data} : {}" in metadata
+    assert "length(local.boothooks) == 0 && local.has_user_data ? {user-data = var.vcluster.userData} : {}" in metadata
+    assert expr(local_values["boothooks"]).startswith('concat(local.conceal_metadata ? [{name = "gpu-platform-conceal-metadata", script = local.conceal_script}] : []')
     assert expr(local_values["has_user_data"]) == "try(nonsensitive(length(var.vcluster.userData) > 0), false)"
     # Only "exposed" opts out: a missing or mistyped property conceals (and a precondition names it).
     assert expr(local_values["conceal_metadata"]) == 'local.node_metadata != "exposed"'
@@ -383,8 +390,11 @@ def test_template_reads_exactly_the_node_type_keys(local_values):
 
 @pytest.mark.parametrize("sample", ["t4-n1", "l4-g2", "a100-a2", "h100-a3", "t4-n1-spot", "l4-g2-spot", "cpu-e2"])
 def test_generated_node_types_carry_exactly_the_keys_read(samples, sample):
+    """Besides the keys the template reads, a GPU node type carries only the node labels of
+    node_properties.GPU_NODE_LABELS, which the template does not read."""
     node_type = samples[sample]
-    assert set(node_type.properties) == _keys_read()
+    assert set(node_type.properties) - set(props.GPU_NODE_LABELS) == _keys_read()
+    assert not set(props.GPU_NODE_LABELS) & _keys_read()
     for key, value in node_type.properties.items():
         assert props.is_label_value(value), f"{node_type.name}: {key}={value!r} is not a label value"
 
@@ -449,7 +459,7 @@ MIME_MENTIONED = "#!/bin/sh\n# writes a MIME-Version: 1.0 header\necho join"
 
 def _vcluster(properties: dict[str, str], *, user_data: str = USER_DATA, claim: str = "nlp-gpu-7xk2p", name: str = "nlp",
               namespace: str = "p-nlp", extra: dict[str, str] | None = None, drop: tuple[str, ...] = (),
-              infrastructure: dict | None = None) -> dict:
+              infrastructure: dict | None = None, annotations: dict[str, str] | None = None) -> dict:
     vcluster_properties = {props.PROJECT: PROJECT, props.REGION: REGION, props.TENANT: "nlp", **(extra or {})}
     return {
         "name": name,
@@ -457,7 +467,7 @@ def _vcluster(properties: dict[str, str], *, user_data: str = USER_DATA, claim: 
         "properties": {k: v for k, v in vcluster_properties.items() if k not in drop},
         "nodeType": {"metadata": {"name": "test-type"}, "spec": {"properties": {k: v for k, v in properties.items() if k not in drop}}},
         "nodeClaim": {"metadata": {"name": claim}},
-        "instance": {"metadata": {"name": name, "namespace": namespace}},
+        "instance": {"metadata": {"name": name, "namespace": namespace, **({"annotations": annotations} if annotations else {})}},
         "nodeEnvironment": {"outputs": {"infrastructure": INFRASTRUCTURE if infrastructure is None else infrastructure}},
     }
 
@@ -472,11 +482,22 @@ def _in_zone(base: dict[str, str], zone: str) -> dict[str, str]:
     return {k: v for k, v in {**_with(base, zone=zone), **labels}.items() if v or k not in labels}
 
 
+PREFETCH_GPUS = ["nvidia-tesla-t4", "nvidia-l4", "nvidia-tesla-a100"]
+PREFETCH_SETTINGS = {"defaults": GpuOperator(), "DCGM off": GpuOperator(dcgm_exporter=False)}
+
+
+def _prefetch(settings: str) -> dict[str, str]:
+    """The instance annotation of the images GPU nodes pull ahead, as TenantVCluster writes it."""
+    return {GPU_OPERATOR_IMAGES_ANNOTATION: gpu_operator_images_annotation(PREFETCH_SETTINGS[settings], PREFETCH_GPUS)}
+
+
 @pytest.fixture(scope="module")
 def evaluated(samples, instance, preconditions, local_values, tmp_path_factory):
     binary = require_tofu()
     t4 = dict(samples["t4-n1"].properties)
     l4 = dict(samples["l4-g2"].properties)
+    a100 = dict(samples["a100-a2"].properties)
+    h100 = dict(samples["h100-a3"].properties)
     cpu = dict(samples["cpu-e2"].properties)
     scenarios = {name: _vcluster(dict(nt.properties)) for name, nt in samples.items()}
     scenarios.update(
@@ -492,6 +513,7 @@ def evaluated(samples, instance, preconditions, local_values, tmp_path_factory):
             "concealed": _vcluster(t4, extra={props.NODE_METADATA: "concealed"}),
             "exposed": _vcluster(t4, extra={props.NODE_METADATA: "exposed"}),
             "exposed-empty-user-data": _vcluster(t4, user_data="", extra={props.NODE_METADATA: "exposed"}),
+            "exposed-h100": _vcluster(dict(samples["h100-a3"].properties), extra={props.NODE_METADATA: "exposed"}),
             "mime-user-data": _vcluster(t4, user_data=MIME_USER_DATA),
             "mime-version-first": _vcluster(t4, user_data=MIME_VERSION_FIRST),
             "mime-lower-case": _vcluster(t4, user_data=MIME_VERSION_FIRST.replace("MIME-Version", "mime-version").replace("Content-Type", "content-type")),
@@ -526,6 +548,17 @@ def evaluated(samples, instance, preconditions, local_values, tmp_path_factory):
             "bad-vcluster-name": _vcluster(t4, name="9lives"),
             "bad-no-claim": _vcluster(t4, claim=""),
             "bad-node-metadata": _vcluster(t4, extra={props.NODE_METADATA: "hidden"}),
+            # Image prefetch (gpu-platform/gpu-operator-images).
+            "prefetch-l4": _vcluster(l4, annotations=_prefetch("defaults")),
+            "prefetch-a100": _vcluster(a100, annotations=_prefetch("defaults")),
+            "prefetch-a100-dcgm-off": _vcluster(a100, annotations=_prefetch("DCGM off")),
+            "prefetch-exposed": _vcluster(l4, annotations=_prefetch("defaults"), extra={props.NODE_METADATA: "exposed"}),
+            "prefetch-exposed-no-user-data": _vcluster(l4, user_data="", annotations=_prefetch("defaults"), extra={props.NODE_METADATA: "exposed"}),
+            "prefetch-cpu": _vcluster(cpu, annotations=_prefetch("defaults"), extra={props.NODE_METADATA: "exposed"}),
+            "prefetch-other-gpu": _vcluster(h100, annotations=_prefetch("defaults"), extra={props.NODE_METADATA: "exposed"}),
+            "prefetch-not-json": _vcluster(l4, annotations={GPU_OPERATOR_IMAGES_ANNOTATION: "{nvidia-l4: [a]"}, extra={props.NODE_METADATA: "exposed"}),
+            "prefetch-unsafe": _vcluster(l4, annotations={GPU_OPERATOR_IMAGES_ANNOTATION: json.dumps(
+                {"nvidia-l4": ["nvcr.io/nvidia/a:1;reboot", "$(reboot)", "a b:1", "nvcr.io/nvidia/k8s-device-plugin:v0.18.1", 7]})}),
         }
     )
     probe = {f"local.{name}": f"local.{name}" for name in local_values}
@@ -685,17 +718,62 @@ def test_the_boothook_drops_pod_traffic_to_the_metadata_server_before_and_after_
     assert again.status == 0 and again.tables == boot.tables
 
 
-def test_the_kubelet_cannot_start_without_every_rule(boothook, tmp_path):
+def test_the_kubelets_gate_runs_the_same_installer(boothook, tmp_path):
     node = Node(tmp_path)
     boot = node.boot(boothook)
-    assert boot.dropin.splitlines()[:3] == ["[Unit]", "After=cloud-init.service cloud-init-network.service", "[Service]"]
+    installer = node.installer_dir / "conceal-metadata"
+    assert installer.read_text() == (tmp_path / "boothook").read_text()  # the boothook itself, byte for byte
+    assert boot.dropin.splitlines() == [
+        "[Unit]",
+        "After=cloud-init.service cloud-init-network.service",
+        "[Service]",
+        f"ExecStartPre=/bin/sh {installer} gate",
+    ]
     assert node.kubelet_may_start(boot.dropin)
-    for table, chain, rule in [("raw", "PREROUTING", RAW_JUMP), ("mangle", "FORWARD", RAW_JUMP), ("mangle", "GPU-PLATFORM-METADATA", "-j DROP")]:
+
+
+def test_the_gate_puts_back_a_lost_rule_before_the_kubelet_starts(boothook, tmp_path):
+    """A node reset or an in-place upgrade that flushed a rule: the next kubelet start repairs it."""
+    node = Node(tmp_path)
+    boot = node.boot(boothook)
+    lost = [
+        ("raw", "PREROUTING", RAW_JUMP),
+        ("mangle", "FORWARD", RAW_JUMP),
+        ("mangle", "GPU-PLATFORM-METADATA", "-j DROP"),
+        ("raw", "GPU-PLATFORM-METADATA", "-p udp --dport 53 -j RETURN"),
+    ]
+    for table, chain, rule in lost:
         tables = json.loads(json.dumps(boot.tables))
         tables[table][chain].remove(rule)
         node.state.write_text(json.dumps(tables))
-        assert not node.kubelet_may_start(boot.dropin), (table, chain)
-    node.reboot()  # the rules are gone until the boothook runs again
+        assert node.kubelet_may_start(boot.dropin), (table, chain, rule)
+        assert json.loads(node.state.read_text()) == boot.tables, (table, chain, rule)  # every rule back, none twice
+        assert not any("poweroff" in c for c in node.calls.read_text().splitlines())
+
+
+def test_the_gate_leaves_intact_rules_alone_and_repairs_a_flushed_node(boothook, tmp_path):
+    node = Node(tmp_path)
+    boot = node.boot(boothook)
+    assert node.kubelet_may_start(boot.dropin)
+    changes = [c for c in node.calls.read_text().splitlines() if " -C " not in c]
+    assert changes == []  # intact: only checks, no chain flushed while pods run
+    node.reboot()  # all rules gone (as after a flush)
+    assert node.kubelet_may_start(boot.dropin)
+    assert json.loads(node.state.read_text()) == boot.tables
+
+
+@pytest.mark.parametrize("fail, why", [("-t raw -N", "chain in raw"), ("-t mangle -I FORWARD", "mangle FORWARD")])
+def test_the_gate_refuses_the_kubelet_only_when_installing_fails(boothook, tmp_path, fail, why):
+    node = Node(tmp_path)
+    boot = node.boot(boothook)
+    node.reboot()
+    assert not node.kubelet_may_start(boot.dropin, fail=fail)
+    assert not any("poweroff" in c for c in node.calls.read_text().splitlines())  # the gate never powers off a running node
+    result = subprocess.run(
+        ["/bin/sh", str(node.installer_dir / "conceal-metadata"), "gate"], env=node.env(fail), capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode != 0 and f"metadata concealment failed ({why}); the kubelet does not start" in result.stderr
+    (node.installer_dir / "conceal-metadata").unlink()  # a reset that removed the installer: fail closed
     assert not node.kubelet_may_start(boot.dropin)
 
 
@@ -714,8 +792,9 @@ def test_a_node_that_cannot_conceal_powers_off_and_its_kubelet_cannot_start(boot
     boot = node.boot(boothook, fail=fail)
     assert boot.status != 0 and boot.powered_off, boot.calls
     assert f"metadata concealment failed ({why})" in boot.stderr
-    # The drop-in was written first, so even a kubelet that is started anyway does not run.
-    assert boot.dropin is not None and not node.kubelet_may_start(boot.dropin)
+    # The drop-in was written first, so even a kubelet that is started anyway does not run while
+    # installing still fails.
+    assert boot.dropin is not None and not node.kubelet_may_start(boot.dropin, fail=fail)
 
 
 def test_exposed_passes_the_platforms_data_alone(evaluated):
@@ -825,3 +904,184 @@ def test_what_needs_the_node_identity_runs_with_host_network():
     workloads = re.findall(r'kind\s*=\s*"(Deployment|DaemonSet)".*?(?=kind\s*=\s*"|\Z)', kubernetes_tf, flags=re.S)
     assert sorted(workloads) == ["DaemonSet", "Deployment", "Deployment"]
     assert len(re.findall(r"^\s*hostNetwork\s*=\s*true$", kubernetes_tf, flags=re.M)) == 3
+
+
+# --- NVIDIA Fabric Manager on NVSwitch machine types ---------------------------------------------
+
+
+def test_nvswitch_machine_types_equal_the_catalog(local_values):
+    """The full HGX boards: the A2 and A3 machine types with 8 or more GPUs."""
+    catalog = load_catalog()
+    expected = sorted(m for m, machine in catalog.machines.items() if m.split("-")[0] in ("a2", "a3") and (machine.gpu_count or 0) >= 8)
+    assert sorted(unquote(v) for v in local_values["nvswitch_machine_types"]) == expected
+
+
+def _fabric_manager_part(evaluated, scenario: str) -> str:
+    parts = _parts(evaluated[scenario]["arg.metadata"]["user-data"])
+    [hook] = [p for p in parts if p.get_filename() == "gpu-platform-fabric-manager"]
+    assert hook.get_content_type() == "text/cloud-boothook"
+    return hook.get_payload()
+
+
+def test_only_nvswitch_shapes_get_fabric_manager(evaluated):
+    h100 = _parts(evaluated["h100-a3"]["arg.metadata"]["user-data"])
+    assert [p.get_filename() for p in h100] == ["gpu-platform-conceal-metadata", "gpu-platform-fabric-manager", "vcluster-platform"]
+    assert h100[2].get_payload() == USER_DATA
+    exposed = _parts(evaluated["exposed-h100"]["arg.metadata"]["user-data"])
+    assert [p.get_filename() for p in exposed] == ["gpu-platform-fabric-manager", "vcluster-platform"]
+    for scenario in ("t4-n1", "l4-g2", "a100-a2", "cpu-e2"):  # a100-a2: the smallest A2 shape, no NVSwitch
+        assert "gpu-platform-fabric-manager" not in evaluated[scenario]["arg.metadata"]["user-data"], scenario
+    assert failures(evaluated["exposed-h100"]) == []
+
+
+def test_the_kubelet_starts_only_after_fabric_manager(evaluated, tmp_path):
+    node = Node(tmp_path)
+    boot = node.boot(_fabric_manager_part(evaluated, "h100-a3"), name="fabric-manager", dropin_name="40-gpu-platform-fabric-manager.conf")
+    assert (boot.status, boot.powered_off) == (0, False), boot.stderr
+    assert boot.dropin.splitlines() == [
+        "[Unit]",
+        "Wants=nvidia-fabricmanager.service",
+        "After=nvidia-fabricmanager.service",
+        "[Service]",
+        "ExecStartPre=/bin/systemctl is-active --quiet nvidia-fabricmanager.service",
+    ]
+    assert node.kubelet_may_start(boot.dropin)
+    assert not node.kubelet_may_start(boot.dropin, command_fail="is-active")  # Fabric Manager failed: no kubelet
+
+
+def test_a_node_whose_image_lacks_fabric_manager_powers_off_before_it_joins(evaluated, tmp_path):
+    node = Node(tmp_path)
+    boot = node.boot(_fabric_manager_part(evaluated, "h100-a3"), command_fail="cat nvidia-fabricmanager", name="fabric-manager")
+    assert boot.status != 0 and boot.powered_off
+    assert "NVIDIA Fabric Manager unavailable (the image has no nvidia-fabricmanager.service)" in boot.stderr
+
+
+# --- image prefetch (instance annotation gpu-platform/gpu-operator-images; tests/prefetch_support.py)
+
+
+def _named_parts(user_data: str) -> dict[str, str]:
+    """filename → payload of each part of the wrapped user data, in order."""
+    return {part.get_filename(): part.get_payload() for part in _parts(user_data)}
+
+
+@pytest.mark.parametrize(
+    "scenario, settings, gpu",
+    [("prefetch-l4", "defaults", "nvidia-l4"), ("prefetch-a100", "defaults", "nvidia-tesla-a100"), ("prefetch-a100-dcgm-off", "DCGM off", "nvidia-tesla-a100")],
+)
+def test_a_gpu_node_pulls_the_image_set_of_the_pinned_chart(evaluated, scenario, settings, gpu):
+    """What the node pulls (the boothook's list) equals the images our record of the chart starts
+    on a node of that GPU for the tenant's settings: DCGM off leaves the exporter out, MIG-capable
+    A100s add the MIG manager."""
+    result = evaluated[scenario]
+    assert failures(result) == []
+    parts = _named_parts(result["arg.metadata"]["user-data"])
+    assert list(parts) == ["gpu-platform-conceal-metadata", "gpu-platform-image-prefetch", "vcluster-platform"]
+    assert parts["vcluster-platform"] == USER_DATA
+    pulled = images_of(parts["gpu-platform-image-prefetch"])
+    assert len(pulled) == len(set(pulled))
+    mig = load_catalog().gpus[gpu].mig
+    assert set(pulled) == gpu_node_images(operator_values(PREFETCH_SETTINGS[settings]), mig_capable=mig)
+    assert any("k8s-mig-manager" in i for i in pulled) == (gpu == "nvidia-tesla-a100")
+    assert any("dcgm-exporter" in i for i in pulled) == (settings == "defaults")
+
+
+def test_an_exposed_gpu_node_prefetches_too(evaluated):
+    parts = _named_parts(evaluated["prefetch-exposed"]["arg.metadata"]["user-data"])
+    assert list(parts) == ["gpu-platform-image-prefetch", "vcluster-platform"]
+    assert parts["vcluster-platform"] == USER_DATA
+    assert list(_named_parts(evaluated["prefetch-exposed-no-user-data"]["arg.metadata"]["user-data"])) == ["gpu-platform-image-prefetch"]
+
+
+@pytest.mark.parametrize("scenario", ["prefetch-cpu", "prefetch-other-gpu", "prefetch-not-json"])
+def test_nothing_to_prefetch_leaves_the_user_data_as_it_was(evaluated, scenario):
+    """A CPU node, a GPU the property does not list, a property that is not JSON: no prefetch, and
+    an exposed node gets the platform's data as it is (the unlisted GPU, an H100 on an NVSwitch
+    machine type, keeps only its Fabric Manager boothook)."""
+    result = evaluated[scenario]
+    assert result["local.prefetch"] is False and result["local.prefetch_images"] == []
+    user_data = result["arg.metadata"]["user-data"]
+    if scenario == "prefetch-other-gpu":
+        assert list(_named_parts(user_data)) == ["gpu-platform-fabric-manager", "vcluster-platform"]
+    else:
+        assert user_data == USER_DATA
+    assert failures(result) == []
+
+
+def test_only_image_references_reach_the_script(evaluated):
+    result = evaluated["prefetch-unsafe"]
+    assert result["local.prefetch_images"] == ["nvcr.io/nvidia/k8s-device-plugin:v0.18.1"]
+    assert images_of(_named_parts(result["arg.metadata"]["user-data"])["gpu-platform-image-prefetch"]) == ["nvcr.io/nvidia/k8s-device-plugin:v0.18.1"]
+
+
+@pytest.fixture
+def prefetch_boothook(evaluated) -> str:
+    script = _named_parts(evaluated["prefetch-l4"]["arg.metadata"]["user-data"])["gpu-platform-image-prefetch"]
+    assert script == evaluated["prefetch-l4"]["local.prefetch_script"].rstrip("\n")
+    return script
+
+
+def test_the_boothook_only_installs_units_and_returns(prefetch_boothook, tmp_path):
+    """It pulls nothing itself: it writes the pull script and two units, reloads systemd and starts
+    the path unit without waiting for it, so the join that follows is not held up."""
+    node = PrefetchNode(tmp_path)
+    run = node.install(prefetch_boothook)
+    assert (run.status, run.stderr) == (0, "")
+    assert run.calls == ["systemctl daemon-reload", f"systemctl --no-block start {PATH_UNIT}"]
+    assert not node.pulls.exists()  # nothing pulled yet
+    assert node.unit(PATH_UNIT) == [
+        "[Unit]", "Description=gpu-platform: pull the GPU Operator images once containerd runs",
+        "[Path]", "PathExists=/run/containerd/containerd.sock", f"Unit={SERVICE_UNIT}",
+    ]
+    service = node.unit(SERVICE_UNIT)
+    # A oneshot that stays active once done, so the path unit does not start it again; bounded.
+    assert {"Type=oneshot", "RemainAfterExit=yes", "After=containerd.service", "TimeoutStartSec=660"} <= set(service)
+    assert f"ExecStart={node.lib_dir / PULL_SCRIPT}" in service
+    assert (node.lib_dir / PULL_SCRIPT).stat().st_mode & 0o111
+    assert images_of((node.lib_dir / PULL_SCRIPT).read_text()) == images_of(prefetch_boothook)
+
+
+def test_a_boothook_that_cannot_install_still_exits_0(prefetch_boothook, tmp_path):
+    node = PrefetchNode(tmp_path)
+    run = node.install(prefetch_boothook, FAKE_SYSTEMCTL_FAIL="1")
+    assert run.status == 0
+    assert "image prefetch not installed (systemctl daemon-reload); the kubelet pulls the images itself" in run.stderr
+
+
+def test_the_pulls_run_at_once_each_logged(prefetch_boothook, tmp_path):
+    node = PrefetchNode(tmp_path)
+    node.install(prefetch_boothook)
+    images = images_of(prefetch_boothook)
+    run = node.pull(FAKE_PULL_SECONDS="1")
+    assert run.status == 0
+    times = node.pull_times()
+    assert set(times) == set(images)
+    # Every pull started before the first one ended.
+    assert max(t["start"] for t in times.values()) < min(t["end"] for t in times.values())
+    assert run.seconds < len(images) * 1.0
+    for image in images:
+        assert f"gpu-platform prefetch: pulled {image} in " in run.stdout
+        assert f"crictl --runtime-endpoint unix:///run/containerd/containerd.sock pull {image}" in run.calls
+    assert run.stdout.splitlines()[-1] == "gpu-platform prefetch: done"
+
+
+def test_a_failed_or_hanging_pull_is_logged_bounded_and_never_fails(prefetch_boothook, tmp_path):
+    node = PrefetchNode(tmp_path)
+    node.install(prefetch_boothook)
+    run = node.pull(limit=1, FAKE_PULL_FAIL="dcgm-exporter", FAKE_PULL_HANG="k8s-device-plugin")
+    assert run.status == 0
+    assert run.seconds < 10  # the hanging pull is stopped at the limit, not after its 30 s
+    assert "gpu-platform prefetch: nvcr.io/nvidia/k8s-device-plugin:v0.18.1 not pulled (status 124" in run.stdout
+    assert "gpu-platform prefetch: nvcr.io/nvidia/k8s/dcgm-exporter:4.4.2-4.7.0-distroless not pulled (status 1 " in run.stdout
+    assert "gpu-platform prefetch: pulled nvcr.io/nvidia/gpu-operator:v25.10.1 in " in run.stdout
+
+
+def test_without_crictl_ctr_pulls_into_the_kubelets_namespace_and_without_either_nothing_fails(prefetch_boothook, tmp_path):
+    node = PrefetchNode(tmp_path / "ctr", pull_tool="ctr")
+    node.install(prefetch_boothook)
+    run = node.pull()
+    assert run.status == 0
+    assert "ctr --address /run/containerd/containerd.sock --namespace k8s.io images pull nvcr.io/nvidia/gpu-operator:v25.10.1" in run.calls
+    bare = PrefetchNode(tmp_path / "none", pull_tool=None)
+    bare.install(prefetch_boothook)
+    run = bare.pull()
+    assert (run.status, run.stdout.strip()) == (0, "gpu-platform prefetch: neither crictl nor ctr found; the kubelet pulls the images itself")

@@ -193,7 +193,10 @@ def test_node_types_option_lists_every_node_type_by_name(dev_stack):
 def test_dev_plan_adds_up_the_quota_of_every_tenant_of_the_environment(dev_plan, dev_stack):
     _, out, _, _ = dev_plan
     quota = section(out, "GPU quota of the environment").splitlines()
-    assert len(dev_stack.quota) == 4 and len(quota) == 2 + len(dev_stack.quota)
+    from config.quota import QUOTA_RULES
+
+    assert len(dev_stack.quota) == 4 and len(quota) == 2 + len(dev_stack.quota) + 1
+    assert quota[-1] == f"  {QUOTA_RULES}"  # when quota warns and when it fails
     scopes = {(q.scope, q.gpu): q for q in dev_stack.quota}
     # The inline tenants share the host project's quota; team-vision-dev has a project of its own,
     # and each GCP project that runs tenant VMs has its own regional GPU quota.
@@ -455,7 +458,9 @@ def test_dev_plan_labels_cloud_computed_values_and_hides_secrets(dev_plan):
     assert out.splitlines()[2].startswith("Legend: values containing 'placeholder' are computed by the cloud")
     outputs = section(out, "Stack outputs")
     assert "kubeconfig = [secret]  (computed by the cloud at deploy time)" in outputs
-    assert "RandomPassword" not in out and "platformAdminPassword" not in out  # no admin password exists in Pulumi at all
+    # No admin password exists in Pulumi at all: only the key's declared default, which the program refuses when set.
+    assert "RandomPassword" not in out and out.count("platformAdminPassword") == 1
+    assert 'gpu-platform:platformAdminPassword = ""  (default)' in section(out, "Configuration")
 
 
 # --- --out ---------------------------------------------------------------------------------------------
@@ -648,27 +653,103 @@ SECURE = """
 """
 
 
+def legacy_mode_policy_config(tmp_path: Path) -> Path:
+    """The pack configuration docs/guardrails.md gives for legacy mode, as a file."""
+    from docs_support import section as docs_section
+
+    text = " ".join(docs_section("What `make test` checks").split())
+    config = tmp_path / "policy-config.json"
+    config.write_text(re.search(r"lower them with `(\{.+?\}\})`", text).group(1))
+    return config
+
+
 def test_secure_values_are_shown_as_secret_and_legacy_mode_warns(tmp_path):
     project = project_copy(tmp_path, "dev")
     text = (project / "Pulumi.dev.yaml").read_text().replace("    spot: true\n", "    spot: true\n    legacyInfrastructure: true\n", 1)
     text = text.replace("    allowSharedWithProjectTenants: true\n", "    allowSharedWithProjectTenants: true\n    licenseTokenKey: vclusterLicenseToken\n", 1)
     (project / "Pulumi.dev.yaml").write_text(text + SECURE)
+    # Legacy mode fails four policies on purpose; the plan, like `pulumi preview`, rejects it
+    # unless the pack's configuration lowers them as docs/guardrails.md says.
+    from policies import LEGACY_MODE_POLICIES
+
     code, out, err = plan("--project-dir", str(project), "--stack", "dev")
+    failed = set(re.findall(r"^  MANDATORY (\S+) on ", section(out, "Policy pack"), flags=re.M))
+    assert code == 1 and failed == {p.name for p in LEGACY_MODE_POLICIES}
+    config = legacy_mode_policy_config(tmp_path)
+    code, out, err = plan("--project-dir", str(project), "--stack", "dev", "--policy-pack-config", str(config))
     assert code == 0, err
+    assert "no mandatory violation" in out and "(advisory): " in section(out, "Warnings")
     assert "gpu-platform:vclusterLicenseToken = [secret]" in out
     assert "AAAAbm90LWEtcmVhbC1jaXBoZXJ0ZXh0" not in out
     assert "vclusterLicenseToken" not in section(out, "Stack outputs")
     warnings = section(out, "Warnings")
     assert re.search(r"WARNING \((program|plan)\): nodeProvider\.legacyInfrastructure", warnings)
     # The quiet line counts it too.
-    code, quiet, _ = plan("--project-dir", str(project), "--stack", "dev", "--quiet")
+    code, quiet, _ = plan("--project-dir", str(project), "--stack", "dev", "--quiet", "--policy-pack-config", str(config))
     assert code == 0 and re.search(r"[1-9]\d* warning\(s\)", quiet)
 
 
+def test_a_policy_violation_fails_the_plan_with_the_packs_whole_message_before_the_costs(tmp_path):
+    """prod with its control plane open to the internet: the configuration is valid, the pack
+    rejects it. The plan prints the pack's own message whole, naming policy and resource, before
+    the costs, and exits 1 (text, --quiet with the message on stderr, --json)."""
+    from tools.mock_engine import run_program
+    from tools.policy_check import check
+
+    project = project_copy(tmp_path, "prod")
+    path = project / "Pulumi.prod.yaml"
+    path.write_text(path.read_text().replace("{cidr: 203.0.113.0/24, name: office}", "{cidr: 0.0.0.0/0, name: anywhere}"))
+    found = [v for v in check(run_program(read_stack_values(project, "prod"), stack="prod", project_dir=project)) if v.mandatory]
+    # The open endpoint, and the public address space it admits (public-ranges-prod, any split).
+    assert sorted(v.policy for v in found) == ["gke-private-nodes-and-endpoint", "public-ranges-prod"]
+    assert {v.resource for v in found} == {"gke-cluster"}
+    [violation, ranges] = sorted(found, key=lambda v: v.policy)
+    assert "'0.0.0.0/0'" in violation.message and len(violation.message) > 200
+
+    code, out, err = plan("--project-dir", str(project), "--stack", "prod")
+    assert code == 1
+    verdict = section(out, "Policy pack")
+    assert f"MANDATORY {violation.policy} on gke-cluster:\n    {violation.message}" in verdict
+    assert out.index("Policy pack") < out.index("Costs in USD")
+    assert "the policy pack rejects it" in err
+
+    code, quiet, err = plan("--project-dir", str(project), "--stack", "prod", "--quiet")
+    assert code == 1 and quiet.startswith("FAIL  prod: 2 mandatory policy violation(s)") and violation.message in err
+    code, out, _ = plan("--project-dir", str(project), "--stack", "prod", "--json")
+    document = json.loads(out)
+    assert code == 1 and document["ok"] is False
+    assert sorted((p for p in document["policy"] if p["level"] == "mandatory"), key=lambda p: p["policy"]) == [
+        {"policy": v.policy, "level": "mandatory", "resource": "gke-cluster", "message": v.message} for v in (violation, ranges)
+    ]
+
+
+def test_a_policy_pack_config_names_policies_and_levels_of_the_pack(tmp_path):
+    config = tmp_path / "policy-config.json"
+    config.write_text('{"no-such-policy": "advisory"}')
+    code, _, err = plan("--stack", "dev", "--policy-pack-config", str(config))
+    assert code == 2 and "'no-such-policy' is not a policy of the pack; allowed: " in err
+    config.write_text('{"gke-private-nodes-and-endpoint": {"enforcementLevel": "lenient"}}')
+    code, _, err = plan("--stack", "dev", "--policy-pack-config", str(config))
+    assert code == 2 and "'lenient' is not allowed; allowed: advisory, mandatory, remediate, disabled" in err
+
+
 def test_command_line_entry_point(tmp_path):
-    """`python -m tools.plan --all --quiet` as CI runs it: one line per stack, non-zero on a failure."""
+    """`python -m tools.plan --all --quiet` as CI runs it: one line per stack, non-zero on a failure
+    (in-process, as `main`), and the module's entry point in a process of its own (on a stack that
+    fails before any evaluation: `make test` runs the entry point on every committed stack anyway)."""
     project = project_copy(tmp_path, "dev")
     (project / "Pulumi.broken.yaml").write_text("config:\n  gpu-platform:environment: qa\n")
+    code, out, err = plan("--project-dir", str(project), "--all", "--quiet")
+    assert code == 1
+    assert re.search(r"^ok +dev: environment stack", out, re.M)
+    headline = "5 configuration problems in stack 'broken'; nothing was created:"
+    assert re.search(rf"^FAIL +broken: {re.escape(headline)}$", out, re.M)
+    # The headline once (the stack's line), the problems below it on stderr.
+    assert (out + err).count(headline) == 1 and "plan of stack broken failed" not in err
+    assert "environment: 'qa' is not allowed" in err
+    assert "Traceback" not in out + err
+
+    (project / "Pulumi.dev.yaml").unlink()
     result = subprocess.run(
         [sys.executable, "-m", "tools.plan", "--project-dir", str(project), "--all", "--quiet"],
         cwd=PROJECT_DIR,
@@ -676,14 +757,8 @@ def test_command_line_entry_point(tmp_path):
         text=True,
         timeout=300,
     )
-    assert result.returncode == 1
-    assert re.search(r"^ok +dev: environment stack", result.stdout, re.M)
-    headline = "5 configuration problems in stack 'broken'; nothing was created:"
-    assert re.search(rf"^FAIL +broken: {re.escape(headline)}$", result.stdout, re.M)
-    # The headline once (the stack's line), the problems below it on stderr.
-    assert (result.stdout + result.stderr).count(headline) == 1 and "plan of stack broken failed" not in result.stderr
-    assert "environment: 'qa' is not allowed" in result.stderr
-    assert "Traceback" not in result.stdout + result.stderr
+    assert result.returncode == 1 and re.search(rf"^FAIL +broken: {re.escape(headline)}$", result.stdout, re.M)
+    assert "environment: 'qa' is not allowed" in result.stderr and "Traceback" not in result.stdout + result.stderr
 
 
 # --- tenant isolation in the plan (tools/isolation_plan.py) -----------------------------------------
@@ -760,7 +835,9 @@ def pool_rows(text: str) -> dict[tuple[str, str], list[str]]:
     for line in section(text, "Tenants (").splitlines()[1:]:
         if re.match(r"^  \S", line):
             tenant = line.split(":")[0].strip()
-        elif line.startswith("    ") and not line.startswith(("    isolation", "    monitoring", "    SECURITY")) and not line.strip().startswith("pool "):
+        elif line.startswith("    ") and not line.startswith(
+            ("    isolation", "    monitoring", "    SECURITY", "    shutdown:", "    backup:", "    image prefetch")
+        ) and not line.strip().startswith("pool "):
             cells = re.split(r"\s{2,}", line.strip())
             rows[(tenant, cells[0])] = cells
     return rows
@@ -877,6 +954,52 @@ def test_a_pools_zones_are_in_the_pool_table(tmp_path):
     assert pools[("vision", "l4-2x")][7] == pools[("vision", "system")][7] == "all"
     zones = {p["name"]: p["zones"] for p in summary(planned)["tenants"][0]["pools"]}
     assert zones == {"l4-2x": [], "t4-1x-spot": ["europe-west4-b"], "system": []}
+
+
+def test_quota_of_a_project_pulumi_creates_is_never_ok():
+    """prod's research tenant gets a project Pulumi creates (platform.tenantProjects): a new
+    project has no GPU quota, so its lines say to request it, with where, and never "ok"."""
+    from config.quota import NEW_PROJECT, QUOTA_PAGE
+
+    code, out, _ = plan("--stack", "prod")
+    assert code == 0
+    table = section(out, "GPU quota of the environment")
+    rows = [line for line in table.splitlines() if "acme-prod-research" in line and "  nvidia-" in line]
+    assert len(rows) == 2 and all(re.search(rf"0 until granted +\d+ +{NEW_PROJECT} ", row) for row in rows)
+    assert not re.search(r" ok ", table)
+    link = QUOTA_PAGE.format(project="acme-prod-research")
+    assert f"  acme-prod-research is created by Pulumi, and a new project has no GPU quota: request it at {link}" in table
+    code, out, _ = plan("--stack", "prod", "--json")
+    quota = json.loads(out)["quota"]
+    assert {(q["state"], q["newProject"], q["requestQuotaAt"]) for q in quota} == {(NEW_PROJECT, True, link)}
+
+
+# --- what keeps work and data, in the plan (tools/reliability_plan.py) --------------------------------
+
+
+def test_plan_shows_each_tenants_shutdown_upgrade_policy_watchdog_and_backup(dev_plan, dev_json, vision):
+    _, out, _, _ = dev_plan
+    tenants = section(out, "Tenants")
+    assert (
+        "    shutdown: pods get SIGTERM and 30s (10s of it for critical pods) before a VM powers off; upgrades: "
+        "t4-1x-spot: replaced, never upgraded in place, removed after 600 s without its GPUs; "
+        "system: upgraded in place by vCluster, 1 node at a time\n"
+        '    backup: vcluster-speech at "0 3 * * *" UTC, kept 14 days, undeletable for 0 days (plan dev-speech)'
+    ) in tenants
+    [nlp] = [t for t in dev_json["tenants"] if t["name"] == "nlp"]
+    assert nlp["reliability"] == {
+        "shutdownGracePeriod": "110s",
+        "shutdownGracePeriodCriticalPods": "10s",
+        "pools": [
+            {"pool": "l4-1x", "upgrade": "replaced, never upgraded in place", "gpuTimeoutSeconds": 600},
+            {"pool": "system", "upgrade": "upgraded in place by vCluster, 1 node at a time", "gpuTimeoutSeconds": None},
+        ],
+        "backup": {"plan": "dev-nlp", "namespaces": ["vcluster-nlp"], "schedule": "0 3 * * *", "retainDays": 14, "deleteLockDays": 0, "protected": False},
+    }
+    text, summary, _ = vision
+    assert '    backup: vcluster-vision at "0 3 * * *" UTC, kept 14 days, undeletable for 0 days (plan dev-vision)' in section(text, "Tenants")
+    [team] = summary["tenants"]
+    assert [p["upgrade"] for p in team["reliability"]["pools"]] == ["replaced, never upgraded in place"] * 2 + ["upgraded in place by vCluster, 1 node at a time"]
 
 
 def test_the_plan_says_per_team_where_its_dashboard_metrics_and_cost_view_are(vision, dev_plan, dev_json):

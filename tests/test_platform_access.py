@@ -125,12 +125,12 @@ def test_sso_configures_the_oidc_connector_and_turns_password_login_off(stack_va
 @pytest.mark.parametrize(
     "sso, expected",
     [
-        ({"clientId": "gpu"}, ["platform.sso.issuerUrl: required: the OIDC provider's issuer URL (the `iss` of its ID tokens), e.g. https://accounts.google.com"]),
+        ({"clientId": "gpu"}, ["platform.sso.issuerUrl: required: the OIDC provider's issuer URL (the `iss` of its ID tokens), an https URL like https://accounts.google.com"]),
         ({"issuerUrl": "http://accounts.example.com", "clientId": "gpu"}, ["platform.sso.issuerUrl: 'http://accounts.example.com' is not an https URL like https://accounts.google.com"]),
         ({"issuerUrl": "https://a.example.com", "clientId": " "}, ["platform.sso.clientId: ' ' is not an OAuth client id"]),
         (
             {"issuerUrl": "https://a.example.com", "clientId": "gpu", "groups": ["a", "a"]},
-            ["platform.sso.groups: needs groupsClaim: the platform finds a user's groups in that claim of the ID token", "platform.sso.groups[1]: 'a' is listed twice"],
+            ["platform.sso.groups: needs groupsClaim: the platform finds a user's groups in that claim of the ID token", "platform.sso.groups[1]: a is listed twice (first at [0])"],
         ),
         ({"issuerUrl": "https://a.example.com", "clientId": "gpu", "password": "x"}, ["platform.sso.password: unknown key; allowed: clientId, groups, groupsClaim, issuerUrl, usernameClaim"]),
     ],

@@ -53,11 +53,21 @@ def test_pack_passes_every_committed_stack(request, stack):
     shipped = stack.startswith("shipped/")
     run = request.getfixturevalue("runs" if shipped else "committed_runs")[stack.removeprefix("shipped/")]
     if shipped:
-        assert analyze(run) == []
-        return
-    # This checkout's stacks, by the data `make policy-data` wrote for them.
-    with pack_stacks(json.loads((POLICY_DIR / "program_data.json").read_text())["stacks"]):
-        assert analyze(run) == []
+        found = analyze(run)
+    else:
+        # This checkout's stacks, by the data `make policy-data` wrote for them.
+        with pack_stacks(json.loads((POLICY_DIR / "program_data.json").read_text())["stacks"]):
+            found = analyze(run)
+    assert found == [], "\n".join(f"{level.value} {policy} on {resource}: {message}" for level, policy, resource, message in found)
+
+
+def test_a_failing_pack_test_shows_the_whole_message(request):
+    """pytest.ini's verbosity_assertions = 2: a failed assertion shows its values whole, never
+    "...Full output truncated" or a repr cut off mid-word (pytest shortens both below 2)."""
+    message = "gke-cluster (cluster 'gpu-prod'): " + "masterAuthorizedNetworksConfig.cidrBlocks[0].cidrBlock opens the control plane; " * 8
+    assert request.config.get_verbosity(pytest.Config.VERBOSITY_ASSERTIONS) >= 2
+    [explanation] = request.config.hook.pytest_assertrepr_compare(config=request.config, op="==", left=[("mandatory", message)], right=[])
+    assert any(message in line for line in explanation), explanation
 
 
 def test_every_shipped_stack_file_is_checked(runs):

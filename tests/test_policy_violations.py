@@ -415,10 +415,14 @@ def test_a_static_pool_whose_gpus_the_selector_leaves_open_is_unbounded(runs):
     found = rejected(args_of(run, reg, props=props))
     assert only(found, P.gpu_ceiling_prod).startswith(f"{VISION} privateNodes.autoNodes[] pools: the tenant's GPU limit is unbounded (")
     assert "static any=unbounded" in only(found, P.gpu_ceiling_prod)
-    # A pool that may get GPU nodes must carry the GPU taint, static or not.
-    assert only(found, P.tenant_isolation).startswith(
-        f"{VISION} privateNodes.autoNodes[provider='gcp-gpu'].static[name='any'].taints: none lacks the GPU taint"
-    )
+    # A pool that may get GPU nodes must carry the GPU taint, static or not; a static one must fix
+    # its GPUs per node.
+    isolation = sorted(m for name, m in found if name == P.tenant_isolation.name)
+    where = f"{VISION} privateNodes.autoNodes[provider='gcp-gpu'].static[name='any']"
+    assert [m.split(";")[0] for m in isolation] == [
+        f"{where}.nodeTypeSelector: leaves the GPUs per node open",
+        f"{where}.taints: none lacks the GPU taint",
+    ]
 
 
 def test_a_static_cpu_pool_holds_no_gpus(runs):
@@ -430,11 +434,14 @@ def test_a_static_cpu_pool_holds_no_gpus(runs):
         ]
 
     props = _relabel_prod(edit_values(reg.plain_inputs, add_static))
-    # No GPU against the ceiling; the program writes no static pool, so the values allow-list
-    # rejects it, key by key.
+    # No GPU against the ceiling, which therefore cannot bound it: the program writes static pools
+    # only for warm GPU nodes, and the pack holds a static pool to that.
     found = rejected(args_of(run, reg, props=props))
-    assert {name for name, _ in found} == {P.values_by_design.name}
-    assert f"{VISION} privateNodes.autoNodes[0].static[0].quantity: 3 is not a key gpu-platform writes" in {m.split(" (it")[0] for _, m in found}
+    assert {name for name, _ in found} == {P.tenant_isolation.name}
+    assert only(found, P.tenant_isolation).startswith(
+        f"{VISION} privateNodes.autoNodes[provider='gcp-gpu'].static[name='cpu'].nodeTypeSelector: selects no GPU node type; "
+        "allowed: a static pool only as a GPU pool's warm nodes"
+    )
 
 
 @pytest.mark.parametrize(

@@ -96,7 +96,7 @@ def test_the_message_names_what_is_allowed_near_the_key(runs):
     assert message.endswith(
         "allowed: the paths of components/vcluster_value_paths.yaml, here controlPlane.service.spec.type, "
         "controlPlane.service.spec.loadBalancerSourceRanges[], controlPlane.statefulSet.resources.requests.*, "
-        "controlPlane.statefulSet.resources.limits.*"
+        "controlPlane.statefulSet.resources.limits.*, controlPlane.advanced.cloudControllerManager.enabled"
     )
 
 
@@ -113,7 +113,8 @@ def test_the_message_names_what_is_allowed_near_the_key(runs):
         ),
         (
             lambda d: d["controlPlane"]["service"]["spec"]["loadBalancerSourceRanges"].append("0.0.0.0/0"),
-            "controlPlane.service.spec.loadBalancerSourceRanges[1]: '0.0.0.0/0' is not allowed; allowed: one address",
+            # after the NAT address and the host cluster's pod and node ranges
+            "controlPlane.service.spec.loadBalancerSourceRanges[3]: '0.0.0.0/0' is not allowed; allowed: one address",
         ),
         (
             lambda d: d["controlPlane"]["service"]["spec"].update(type="NodePort"),

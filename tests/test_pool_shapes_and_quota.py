@@ -153,3 +153,10 @@ def test_quota_scopes_follow_the_isolation_mode(stack_values):
         ("project acme-dev-e", 6, False),
     ]
     assert quota_scope(tenants[4], facts) == "project acme-dev-e"
+    # Projects Pulumi creates have no GPU quota until it is granted: never "ok".
+    assert [(q.new_project, q.state) for q in lines] == [
+        (None, "EXCEEDED"),
+        (None, "ok"),
+        ("team-d-project", "new project: request quota"),
+        ("acme-dev-e", "new project: request quota"),
+    ]

@@ -30,7 +30,8 @@ PULUMI_YAML = yaml.safe_load((PROJECT_DIR / "Pulumi.yaml").read_text())
 @pytest.mark.parametrize("model", [ClusterConfig, PlatformConfig, NodeProviderConfig, Tenant, MonitoringConfig, Alerts, Showback, NotificationChannel, TenantMonitoring])
 def test_every_config_key_is_documented(model):
     reference = section("Configuration reference")
-    missing = [f.alias for f in model.model_fields.values() if f"`{f.alias}`" not in reference]
+    # A key of the generated tables, alone or at the end of its path (`monitoring.dashboard`).
+    missing = [f.alias for f in model.model_fields.values() if not re.search(rf"`([^`\s]*[.\]])?{re.escape(f.alias)}`", reference)]
     assert missing == []
 
 
@@ -241,12 +242,14 @@ def test_stack_file_examples_work_as_new_stacks(tmp_path, index):
     assert load_every_stack(project) == SHIPPED_WARNINGS  # e.g. no GPU quota exceeded by the new team
 
 
-def test_workload_example_tolerates_the_gpu_taint_and_asks_for_gpus():
-    [text] = [text for _, text in YAML_BLOCKS if example_kind(yaml.safe_load(textwrap.dedent(text))) == "workload"]
-    spec = yaml.safe_load(textwrap.dedent(text))["spec"]
-    [toleration] = spec["tolerations"]
-    assert (toleration["key"], toleration["operator"], toleration["effect"]) == (GPU_TAINT["key"], "Exists", GPU_TAINT["effect"])
-    assert all(GPU_RESOURCE in c["resources"]["limits"] for c in spec["containers"])
+def test_workload_examples_tolerate_the_gpu_taint_and_ask_for_gpus():
+    workloads = [yaml.safe_load(textwrap.dedent(text)) for _, text in YAML_BLOCKS if example_kind(yaml.safe_load(textwrap.dedent(text))) == "workload"]
+    assert len(workloads) >= 2  # the team members' example and the checkpointing Job (docs/reliability.md)
+    for document in workloads:
+        spec = document["spec"]["template"]["spec"] if document.get("kind") == "Job" else document["spec"]  # a pod spec, or a Job
+        [toleration] = spec["tolerations"]
+        assert (toleration["key"], toleration["operator"], toleration["effect"]) == (GPU_TAINT["key"], "Exists", GPU_TAINT["effect"])
+        assert all(GPU_RESOURCE in c["resources"]["limits"] for c in spec["containers"])
 
 
 # --- what the docs say the program and the plan do ---------------------------------------------
@@ -321,3 +324,39 @@ def test_team_stacks_are_deployed_by_ci_after_their_environment_and_listed_first
     words = " ".join(all_text().split())
     for claim in ("deploys the environment stack only", "deploys a merged team stack", "is deployed by its team", "deployed by their teams."):
         assert claim not in words
+
+
+def test_the_quota_rules_are_the_plans():
+    """docs/costs.md says exactly when quota warns and when it fails, and what a new project's
+    lines say: in the plan's words (config/quota.py), each rule held by the tests of
+    test_pool_shapes_and_quota.py and test_config_validation.py."""
+    from config.quota import NEW_PROJECT, QUOTA_PAGE
+
+    text = " ".join(section("GPU quota across the environment").split())
+    assert "**One pool** whose `maxGpus` is above `gpuQuota` of its GPU type is an **error**, whatever `quotaPolicy` says" in text
+    assert "`warn` prints a warning and deploys (the default in dev and staging), `fail` is an error and registers nothing (the default in prod)" in text
+    assert f"state `{NEW_PROJECT}`, never `ok`" in text and f"(`{QUOTA_PAGE.format(project='<id>')}`)" in text
+
+
+
+def test_make_bench_says_how_long_it_takes_and_the_quick_run_comes_first():
+    """docs/development.md "Performance" names the quick run first and both durations as bench/run.py
+    prints them, and the Makefile passes QUICK=1 on as --quick."""
+    from bench.run import DURATION, QUICK_SIZES
+
+    text = " ".join(section("Performance").split())
+    quick, full = text.index("`make bench QUICK=1`"), text.index("`make bench` (`python -m bench.run`)")
+    assert quick < full
+    assert f"`make bench QUICK=1` first: {DURATION['quick']} (best of 1, dev and {QUICK_SIZES[-1]} tenants)" in text
+    assert f"takes {DURATION['full']}" in text
+    makefile = (PROJECT_DIR / "Makefile").read_text()
+    assert "$(BIN)/python -m bench.run $(if $(QUICK),--quick)" in makefile
+
+
+def test_the_field_docstring_example_is_the_models_own():
+    """docs/development.md shows the docstring convention on a real model, as it is."""
+    from config.tenant import CpuPool
+
+    example = re.search(r"```python\n(class CpuPool.*?)```", section("Configuration models and their reference"), flags=re.S).group(1)
+    assert f'    """{CpuPool.__doc__}"""' in example
+    assert f'    max_cpus: int = Field(8, ge=1)\n    """{CpuPool.model_fields["max_cpus"].description}"""' in example

@@ -191,8 +191,11 @@ def test_a_privileged_tenant_gets_no_pod_security_objects(stack_values, dev_run,
     values = stack_values("team-vision-dev")
     values[f"{NS}:tenant"].update(podSecurityStandard="privileged", monitoring={"enabled": False})
     run = run_shipped(values, stack="team-vision-dev", stack_outputs={env_stack_ref: dev_run.outputs})
-    assert [o["kind"] for o in _objects(run, "vision")] == ["Namespace"]
+    objects = _objects(run, "vision")
+    # The GPU Operator's namespace and the GPU watchdog's objects only: no admission policy, no label on `default`.
+    assert [o["metadata"]["name"] for o in objects if o["kind"] == "Namespace"] == ["gpu-operator", "gpu-platform-system"]
     assert POLICY_NAME not in run.one(VCI, "vision").input("spec", "template", "objects")
+    assert not any(o["kind"].startswith("ValidatingAdmissionPolicy") for o in objects)
 
 
 # --- Control-plane bounds --------------------------------------------------------------------------------

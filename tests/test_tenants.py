@@ -148,9 +148,21 @@ def test_in_tenant_objects_are_valid_kubernetes(dev_run):
     nlp = list(yaml.safe_load_all(dev_run.one(VCI, "nlp").input("spec", "template", "objects")))
     for obj in speech + nlp:
         kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
-    # No smoke test asked for: the GPU Operator's namespace, the Pod Security objects, then monitoring's
-    # objects (tested in tests/test_monitoring.py).
-    assert [o["kind"] for o in nlp][:4] == ["Namespace", "Namespace", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]
+    # No smoke test asked for: the GPU Operator's namespace, the Pod Security objects, the GPU
+    # watchdog, then monitoring's objects (tested in tests/test_monitoring.py).
+    assert [(o["kind"], o["metadata"].get("namespace")) for o in nlp][:11] == [
+        ("Namespace", None),
+        ("Namespace", None),
+        ("ValidatingAdmissionPolicy", None),
+        ("ValidatingAdmissionPolicyBinding", None),
+        ("Namespace", None),
+        ("ServiceAccount", "gpu-platform-system"),
+        ("ClusterRole", None),
+        ("ClusterRoleBinding", None),
+        ("Role", "default"),
+        ("RoleBinding", "default"),
+        ("ConfigMap", "gpu-platform-system"),
+    ]
     assert [o for o in nlp if o["kind"] == "Job"] == []
     job = next(o for o in speech if o["kind"] == "Job")
     pod = job["spec"]["template"]["spec"]

@@ -1,6 +1,7 @@
 """The allow-list of vcluster.yaml key paths (components/vcluster_value_paths.yaml) is what the
-renderer writes, no more and no less, each path is a key of the pinned chart's schema, and the pack
-carries exactly this list."""
+renderer writes, no more and no less (for the committed stacks, and for a pool with warm nodes,
+which none of them has), each path is a key of the pinned chart's schema, and the pack carries
+exactly this list."""
 
 from __future__ import annotations
 
@@ -29,16 +30,16 @@ def rendered(*runs) -> list[dict]:
     return documents
 
 
-def test_the_renderer_writes_only_allowed_paths(runs, legacy_dev_run):
-    for document in rendered(*runs.values(), legacy_dev_run):
+def test_the_renderer_writes_only_allowed_paths(runs, legacy_dev_run, warm_run):
+    for document in rendered(*runs.values(), legacy_dev_run, warm_run):
         outside = [value_paths.show(path) for path, value in value_paths.leaves(document) if not value_paths.allowed(path, value, PATTERNS)]
         assert outside == [], f"the renderer writes paths {PATHS_FILE.name} lacks: {outside}"
 
 
-def test_every_allowed_path_is_one_the_program_writes(runs, legacy_dev_run):
+def test_every_allowed_path_is_one_the_program_writes(runs, legacy_dev_run, warm_run):
     """An allow-list wider than the renderer would admit keys nobody reviewed for the host."""
     used = set()
-    for document in rendered(*runs.values(), legacy_dev_run):
+    for document in rendered(*runs.values(), legacy_dev_run, warm_run):
         for path, _ in value_paths.leaves(document):
             used |= {pattern for pattern, tokens in zip(ALLOWED, PATTERNS) if value_paths.allowed(path, "x", [tokens])}
     assert [p for p in ALLOWED if p not in used] == []

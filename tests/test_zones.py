@@ -212,7 +212,7 @@ def test_pool_zones_must_be_node_provider_zones_offering_the_gpu(stack_values):
     values = _dev_with_pool_zones(stack_values, ["europe-west4-c", "europe-west4-b", "europe-west4-b"])
     assert problems(values) == [
         "tenants[0].gpuPools[0].zones[0]: europe-west4-c is not in nodeProvider.zones of environment dev (europe-west4-a, europe-west4-b)",
-        "tenants[0].gpuPools[0].zones[2]: europe-west4-b is listed twice",
+        "tenants[0].gpuPools[0].zones[2]: europe-west4-b is listed twice (first at [1])",
     ]
     assert problems(_dev_with_pool_zones(stack_values, [])) == ["tenants[0].gpuPools[0].zones: is empty; leave it out to use every zone"]
 
@@ -280,7 +280,7 @@ def test_pool_zones_and_the_pool_s_shape_are_checked_together(stack_values):
     assert problems(values) == [
         "tenants[0].gpuPools[0].zones[0]: europe-west4-c is not in nodeProvider.zones of environment dev (europe-west4-a, europe-west4-b)",
         "tenants[0].gpuPools[0].terminationGracePeriod: 10s is too short for a GPU job to checkpoint; at least 1m",
-        "tenants[1].gpuPools[0].zones[1]: europe-west4-a is listed twice",
+        "tenants[1].gpuPools[0].zones[1]: europe-west4-a is listed twice (first at [0])",
         "tenants[1].gpuPools[0].gpu: 'nvidia-h100-80gb' is not offered by environment dev; offered: nvidia-tesla-t4, nvidia-l4",
     ]
 

@@ -15,13 +15,18 @@ A tenant stack needs its environment's outputs: from --environment-outputs FILE 
 stay `[secret]`, the plan reads none of them), or else from an offline evaluation of the
 environment's stack file in this project, which the plan says.
 
+The policy pack (policy/) runs over each planned stack as `pulumi preview --policy-pack policy`
+would: every mandatory violation is printed in full, naming its resource, before the costs, and
+fails the stack; advisory ones are warnings.
+
 Exit status: 0 when every stack planned, 1 when one did not (its configuration problems are printed,
-all at once, without a traceback), 2 for a wrong command line.
+all at once, without a traceback) or the pack rejects it, 2 for a wrong command line.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import sys
@@ -34,7 +39,8 @@ import pulumi
 import yaml
 
 from components.templates import environment_template, kubernetes_template, node_template
-from components.vcluster_values import VClusterValues
+from components.tenant_vcluster import GPU_OPERATOR_IMAGES_ANNOTATION
+from components.vcluster_values import POOL_LABEL, VClusterValues
 from config import node_properties as props
 from config import versions
 from config.catalog import load_catalog
@@ -43,12 +49,12 @@ from config.permissions import AUTO_NODES, LEGACY_AUTO_NODES, load_roles
 from config.stack import NS, EnvironmentStack, TenantStack, load_stack
 from config.stack_files import PROJECT_DIR, SecureValue, StackFileError, list_stacks, read_stack_values, stack_file
 from config.tenant import TenantPlan
-from tools import isolation_plan
+from tools import isolation_plan, policy_check, policy_data
 from tools.mock_engine import ProgramRun, config_strings, run_program
 from tools.plan_costs import control_planes_of, environment_costs, tenant_stack_costs
 from tools.plan_json import summary
 from tools.plan_model import INSTANCE_TYPE, NODE_PROVIDER_TYPE, SECRET, PlanError, Pool, StackPlan, TenantReport
-from tools.plan_text import DOCUMENT_HEADER, render_quiet, render_text
+from tools.plan_text import DOCUMENT_HEADER, render_quiet, render_text, render_violations
 
 __all__ = ["PlanError", "StackPlan", "main", "order_stacks", "plan_stack", "write_documents"]
 
@@ -60,6 +66,9 @@ __all__ = ["PlanError", "StackPlan", "main", "order_stacks", "plan_stack", "writ
 class EnvironmentOutputs:
     outputs: dict[str, Any]
     source: str
+    # The environment's entry of the pack's per-stack data, as `make policy-data` would write it
+    # from this evaluation (None from an outputs file): what its team stacks' entries start from.
+    pack_entry: dict[str, Any] | None = None
 
 
 def plan_stack(
@@ -68,9 +77,51 @@ def plan_stack(
     *,
     environment_outputs_file: Path | None = None,
     environment_cache: dict[str, EnvironmentOutputs] | None = None,
+    policy_levels: dict[str, Any] | None = None,
 ) -> StackPlan:
-    """Plan one stack. Raises PlanError for anything wrong with the stack file or its environment."""
+    """Plan one stack. Raises PlanError for anything wrong with the stack file or its environment.
+    `policy_levels`: enforcement levels by policy name (--policy-pack-config), else the pack's own.
+
+    A stack planned before in this process from the same inputs (its project's stack files, the
+    environment outputs file, the catalog, the pack's levels) is not evaluated again: the plan is
+    a function of them, and the tests plan the shipped stacks many times over."""
     environment_cache = environment_cache if environment_cache is not None else {}
+    key = _plan_key(stack, project_dir, environment_outputs_file, policy_levels)
+    if key in _PLANS:
+        earlier = _PLANS[key]
+        if isinstance(earlier.loaded, EnvironmentStack):
+            environment_cache[stack] = EnvironmentOutputs(
+                earlier.run.outputs, f"placeholders from an offline evaluation of {earlier.stack_path.name}", earlier.pack_entry
+            )
+        return dataclasses.replace(earlier, written=[])
+    plan = _plan_stack(stack, project_dir, environment_outputs_file, environment_cache, policy_levels)
+    _PLANS[key] = plan
+    return dataclasses.replace(plan, written=[])
+
+
+# Plans made in this process, by the hash of everything they are made of (`_plan_key`).
+_PLANS: dict[str, StackPlan] = {}
+
+
+def _plan_key(stack: str, project_dir: Path, outputs_file: Path | None, policy_levels: dict[str, Any] | None) -> str:
+    """The inputs of a plan besides the code: every stack file of the project (a tenant stack is
+    checked against its environment's and the other team stacks), the outputs file, the catalog
+    (its prices and shapes, as loaded), the pack's levels."""
+    parts = [stack, str(project_dir.resolve()), repr(sorted((k, str(v)) for k, v in (policy_levels or {}).items())), repr(load_catalog())]
+    for path in [project_dir / "Pulumi.yaml", *sorted(project_dir.glob("Pulumi.*.yaml"))]:
+        parts.append(f"{path.name}\0{path.read_text() if path.exists() else ''}")
+    if outputs_file is not None:
+        parts.append(f"{outputs_file}\0{outputs_file.read_text() if outputs_file.is_file() else ''}")
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()
+
+
+def _plan_stack(
+    stack: str,
+    project_dir: Path,
+    environment_outputs_file: Path | None,
+    environment_cache: dict[str, EnvironmentOutputs],
+    policy_levels: dict[str, Any] | None,
+) -> StackPlan:
     try:
         values = read_stack_values(project_dir, stack)
     except StackFileError as e:
@@ -86,10 +137,11 @@ def plan_stack(
         raise PlanError(str(e)) from None
 
     kind = "environment" if isinstance(loaded, EnvironmentStack) else "tenant"
-    stack_outputs, source = None, None
+    stack_outputs, source, environment_entry = None, None, None
     if isinstance(loaded, TenantStack):
         env = _environment_outputs(loaded, project_dir, environment_outputs_file, environment_cache)
         stack_outputs, source = {loaded.environment_stack: env.outputs}, env.source
+        environment_entry = env.pack_entry or policy_check.P.STACKS.get(loaded.environment_stack.split("/")[-1])
     elif environment_outputs_file is not None:
         raise PlanError(f"--environment-outputs is for tenant stacks; {stack} is an environment stack")
 
@@ -115,8 +167,9 @@ def plan_stack(
     )
     plan.warnings += [("program", w) for w in run.warnings]
     plan.warnings += [("plan", f"costs: {why}") for why in costs.unknown]
+    _check_policy(plan, values, environment_entry, policy_levels)
     if isinstance(loaded, EnvironmentStack):
-        environment_cache[stack] = EnvironmentOutputs(run.outputs, f"placeholders from an offline evaluation of {plan.stack_path.name}")
+        environment_cache[stack] = EnvironmentOutputs(run.outputs, f"placeholders from an offline evaluation of {plan.stack_path.name}", plan.pack_entry)
         _plan_environment(plan, loaded)
         tenant_plans: tuple[TenantPlan, ...] = loaded.tenants
     else:
@@ -127,6 +180,32 @@ def plan_stack(
         if tenant.vcluster_yaml is None:
             plan.warnings.append(("plan", f"tenant {tenant.name}: no VirtualClusterInstance with rendered values was registered"))
     return plan
+
+
+def _check_policy(plan: StackPlan, values: dict[str, Any], environment_entry: dict[str, Any] | None, levels: dict[str, Any] | None) -> None:
+    """The pack over the planned resources, as `pulumi preview --policy-pack policy` runs it once
+    `make policy-data` has recorded the stack as it is now (policy/program_data.json `stacks`: the
+    exact identities and tenants of each committed stack); a stack the file records otherwise, or
+    not at all, is judged by what this run makes of it, and warned about: the pack in the file,
+    and the published one, would judge it by the old record."""
+    if plan.kind == "tenant" and environment_entry is None:
+        plan.policy = policy_check.check(plan.run, levels)  # no environment to start its entry from
+    else:
+        plan.pack_entry = policy_data.stack_entry(plan.stack, plan.run, values, environment_entry)
+        recorded = policy_check.P.STACKS.get(plan.stack)
+        if recorded != plan.pack_entry:
+            differs = "is not recorded there" if recorded is None else "is recorded otherwise there"
+            plan.warnings.append(
+                (
+                    "plan",
+                    f"policy pack: stack {plan.stack} {differs} (policy/program_data.json `stacks`), so the pack judges it by an old "
+                    "record: its tenants, accounts and settings as this plan shows them need `make policy-data`, and the published "
+                    "pack (pulumi policy publish policy) before `pulumi preview` passes; judged here as it will be then",
+                )
+            )
+        with policy_check.judging_stacks({plan.stack: plan.pack_entry}):
+            plan.policy = policy_check.check(plan.run, levels)
+    plan.warnings += [("policy", f"{v.policy} (advisory): {v.message}") for v in plan.policy if not v.mandatory]
 
 
 def _run(values: dict[str, Any], stack: str, project_dir: Path, stack_outputs: dict[str, dict] | None) -> ProgramRun:
@@ -143,16 +222,15 @@ def _environment_outputs(
         return EnvironmentOutputs(_read_outputs_file(outputs_file, tenant.environment_stack), f"from {outputs_file}")
     env_stack = tenant.environment_stack.split("/")[-1]
     if env_stack not in cache:
-        # load_stack already checked this stack file, so a failure here is the program's.
-        values = read_stack_values(project_dir, env_stack)
+        # The environment's own plan (so a plan of it made before in this process serves), which
+        # fills the cache. load_stack already checked this stack file, so a failure is the program's.
         try:
-            run = run_program(values, stack=env_stack, project_dir=project_dir)
-        except (pulumi.RunError, ConfigError) as e:
+            plan_stack(env_stack, project_dir, environment_cache=cache)
+        except PlanError as e:
             raise PlanError(
                 f"stack {tenant.stack}: its environment {tenant.environment_stack} could not be evaluated offline "
                 f"from {stack_file(project_dir, env_stack).name}; pass --environment-outputs FILE.\n{e}"
             ) from None
-        cache[env_stack] = EnvironmentOutputs(run.outputs, f"placeholders from an offline evaluation of {stack_file(project_dir, env_stack).name}")
     return cache[env_stack]
 
 
@@ -258,6 +336,8 @@ def _tenant_report(run: ProgramRun, tenant: TenantPlan) -> TenantReport:
     if isinstance(values, str):
         report.vcluster_yaml = values
         report.pools = _pools(values)
+    annotation = (instance.input("metadata", "annotations") or {}).get(GPU_OPERATOR_IMAGES_ANNOTATION)
+    report.prefetch_images = json.loads(annotation) if isinstance(annotation, str) else {}
     for chart in template.get("charts") or []:
         if chart.get("name") == versions.GPU_OPERATOR_CHART:
             report.gpu_operator_version = chart.get("version")
@@ -268,25 +348,42 @@ def _tenant_report(run: ProgramRun, tenant: TenantPlan) -> TenantReport:
 
 
 def _pools(values: str) -> list[Pool]:
-    pools = []
-    for pool in VClusterValues.parse(values).dynamic_pools():
-        accelerator = next(iter(pool.selected(props.ACCELERATOR)), None)
-        gpu = accelerator if accelerator and accelerator != props.NO_ACCELERATOR else None
-        count = next(iter(pool.selected(props.ACCELERATOR_COUNT)), None)
-        pools.append(
-            Pool(
-                name=pool.name,
-                gpu=gpu,
-                gpus_per_node=int(count) if gpu and count and count.isdigit() else None,
-                max_gpus=pool.gpu_limit if gpu else None,
-                idle_after=pool.consolidate_after,
-                spot=pool.selected(props.CAPACITY_TYPE) == [props.SPOT],
-                machine_types=list(pool.selected(props.INSTANCE_TYPE)),
-                zones=list(pool.selected(props.ZONE)),
-                limits={k: str(v) for k, v in pool.limits.items()},
-            )
-        )
-    return pools
+    """One row per pool of the tenant's config: its dynamic pool, with its warm nodes (the static
+    pool labelled with the same pool name) added; a pool whose warm nodes take all its GPUs has
+    its static pool only."""
+    document = VClusterValues.parse(values)
+    pools: dict[str, Pool] = {}
+    for pool in document.dynamic_pools():
+        pools[pool.name] = _pool_row(pool)
+    for static in document.static_pools():
+        name = str((static.spec.get("nodeLabels") or {}).get(POOL_LABEL) or static.name)
+        row = pools.get(name)
+        if row is None:
+            row = pools[name] = _pool_row(static, name=name)
+            row.max_gpus, row.limits = 0 if row.gpu else None, {}
+        row.warm_nodes += static.quantity or 0
+        row.warm_machine_types = list(static.selected(props.INSTANCE_TYPE))
+        if row.gpu and row.max_gpus is not None:
+            limit = static.gpu_limit
+            row.max_gpus = None if limit is None else row.max_gpus + limit
+    return list(pools.values())
+
+
+def _pool_row(pool, *, name: str | None = None) -> Pool:
+    accelerator = next(iter(pool.selected(props.ACCELERATOR)), None)
+    gpu = accelerator if accelerator and accelerator != props.NO_ACCELERATOR else None
+    count = next(iter(pool.selected(props.ACCELERATOR_COUNT)), None)
+    return Pool(
+        name=name or pool.name,
+        gpu=gpu,
+        gpus_per_node=int(count) if gpu and count and count.isdigit() else None,
+        max_gpus=pool.gpu_limit if gpu else None,
+        idle_after=pool.consolidate_after,
+        spot=pool.selected(props.CAPACITY_TYPE) == [props.SPOT],
+        machine_types=list(pool.selected(props.INSTANCE_TYPE)),
+        zones=list(pool.selected(props.ZONE)),
+        limits={k: str(v) for k, v in pool.limits.items()},
+    )
 
 
 def _explicit_keys(project_dir: Path, stack: str) -> set[str]:
@@ -411,6 +508,13 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--project-dir", type=Path, default=PROJECT_DIR, metavar="DIR", help="directory with Pulumi.yaml and the stack files (default: this repository)")
     p.add_argument(
+        "--policy-pack-config",
+        type=Path,
+        metavar="FILE",
+        help="the policy pack's configuration, as `pulumi preview --policy-pack-config FILE` takes it: "
+        '{"<policy>": {"enforcementLevel": "advisory"}} or {"<policy>": "disabled"} (e.g. for legacy mode, docs/guardrails.md)',
+    )
+    p.add_argument(
         "--compare-to",
         metavar="GIT_REF",
         help="also plan the stack as committed at GIT_REF and print what changes: created, deleted, replaced (e.g. a tenant moving to its own project), updated",
@@ -432,12 +536,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: no Pulumi.<stack>.yaml in {project_dir}", file=sys.stderr)
         return 1
 
+    try:
+        levels = policy_check.read_levels(args.policy_pack_config) if args.policy_pack_config else None
+    except ValueError as e:
+        print(f"error: --policy-pack-config {args.policy_pack_config}: {e}", file=sys.stderr)
+        return 2
     cache: dict[str, EnvironmentOutputs] = {}
     summaries: list[dict[str, Any]] = []
     failed = 0
     for i, stack in enumerate(stacks):
         try:
-            plan = plan_stack(stack, project_dir, environment_outputs_file=args.environment_outputs, environment_cache=cache)
+            plan = plan_stack(stack, project_dir, environment_outputs_file=args.environment_outputs, environment_cache=cache, policy_levels=levels)
             if args.out is not None:
                 write_documents(plan, args.out)
             changes = isolation_plan.compare_plan(plan, args.compare_to) if args.compare_to else None
@@ -449,14 +558,20 @@ def main(argv: list[str] | None = None) -> int:
             failed += 1
             _report_failure(stack, "internal error (a bug, not a problem of the stack file):\n" + traceback.format_exc(), args, summaries)
             continue
+        violations = plan.mandatory_violations
+        failed += bool(violations)
         if args.json:
             summaries.append({**summary(plan), **({"changes": changes.to_dict()} if changes else {})})
         elif args.quiet:
             print(render_quiet(plan), flush=True)
+            if violations:
+                print(render_violations(plan), file=sys.stderr, flush=True)
         else:
             if i:
                 print("\n" + "=" * 100 + "\n")
             print(render_text(plan, all_node_types=args.node_types), end="", flush=True)
+            if violations:
+                print(f"plan of stack {stack}: the policy pack rejects it ({len(violations)} mandatory violation(s), printed above the costs)", file=sys.stderr, flush=True)
         if changes and not args.json:
             print(("\n" if not args.quiet else "") + isolation_plan.render_changes(changes, plan.loaded.facts.project, plan.loaded.facts.environment), end="", flush=True)
     if args.json:

@@ -63,6 +63,13 @@ class PoolCost:
     expected: float | None
     ceiling: float | None
     ceiling_shape: str | None  # what the ceiling is made of, e.g. "4 × g2-standard-4"
+    warm_nodes: int = 0
+    warm_machine_type: str | None = None
+    warm: float | None = 0.0  # USD/h of the warm nodes, always on
+
+    @property
+    def warm_per_month(self) -> float | None:
+        return None if self.warm is None else self.warm * HOURS_PER_MONTH
 
 
 @dataclass
@@ -137,11 +144,18 @@ def pool_cost(pricer: _Pricer, tenant: str, pool: PoolPlan) -> PoolCost:
         pricer.note_unknown(nt)
     worst = pool.ceiling_node_type
     shape = f"{pool.nodes_within_limits(worst)} × {worst.machine_type}" if pool.priced else None
-    return PoolCost(tenant, pool.name, pool.machine_types, dict(pool.limits), pool.expected_usd_per_hour, pool.usd_per_hour_ceiling, shape)
+    warm_type = pool.warm_node_type.machine_type if pool.warm_nodes else None
+    if shape and pool.warm_nodes:
+        shape += f" + {pool.warm_nodes} warm × {warm_type}"
+    return PoolCost(
+        tenant, pool.name, pool.machine_types, dict(pool.limits), pool.expected_usd_per_hour, pool.usd_per_hour_ceiling, shape,
+        pool.warm_nodes, warm_type, pool.warm_usd_per_hour,
+    )
 
 
 def _max_nodes(pool: PoolPlan) -> int:
-    return max(pool.nodes_within_limits(nt) for nt in pool.node_types)
+    """The most nodes the pool can hold: its warm ones and what its dynamic limits admit."""
+    return max(pool.nodes_within_limits(nt) for nt in pool.node_types) + pool.warm_nodes
 
 
 def tenant_lines(pricer: _Pricer, plan: TenantPlan) -> list[CostLine]:
@@ -164,7 +178,7 @@ def tenant_lines(pricer: _Pricer, plan: TenantPlan) -> list[CostLine]:
     # One Cloud NAT gateway per tenant network: per VM using it, and per external address.
     addresses = int(getattr(plan.tenant.network, "nat_addresses", 1) or 1)
     busy_vms = sum(p.max_nodes for p in plan.gpu_pools)
-    nat_idle = pricer.nat(1, addresses)
+    nat_idle = pricer.nat(1 + plan.warm_nodes, addresses)
     nat_expected = pricer.nat(1 + busy_vms, addresses)
     nat_ceiling = pricer.nat(_max_nodes(plan.cpu_pool) + sum(_max_nodes(p) for p in plan.gpu_pools), addresses)
 
@@ -175,8 +189,14 @@ def tenant_lines(pricer: _Pricer, plan: TenantPlan) -> list[CostLine]:
         CostLine(f"tenant {name}: control plane (load balancer, {VCLUSTER_CONTROL_PLANE_VOLUME_GI} GiB volume)", control_plane, control_plane, control_plane, True, name),
         CostLine(f"tenant {name}: Cloud NAT ({addresses} address{'es' if addresses > 1 else ''})", nat_idle, nat_expected, nat_ceiling, False, name),
         CostLine(f"tenant {name}: CPU pool ({', '.join(plan.cpu_pool.machine_types)})", always_on_node, cpu.expected, cpu.ceiling, estimate, name),
-        CostLine(f"tenant {name}: GPU pools", 0.0, gpu_expected, gpu_ceiling, estimate, name),
+        # Idle, GPU pools cost nothing, but for their warm nodes (gpuPools[i].warmNodes).
+        CostLine(f"tenant {name}: GPU pools{_warm_part(plan)}", plan.warm_usd_per_hour, gpu_expected, gpu_ceiling, estimate, name),
     ]
+
+
+def _warm_part(plan: TenantPlan) -> str:
+    warm = [f"{p.warm_nodes} × {p.warm_node_type.machine_type}" for p in plan.gpu_pools if p.warm_nodes]
+    return f" (warm: {', '.join(warm)})" if warm else ""
 
 
 def control_planes_of(loaded: EnvironmentStack | TenantStack, stack: str, project_dir: Path) -> tuple[str, ...]:

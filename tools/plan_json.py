@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from config.stack import EnvironmentStack, TenantStack
-from tools import isolation_plan, monitoring_plan
+from tools import isolation_plan, monitoring_plan, reliability_plan
 from tools.plan_costs import HOURS_PER_MONTH, NOT_INCLUDED
 from tools.plan_model import SECRET, StackPlan, has_placeholder
 from tools.plan_text import _type_counts
@@ -19,7 +19,10 @@ def summary(plan: StackPlan) -> dict[str, Any]:
     regional = costs.prices
     result: dict[str, Any] = {
         "stack": plan.stack,
-        "ok": True,
+        "ok": not plan.mandatory_violations,
+        "policy": [
+            {"policy": v.policy, "level": v.level.value, "resource": v.resource, "message": v.message} for v in plan.policy
+        ],
         "kind": plan.kind,
         "stackFile": plan.stack_path.name,
         "region": plan.region,
@@ -32,7 +35,10 @@ def summary(plan: StackPlan) -> dict[str, Any]:
         },
         "nodeTypes": [],
         "quota": [
-            {"scope": q.scope, "gpu": q.gpu, "region": q.region, "quota": q.quota, "asked": q.asked, "exceeded": q.exceeded, "tenants": list(q.tenants)}
+            {
+                "scope": q.scope, "gpu": q.gpu, "region": q.region, "quota": q.quota, "asked": q.asked, "exceeded": q.exceeded, "state": q.state,
+                "newProject": q.new_project is not None, "requestQuotaAt": q.request_url, "tenants": list(q.tenants),
+            }
             for q in loaded.quota
         ],
         "tenants": [],
@@ -109,10 +115,12 @@ def summary(plan: StackPlan) -> dict[str, Any]:
             {
                 "name": tenant.name,
                 **isolation_plan.tenant_fields(plan, tenant.plan),
+                "reliability": reliability_plan.tenant_fields(plan, tenant),
                 "monitoring": monitoring_plan.tenant_fields(plan, tenant.plan),
                 "cidr": tenant.plan.tenant.network.cidr,
                 "hostNamespace": tenant.host_namespace,
                 "gpuOperatorVersion": tenant.gpu_operator_version,
+                "prefetchImages": tenant.prefetch_images,
                 "pools": [
                     {
                         "name": p.name,
@@ -124,6 +132,11 @@ def summary(plan: StackPlan) -> dict[str, Any]:
                         "machineTypes": p.machine_types or list(pool_costs[(tenant.name, p.name)].machine_types),
                         "zones": p.zones,
                         "limits": p.limits,
+                        "warmNodes": p.warm_nodes,
+                        "warmMachineTypes": p.warm_machine_types,
+                        "warmUsdPerHour": _round(pool_costs[(tenant.name, p.name)].warm) if (tenant.name, p.name) in pool_costs else None,
+                        "warmUsdPerMonth": _round(pool_costs[(tenant.name, p.name)].warm_per_month) if (tenant.name, p.name) in pool_costs else None,
+                        "firstGpu": p.first_gpu,
                         "expectedUsdPerHour": _round(pool_costs[(tenant.name, p.name)].expected) if (tenant.name, p.name) in pool_costs else None,
                         "ceilingUsdPerHour": _round(pool_costs[(tenant.name, p.name)].ceiling) if (tenant.name, p.name) in pool_costs else None,
                     }

@@ -12,6 +12,7 @@ from config.stack import EnvironmentStack, TenantStack
 from config.tenant import TenantPlan
 from tools.mock_engine import MOCK_ADDRESS_RANGE, PLACEHOLDER, ProgramRun
 from tools.plan_costs import StackCosts
+from tools.policy_check import Violation
 
 NODE_PROVIDER_TYPE = "kubernetes:management.loft.sh/v1:NodeProvider"
 INSTANCE_TYPE = "kubernetes:management.loft.sh/v1:VirtualClusterInstance"
@@ -35,6 +36,13 @@ class Pool:
     machine_types: list[str]  # the instance-type selector; empty: every type of the class
     limits: dict[str, str]
     zones: list[str] = field(default_factory=list)  # the zone selector; empty: every zone of its node types
+    warm_nodes: int = 0  # its static pool's quantity (gpuPools[i].warmNodes)
+    warm_machine_types: list[str] = field(default_factory=list)  # the static pool's instance-type selector
+
+    @property
+    def first_gpu(self) -> str | None:
+        """Where a pod's first GPU comes from: a node already running, or a VM created for it."""
+        return None if self.gpu is None else "warm" if self.warm_nodes else "on demand"
 
 
 @dataclass
@@ -47,6 +55,8 @@ class TenantReport:
     gpu_operator_values: str | None
     objects: str | None
     host_namespace: str | None
+    # GPU type → the images its nodes pull ahead (the instance annotation the program registered).
+    prefetch_images: dict[str, list[str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -66,6 +76,12 @@ class StackPlan:
     versions: list[tuple[str, str]] = field(default_factory=list)  # (what, pinned version)
     warnings: list[tuple[str, str]] = field(default_factory=list)  # (source, message)
     written: list[Path] = field(default_factory=list)
+    policy: list[Violation] = field(default_factory=list)  # the policy pack's findings (tools/policy_check.py)
+    pack_entry: dict[str, Any] | None = None  # the stack's entry of the pack's per-stack data, from this run
+
+    @property
+    def mandatory_violations(self) -> list[Violation]:
+        return [v for v in self.policy if v.mandatory]
 
     @property
     def region(self) -> str:

@@ -10,9 +10,10 @@ from typing import Any, Iterable
 import yaml
 
 from components.tenant_documents import GPU_OPERATOR_NAMESPACE
+from config.quota import QUOTA_PAGE, QUOTA_RULES
 from config.stack import NS, EnvironmentStack, TenantStack
 from config.stack_files import StackFileError, list_stacks, read_stack_values
-from tools import isolation_plan, monitoring_plan
+from tools import isolation_plan, monitoring_plan, reliability_plan
 from config.tenant import EXPECTED
 from tools.mock_engine import MOCK_ADDRESS_RANGE, PLACEHOLDER, ProgramRun, Registration
 from tools.plan_costs import HOURS_PER_MONTH, NOT_INCLUDED
@@ -65,6 +66,7 @@ def render_text(plan: StackPlan, *, all_node_types: bool = False) -> str:
     out.extend(_quota(plan))
     out.extend(_tenants(plan))
     out.extend(monitoring_plan.section(plan))
+    out.extend(["", render_violations(plan)])
     out.extend(_costs(plan))
 
     add("")
@@ -145,10 +147,13 @@ def _quota(plan: StackPlan) -> list[str]:
         lines.append("  no tenant asks for GPUs yet")
         return lines
     rows = [
-        [q.scope, q.gpu, q.region, str(q.quota), str(q.asked), "EXCEEDED" if q.exceeded else "ok", "; ".join(q.tenants)]
+        [q.scope, q.gpu, q.region, "0 until granted" if q.new_project else str(q.quota), str(q.asked), q.state, "; ".join(q.tenants)]
         for q in quota
     ]
     lines.extend(_table(["quota of", "GPU class", "region", "quota", "asked", "state", "tenants (GPUs)"], rows, right=[3, 4]))
+    lines.append(f"  {QUOTA_RULES}")
+    for project in dict.fromkeys(q.new_project for q in quota if q.new_project):
+        lines.append(f"  {project} is created by Pulumi, and a new project has no GPU quota: request it at {QUOTA_PAGE.format(project=project)}")
     return lines
 
 
@@ -165,7 +170,9 @@ def _tenants(plan: StackPlan) -> list[str]:
             f"GPU Operator {tenant.gpu_operator_version or '?'} (namespace {GPU_OPERATOR_NAMESPACE}), access: {access}"
         )
         lines.append(f"    {isolation_plan.tenant_line(plan, tenant.plan)}")
+        lines.extend(f"    {line}" for line in reliability_plan.tenant_lines(plan, tenant))
         lines.append(f"    {monitoring_plan.tenant_line(plan, tenant.plan)}")
+        lines.append(f"    {_prefetch_line(tenant)}")
         rows = []
         for p in tenant.pools:
             cost = pool_costs.get((tenant.name, p.name))
@@ -179,20 +186,44 @@ def _tenants(plan: StackPlan) -> list[str]:
                     "spot" if p.spot else "on-demand",
                     ", ".join(p.machine_types) or ", ".join(cost.machine_types if cost else ()),
                     ", ".join(p.zones) or "all",
-                    ", ".join(f"{k} {v}" for k, v in p.limits.items()),
+                    ", ".join(f"{k} {v}" for k, v in p.limits.items()) or "—",
+                    _warm_cell(p, cost),
+                    p.first_gpu or "—",
                     _money(cost.expected if cost else None),
                     _money(cost.ceiling if cost else None) + (f" ({cost.ceiling_shape})" if cost and cost.ceiling_shape else ""),
                 ]
             )
         lines.extend(
             _table(
-                ["pool", "GPU class", "GPUs/node", "max GPUs", "idle after", "capacity", "machine types", "zones", "limits", "expected USD/h", "ceiling USD/h"],
+                ["pool", "GPU class", "GPUs/node", "max GPUs", "idle after", "capacity", "machine types", "zones", "limits",
+                 "warm nodes (always on)", "first GPU", "expected USD/h", "ceiling USD/h"],
                 rows,
                 indent="    ",
-                right=[2, 3, 9],
+                right=[2, 3, 11],
             )
         )
     return lines
+
+
+def _warm_cell(pool, cost) -> str:
+    """A pool's warm nodes with what they cost per hour and per month, running or idle."""
+    if not pool.warm_nodes:
+        return "none" if pool.gpu else "—"
+    machine = ", ".join(pool.warm_machine_types) or "?"
+    warm = cost.warm if cost else None
+    month = cost.warm_per_month if cost else None
+    return f"{pool.warm_nodes} × {machine}: {_money(warm)} USD/h, {_money(month)} USD/month"
+
+
+def _prefetch_line(tenant) -> str:
+    images = tenant.prefetch_images
+    if not images:
+        return (
+            f"image prefetch: none (the images of GPU Operator {tenant.gpu_operator_version or '?'} are not recorded in "
+            "config/gpu_operator.py; the kubelet pulls them one by one)"
+        )
+    counts = ", ".join(f"{gpu} {len(found)}" for gpu, found in images.items())
+    return f"image prefetch: each GPU node pulls its GPU Operator images at once as containerd starts (images per GPU type: {counts})"
 
 
 def _costs(plan: StackPlan) -> list[str]:
@@ -269,8 +300,23 @@ def _rounding_shows(costs) -> bool:
     return False
 
 
+def render_violations(plan: StackPlan) -> str:
+    """The policy pack's verdict: every mandatory violation in full (never shortened), each naming
+    its policy and resource, as `pulumi preview --policy-pack policy` reports them."""
+    mandatory = plan.mandatory_violations
+    if not mandatory:
+        return f"Policy pack (policy/, as `pulumi preview --policy-pack policy`): no mandatory violation in {len(plan.run.registrations)} resources"
+    lines = [f"Policy pack (policy/, as `pulumi preview --policy-pack policy`): {len(mandatory)} mandatory violation(s); `pulumi up` would stop before any change"]
+    for v in mandatory:
+        lines.append(f"  MANDATORY {v.policy} on {v.resource}:")
+        lines.extend(f"    {line}" for line in v.message.splitlines())
+    return "\n".join(lines)
+
+
 def render_quiet(plan: StackPlan) -> str:
     costs = plan.costs
+    if plan.mandatory_violations:
+        return f"FAIL  {plan.stack}: {len(plan.mandatory_violations)} mandatory policy violation(s) (policy/); they follow on stderr"
     return (
         f"ok    {plan.stack}: {plan.kind} stack, {len(plan.run.registrations)} resources, {len(plan.tenants)} tenant(s), "
         f"always on {_money(costs.total('always_on_per_month'))} USD/month, expected {_money(costs.total('expected'))} USD/h, "

@@ -253,17 +253,28 @@ def stack_data(runs: dict[str, ProgramRun], values: dict[str, dict[str, Any]]) -
     and instances may name."""
     out: dict[str, Any] = {}
     for stack, run in sorted(runs.items(), key=lambda item: (environment_stack_of(values[item[0]]) is not None, item[0])):
-        values_of_stack = values[stack]
-        env = environment_stack_of(values_of_stack)
-        out[stack] = inventory.stack_identities(run, values_of_stack[f"{NS}:environment"], env or stack, out.get(env) if env else None)
-        if env is None:
-            out[stack]["approvedTenantSecurity"] = run_facts(run).get("approvedTenantSecurity", {})
-            out[stack]["controlPlaneMaximum"] = run_facts(run).get("controlPlaneMaximum")
-            out[stack]["allowSharedWithProjectTenants"] = run_facts(run).get("allowSharedWithProjectTenants", False)
-        else:
-            for key in ("approvedTenantSecurity", "controlPlaneMaximum", "allowSharedWithProjectTenants"):
-                out[stack][key] = out[env][key]
+        env = environment_stack_of(values[stack])
+        out[stack] = stack_entry(stack, run, values[stack], out.get(env) if env else None)
     return out
+
+
+# What a team stack takes from its environment's entry: the environment's decisions about its tenants.
+ENVIRONMENT_DECISIONS = ("approvedTenantSecurity", "controlPlaneMaximum", "allowSharedWithProjectTenants")
+
+
+def stack_entry(stack: str, run: ProgramRun, values: dict[str, Any], environment_entry: dict[str, Any] | None) -> dict[str, Any]:
+    """One stack's entry of `stacks`, from its run; a team stack's needs its environment's entry."""
+    env = environment_stack_of(values)
+    entry = inventory.stack_identities(run, values[f"{NS}:environment"], env or stack, environment_entry if env else None)
+    if env is None:
+        facts = run_facts(run)
+        entry["approvedTenantSecurity"] = facts.get("approvedTenantSecurity", {})
+        entry["controlPlaneMaximum"] = facts.get("controlPlaneMaximum")
+        entry["allowSharedWithProjectTenants"] = facts.get("allowSharedWithProjectTenants", False)
+    else:
+        assert environment_entry is not None, f"stack {stack}: its environment's entry first"
+        entry.update({key: environment_entry[key] for key in ENVIRONMENT_DECISIONS})
+    return entry
 
 
 def run_facts(run: ProgramRun) -> dict[str, Any]:

@@ -260,6 +260,7 @@ _OBJECTS: dict[str, tuple[str, tuple[str, ...]]] = {
     **{t: ("role", ("roleId",)) for t in CUSTOM_ROLES},
     **{t: ("peering", ("name",)) for t in NETWORK_PEERINGS},
     **{t: ("chart", ("chart",)) for t in HELM_RELEASES},
+    "gcp:gkebackup/backupPlan:BackupPlan": ("backup plan", ("name",)),
 }
 # Where an IAM grant is bound: the property naming it, per scope (else the property named as the scope:
 # subnetwork, bucket, repository, …).

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from pulumi_policy import EnforcementLevel, ReportViolation, ResourceValidationArgs, Severity
-from vcluster_reader import DYNAMIC, GPU_RESOURCE
+from vcluster_reader import DYNAMIC, GPU_RESOURCE, STATIC
 
 from .common import NODE_PROVIDER, VIRTUAL_CLUSTER_INSTANCE, ResourcePolicy, Values, as_list, get, instance_values, is_list, show, wildcard_problem
 
@@ -22,7 +22,10 @@ from .common import NODE_PROVIDER, VIRTUAL_CLUSTER_INSTANCE, ResourcePolicy, Val
 def validate_tenant_isolation(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
     """Private nodes on; every dynamic auto-nodes pool bounded by limits; every GPU pool of either
     kind (one that selects GPU node types or leaves the accelerator open) tainted
-    nvidia.com/gpu:NoSchedule, and every dynamic one consolidated when idle."""
+    nvidia.com/gpu:NoSchedule, and every dynamic one consolidated when idle; every static pool a
+    GPU pool's warm nodes, its GPUs per node fixed by its selector, so that the GPU ceiling
+    (guardrails/cost.py) bounds what it keeps running: a static pool of CPU nodes would run at all
+    times, bounded by nothing."""
     if args.resource_type != VIRTUAL_CLUSTER_INSTANCE:
         return
     parsed = Values(args.props)
@@ -53,6 +56,13 @@ def validate_tenant_isolation(args: ResourceValidationArgs, report_violation: Re
                     f"{{key: {GPU_RESOURCE}, effect: NoSchedule}} so CPU pods cannot land on (and keep alive) GPU VMs",
                     None,
                 )
+            if pool.kind == STATIC and not pool.gpus_per_node:
+                report_violation(
+                    f"{where}.nodeTypeSelector: {'selects no GPU node type' if pool.gpus_per_node == 0 else 'leaves the GPUs per node open'}; "
+                    "allowed: a static pool only as a GPU pool's warm nodes (gpuPools[].warmNodes), its GPU type and count fixed "
+                    "by its selector, so the tenant's GPU ceiling bounds it",
+                    None,
+                )
             if pool.kind == DYNAMIC and pool.is_gpu and not pool.consolidate_after:
                 report_violation(
                     f"{where}.disruption.consolidateAfter: not set; allowed: a duration such as 60s or 5m, "
@@ -67,7 +77,8 @@ tenant_isolation = ResourcePolicy(
     name="vcluster-private-nodes-isolation",
     description=(
         "Every VirtualClusterInstance runs on private nodes; every dynamic auto-nodes pool has limits; every GPU pool "
-        "(dynamic or static) carries the nvidia.com/gpu NoSchedule taint, and every dynamic one a disruption.consolidateAfter."
+        "(dynamic or static) carries the nvidia.com/gpu NoSchedule taint, and every dynamic one a disruption.consolidateAfter; "
+        "a static pool holds GPU nodes only (warm nodes), its GPUs per node fixed by its selector."
     ),
     validate=validate_tenant_isolation,
     enforcement_level=EnforcementLevel.MANDATORY,

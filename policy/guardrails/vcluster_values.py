@@ -73,6 +73,17 @@ def _single_address(cidr: Any) -> bool:
     return network.num_addresses == 1 and not network.is_unspecified
 
 
+def _internal_range(cidr: Any) -> bool:
+    """A private range (RFC 1918): the host cluster's own pods and nodes, which reach the
+    LoadBalancer's address from inside its VPC. No client elsewhere has such a source address at an
+    external load balancer (tenants' nodes arrive from their NAT addresses)."""
+    try:
+        network = ipaddress.ip_network(str(cidr), strict=True)
+    except ValueError:
+        return False
+    return network.version == 4 and any(network.subnet_of(ipaddress.ip_network(r)) for r in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"))
+
+
 def validate_control_plane_isolation(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
     """The control plane's LoadBalancer admits single addresses only (the tenant's NAT addresses),
     and the chart's NetworkPolicies are on: they limit the control plane to its API port, its
@@ -98,10 +109,10 @@ def validate_control_plane_isolation(args: ResourceValidationArgs, report_violat
             None,
         )
     for i, cidr in enumerate(as_list(ranges)):
-        if not _single_address(cidr):
+        if not (_single_address(cidr) or _internal_range(cidr)):
             report_violation(
                 f"{Values.FIELD} {spec}.loadBalancerSourceRanges[{i}]: {show(cidr)} is not allowed; allowed: one address "
-                "(<address>/32), one of the tenant's NAT addresses",
+                "(<address>/32), one of the tenant's NAT addresses, or a private range (the host cluster's pods and nodes)",
                 None,
             )
     if get(document, "policies", "networkPolicy", "enabled") is not True:
@@ -117,7 +128,8 @@ control_plane_isolation = ResourcePolicy(
     name="vcluster-control-plane-isolation",
     description=(
         "A VirtualClusterInstance's control plane is a LoadBalancer Service whose loadBalancerSourceRanges are the "
-        "tenant's NAT addresses (non-empty, single /32 addresses), and policies.networkPolicy.enabled is true."
+        "tenant's NAT addresses (non-empty, single /32 addresses) and the host cluster's own private ranges, and "
+        "policies.networkPolicy.enabled is true."
     ),
     validate=validate_control_plane_isolation,
     enforcement_level=EnforcementLevel.MANDATORY,

@@ -12,7 +12,8 @@
 #   var.vcluster.nodeEnvironment.outputs     subnet_name, service_account_email, node_name_prefix
 #                                            (environment template)
 #   var.vcluster.userData                    cloud-init that joins the node to its vCluster
-#   var.vcluster.instance / nodeClaim        names for the VM, its labels and network tag
+#   var.vcluster.instance / nodeClaim        names for the VM, its labels and network tag; the
+#                                            instance's gpu-platform/gpu-operator-images annotation
 #
 # The platform's identity may only create/get/delete instances and disks, use subnetworks and
 # poll zone operations (config/permissions.yaml `autoNodes`), so this template reads no data
@@ -163,23 +164,27 @@ locals {
   #   after raw. mangle rather than filter: kube-proxy and CNIs insert ACCEPT rules at the top of
   #   filter FORWARD, and mangle FORWARD runs before filter, so none of them can jump past it.
   #
-  # It fails closed, twice, because cloud-init runs a failing boothook, logs it and goes on to the
-  # platform's join (canonical/cloud-init tag 24.4, cloudinit/handlers/boot_hook.py `handle_part`):
-  # - a systemd drop-in for the kubelet (the join installs /etc/systemd/system/kubelet.service:
-  #   vcluster-docs vcluster/deploy/worker-nodes/private-nodes/join.mdx), written before any rule,
-  #   whose ExecStartPre checks every rule: the kubelet cannot start, at this boot or any later one,
-  #   while a rule is missing (if iptables is missing, the check fails too). It also orders the
+  # It repairs itself and fails closed, because cloud-init runs a failing boothook, logs it and goes
+  # on to the platform's join (canonical/cloud-init tag 24.4, cloudinit/handlers/boot_hook.py
+  # `handle_part`), and because the rules can be lost while the node runs: the join resets node
+  # components unless told not to (vcluster-docs vcluster/deploy/worker-nodes/private-nodes/join.mdx,
+  # --skip-reset; what the reset removes is not public), and vCluster's in-place upgrade of the
+  # system pool restarts containerd and the kubelet (same docs, private-nodes/manage.mdx):
+  # - the boothook keeps a copy of itself as the installer (/etc/gpu-platform/conceal-metadata)
+  #   and writes a systemd drop-in for the kubelet (the join installs
+  #   /etc/systemd/system/kubelet.service: join.mdx) before any rule. Its ExecStartPre runs that
+  #   same idempotent installer ("gate"): before every start of the kubelet, at this boot or any
+  #   later one, after a reset or an upgrade, missing rules are put back, and the kubelet does not
+  #   start only if they cannot be (no iptables, an error, the installer gone). It also orders the
   #   kubelet after cloud-init's network stage, where boothooks run (that stage is ordered before
   #   sysinit.target on Debian and Ubuntu anyway: cloud-init 24.4 systemd/cloud-init-network.service.tmpl,
   #   cloud-init.service before 24.3);
-  # - and, when a rule cannot be installed, the VM powers off at once: the join script's "reset"
-  #   of node components (join.mdx, --skip-reset) is not public, and if it removed the drop-in the
-  #   kubelet would start unchecked. A powered-off VM never joins; the platform's claim fails and
-  #   costs no GPU time.
+  # - and, when a rule cannot be installed at boot, the VM powers off at once: if a reset removed
+  #   the drop-in, the kubelet would start unchecked. A powered-off VM never joins; the platform's
+  #   claim fails and costs no GPU time.
   node_metadata    = trimspace(try(nonsensitive(var.vcluster.properties["gpu-platform/node-metadata"]), ""))
   conceal_metadata = local.node_metadata != "exposed"
-  # The kubelet drop-in's check (systemd runs it with /bin/sh; no "$" and no "%", which systemd
-  # would expand).
+  # Every rule, checked once more after installing (the installer also reads this).
   metadata_rules_present = join(" && ", [
     "iptables -w -t raw -C PREROUTING -d 169.254.169.254/32 -j GPU-PLATFORM-METADATA",
     "iptables -w -t raw -C GPU-PLATFORM-METADATA -j DROP",
@@ -187,23 +192,39 @@ locals {
     "iptables -w -t mangle -C GPU-PLATFORM-METADATA -j DROP",
   ])
   # Content-Type text/cloud-boothook names the part's kind, so the script needs no
-  # "#cloud-boothook" line of its own.
+  # "#cloud-boothook" line of its own. cloud-init runs it as a file, so "$0" is the script itself.
+  # A chain whose three rules are all there is left as it is: the gate runs while pods do, and
+  # rebuilding an intact chain would leave it empty for a moment.
   conceal_script = <<-EOT
     #!/bin/sh
     # gpu-platform: pods cannot reach the metadata server (templates/node/main.tf). Runs at every
-    # boot. Fails closed: the kubelet cannot start without the rules, and a node whose rules
-    # cannot be installed powers off before it joins.
+    # boot ("boot": installs itself as the kubelet's gate, then the rules) and before every start
+    # of the kubelet ("gate": the rules only). Idempotent. Fails closed: at boot a node whose rules
+    # cannot be installed powers off before it joins; at the gate the kubelet does not start.
+    mode=boot
+    [ "$1" = gate ] && mode=gate
     dropin_dir=/etc/systemd/system/kubelet.service.d
+    installer_dir=/etc/gpu-platform
     fail() {
+      if [ "$mode" = gate ]; then
+        echo "gpu-platform: metadata concealment failed ($1); the kubelet does not start until it is installed" >&2
+        exit 1
+      fi
       echo "gpu-platform: metadata concealment failed ($1); powering off so that this node never joins" >&2
       systemctl --no-block poweroff || poweroff -f
       exit 1
     }
-    mkdir -p "$dropin_dir" || fail "kubelet drop-in directory"
-    printf '%s\n' '[Unit]' 'After=cloud-init.service cloud-init-network.service' '[Service]' \
-      "ExecStartPre=/bin/sh -c '${local.metadata_rules_present}'" \
-      >"$dropin_dir/50-gpu-platform-metadata.conf" || fail "kubelet drop-in"
+    if [ "$mode" = boot ]; then
+      mkdir -p "$dropin_dir" "$installer_dir" || fail "kubelet drop-in directory"
+      cp "$0" "$installer_dir/conceal-metadata" || fail "installer"
+      printf '%s\n' '[Unit]' 'After=cloud-init.service cloud-init-network.service' '[Service]' \
+        "ExecStartPre=/bin/sh $installer_dir/conceal-metadata gate" \
+        >"$dropin_dir/50-gpu-platform-metadata.conf" || fail "kubelet drop-in"
+    fi
     for table in raw mangle; do
+      iptables -w -t "$table" -C GPU-PLATFORM-METADATA -p udp --dport 53 -j RETURN 2>/dev/null &&
+        iptables -w -t "$table" -C GPU-PLATFORM-METADATA -p tcp --dport 53 -j RETURN 2>/dev/null &&
+        iptables -w -t "$table" -C GPU-PLATFORM-METADATA -j DROP 2>/dev/null && continue
       iptables -w -t "$table" -N GPU-PLATFORM-METADATA 2>/dev/null || iptables -w -t "$table" -F GPU-PLATFORM-METADATA || fail "chain in $table"
       iptables -w -t "$table" -A GPU-PLATFORM-METADATA -p udp --dport 53 -j RETURN || fail "DNS rule in $table"
       iptables -w -t "$table" -A GPU-PLATFORM-METADATA -p tcp --dport 53 -j RETURN || fail "DNS rule in $table"
@@ -213,9 +234,47 @@ locals {
       iptables -w -t raw -I PREROUTING 1 -d 169.254.169.254/32 -j GPU-PLATFORM-METADATA || fail "raw PREROUTING"
     iptables -w -t mangle -C FORWARD -d 169.254.169.254/32 -j GPU-PLATFORM-METADATA 2>/dev/null ||
       iptables -w -t mangle -I FORWARD 1 -d 169.254.169.254/32 -j GPU-PLATFORM-METADATA || fail "mangle FORWARD"
+    ${local.metadata_rules_present} || fail "a rule is missing after installing"
   EOT
-  # The platform's user data (cloud-init that joins the node) goes on unchanged, as the second
-  # part of a MIME multipart document after our boothook. cloud-init runs boothooks at every boot
+
+  # NVIDIA Fabric Manager on the machine types whose GPUs hang off NVSwitches: full HGX A100, H100
+  # and H200 boards, 8 or 16 GPUs, passed through to one VM. Without it CUDA finds no usable GPU on
+  # them, while the device plugin may still offer them (so the GPU watchdog would not notice). The
+  # GPU Operator runs Fabric Manager only inside its driver container (NVIDIA/gpu-operator tag
+  # v25.10.1, assets/state-driver/0500_daemonset.yaml mounts /run/nvidia-fabricmanager there),
+  # which driver.enabled=false leaves out; the node image must bring it. Whether the Deep Learning
+  # VM image ships and enables it is not documented, so, safe either way: a kubelet drop-in wants
+  # nvidia-fabricmanager.service, starts after it and checks it is active before the kubelet runs,
+  # and a node whose image has no such unit powers off before it joins (its claim fails; the pool's
+  # pods stay Pending, docs/reliability.md). Same list as config/catalog.yaml: the A2 and A3
+  # machine types with 8 or more GPUs (tests/test_node_template.py).
+  nvswitch_machine_types = ["a2-highgpu-8g", "a2-megagpu-16g", "a2-ultragpu-8g", "a3-highgpu-8g", "a3-ultragpu-8g"]
+  fabric_manager         = local.gpu && contains(local.nvswitch_machine_types, local.instance_type)
+  fabric_manager_script  = <<-EOT
+    #!/bin/sh
+    # gpu-platform: NVIDIA Fabric Manager before the kubelet, on NVSwitch machine types
+    # (templates/node/main.tf). Runs at every boot.
+    dropin_dir=/etc/systemd/system/kubelet.service.d
+    fail() {
+      echo "gpu-platform: NVIDIA Fabric Manager unavailable ($1); powering off so that this node never joins" >&2
+      systemctl --no-block poweroff || poweroff -f
+      exit 1
+    }
+    systemctl cat nvidia-fabricmanager.service >/dev/null 2>&1 || fail "the image has no nvidia-fabricmanager.service"
+    mkdir -p "$dropin_dir" || fail "kubelet drop-in directory"
+    printf '%s\n' '[Unit]' 'Wants=nvidia-fabricmanager.service' 'After=nvidia-fabricmanager.service' '[Service]' \
+      'ExecStartPre=/bin/systemctl is-active --quiet nvidia-fabricmanager.service' \
+      >"$dropin_dir/40-gpu-platform-fabric-manager.conf" || fail "kubelet drop-in"
+  EOT
+
+  # Our boothooks, in order, ahead of the platform's user data.
+  boothooks = concat(
+    local.conceal_metadata ? [{ name = "gpu-platform-conceal-metadata", script = local.conceal_script }] : [],
+    local.fabric_manager ? [{ name = "gpu-platform-fabric-manager", script = local.fabric_manager_script }] : [],
+    local.prefetch ? [{ name = "gpu-platform-image-prefetch", script = local.prefetch_script }] : [],
+  )
+  # The platform's user data (cloud-init that joins the node) goes on unchanged, as the last part
+  # of a MIME multipart document after our boothooks. cloud-init runs boothooks at every boot
   # in its init stage, before network-online.target and so before the kubelet the join installs,
   # and types a text/plain part by its first line (#cloud-config, #!, …: canonical/cloud-init
   # tag 24.4, cloudinit/user_data.py, TYPE_NEEDED). Platform data that is MIME already keeps its
@@ -234,20 +293,101 @@ locals {
     "",
     local.platform_user_data,
   ])
-  concealed_user_data = join("\n", concat(
+  # Our boothooks (local.boothooks, each only where it applies), then the platform's part. The
+  # MIME document is written whenever there is a boothook.
+  boothook_user_data = join("\n", concat(
     [
       "Content-Type: multipart/mixed; boundary=\"${local.mime_boundary}\"",
       "MIME-Version: 1.0",
       "",
+    ],
+    flatten([for hook in local.boothooks : [
       "--${local.mime_boundary}",
       "Content-Type: text/cloud-boothook; charset=\"us-ascii\"",
-      "Content-Disposition: attachment; filename=\"gpu-platform-conceal-metadata\"",
+      "Content-Disposition: attachment; filename=\"${hook.name}\"",
       "",
-      trimsuffix(local.conceal_script, "\n"),
-    ],
+      trimsuffix(hook.script, "\n"),
+    ]]),
     local.has_user_data ? ["--${local.mime_boundary}", local.platform_part] : [],
     ["--${local.mime_boundary}--", ""],
   ))
+  wrap_user_data = local.conceal_metadata || local.prefetch
+
+  # Image prefetch (annotation gpu-platform/gpu-operator-images of the tenant's instance: JSON, GPU
+  # type → images, which Pulumi derives from the tenant's GPU Operator settings in
+  # config/gpu_operator.py; components/tenant_vcluster.py says why an annotation). On a GPU node
+  # whose type has images there, a second boothook installs a path unit that starts, as soon as
+  # containerd's socket exists (the join installs and starts containerd before `kubeadm join`:
+  # vcluster-docs vcluster/deploy/worker-nodes/private-nodes/join.mdx), a service pulling every
+  # image at once, so each operand finds its image when the operator schedules it instead of the
+  # kubelet pulling them one after another (serially by default, and only once each init
+  # container before them is done). Not the vcluster's `privateNodes.joinNode.postJoinCommands`:
+  # loft-sh/vcluster at tag v0.36.1 defines it (config/config.go `JoinConfiguration`, "executed
+  # after kubeadm join") but the join script that runs it is served by the platform and is not
+  # public, so neither when it runs nor whether a failing command fails the join can be read.
+  # The boothook only writes three files and starts the path unit without waiting (`--no-block`);
+  # the pulls run in their own unit, each bounded by `timeout`, and the unit by TimeoutStartSec:
+  # nothing waits for them, and the script always exits 0. Each image must be a fully qualified
+  # reference (registry host, path, tag or digest: what `ctr` needs), so nothing else reaches the
+  # script.
+  prefetch_images = [
+    for image in try(jsondecode(nonsensitive(var.vcluster.instance.metadata.annotations["gpu-platform/gpu-operator-images"]))[local.accelerator], []) :
+    image if can(regex("^[a-z0-9][a-z0-9.-]*\\.[a-z0-9.-]+(:[0-9]+)?/[a-z0-9._/-]+(:[A-Za-z0-9._-]+)?(@sha256:[a-f0-9]{64})?$", image))
+  ]
+  prefetch        = local.gpu && length(local.prefetch_images) > 0
+  prefetch_script = <<-EOT
+    #!/bin/sh
+    # gpu-platform: pull the GPU Operator's images as soon as containerd runs (templates/node/main.tf).
+    # Runs at every boot and returns at once: it only installs the units; it never fails the join.
+    unit_dir=/etc/systemd/system
+    lib_dir=/usr/local/lib/gpu-platform
+    pull_script="$lib_dir/prefetch-images"
+    skip() {
+      echo "gpu-platform: image prefetch not installed ($1); the kubelet pulls the images itself" >&2
+      exit 0
+    }
+    mkdir -p "$unit_dir" "$lib_dir" || skip "directories"
+    cat >"$pull_script" <<'PULL' || skip "pull script"
+    #!/bin/sh
+    # Every image at once, each bounded; logs each; exits 0 whatever happens.
+    images='${join(" ", local.prefetch_images)}'
+    socket=/run/containerd/containerd.sock
+    limit=600
+    if command -v crictl >/dev/null 2>&1; then
+      pull="crictl --runtime-endpoint unix://$socket pull"
+    elif command -v ctr >/dev/null 2>&1; then
+      pull="ctr --address $socket --namespace k8s.io images pull"
+    else
+      echo "gpu-platform prefetch: neither crictl nor ctr found; the kubelet pulls the images itself"
+      exit 0
+    fi
+    echo "gpu-platform prefetch: pulling $images"
+    for image in $images; do
+      (
+        start=$(date +%s)
+        timeout "$limit" $pull "$image" >/dev/null 2>&1
+        status=$?
+        if [ "$status" -eq 0 ]; then
+          echo "gpu-platform prefetch: pulled $image in $(($(date +%s) - start)) s"
+        else
+          echo "gpu-platform prefetch: $image not pulled (status $status after $(($(date +%s) - start)) s, limit $limit s)"
+        fi
+      ) &
+    done
+    wait
+    echo "gpu-platform prefetch: done"
+    exit 0
+    PULL
+    chmod 0755 "$pull_script" || skip "pull script mode"
+    printf '%s\n' '[Unit]' 'Description=gpu-platform: pull the GPU Operator images once containerd runs' \
+      '[Path]' 'PathExists=/run/containerd/containerd.sock' 'Unit=gpu-platform-image-prefetch.service' \
+      >"$unit_dir/gpu-platform-image-prefetch.path" || skip "path unit"
+    printf '%s\n' '[Unit]' 'Description=gpu-platform: pull the GPU Operator images in parallel' 'After=containerd.service' \
+      '[Service]' 'Type=oneshot' 'RemainAfterExit=yes' "ExecStart=$pull_script" 'TimeoutStartSec=660' \
+      'StandardOutput=journal+console' >"$unit_dir/gpu-platform-image-prefetch.service" || skip "service unit"
+    systemctl daemon-reload || skip "systemctl daemon-reload"
+    systemctl --no-block start gpu-platform-image-prefetch.path || skip "systemctl start"
+  EOT
 
   metadata = merge(
     {
@@ -256,10 +396,10 @@ locals {
     },
     # The Deep Learning VM image already has the NVIDIA driver; don't let it offer an install.
     local.gpu ? { install-nvidia-driver = "False" } : {},
-    # Exposed: the platform's user data as it is, and no user-data key at all when the platform
-    # passes none (as upstream does since v0.1.1).
-    local.conceal_metadata ? { user-data = local.concealed_user_data } : {},
-    !local.conceal_metadata && local.has_user_data ? { user-data = var.vcluster.userData } : {},
+    # Without boothooks (exposed, no NVSwitch, nothing to prefetch): the platform's user data as it is, and no
+    # user-data key at all when the platform passes none (as upstream does since v0.1.1).
+    length(local.boothooks) > 0 ? { user-data = local.boothook_user_data } : {},
+    length(local.boothooks) == 0 && local.has_user_data ? { user-data = var.vcluster.userData } : {},
   )
 
   # Concrete values only: not empty, no glob characters (the platform allows "*" in properties).

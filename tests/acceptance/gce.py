@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from .kube import Finding
@@ -70,3 +71,25 @@ def vm_findings(vm: dict[str, Any] | None, node: dict[str, Any], *, tenant: str,
         ),
         Finding("node zone label = VM zone", node_zone_label == zone, f"label {node_zone_label!r}, VM in {zone}"),
     ]
+
+
+def insert_operation_filter(vm_name: str) -> str:
+    """`gcloud compute operations list --filter=…` for the insert of one VM (the operation's
+    `targetLink` ends in `/instances/<name>`; https://cloud.google.com/compute/docs/reference/rest/v1/zoneOperations)."""
+    return f"operationType=insert AND targetLink~/instances/{vm_name}$"
+
+
+def vm_insert_time(operations: list[dict[str, Any]] | None, vm_name: str) -> str | None:
+    """When Compute Engine accepted the VM's insert (`insertTime` of its insert operation, RFC 3339
+    with offset), the earliest if the list holds several."""
+    times = [
+        op["insertTime"]
+        for op in operations or []
+        if op.get("operationType") == "insert" and last_segment(op.get("targetLink")) == vm_name and op.get("insertTime")
+    ]
+    return min(times, key=datetime.fromisoformat, default=None)
+
+
+def vm_running_time(vm: dict[str, Any]) -> str | None:
+    """When the VM last started running (`lastStartTimestamp`; Compute Engine instances resource)."""
+    return vm.get("lastStartTimestamp")

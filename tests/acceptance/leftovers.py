@@ -19,6 +19,9 @@ from .settings import RUN_LABEL, RunNames
 # kind → the gcloud listing (run with --project and --format=json). In deletion order: what uses
 # a thing comes before it.
 LISTINGS: dict[str, tuple[str, ...]] = {
+    # The tenant's Backup for GKE plans ({region}: the run's), before the cluster they name.
+    "restore plan": ("beta", "container", "backup-restore", "restore-plans", "list", "--location={region}"),
+    "backup plan": ("beta", "container", "backup-restore", "backup-plans", "list", "--location={region}"),
     "cluster": ("container", "clusters", "list"),
     "instance": ("compute", "instances", "list"),
     "disk": ("compute", "disks", "list"),
@@ -35,6 +38,8 @@ LISTINGS: dict[str, tuple[str, ...]] = {
 
 # kind → the delete command's words; the location flag is added from the object.
 DELETE = {
+    "restore plan": "gcloud beta container backup-restore restore-plans delete",
+    "backup plan": "gcloud beta container backup-restore backup-plans delete",
     "cluster": "gcloud container clusters delete",
     "instance": "gcloud compute instances delete",
     "disk": "gcloud compute disks delete",
@@ -49,6 +54,7 @@ DELETE = {
     "custom role": "gcloud iam roles delete",
 }
 GLOBAL_OR_REGIONAL = {"forwarding rule", "address"}
+BACKUP_KINDS = {"restore plan", "backup plan"}  # named projects/<p>/locations/<region>/…/<name>
 
 
 @dataclass(frozen=True)
@@ -74,6 +80,9 @@ def belongs_to_run(kind: str, obj: dict[str, Any], names: RunNames) -> bool:
         return role_id.startswith(f"{names.role_id_prefix}_") and not obj.get("deleted")
     if kind == "cluster":
         return obj.get("name") == names.cluster
+    if kind in BACKUP_KINDS:  # components/tenant_backup.py names them <environment>-<tenant>[-restore]
+        plan = f"{names.environment}-{names.tenant}"
+        return last_segment(obj.get("name")) in (plan, f"{plan}-restore")
     name = str(obj.get("email", "")).split("@")[0] if kind == "service account" else str(obj.get("name", ""))
     if name in (names.cluster, names.platform_service_account) or name.startswith(name_prefixes(names)):
         return True
@@ -116,11 +125,15 @@ def scan(listings: dict[str, list[dict[str, Any]]], names: RunNames, project: st
 def leftover(kind: str, obj: dict[str, Any], project: str) -> Leftover:
     if kind == "service account":
         name = obj["email"]
-    elif kind == "custom role":
+    elif kind in ("custom role", *BACKUP_KINDS):
         name = last_segment(obj["name"])
     else:
         name = obj["name"]
-    if kind == "cluster":
+    parts = str(obj.get("name", "")).split("/")
+    if kind in BACKUP_KINDS:
+        location = parts[3] if len(parts) > 3 and parts[2] == "locations" else ""
+        flag = f"--location {location}" if location else ""
+    elif kind == "cluster":
         location, flag = obj.get("location", ""), f"--location {obj.get('location', '')}"
     elif obj.get("zone"):
         location = last_segment(obj["zone"])
@@ -145,7 +158,10 @@ def _listings(names: RunNames, project: str) -> list[str]:
     prefixes = "|".join((names.cluster, f"gke-{names.cluster}-", names.tenant_prefix))
     owned = f"labels.vcluster={names.tenant} OR labels.goog-k8s-cluster-name={names.cluster}"
     described = f"description~{names.host_namespace}"
+    plans = f"{names.environment}-{names.tenant}"
     return [
+        f'gcloud beta container backup-restore restore-plans list {p} --location {names.region} --filter="name~/{plans}-restore$"',
+        f'gcloud beta container backup-restore backup-plans list {p} --location {names.region} --filter="name~/{plans}$"',
         f'gcloud container clusters list {p} --filter="name={names.cluster}"',
         f'gcloud compute instances list {p} --filter="{owned}"',
         f'gcloud compute disks list {p} --filter="{owned} OR {described}"',

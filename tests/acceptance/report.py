@@ -10,6 +10,11 @@ from typing import Any, Callable
 from . import timings
 from .kube import Finding
 from .leftovers import Leftover
+from .phases import ImagePull
+
+# The report.json format (report.schema.json beside this file): 2 added the GPU node's phases,
+# its images and whether it was a warm node.
+REPORT_VERSION = 2
 
 
 @dataclass
@@ -23,6 +28,8 @@ class Report:
     cleanup: str = "not started"
     cleaned: bool = False
     interrupted: str | None = None
+    images: list[ImagePull] = field(default_factory=list)  # what the Job's GPU node needed, in order
+    warm_node: bool | None = None  # the Job ran on a warm node; None: no GPU node was found
 
     def add(self, finding: Finding, say: Callable[[str], None] | None = None) -> Finding:
         self.findings.append(finding)
@@ -50,6 +57,9 @@ class Report:
         lines = [f"## Acceptance run {self.run_id}: {self.verdict}", "", "| check | result | seen |", "|---|---|---|"]
         lines += [f"| {f.check} | {'pass' if f.ok else 'FAIL'} | {_cell(f.detail)} |" for f in self.findings]
         lines += ["", "### Timings", ""] + timings.render_table(self.milestones, self.poll_seconds)
+        node = "a warm node" if self.warm_node else "a node created for it" if self.warm_node is False else "no GPU node"
+        lines += ["", f"### Phases of the GPU node ({node})", ""] + timings.render_phases(self.milestones, self.poll_seconds, warm=bool(self.warm_node))
+        lines += ["", "### Images on the GPU node", ""] + render_images(self.images)
         lines += ["", "### Cleanup", "", self.cleanup]
         if self.leftovers:
             lines += ["", "Left in the project (delete in this order):"] + [f"    {item.command}" for item in self.leftovers]
@@ -61,10 +71,16 @@ class Report:
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "reportVersion": REPORT_VERSION,
             "runId": self.run_id,
             "verdict": self.verdict,
             "checks": [{"check": f.check, "ok": f.ok, "seen": f.detail} for f in self.findings],
             "timings": timings.to_json(self.milestones, self.poll_seconds),
+            "gpuNode": {
+                "warm": self.warm_node,
+                "phases": timings.phases_json(self.milestones, warm=bool(self.warm_node)),
+                "images": [image.to_json() for image in self.images],
+            },
             "cleanup": {
                 "result": self.cleanup,
                 "complete": self.cleaned,
@@ -72,6 +88,18 @@ class Report:
             },
             "notes": self.notes,
         }
+
+
+def render_images(images: list[ImagePull]) -> list[str]:
+    if not images:
+        return ["No image events of the GPU node's pods were read."]
+    lines = ["| image | first needed by | pulling at | on the node at | kubelet's pull seconds | already present |", "|---|---|---|---|---:|---|"]
+    for image in images:
+        pulling = "—" if image.pulling_at is None else image.pulling_at.strftime("%H:%M:%S")
+        ready = "—" if image.ready_at is None else image.ready_at.strftime("%H:%M:%S")
+        seconds = "—" if image.seconds is None else f"{image.seconds:.1f}"
+        lines.append(f"| {image.image} | {image.namespace}/{image.pod} | {pulling} | {ready} | {seconds} | {'yes' if image.already_present else 'no'} |")
+    return lines
 
 
 def _cell(text: str) -> str:

@@ -12,6 +12,7 @@ Exit status: 0 passed (or skipped without --require), 1 a check failed, 2 bad se
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import shutil
 import sys
@@ -28,10 +29,11 @@ from config.catalog import GUEST
 from config.errors import ConfigError
 from config.stack import EnvironmentStack
 
-from . import prerequisites
+from . import prerequisites, restore_drill
 from .kube import Finding
 from .leftovers import LISTINGS, find_by_hand, scan
 from .pulumi_stack import Backend, RunDir, create, outputs, prepare_program, record, resource_count, select
+from .compare import ReportError, load_report, side_by_side
 from .report import Report
 from .scenario import POLL_SECONDS, Live, run_checks
 from .settings import (
@@ -71,9 +73,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--backend", default="", help="Pulumi backend URL (default: a file backend in the run's temporary directory)")
     parser.add_argument("--idle-margin", type=int, default=defaults.idle_margin_seconds, help="seconds allowed beyond idleAfter")
     parser.add_argument("--node-timeout", type=int, default=defaults.node_timeout_seconds, help="seconds for the GPU node to appear")
+    parser.add_argument("--warm-nodes", type=int, default=defaults.warm_nodes, help="warm nodes in the GPU pool: 0 or 1")
+    parser.add_argument("--compare", default="", help="an earlier run's report.json: print both runs' timings side by side")
     parser.add_argument("--out", default="acceptance-out", help="where reports and run records go")
     parser.add_argument("--require", action="store_true", help="missing prerequisites fail instead of skipping (CI)")
     parser.add_argument("--cleanup", action="store_true", help="destroy every run under --out that is not cleaned up")
+    parser.add_argument("--restore-drill", action="store_true", help="also back the tenant up, delete its host namespace, restore it and check it")
     return parser.parse_args(argv)
 
 
@@ -91,6 +96,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
         backend=args.backend.strip(),
         idle_margin_seconds=args.idle_margin,
         node_timeout_seconds=args.node_timeout,
+        restore_drill=args.restore_drill,
+        warm_nodes=args.warm_nodes,
     )
 
 
@@ -101,6 +108,13 @@ def main(argv: list[str] | None = None) -> int:
         return cleanup_recorded_runs(out)
     settings = settings_from(args)
     run_id = new_run_id()
+    earlier = None
+    if args.compare:
+        try:
+            earlier = load_report(Path(args.compare))  # before anything is deployed
+        except ReportError as e:
+            say(f"COMPARE={args.compare}: {e}")
+            return BAD_SETTINGS
     env = None
     if settings.project:
         problems = settings.problems()
@@ -118,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
         return SKIPPED_REQUIRED if args.require else PASSED
     assert env is not None
     try:
-        return AcceptanceRun(settings, env, run_id, out).execute()
+        return AcceptanceRun(settings, env, run_id, out, earlier=earlier).execute()
     except Interrupted:  # a fourth interrupt, after the cleanup was aborted
         return NOT_CLEANED
 
@@ -130,6 +144,7 @@ class AcceptanceRun:
     run_id: str
     out: Path
     temp_root: Path | None = None  # where the run directory goes (default: the system's)
+    earlier: dict[str, Any] | None = None  # COMPARE: an earlier run's report.json, shown beside this one
 
     def __post_init__(self) -> None:
         self.names = run_names(self.env, self.run_id)
@@ -144,7 +159,7 @@ class AcceptanceRun:
         self.save_record(cleaned=False)
         where = f"its own project {self.names.vm_project}" if self.names.isolation == "project" else "the same project, shared"
         say(f"run {self.run_id}: stack {self.names.stack} in project {self.names.project}, cluster {self.names.cluster}, tenant {self.names.tenant} in {where}")
-        for line in render_cost(cost_estimate(self.env), self.env.facts.prices_read):
+        for line in render_cost(cost_estimate(self.env, restore_drill=self.settings.restore_drill), self.env.facts.prices_read):
             say(line)
         say(f"state and program copy in {self.run_dir.root}; logs and report in {self.out_dir}")
         stack = None
@@ -181,6 +196,8 @@ class AcceptanceRun:
             settings=self.settings,
             host=Kubectl(kubeconfig),
             gcloud=Gcloud(self.names.vm_project),
+            # Backup for GKE's long operations (--wait-for-completion), in the host cluster's project.
+            host_gcloud=functools.partial(Gcloud(self.names.project).json, timeout=restore_drill.BACKUP_TIMEOUT_SECONDS),
             report=self.report,
             workdir=self.run_dir.root,
             gpu_machines=gpu_machines,
@@ -208,8 +225,11 @@ class AcceptanceRun:
 
     def finish(self) -> None:
         lines = self.report.render()
+        document = {**self.report.to_json(), "settings": self.settings.to_dict(), "names": self.names.to_dict()}
+        if self.earlier is not None:
+            lines += ["", *side_by_side(self.earlier, document)]
         (self.out_dir / "report.md").write_text("\n".join(lines) + "\n")
-        record(self.out_dir / "report.json", {**self.report.to_json(), "settings": self.settings.to_dict(), "names": self.names.to_dict()})
+        record(self.out_dir / "report.json", document)
         print("\n".join(lines), flush=True)
         say(f"report: {self.out_dir / 'report.md'} and report.json")
 
@@ -278,7 +298,7 @@ def scan_project(names: RunNames):
     for project in names.projects:
         gcloud = Gcloud(project)
         try:
-            listings = {kind: gcloud.json(*args) or [] for kind, args in LISTINGS.items()}
+            listings = {kind: gcloud.json(*(a.format(region=names.region) for a in args)) or [] for kind, args in LISTINGS.items()}
         except CommandError as e:
             say(f"the leftover scan could not list project {project}: {e}")
             return None

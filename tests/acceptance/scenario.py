@@ -11,9 +11,10 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Callable
 
+from components.vcluster_values import WARM_LABEL
 from config.base import duration_seconds
 
-from . import gce, kube, metadata
+from . import gce, kube, metadata, phases, restore_drill
 from .kube import Finding
 from .report import Report
 from .settings import RunNames, Settings
@@ -42,6 +43,7 @@ class Live:
     say: Callable[[str], None] = print
     clock: Clock = field(default_factory=Clock)
     tenant_access: Callable[[Kubectl, str, str, Path], Any] = TenantAccess  # kubectl for the tenant
+    host_gcloud: Callable[..., Any] | None = None  # gcloud in the host's project (the restore drill)
 
     def settle(self, check: str, observe: Callable[[], Finding], *, timeout: float, interval: float = POLL_SECONDS) -> Finding:
         """Poll until `observe` reports ok; record the outcome. Raises CheckFailed when it never does."""
@@ -71,6 +73,20 @@ def run_checks(live: Live, outputs: dict[str, Any]) -> None:
         live.settle("tenant API reachable", lambda: Finding("", True, f"{len(kube.items(tenant.json('get', 'nodes')))} node(s)"), timeout=300)
         check_metadata_concealment(live, tenant)
         check_gpu_job(live, tenant)
+    if live.settings.restore_drill:
+        check_restore(live, outputs["tenants"][names.tenant], namespace, release)
+
+
+def check_restore(live: Live, tenant_outputs: dict[str, Any], namespace: str, release: str) -> None:
+    """The optional restore drill (tests/acceptance/restore_drill.py), after the GPU checks."""
+    names = restore_drill.DrillNames(
+        project=live.names.project,
+        region=live.names.region,
+        backup_plan=tenant_outputs["backupPlan"],
+        restore_plan=tenant_outputs["restorePlan"],
+        run_id=live.names.run_id,
+    )
+    restore_drill.run_drill(live, names, live.host_gcloud, namespace, release)
 
 
 def check_platform(live: Live) -> None:
@@ -171,14 +187,62 @@ class SmokeJob:
 
 
 def check_gpu_job(live: Live, tenant: TenantAccess) -> None:
-    smoke = apply_smoke_job(live, tenant)
+    warm_zone = await_warm_node(live, tenant) if live.settings.warm_nodes else None
+    smoke = apply_smoke_job(live, tenant, zone=warm_zone)
     applied = live.clock.now()
     await_gpu_node(live, smoke)
     vm = inspect_gpu_node(live, smoke)
     deadline = float(smoke.job["spec"].get("activeDeadlineSeconds", 1800)) - (live.clock.now() - applied).total_seconds() + 60
     await_job(live, smoke, timeout=max(deadline, 60))
-    if vm is not None:
+    record_node_phases(live, smoke)
+    if live.report.warm_node:
+        live.report.notes.append("the Job ran on a warm node, which stays running by design: its idle deletion is not checked")
+    elif vm is not None:
         check_idle_deletion(live, tenant, smoke.node["metadata"]["name"], vm)
+
+
+def await_warm_node(live: Live, tenant: TenantAccess) -> str | None:
+    """With warm nodes (WARM_NODES): one is Ready and offers its GPUs before the Job exists, so the
+    Job measures a pod's wait on a warm node. Returns its zone, where the Job is pinned (the warm
+    nodes may hold all of the pool's GPUs: a Job pinned elsewhere would never run)."""
+    found: dict[str, Any] = {}
+
+    def ready() -> Finding:
+        warm = [n for n in kube.items(tenant.json("get", "nodes")) if phases.is_warm(n, WARM_LABEL)]
+        for node in warm:
+            offered = kube.allocatable_gpus(node)
+            if _ready(node).ok and offered >= live.names.gpus_per_node:
+                found["zone"] = kube.node_zone(node)
+                return Finding("", True, f"node {node['metadata']['name']} in {found['zone']}, allocatable nvidia.com/gpu {offered}")
+        return Finding("", False, f"{len(warm)} warm node(s), none Ready with its GPUs yet")
+
+    timeout = live.settings.node_timeout_seconds + READY_TIMEOUT + GPU_TIMEOUT
+    live.settle("a warm GPU node is Ready and offers its GPUs", ready, timeout=timeout)
+    return found.get("zone")
+
+
+def record_node_phases(live: Live, smoke: SmokeJob) -> None:
+    """The GPU Operator's part of the node's chain, from its pods and the kubelet's image events:
+    recorded, never a failed check (a missing part reads "not reached")."""
+    if smoke.node is None:
+        return
+    report, name = live.report, smoke.node["metadata"]["name"]
+    report.warm_node = phases.is_warm(smoke.node, WARM_LABEL)
+    try:
+        pods = smoke.tenant.json("get", "pods", "-n", phases.GPU_OPERATOR_NAMESPACE)
+        events = smoke.tenant.json("get", "events", "-n", phases.GPU_OPERATOR_NAMESPACE)
+    except CommandError as e:
+        report.notes.append(f"the GPU Operator's phases were not read: {e}")
+        return
+    report.mark("operands_scheduled", phases.operands_scheduled(pods, name))
+    report.mark("device_plugin_started", phases.device_plugin_started(pods, name))
+    report.images = phases.image_pulls(events, {p["metadata"]["name"] for p in phases.pods_on(pods, name)})
+    report.mark("images_ready", phases.images_ready(report.images))
+    pulled = [image.image for image in report.images if not image.already_present]
+    report.notes.append(
+        f"GPU Operator images on node {name}: {len(report.images)}, "
+        + (f"pulled by the kubelet: {', '.join(pulled)}" if pulled else "every one already present when its pod needed it (pulled ahead)")
+    )
 
 
 def smoke_job_deadline(node_timeout_seconds: int) -> int:
@@ -186,9 +250,12 @@ def smoke_job_deadline(node_timeout_seconds: int) -> int:
     return node_timeout_seconds + 2 * READY_TIMEOUT + GPU_TIMEOUT + JOB_RUN_TIMEOUT
 
 
-def apply_smoke_job(live: Live, tenant: TenantAccess) -> SmokeJob:
+def apply_smoke_job(live: Live, tenant: TenantAccess, *, zone: str | None = None) -> SmokeJob:
     nodes = tenant.json("get", "nodes")
-    zone, why = kube.pick_gpu_zone(live.names.zones, nodes, tenant.json("get", "pods", "--all-namespaces"))
+    if zone:
+        why = "the warm node's zone"
+    else:
+        zone, why = kube.pick_gpu_zone(live.names.zones, nodes, tenant.json("get", "pods", "--all-namespaces"))
     live.report.notes.append(f"GPU Job pinned to zone {zone}: {why}" if zone else f"GPU Job not pinned to a zone: {why}")
     documents = kube.smoke_job_documents(zone, live.names.run_id, smoke_job_deadline(live.settings.node_timeout_seconds))
     smoke = SmokeJob(live, tenant, kube.smoke_job(documents), zone, kube.node_names(nodes))
@@ -284,6 +351,12 @@ def check_vm(live: Live, node: dict[str, Any]) -> dict[str, Any] | None:
         live.report.add(finding, live.say)
     if vm is not None:
         live.report.mark("vm_created", kube.parse_time(vm.get("creationTimestamp")))
+        live.report.mark("vm_running", kube.parse_time(gce.vm_running_time(vm)))
+        try:
+            operations = live.gcloud.json("compute", "operations", "list", f"--filter={gce.insert_operation_filter(vm['name'])}")
+            live.report.mark("vm_insert", kube.parse_time(gce.vm_insert_time(operations, vm["name"])))
+        except CommandError as e:
+            live.report.notes.append(f"the VM's insert operation was not read: {e}")
     return vm
 
 

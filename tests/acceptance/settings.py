@@ -38,6 +38,10 @@ PROJECT_ID = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
 # ≈ 20 min, `pulumi destroy` ≈ 15 min; the GPU VM lives from the Job's start to its idle deletion.
 ENVIRONMENT_HOURS = 1.0
 GPU_VM_MINUTES = 15
+# The restore drill keeps the environment up longer: a backup, the namespace deleted, a restore
+# and the control plane back take about 30 minutes. Backup for GKE's own charges (per protected
+# pod and per GiB of backup) are not in the catalog and not included.
+RESTORE_DRILL_HOURS = 0.5
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,8 @@ class Settings:
     backend: str = ""  # empty: a file backend in the run directory
     idle_margin_seconds: int = 600  # VM deleted within idleAfter plus this
     node_timeout_seconds: int = 1200  # a GPU node must register within this after the Job
+    restore_drill: bool = False  # back up, delete the tenant's host namespace, restore, check (off by default)
+    warm_nodes: int = 0  # the GPU pool's warmNodes: 1 measures a pod's wait on a warm node
 
     @property
     def mode(self) -> str:
@@ -87,6 +93,8 @@ class Settings:
             problems.append(f"GPU_QUOTA={self.gpu_quota} must be at least GPUS_PER_NODE={self.gpus_per_node} (≥ 1)")
         if self.idle_margin_seconds < 0 or self.node_timeout_seconds < 60:
             problems.append("IDLE_MARGIN must be ≥ 0 and NODE_TIMEOUT ≥ 60 seconds")
+        if self.warm_nodes not in (0, 1):
+            problems.append(f"WARM_NODES={self.warm_nodes}: allowed: 0 (the Job waits for a new VM) or 1 (for a warm node; the run's pool holds one node)")
         return problems
 
     def to_dict(self) -> dict[str, Any]:
@@ -126,8 +134,16 @@ def stack_values(settings: Settings, run_id: str) -> dict[str, Any]:
                 "isolation": settings.mode,
                 **({"gcpProject": settings.team_project} if settings.mode == PROJECT_MODE else {}),
                 "network": {"cidr": TENANT_CIDR},
-                # One node's worth of GPUs: the smoke Job needs one GPU, the pool may make one VM.
-                "gpuPools": [{"gpu": settings.gpu, "maxGpus": settings.gpus_per_node, "gpusPerNode": settings.gpus_per_node}],
+                # One node's worth of GPUs: the smoke Job needs one GPU, the pool may make one VM
+                # (with WARM_NODES=1, that node is warm: it runs from the tenant's creation on).
+                "gpuPools": [
+                    {
+                        "gpu": settings.gpu,
+                        "maxGpus": settings.gpus_per_node,
+                        "gpusPerNode": settings.gpus_per_node,
+                        **({"warmNodes": settings.warm_nodes} if settings.warm_nodes else {}),
+                    }
+                ],
             }
         ],
     }
@@ -223,10 +239,10 @@ class CostItem:
     usd: float | None  # None: the catalog has no price for it in the region
 
 
-def cost_estimate(env: EnvironmentStack) -> list[CostItem]:
+def cost_estimate(env: EnvironmentStack, *, restore_drill: bool = False) -> list[CostItem]:
     """List-price estimate of one run: the offline plan's cost lines (tools/plan_costs.py) of the
-    run's stack, its always-on parts for ENVIRONMENT_HOURS and its GPU pool's one VM for
-    GPU_VM_MINUTES."""
+    run's stack, its always-on parts for ENVIRONMENT_HOURS (and RESTORE_DRILL_HOURS more with the
+    drill) and its GPU pool's one VM for GPU_VM_MINUTES."""
     costs = environment_costs(load_catalog(), env)
     gpu_pools = {pool.name: pool for plan in env.tenants for pool in plan.gpu_pools}
     items = [
@@ -235,11 +251,16 @@ def cost_estimate(env: EnvironmentStack) -> list[CostItem]:
         if line.always_on != 0.0  # the GPU pools: nothing while idle, priced below
     ]
     for pool in costs.pools:
-        if pool.pool in gpu_pools:
+        # A warm node is priced with the always-on parts above, for the whole run.
+        if pool.pool in gpu_pools and not gpu_pools[pool.pool].warm_nodes:
             minutes = None if pool.expected is None else pool.expected * GPU_VM_MINUTES / 60
             plan = gpu_pools[pool.pool]
             shape = f"{', '.join(pool.machine_types)} with {plan.gpus_per_node} × {plan.gpu}"
             items.append(CostItem(f"GPU VM ({shape}), {GPU_VM_MINUTES} min", minutes))
+    if restore_drill:
+        always_on = [line.always_on for line in costs.lines if line.always_on != 0.0]
+        usd = None if any(a is None for a in always_on) else sum(always_on) * RESTORE_DRILL_HOURS
+        items.append(CostItem(f"restore drill: the environment {RESTORE_DRILL_HOURS:g} h longer (Backup for GKE's own charges not included)", usd))
     return items
 
 

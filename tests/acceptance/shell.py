@@ -46,8 +46,8 @@ class Gcloud:
     def __init__(self, project: str):
         self.project = project
 
-    def json(self, *args: str) -> Any:
-        return json.loads(run(["gcloud", *args, f"--project={self.project}", "--format=json", "--quiet"]) or "null")
+    def json(self, *args: str, timeout: float = 180) -> Any:
+        return json.loads(run(["gcloud", *args, f"--project={self.project}", "--format=json", "--quiet"], timeout=timeout) or "null")
 
 
 class Kubectl:

@@ -88,6 +88,8 @@ def test_leftover_scan_finds_the_runs_objects_in_deletion_order(names):
     found = leftovers.scan(load("gcloud/leftovers-after-failed-destroy.json"), names)
     lb = "a8f3c2b1d4e5f60718293a4b5c6d7e8f"
     assert [(item.kind, item.name) for item in found] == [
+        ("restore plan", "dev-acc-k3x9q2-restore"),  # the tenant's Backup for GKE plans, not dev-nlp's
+        ("backup plan", "dev-acc-k3x9q2"),
         ("cluster", "gpu-acc-k3x9q2"),
         ("instance", "acc-k3x9q2-gpu-8w2mf-3f9a1c"),  # labelled vcluster=<tenant> by the node template
         ("instance", "gke-gpu-acc-k3x9q2-system-5d1c2b7e-x1q9"),
@@ -110,6 +112,10 @@ def test_leftover_scan_finds_the_runs_objects_in_deletion_order(names):
 def test_leftover_delete_commands(names):
     commands = {(item.kind, item.name): item.command for item in leftovers.scan(load("gcloud/leftovers-after-failed-destroy.json"), names)}
     project = "--project acme-acceptance --quiet"
+    assert commands["backup plan", "dev-acc-k3x9q2"] == f"gcloud beta container backup-restore backup-plans delete dev-acc-k3x9q2 --location us-central1 {project}"
+    assert commands["restore plan", "dev-acc-k3x9q2-restore"] == (
+        f"gcloud beta container backup-restore restore-plans delete dev-acc-k3x9q2-restore --location us-central1 {project}"
+    )
     assert commands["cluster", "gpu-acc-k3x9q2"] == f"gcloud container clusters delete gpu-acc-k3x9q2 --location us-central1-a {project}"
     assert commands["instance", "acc-k3x9q2-gpu-8w2mf-3f9a1c"] == f"gcloud compute instances delete acc-k3x9q2-gpu-8w2mf-3f9a1c --zone us-central1-b {project}"
     assert commands["router", "dev-acc-k3x9q2-router"] == f"gcloud compute routers delete dev-acc-k3x9q2-router --region us-central1 {project}"
@@ -166,7 +172,7 @@ def test_in_project_mode_both_projects_are_scanned_and_listed_by_hand(monkeypatc
 
         def json(self, *args):
             listed.append(self.project)
-            kind = next(k for k, v in leftovers.LISTINGS.items() if v == args)
+            kind = next(k for k, v in leftovers.LISTINGS.items() if tuple(w.format(region=names.region) for w in v) == args)
             return per_project[self.project].get(kind, [])
 
     monkeypatch.setattr(runner, "Gcloud", Gcloud)

@@ -42,6 +42,7 @@ class World:
     vm_deleted_after: float = 760
     job_fails: bool = False  # the container cannot reach the GPU
     metadata_exposed: bool = False  # the node's concealment does not hold
+    warm: bool = False  # the GPU node is a warm one: Ready with its GPU before the Job exists
     applied: list[dict[str, Any]] | None = None
     probes: list[dict[str, Any]] | None = None  # the metadata probe's documents
     deleted: list[str] | None = None
@@ -52,6 +53,10 @@ class World:
 
     def nodes(self) -> dict[str, Any]:
         since = self.since
+        if self.warm:
+            ready = load("kubectl/tenant-nodes-gpu-ready.json")
+            next(n for n in ready["items"] if n["metadata"]["name"] == GPU_NODE)["metadata"]["labels"]["gpu-platform/warm"] = "true"
+            return ready
         if since is None or since < 200 or (since >= 700 and self.initializes):
             return load("kubectl/tenant-nodes-cpu-only.json")
         if since < 260 or not self.initializes:
@@ -71,7 +76,7 @@ class World:
 
     def tenant(self, *args: str) -> dict[str, Any]:
         since = self.since or 0
-        running = self.initializes and since < 580
+        running = self.initializes and since < (10 if self.warm else 580)
         if args == ("get", "nodes"):
             return self.nodes()
         if args == ("get", "pods", "--all-namespaces"):
@@ -80,14 +85,22 @@ class World:
             assert self.probes is not None, "probe pods listed before they were applied"
             return load("kubectl/metadata-probe-pods-succeeded.json")
         if args == ("get", "pods", "-n", "gpu-smoke-test"):
-            return load("kubectl/smoke-pods-pending.json" if running else "kubectl/smoke-pods-succeeded.json")
+            done = "kubectl/fixture-smoke-pods-succeeded-warm.json" if self.warm else "kubectl/smoke-pods-succeeded.json"
+            return load("kubectl/smoke-pods-pending.json" if running else done)
         if args == ("get", "node", GPU_NODE):
             return copy.deepcopy(next(n for n in self.nodes()["items"] if n["metadata"]["name"] == GPU_NODE))
+        if args == ("get", "pods", "-n", "gpu-operator"):
+            return load("kubectl/fixture-gpu-operator-pods.json")
+        if args == ("get", "events", "-n", "gpu-operator"):
+            return load("kubectl/fixture-gpu-operator-events.json")
         if args == ("get", "job", "-n", "gpu-smoke-test", "nvidia-smi"):
             return load("kubectl/job-running.json" if running else "kubectl/job-failed.json" if self.job_fails else "kubectl/job-complete.json")
         raise AssertionError(f"unexpected kubectl {args}")
 
     def gcloud(self, *args: str) -> Any:
+        if args[:3] == ("compute", "operations", "list"):
+            assert args == ("compute", "operations", "list", f"--filter=operationType=insert AND targetLink~/instances/{GPU_NODE}$"), args
+            return load("gcloud/fixture-operations-list-insert.json")
         assert args == ("compute", "instances", "list", "--filter=labels.vcluster=acc-k3x9q2"), args
         gone = self.initializes and self.since is not None and self.since >= self.vm_deleted_after
         return load("gcloud/instances-list-tenant-after-idle.json" if gone else "gcloud/instances-list-tenant.json")
@@ -128,10 +141,11 @@ class FakeTenant(Fake):
 
 
 def live_run(world: World, tmp_path: Path) -> Live:
-    names = run_names(load_run_stack(Settings(project="acme-acceptance"), "k3x9q2"), "k3x9q2")
+    settings = Settings(project="acme-acceptance", warm_nodes=int(world.warm))
+    names = run_names(load_run_stack(settings, "k3x9q2"), "k3x9q2")
     return Live(
         names=names,
-        settings=Settings(project="acme-acceptance"),
+        settings=settings,
         host=Fake(world.host),
         gcloud=Fake(world.gcloud),
         report=Report("k3x9q2", 10),
@@ -179,6 +193,35 @@ def test_a_healthy_run_passes_every_check_and_measures_every_span(tmp_path):
     assert all(v is not None for v in spans.values()), spans
     assert spans["pod pending → node Ready"] == 258
     assert 500 <= spans["time to GPU: pod pending → GPU allocatable"] <= 510  # polled every 10 s
+    # The GPU node's phases, every one measured: from Compute Engine's insert operation and the
+    # node's start to the GPU Operator's pods and the kubelet's image events.
+    phases = {s.name: s.seconds for s in timings.phases(live.report.milestones)}
+    assert all(v is not None for v in phases.values()), phases
+    assert phases["pod pending → VM insert"] == pytest.approx(189.655)  # 05:15:29.655-08:00
+    assert phases["VM insert → VM running"] == pytest.approx(14.663)
+    assert phases["node Ready → operands scheduled"] == 23  # 13:16:38 → 13:17:01
+    assert phases["operands scheduled → images pulled"] == 159  # → 13:19:40, the DCGM exporter's
+    assert live.report.warm_node is False
+    assert [i.image for i in live.report.images][-1] == "nvcr.io/nvidia/k8s/dcgm-exporter:4.4.2-4.7.0-distroless"
+    assert any(n.startswith("GPU Operator images on node acc-k3x9q2-gpu-8w2mf-3f9a1c: 5, pulled by the kubelet: ") for n in live.report.notes)
+
+
+def test_on_a_warm_node_the_job_runs_at_once_and_the_run_says_why_idle_deletion_is_not_checked(tmp_path):
+    world = World(FakeClock(), warm=True)
+    live = live_run(world, tmp_path)
+    run_checks(live, OUTPUTS)
+    assert [f for f in live.report.findings if not f.ok] == []
+    checks = [f.check for f in live.report.findings]
+    assert checks.index("a warm GPU node is Ready and offers its GPUs") < checks.index("a GPU node appears for the Job")
+    assert not any(c.startswith("GPU VM deleted within idleAfter") for c in checks)
+    assert "idle deletion is not checked" in live.report.notes[-1]
+    # Pinned to the warm node's zone, wherever the CCM runs.
+    job = next(d for d in world.applied if d["kind"] == "Job")
+    assert job["spec"]["template"]["spec"]["nodeSelector"] == {"topology.kubernetes.io/zone": "us-central1-b"}
+    assert live.report.warm_node is True
+    phases = {s.name: s.seconds for s in timings.phases(live.report.milestones, warm=True)}
+    assert phases["pod pending → running on a warm node"] == 6
+    assert "pod pending → VM insert" not in phases
 
 
 def test_pods_that_reach_the_metadata_server_fail_the_run_and_the_gpu_checks_still_run(tmp_path):

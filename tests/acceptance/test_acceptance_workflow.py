@@ -93,7 +93,7 @@ def test_the_readme_cost_table_is_the_estimate_the_run_prints():
 
 def test_the_readme_clean_up_commands_are_the_runs():
     names = run_names(load_run_stack(Settings(project="acme-acceptance"), "k3x9q2"), "k3x9q2")
-    expected = [c.replace("acme-acceptance", "<project>").replace("k3x9q2", "<id>") for c in find_by_hand(names)]
+    expected = [c.replace("acme-acceptance", "<project>").replace("k3x9q2", "<id>").replace("--location us-central1", "--location <region>") for c in find_by_hand(names)]
     block = section("Clean up by hand")
     listed = re.search(r"```sh\n(.*?)```", block, flags=re.DOTALL).group(1).strip().splitlines()
     assert listed == expected
@@ -182,14 +182,14 @@ def test_inputs_reach_make_through_the_environment_never_a_script():
         assert "${{" not in step.get("run", ""), step
 
 
-@pytest.mark.parametrize("variable", ["PROJECT", "TEAM_PROJECT", "ISOLATION", "REGION", "ZONES", "GPU", "GPU_QUOTA", "BACKEND"])
+@pytest.mark.parametrize("variable", ["PROJECT", "TEAM_PROJECT", "ISOLATION", "REGION", "ZONES", "GPU", "GPU_QUOTA", "BACKEND", "WARM_NODES", "COMPARE"])
 def test_make_never_pastes_a_value_into_the_shell(variable):
     recipe = MAKEFILE[MAKEFILE.index("acceptance: $(STAMP)") : MAKEFILE.index("acceptance-cleanup:")]
     assert f"$({variable})" not in recipe and f'"$${variable}"' in recipe
 
 
 def test_every_readme_example_is_a_valid_run_configuration():
-    flags = {"PROJECT": "--project", "TEAM_PROJECT": "--team-project", "ISOLATION": "--isolation", "REGION": "--region", "ZONES": "--zones", "GPU": "--gpu", "GPU_QUOTA": "--gpu-quota", "GPUS_PER_NODE": "--gpus-per-node"}
+    flags = {"PROJECT": "--project", "TEAM_PROJECT": "--team-project", "ISOLATION": "--isolation", "REGION": "--region", "ZONES": "--zones", "GPU": "--gpu", "GPU_QUOTA": "--gpu-quota", "GPUS_PER_NODE": "--gpus-per-node", "WARM_NODES": "--warm-nodes", "COMPARE": "--compare"}
     placeholders = {"PROJECT": "acme-acceptance", "TEAM_PROJECT": "acme-acceptance-team"}
     examples = re.findall(r"^make acceptance (PROJECT=.*?)(?:\s+#.*)?$", "\n".join(sh_lines()), flags=re.MULTILINE)
     assert len(examples) >= 3 and any("TEAM_PROJECT=" in e for e in examples)

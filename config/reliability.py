@@ -1,0 +1,164 @@
+"""What keeps a team's work and data when things go wrong: how its nodes shut down, how long a GPU
+node may go without its GPUs, and the backup of its virtual cluster. The config models, their
+checks, and the values derived from them (docs/reliability.md says what each failure does).
+
+Compute Engine's clocks, which bound the kubelet's graceful shutdown:
+- A Spot VM gets 30 s between the ACPI G2 soft-off signal of its preemption and the hard power-off;
+  a Standard VM 120 s (Compute Engine API, `Scheduling.skipGuestOsShutdown`: "there will be 120
+  seconds between GCE ACPI G2 Soft Off and ACPI G3 Mechanical Off for Standard VMs and 30 seconds
+  for Spot VMs"; https://cloud.google.com/compute/docs/instances/spot "Preemption process").
+- Host maintenance of a GPU VM (which cannot live-migrate) is announced an hour ahead, but only
+  through the metadata server's `instance/maintenance-event` (TERMINATE_ON_HOST_MAINTENANCE), not
+  to the guest OS (https://cloud.google.com/compute/docs/gpus/gpu-host-maintenance: "Compute Engine
+  gives GPU VMs a 1-hour stopping notice"); the stop itself is the Standard VM's soft-off with its
+  120 s. So the hour is for a job that reads that key; the kubelet's share is the 120 s.
+
+The kubelet setting is one per virtual cluster (vcluster `privateNodes.kubelet.config`, "the
+config for the kubelet that will be merged into the default kubelet config", loft-sh/vcluster
+config/config.go at v0.36.1): a tenant with a Spot pool gets the Spot bound on all its nodes.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from .base import DURATION, ConfigModel, Duration, Syntax, duration_seconds
+from .errors import Problems
+
+SPOT_SHUTDOWN_SECONDS = 30
+STANDARD_SHUTDOWN_SECONDS = 120
+# Defaults: the whole Spot window, as cloudpilot-ai/karpenter-provider-gcp sets for Spot nodes
+# (pkg/providers/instance/metadata_bootstrap.go `applySpotShutdownKubeletConfig`, commit
+# 417f047b); on Standard VMs 10 s of the 120 are left for the OS to stop after the kubelet.
+SPOT_GRACE_PERIOD = "30s"
+STANDARD_GRACE_PERIOD = "110s"
+CRITICAL_PODS_GRACE_PERIOD = "10s"
+
+# The GPU watchdog (components/gpu_watchdog.py): a GPU node that offers no GPU this long is removed.
+GPU_TIMEOUT = "10m"
+MIN_GPU_TIMEOUT_SECONDS = 120  # a healthy node needs minutes for the driver, toolkit and device plugin
+
+# Backup for GKE limits (pulumi-gcp 10.2.0 gkebackup.BackupPlanRetentionPolicyArgs, from the
+# Backup for GKE API: backupRetainDays 0..365, backupDeleteLockDays 0..90 and <= backupRetainDays).
+MAX_RETAIN_DAYS = 365
+MAX_DELETE_LOCK_DAYS = 90
+# A standard five-field cron line; Backup for GKE reads it in UTC.
+CRON = Syntax(r"^\s*([0-9*/,-]+)\s+([0-9*/,-]+)\s+([0-9*/,-]+)\s+([0-9*/,A-Za-z-]+)\s+([0-9*/,A-Za-z-]+)\s*$")
+
+
+class NodeShutdown(ConfigModel):
+    """`tenants[i].nodeShutdown`: the kubelet's graceful shutdown on the tenant's nodes."""
+
+    grace_period: Duration | None = None
+    """How long the kubelet holds a node's shutdown so that its pods get SIGTERM and stop (default 30s with a Spot pool, else 110s; at most what Compute Engine waits before the power goes: 30s Spot, 120s Standard)."""
+    critical_pods_grace_period: Duration = CRITICAL_PODS_GRACE_PERIOD
+    """The last part of gracePeriod, kept for critical pods (system-node-critical, system-cluster-critical), which stop after the others."""
+
+
+class Backup(ConfigModel):
+    """`tenants[i].backup`: the scheduled Backup for GKE of the tenant's control plane."""
+
+    enabled: bool = True
+    """Back up the tenant's control plane (its host namespace: the API objects, secrets and data volume) with Backup for GKE; off in prod only with platform.allowTenantsWithoutBackup."""
+    schedule: str = "0 3 * * *"
+    """When backups are taken, a five-field cron line in UTC (default daily at 03:00)."""
+    retain_days: int = Field(14, ge=0, le=MAX_RETAIN_DAYS)
+    """How many days each backup is kept before Backup for GKE deletes it."""
+    delete_lock_days: int | None = Field(None, ge=0, le=MAX_DELETE_LOCK_DAYS)
+    """For how many days after it is taken nobody can delete a backup (default: retainDays in prod, at most 90; 0 elsewhere)."""
+
+
+def spot_pool_paths(path: str, tenant) -> list[str]:
+    return [f"{path}.gpuPools[{i}]" for i, pool in enumerate(tenant.gpu_pools) if pool.spot]
+
+
+def shutdown_grace(tenant) -> tuple[str, str]:
+    """(shutdownGracePeriod, shutdownGracePeriodCriticalPods) of every node of the tenant."""
+    shutdown = tenant.node_shutdown
+    spot = any(pool.spot for pool in tenant.gpu_pools)
+    grace = shutdown.grace_period or (SPOT_GRACE_PERIOD if spot else STANDARD_GRACE_PERIOD)
+    return grace, shutdown.critical_pods_grace_period
+
+
+def delete_lock_days(backup: Backup, environment: str) -> int:
+    if backup.delete_lock_days is not None:
+        return backup.delete_lock_days
+    return min(backup.retain_days, MAX_DELETE_LOCK_DAYS) if environment == "prod" else 0
+
+
+def check_reliability(path: str, tenant, facts, problems: Problems) -> None:
+    """The tenant's shutdown, watchdog and backup settings; each `checking` block is one check."""
+    _check_shutdown(path, tenant, problems)
+    for i, pool in enumerate(tenant.gpu_pools):
+        key = f"{path}.gpuPools[{i}].gpuTimeout"
+        with problems.checking(key):
+            if not DURATION.match(pool.gpu_timeout):
+                problems.add(key, f"{pool.gpu_timeout!r} is not a duration like 10m or 15m")
+            elif duration_seconds(pool.gpu_timeout) < MIN_GPU_TIMEOUT_SECONDS:
+                problems.add(
+                    key,
+                    f"{pool.gpu_timeout} is under 2m: a healthy GPU node needs minutes for the driver, the container toolkit "
+                    "and the device plugin before it offers nvidia.com/gpu, and would be removed first",
+                )
+    _check_backup(f"{path}.backup", tenant.backup, facts, problems)
+
+
+def _check_shutdown(path: str, tenant, problems: Problems) -> None:
+    base = f"{path}.nodeShutdown"
+    seconds: dict[str, int] = {}
+    for field, key in (("grace_period", "gracePeriod"), ("critical_pods_grace_period", "criticalPodsGracePeriod")):
+        with problems.checking(f"{base}.{key}"):
+            value = getattr(tenant.node_shutdown, field)
+            if value is None:
+                continue
+            if not DURATION.match(value):
+                problems.add(f"{base}.{key}", f"{value!r} is not a duration like 30s or 1m50s")
+            else:
+                seconds[key] = duration_seconds(value)
+    with problems.checking(f"{base}.gracePeriod"):
+        grace = seconds.get("gracePeriod")
+        spot = spot_pool_paths(path, tenant)
+        if grace is not None and spot and grace > SPOT_SHUTDOWN_SECONDS:
+            problems.add(
+                f"{base}.gracePeriod",
+                f"{tenant.node_shutdown.grace_period} is longer than the {SPOT_SHUTDOWN_SECONDS} s Compute Engine gives a preempted "
+                f"Spot VM before it powers off, and {', '.join(spot)} {'is' if len(spot) == 1 else 'are'} Spot (the setting "
+                f"applies to every node of the tenant); at most {SPOT_SHUTDOWN_SECONDS}s",
+            )
+        elif grace is not None and grace > STANDARD_SHUTDOWN_SECONDS:
+            problems.add(
+                f"{base}.gracePeriod",
+                f"{tenant.node_shutdown.grace_period} is longer than the {STANDARD_SHUTDOWN_SECONDS} s Compute Engine waits between "
+                f"a VM's soft-off signal and its power-off; at most {STANDARD_SHUTDOWN_SECONDS}s",
+            )
+    with problems.checking(f"{base}.criticalPodsGracePeriod"):
+        if "criticalPodsGracePeriod" in seconds and not problems.has_problems(f"{base}.gracePeriod"):
+            grace_text, _ = shutdown_grace(tenant)
+            if DURATION.match(grace_text) and seconds["criticalPodsGracePeriod"] >= duration_seconds(grace_text):
+                problems.add(
+                    f"{base}.criticalPodsGracePeriod",
+                    f"{tenant.node_shutdown.critical_pods_grace_period} leaves nothing of the grace period ({grace_text}) to the "
+                    "other pods; it must be shorter",
+                )
+
+
+def _check_backup(path: str, backup: Backup, facts, problems: Problems) -> None:
+    with problems.checking(f"{path}.retainDays"):
+        if backup.retain_days == 0:
+            problems.add(f"{path}.retainDays", "0 days would leave no backup to restore; at least 1 (default 14)")
+    with problems.checking(f"{path}.schedule"):
+        if not CRON.match(backup.schedule):
+            problems.add(f"{path}.schedule", f"{backup.schedule!r} is not a five-field cron line like \"0 3 * * *\" (UTC)")
+    with problems.checking(f"{path}.deleteLockDays"):
+        if backup.delete_lock_days is not None and backup.delete_lock_days > backup.retain_days:
+            problems.add(
+                f"{path}.deleteLockDays",
+                f"{backup.delete_lock_days} is longer than retainDays {backup.retain_days}: a backup cannot be locked past its deletion",
+            )
+    with problems.checking(f"{path}.enabled"):
+        if not backup.enabled and not facts.allow_tenants_without_backup:
+            problems.add(
+                f"{path}.enabled",
+                f"backups are off, which environment {facts.environment} does not allow: a deleted namespace or a lost disk would "
+                "lose the team's whole cluster; set platform.allowTenantsWithoutBackup: true in the environment stack to allow it",
+            )

@@ -1,0 +1,176 @@
+"""`make team` (tools/new_team.py): what it refuses, with what is allowed and nothing written, and the
+files it would write. Its happy path through the whole of `make test`'s checks is in
+tests/test_added_teams.py (one copy and one run of those checks for both ways of adding a team)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from config.stack import NS
+from config.stack_files import PROJECT_DIR, read_stack_values
+from shipped_stacks import SHIPPED_DIR, SHIPPED_STACKS
+from tools.new_team import TeamError, bootstrap_with, main, plan_team, stack_text
+
+
+@pytest.fixture
+def project(tmp_path) -> Path:
+    """The shipped stacks and this project's bootstrap stack file."""
+    (tmp_path / "bootstrap").mkdir()
+    shutil.copy(PROJECT_DIR / "bootstrap" / "Pulumi.ci.yaml", tmp_path / "bootstrap")
+    shutil.copy(SHIPPED_DIR / "Pulumi.yaml", tmp_path)
+    for stack in SHIPPED_STACKS:
+        shutil.copy(SHIPPED_DIR / f"Pulumi.{stack}.yaml", tmp_path)
+    return tmp_path
+
+
+def files(directory: Path) -> dict[str, str]:
+    return {str(p.relative_to(directory)): p.read_text() for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize(
+    "argv, error",
+    [
+        (["--name", "Robotics!", "--env", "dev"], "NAME='Robotics!' is not allowed; allowed: a DNS-1123 label (lowercase letters, digits and '-', starting with a letter) of at most 16 characters, not 'default'"),
+        (["--name", "a-very-long-team-name", "--env", "dev"], "NAME='a-very-long-team-name' is not allowed; allowed: a DNS-1123 label"),
+        (["--name", "default", "--env", "dev"], "NAME='default' is not allowed"),
+        (["--name", "vision", "--env", "dev"], "NAME='vision' is taken: Pulumi.team-vision-dev.yaml exists"),
+        (["--name", "nlp", "--env", "dev"], "NAME='nlp' is taken in environment dev: tenants[0] of stack dev (Pulumi.dev.yaml) is a tenant of that name"),
+        (["--name", "robotics", "--env", "qa"], "ENV='qa' is not an environment stack of this project; allowed: dev, prod"),
+        (["--name", "robotics", "--env", "team-vision-dev"], "ENV='team-vision-dev' is not an environment stack of this project; allowed: dev, prod"),
+        (["--name", "robotics", "--env", "dev", "--gpu", "nvidia-h100-80gb"], "GPU='nvidia-h100-80gb' is not offered by environment dev; allowed: nvidia-tesla-t4, nvidia-l4"),
+        (["--name", "robotics", "--env", "dev", "--max-gpus", "0"], "MAX_GPUS=0 is not allowed; allowed: a multiple of 1 (the smallest nvidia-tesla-t4 shape), at least 1"),
+        (
+            ["--name", "robotics", "--env", "dev", "--cidr", "10.160.8.0/22"],
+            "  - tenant.network.cidr: 10.160.8.0/22 overlaps tenant vision (stack team-vision-dev (Pulumi.team-vision-dev.yaml)) 10.160.8.0/22; try 10.160.12.0/22",
+        ),
+        (
+            ["--name", "robotics", "--env", "dev", "--max-gpus", "16"],
+            "  - tenant.gpuPools[0].maxGpus: 16 exceeds the environment's quota of 8 nvidia-tesla-t4 GPUs in europe-west4",
+        ),
+    ],
+)
+def test_a_team_that_cannot_be_added_gets_a_clear_error_and_nothing_is_written(project, capsys, argv, error):
+    before = files(project)
+    assert main(argv, project_dir=project) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and error in err and err.endswith("nothing was written\n")
+    assert files(project) == before
+
+
+def test_a_cidr_clash_names_the_keys_the_make_variables_become(project, capsys):
+    assert main(["--name", "robotics", "--env", "dev", "--cidr", "10.160.0.0/22"], project_dir=project) == 1
+    err = capsys.readouterr().err
+    assert "(NAME, GPU, MAX_GPUS, TEAM_PROJECT and CIDR are its tenant.name, gpuPools[0].gpu, gpuPools[0].maxGpus, gcpProject and network.cidr)" in err
+    assert "tenant.network.cidr: 10.160.0.0/22 overlaps tenant nlp (tenants[0] of stack dev (Pulumi.dev.yaml)) 10.160.0.0/22" in err
+
+
+def test_the_new_stack_gets_a_free_range_the_first_gpu_and_the_projects_convention(project):
+    team = plan_team("robotics", "dev", gpu=None, max_gpus=None, project=None, project_dir=project)
+    # dev's tenants and team-vision-dev hold 10.160.0.0/22, .4.0/22 and .8.0/22.
+    assert (team.stack, team.cidr, team.gpu, team.max_gpus, team.project, team.created_project) == (
+        "team-robotics-dev", "10.160.12.0/22", "nvidia-tesla-t4", 1, "acme-ml-dev-robotics", None
+    )
+    document = yaml.safe_load(team.text)
+    assert document["config"][f"{NS}:environmentStack"] == "acme/gpu-platform/dev"
+    assert document["config"][f"{NS}:tenant"] == {
+        "name": "robotics",
+        "gcpProject": "acme-ml-dev-robotics",
+        "network": {"cidr": "10.160.12.0/22"},
+        "gpuPools": [{"gpu": "nvidia-tesla-t4", "maxGpus": 1}],
+        "access": {"teams": ["robotics"]},
+    }
+    assert document["config"]["pulumi:disable-default-providers"] == read_stack_values(project, "team-vision-dev")["pulumi:disable-default-providers"]
+
+
+def test_in_an_environment_that_creates_projects_the_team_gets_one_created(project):
+    """prod sets platform.tenantProjects: no gcpProject, Pulumi creates <prefix>-prod-<team>, and the
+    bootstrap lists no team project for it."""
+    team = plan_team("vision", "prod", gpu="nvidia-l4", max_gpus=2, project=None, project_dir=project)
+    assert (team.project, team.created_project) == (None, "acme-prod-vision")
+    assert "gcpProject" not in yaml.safe_load(team.text)["config"][f"{NS}:tenant"]
+    edited = yaml.safe_load(bootstrap_with((project / "bootstrap" / "Pulumi.ci.yaml").read_text(), "prod", team.stack, None))
+    [prod] = [e for e in edited["config"]["gpu-platform-bootstrap:environments"] if e["name"] == "prod"]
+    assert prod["stacks"] == ["prod", "team-vision-prod"] and "teamProjects" not in prod
+
+
+def test_the_bootstrap_edit_keeps_the_file_and_adds_each_entry_once(project):
+    text = (project / "bootstrap" / "Pulumi.ci.yaml").read_text()
+    once = bootstrap_with(text, "dev", "team-robotics-dev", "acme-ml-dev-robotics")
+    assert bootstrap_with(once, "dev", "team-robotics-dev", "acme-ml-dev-robotics") == once
+    changed = [(a, b) for a, b in zip(text.splitlines(), once.splitlines()) if a != b]
+    assert changed == [
+        ("      stacks: [dev, team-vision-dev]", "      stacks: [dev, team-vision-dev, team-robotics-dev]"),
+        (
+            "      teamProjects: [acme-ml-dev-vision]   # yours: Pulumi.team-vision-dev.yaml's gcpProject",
+            "      teamProjects: [acme-ml-dev-vision, acme-ml-dev-robotics]   # yours: Pulumi.team-vision-dev.yaml's gcpProject",
+        ),
+    ]
+    # prod has no teamProjects yet: the line is added after its stacks.
+    with_project = bootstrap_with(text, "prod", "team-x-prod", "acme-x")
+    assert "      stacks: [prod, team-x-prod]\n      teamProjects: [acme-x]\n" in with_project
+    block = text.replace("      stacks: [dev, team-vision-dev]", "      stacks:\n        - dev\n        - team-vision-dev")
+    with pytest.raises(TeamError, match=r"dev's stacks is not a one-line list \[\.\.\]; add team-x-dev to it by hand"):
+        bootstrap_with(block, "dev", "team-x-dev", None)
+    with pytest.raises(TeamError, match="has no entry for environment staging"):
+        bootstrap_with(text, "staging", "team-x-staging", None)
+
+
+def test_the_stack_file_says_what_it_is_and_who_deploys_it():
+    text = stack_text(name="maps", environment="dev", environment_stack="acme/gpu-platform/dev", cidr="10.160.16.0/22", gpu="nvidia-l4", max_gpus=2, project=None)
+    assert text.startswith("# The maps team's own stack in the dev environment")
+    assert "never by the team" in text and "gcpProject" not in text
+
+
+def test_make_team_passes_what_the_command_line_gives():
+    """`make team` runs the tool with the values given on make's command line only: GPU and
+    TEAM_PROJECT have defaults of their own for `make acceptance`, which must not leak in."""
+    import subprocess
+
+    def command(*variables: str) -> str:
+        result = subprocess.run(["make", "-n", "--no-print-directory", "team", *variables], cwd=PROJECT_DIR, capture_output=True, text=True, check=True)
+        return " ".join(result.stdout.replace("\\\n", " ").split()).split(" -m tools.new_team ", 1)[1]
+
+    assert command("NAME=robotics", "ENV=dev") == '--name "robotics" --env "dev"'
+    assert command("NAME=robotics", "ENV=dev", "GPU=nvidia-l4", "MAX_GPUS=4", "TEAM_PROJECT=acme-robotics", "CIDR=10.160.40.0/22") == (
+        '--name "robotics" --env "dev" --gpu "nvidia-l4" --max-gpus "4" --project "acme-robotics" --cidr "10.160.40.0/22"'
+    )
+
+
+def test_the_docs_make_team_examples_add_a_team_to_the_stacks_as_shipped(project):
+    """Each `make team` line of docs/teams.md, as its variables reach the tool, plans a new team
+    on the stacks as shipped (checked as the tool checks before writing; nothing written here)."""
+    import re
+    import shlex
+
+    from docs_support import code_blocks
+
+    options = {"NAME": "name", "ENV": "environment", "GPU": "gpu", "MAX_GPUS": "max_gpus", "TEAM_PROJECT": "project", "CIDR": "cidr"}
+    examples = [line.split("#")[0] for page, _, text in code_blocks("sh") if page == "docs/teams.md" for line in text.splitlines() if line.startswith("make team ")]
+    assert len(examples) >= 2
+    for line in examples:
+        given = dict(word.split("=", 1) for word in shlex.split(line)[2:])
+        assert set(given) <= set(options), line
+        kwargs = {options[k]: (int(v) if k == "MAX_GPUS" else v) for k, v in given.items()}
+        kwargs.setdefault("gpu", None), kwargs.setdefault("max_gpus", None), kwargs.setdefault("project", None)
+        team = plan_team(kwargs.pop("name"), kwargs.pop("environment"), project_dir=project, **kwargs)
+        assert re.fullmatch(r"team-[a-z0-9-]+-(dev|prod)", team.stack)
+
+
+def test_the_command_line_plans_the_team_it_is_given_and_prints_the_next_steps(project, capsys, monkeypatch):
+    """`python -m tools.new_team` from its arguments to the next steps it prints (the writing itself,
+    `add_team`, is tried on a whole copy of the project in tests/test_added_teams.py)."""
+    from tools import new_team
+
+    given = []
+    monkeypatch.setattr(new_team, "add_team", lambda team, project_dir: given.append(team) or [f"{team.stack}.yaml: the team's stack", "bootstrap"])
+    argv = ["--name", "robotics", "--env", "dev", "--gpu", "nvidia-l4", "--max-gpus", "4", "--project", "acme-robotics", "--cidr", "10.160.40.0/22"]
+    assert main(argv, project_dir=project) == 0
+    [team] = given
+    assert (team.name, team.environment, team.gpu, team.max_gpus, team.project, team.cidr) == ("robotics", "dev", "nvidia-l4", 4, "acme-robotics", "10.160.40.0/22")
+    out = capsys.readouterr().out
+    assert out.startswith("Added team robotics to environment dev:") and "1. make test && make plan STACK=team-robotics-dev" in out
+    assert "The team's project acme-robotics must exist" in out and "after its merge up-dev deploys it after dev." in out

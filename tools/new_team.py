@@ -1,0 +1,359 @@
+"""Add a team: its own stack in an environment, and everything `make test` then expects.
+
+    make team NAME=robotics ENV=dev [GPU=nvidia-l4] [MAX_GPUS=4] [TEAM_PROJECT=<existing project id>] [CIDR=<cidr>]
+    python -m tools.new_team --name robotics --env dev [--gpu nvidia-l4] [--max-gpus 4] [--project <id>] [--cidr <cidr>]
+
+It writes Pulumi.team-<name>-<env>.yaml (a free /22 of the environment unless CIDR names one, the
+team's GPU pool and project), lists the stack, and an existing project, for CI in bootstrap/Pulumi.ci.yaml (the
+environment's `stacks` and `teamProjects`), regenerates policy/program_data.json (make policy-data)
+and bumps the pack's version when that changed (a published version is immutable), then prints the
+next steps: the pull requests and who approves them.
+
+Everything is checked before anything is written, as `make test` would: the name, the environment,
+the GPU and the new stack against its environment and every other tenant (load_stack, the
+program's own checks). A problem is reported with what is allowed, and nothing is written.
+
+The team's GCP project: `--project` names an existing one; without it, an environment with
+platform.tenantProjects creates one (<prefix>-<env>-<team>), any other uses <gcp:project>-<team>
+(as the shipped team-vision-dev does), which must exist: the next steps say so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import re
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from config.base import DNS_LABEL
+from config.errors import ConfigError
+from config.quota import QUOTA_PAGE
+from config.stack import NS, EnvironmentStack, environment_claims, load_stack
+from config.stack_files import PROJECT_DIR, StackFileError, list_stacks, project_name, read_stack_values, stack_file
+from config.tenant import MAX_TENANT_NAME, RESERVED_PLATFORM_PROJECT, TENANT_CIDR_POOL, suggest_cidr
+from tools.team_stacks import environment_stack_of
+
+BOOTSTRAP_STACK = Path("bootstrap") / "Pulumi.ci.yaml"
+PACK_VERSION = Path("policy") / "PulumiPolicy.yaml"
+PROGRAM_DATA = Path("policy") / "program_data.json"
+
+
+class TeamError(Exception):
+    """Why the team cannot be added as asked; nothing was written."""
+
+
+@dataclass(frozen=True)
+class NewTeam:
+    name: str
+    environment: str  # the environment stack, e.g. dev
+    environment_name: str  # its gpu-platform:environment, the name of its entry in the bootstrap
+    stack: str  # team-<name>-<environment>
+    text: str  # the stack file
+    cidr: str
+    gpu: str
+    max_gpus: int
+    project: str | None  # an existing project (listed in teamProjects), or None when Pulumi creates it
+    created_project: str | None
+    organization: str
+
+
+def stack_name(name: str, environment: str) -> str:
+    return f"team-{name}-{environment}"
+
+
+def plan_team(
+    name: str, environment: str, *, gpu: str | None, max_gpus: int | None, project: str | None, project_dir: Path, cidr: str | None = None
+) -> NewTeam:
+    """The new team's stack file, checked against everything in `project_dir`; raises TeamError."""
+    if not DNS_LABEL.match(name) or len(name) > MAX_TENANT_NAME or name == RESERVED_PLATFORM_PROJECT:
+        raise TeamError(
+            f"NAME={name!r} is not allowed; allowed: a DNS-1123 label (lowercase letters, digits and '-', starting with a letter) "
+            f"of at most {MAX_TENANT_NAME} characters, not {RESERVED_PLATFORM_PROJECT!r}"
+        )
+    environments = _environment_stacks(project_dir)
+    if environment not in environments:
+        raise TeamError(f"ENV={environment!r} is not an environment stack of this project; allowed: {', '.join(environments) or 'none'}")
+    stack = stack_name(name, environment)
+    if stack_file(project_dir, stack).exists():
+        raise TeamError(f"NAME={name!r} is taken: {stack_file(project_dir, stack).name} exists")
+    env = _load_environment(environment, project_dir)
+    claims = environment_claims(env, project_dir)
+    taken = next((c for c in claims if c.name == name), None)
+    if taken is not None:
+        raise TeamError(f"NAME={name!r} is taken in environment {environment}: {taken.source} is a tenant of that name")
+    offered = env.facts.gpu_types
+    gpu = gpu or offered[0]
+    if gpu not in offered:
+        raise TeamError(f"GPU={gpu!r} is not offered by environment {environment}; allowed: {', '.join(offered)}")
+    counts = sorted({nt.gpu_count for nt in env.facts.node_types_for(gpu, False)})
+    if not counts:
+        raise TeamError(f"GPU={gpu!r} has no on-demand node types in environment {environment}; allowed: {', '.join(g for g in offered if env.facts.node_types_for(g, False))}")
+    max_gpus = max_gpus if max_gpus is not None else counts[0]
+    if max_gpus < 1 or max_gpus % counts[0]:
+        raise TeamError(f"MAX_GPUS={max_gpus} is not allowed; allowed: a multiple of {counts[0]} (the smallest {gpu} shape), at least {counts[0]}")
+    if cidr is None:
+        cidr = suggest_cidr(env.facts, claims)
+        if not _is_cidr(cidr):
+                raise TeamError(f"environment {environment} has no free /22 left in {TENANT_CIDR_POOL} for a new team; name one with CIDR=<cidr>")
+    created = None
+    if project is None and env.platform.tenant_projects is not None:
+        created = f"{env.platform.tenant_projects.prefix}-{env.environment}-{name}"
+    elif project is None:
+        project = f"{env.project}-{name}"
+    organization = _organization(project_dir)
+    text = stack_text(
+        name=name,
+        environment=env.environment,
+        environment_stack=f"{organization}/{project_name(project_dir)}/{environment}",
+        cidr=cidr,
+        gpu=gpu,
+        max_gpus=max_gpus,
+        project=project,
+    )
+    team = NewTeam(name, environment, env.environment, stack, text, cidr, gpu, max_gpus, project, created, organization)
+    _check(team, project_dir)
+    return team
+
+
+def stack_text(*, name: str, environment: str, environment_stack: str, cidr: str, gpu: str, max_gpus: int, project: str | None) -> str:
+    lines = [
+        f"# The {name} team's own stack in the {environment} environment: its virtual cluster and GCP network",
+        "# (written by `make team`). Deployed by the environment's deployer from main, never by the team",
+        '# (docs/teams.md "Add a team"); the team changes this file by pull request.',
+        "config:",
+        "  pulumi:disable-default-providers: [kubernetes, gcp]",
+        f"  {NS}:environment: {environment}",
+        f"  {NS}:environmentStack: {environment_stack}",
+        f"  {NS}:tenant:",
+        f"    name: {name}",
+    ]
+    if project is not None:
+        lines.append(f"    gcpProject: {project}   # an existing project: the team's VMs, disks, network and node identity")
+    lines += [
+        f"    network: {{cidr: {cidr}}}",
+        "    gpuPools:",
+        f"      - {{gpu: {gpu}, maxGpus: {max_gpus}}}",
+        f"    access: {{teams: [{name}]}}   # the platform team that is cluster-admin inside",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _is_cidr(text: str) -> bool:
+    try:
+        ipaddress.IPv4Network(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _environment_stacks(project_dir: Path) -> list[str]:
+    found = []
+    for stack in list_stacks(project_dir):
+        try:
+            if environment_stack_of(stack, project_dir) is None:
+                found.append(stack)
+        except StackFileError:
+            continue
+    return found
+
+
+def _load_environment(environment: str, project_dir: Path) -> EnvironmentStack:
+    try:
+        env = load_stack(read_stack_values(project_dir, environment), stack=environment, project_dir=project_dir)
+    except (ConfigError, StackFileError) as e:
+        raise TeamError(f"environment stack {environment} has problems of its own; fix them first:\n{e}") from None
+    assert isinstance(env, EnvironmentStack)
+    return env
+
+
+def _organization(project_dir: Path) -> str:
+    """The Pulumi organization of the stacks: the bootstrap's, else that of a committed team stack."""
+    values = yaml.safe_load((project_dir / BOOTSTRAP_STACK).read_text())["config"]
+    organization = (values.get("gpu-platform-bootstrap:pulumiCloud") or {}).get("organization")
+    if organization:
+        return str(organization)
+    for stack in list_stacks(project_dir):
+        reference = read_stack_values(project_dir, stack).get(f"{NS}:environmentStack")
+        if reference:
+            return str(reference).split("/")[0]
+    raise TeamError(f"{BOOTSTRAP_STACK} names no pulumiCloud.organization, and no team stack names one: set it there first")
+
+
+def _check(team: NewTeam, project_dir: Path) -> None:
+    """The project with the new stack, in a scratch copy of its stack files: the new stack and its
+    environment load (every tenant against every other), and the bootstrap still parses."""
+    with tempfile.TemporaryDirectory(prefix="gpu-platform-new-team-") as tmp:
+        scratch = Path(tmp)
+        for path in [project_dir / "Pulumi.yaml", *project_dir.glob("Pulumi.*.yaml")]:
+            (scratch / path.name).write_text(path.read_text())
+        stack_file(scratch, team.stack).write_text(team.text)
+        for stack in (team.stack, team.environment):
+            try:
+                load_stack(read_stack_values(scratch, stack), stack=stack, project_dir=scratch)
+            except ConfigError as e:
+                raise TeamError(
+                    "the new stack would not plan (NAME, GPU, MAX_GPUS, TEAM_PROJECT and CIDR are its tenant.name, "
+                    f"gpuPools[0].gpu, gpuPools[0].maxGpus, gcpProject and network.cidr):\n{e}"
+                ) from None
+    bootstrap_with((project_dir / BOOTSTRAP_STACK).read_text(), team.environment_name, team.stack, team.project)
+
+
+# --- the bootstrap's lists --------------------------------------------------------------------------
+
+
+def bootstrap_with(text: str, environment: str, stack: str, project: str | None) -> str:
+    """bootstrap/Pulumi.ci.yaml with `stack` under the environment's `stacks` and an existing
+    `project` under its `teamProjects` (each once); comments and layout kept (one-line lists, as
+    committed)."""
+    lines = text.splitlines(keepends=True)
+    start, end = _environment_block(lines, environment)
+    lines[start:end] = _add_to_list(lines[start:end], "stacks", stack, environment, after=None)
+    if project is not None:
+        start, end = _environment_block(lines, environment)
+        lines[start:end] = _add_to_list(lines[start:end], "teamProjects", project, environment, after="stacks")
+    result = "".join(lines)
+    entry = next(e for e in yaml.safe_load(result)["config"]["gpu-platform-bootstrap:environments"] if e["name"] == environment)
+    assert stack in entry["stacks"] and (project is None or project in entry["teamProjects"]), "bootstrap edit"
+    return result
+
+
+def _environment_block(lines: list[str], environment: str) -> tuple[int, int]:
+    starts = [i for i, line in enumerate(lines) if re.match(r"^    - name: ", line)]
+    for i, start in enumerate(starts):
+        if re.match(rf"^    - name: {re.escape(environment)}\s*(#.*)?$", lines[start]):
+            end = starts[i + 1] if i + 1 < len(starts) else next((j for j in range(start + 1, len(lines)) if re.match(r"^\S", lines[j])), len(lines))
+            return start, end
+    raise TeamError(f"{BOOTSTRAP_STACK} has no entry for environment {environment} under gpu-platform-bootstrap:environments; add it first (docs/deploy.md)")
+
+
+def _add_to_list(block: list[str], key: str, item: str, environment: str, *, after: str | None) -> list[str]:
+    pattern = re.compile(rf"^(      {key}: \[)([^\]]*)(\].*)$", flags=re.S)
+    for i, line in enumerate(block):
+        match = pattern.match(line)
+        if match:
+            items = [s.strip() for s in match.group(2).split(",") if s.strip()]
+            if item in items:
+                return block
+            return [*block[:i], f"{match.group(1)}{', '.join([*items, item])}{match.group(3)}", *block[i + 1 :]]
+        if re.match(rf"^      {key}:", line):
+            raise TeamError(f"{BOOTSTRAP_STACK}: {environment}'s {key} is not a one-line list [..]; add {item} to it by hand")
+    anchor = next((i for i, line in enumerate(block) if after and re.match(rf"^      {after}:", line)), None)
+    if anchor is None:
+        raise TeamError(f"{BOOTSTRAP_STACK}: environment {environment} has no `{key}:`; add {key}: [{item}] to it by hand")
+    return [*block[: anchor + 1], f"      {key}: [{item}]\n", *block[anchor + 1 :]]
+
+
+# --- writing ----------------------------------------------------------------------------------------
+
+
+def add_team(team: NewTeam, project_dir: Path) -> list[str]:
+    """Writes the files; returns what changed, one line each. On a failure every file is put back."""
+    paths = [stack_file(project_dir, team.stack), project_dir / BOOTSTRAP_STACK, project_dir / PROGRAM_DATA, project_dir / PACK_VERSION]
+    saved = {path: path.read_text() if path.exists() else None for path in paths}
+    try:
+        return _write(team, project_dir)
+    except BaseException:
+        for path, text in saved.items():
+            if text is None:
+                path.unlink(missing_ok=True)
+            else:
+                path.write_text(text)
+        raise
+
+
+def _write(team: NewTeam, project_dir: Path) -> list[str]:
+    changed = []
+    stack_file(project_dir, team.stack).write_text(team.text)
+    where = f"project {team.project} (must exist)" if team.project else f"project {team.created_project}, created by Pulumi"
+    changed.append(f"{stack_file(project_dir, team.stack).name}: the team's stack (network {team.cidr}, {team.max_gpus} × {team.gpu}, {where})")
+    bootstrap = project_dir / BOOTSTRAP_STACK
+    bootstrap.write_text(bootstrap_with(bootstrap.read_text(), team.environment_name, team.stack, team.project))
+    listed = f"{team.stack} under environment {team.environment_name}'s stacks" + (f", {team.project} under its teamProjects" if team.project else "")
+    changed.append(f"{BOOTSTRAP_STACK}: {listed}")
+    data = project_dir / PROGRAM_DATA
+    before = data.read_text()
+    # In the project's own checkout: the pack's data come from its bootstrap file and code.
+    result = subprocess.run([sys.executable, "-m", "tools.policy_data"], cwd=project_dir, capture_output=True, text=True, timeout=300)
+    if result.returncode != 0:
+        raise TeamError(f"make policy-data failed:\n{result.stdout}{result.stderr}")
+    if data.read_text() != before:
+        old, new = bump_pack_version(project_dir / PACK_VERSION)
+        changed.append(f"{PROGRAM_DATA}: regenerated (make policy-data)")
+        changed.append(f"{PACK_VERSION}: version {old} → {new} (a published pack version is immutable)")
+    return changed
+
+
+def bump_pack_version(path: Path) -> tuple[str, str]:
+    text = path.read_text()
+    match = re.search(r"^version: (\d+)\.(\d+)\.(\d+)\s*$", text, flags=re.M)
+    if match is None:
+        raise TeamError(f"{path.name} has no `version: X.Y.Z` line to bump")
+    old = ".".join(match.groups())
+    new = f"{match.group(1)}.{match.group(2)}.{int(match.group(3)) + 1}"
+    path.write_text(text[: match.start()] + f"version: {new}" + text[match.end() :])
+    return old, new
+
+
+def next_steps(team: NewTeam, changed: list[str]) -> str:
+    if team.project:
+        project = (
+            f"The team's project {team.project} must exist (Pulumi enables the APIs it needs there); for another one, "
+            f"edit gcpProject in {stack_file(Path('.'), team.stack).name} and teamProjects in {BOOTSTRAP_STACK}."
+        )
+    else:
+        project = (
+            f"Pulumi creates the team's project {team.created_project}. A new project has no GPU quota: once it exists, "
+            f"request {team.max_gpus} {team.gpu} GPUs in its region: {QUOTA_PAGE.format(project=team.created_project)}"
+        )
+    deploy = (
+        f"and once a reviewer of the `production` environment approves, up-{team.environment} deploys it after {team.environment}"
+        if team.environment == "prod"
+        else f"up-{team.environment} deploys it after {team.environment}"
+    )
+    policy_files = [line.split(":", 1)[0] for line in changed[2:]]
+    return "\n".join(
+        [
+            f"Added team {team.name} to environment {team.environment}:",
+            *(f"  {line}" for line in changed),
+            project,
+            "",
+            "Next steps:",
+            f"  1. make test && make plan STACK={team.stack}",
+            f"  2. Pull request 1, the bootstrap: {', '.join([str(BOOTSTRAP_STACK), *policy_files])}. A platform admin",
+            "     reviews and approves it (main needs one approving review); after its merge the admin runs:",
+            f"       pulumi stack init {team.organization}/{team.stack}",
+            "       pulumi policy publish policy",
+            "       cd bootstrap && pulumi up",
+            f"  3. Pull request 2, the team's stack file {stack_file(Path('.'), team.stack).name}: CI previews it; a reviewer",
+            f"     approves it; after its merge {deploy}.",
+        ]
+    )
+
+
+def main(argv: list[str] | None = None, project_dir: Path = PROJECT_DIR) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.new_team", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--name", required=True, help="the team's name (NAME), a DNS-1123 label of at most 16 characters")
+    parser.add_argument("--env", required=True, help="the environment stack (ENV), e.g. dev")
+    parser.add_argument("--gpu", help="the GPU type of its pool (GPU); default: the environment's first")
+    parser.add_argument("--max-gpus", type=int, help="the pool's GPU limit (MAX_GPUS); default: the smallest shape's GPU count")
+    parser.add_argument("--project", help="the team's existing GCP project (TEAM_PROJECT); default: see below")
+    parser.add_argument("--cidr", help="the team's node subnet (CIDR); default: a free /22 of the environment")
+    args = parser.parse_args(argv)
+    try:
+        team = plan_team(args.name, args.env, gpu=args.gpu, max_gpus=args.max_gpus, project=args.project, project_dir=project_dir, cidr=args.cidr)
+        changed = add_team(team, project_dir)
+    except TeamError as e:
+        print(f"error: {e}\nnothing was written", file=sys.stderr)
+        return 1
+    print(next_steps(team, changed))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
