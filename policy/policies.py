@@ -23,6 +23,7 @@ from guardrails import (
     platform_objects,
     public_ranges,
     supply_chain,
+    targets,
     tenancy,
     tenant_placement,
     vcluster_values,
@@ -97,6 +98,7 @@ from guardrails.tenancy import (  # noqa: F401
     tenant_isolation,
     unprivileged_control_plane,
 )
+from guardrails.targets import data_targets_by_design  # noqa: F401
 from guardrails.tenant_placement import control_plane_resources, one_tenant_per_project, tenant_placement_by_design  # noqa: F401
 from guardrails.vcluster_values import control_plane_isolation, values_by_design  # noqa: F401
 
@@ -108,6 +110,7 @@ POLICIES = [
     *supply_chain.POLICIES,
     *tenancy.POLICIES,
     *tenant_placement.POLICIES,
+    *targets.POLICIES,
     *vcluster_values.POLICIES,
     *platform_objects.POLICIES,
     *cost.POLICIES,

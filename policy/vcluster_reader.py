@@ -282,3 +282,45 @@ class TenantInstance:
         if host_project is not None:
             settings["isolation"] = "shared" if self.project == host_project else "project"
         return settings
+
+
+# Kinds whose objects carry a pod template (or are a pod), and where the pod spec is in each.
+_POD_SPECS: dict[str, tuple[str, ...]] = {
+    "Pod": ("spec",),
+    "Deployment": ("spec", "template", "spec"),
+    "DaemonSet": ("spec", "template", "spec"),
+    "StatefulSet": ("spec", "template", "spec"),
+    "ReplicaSet": ("spec", "template", "spec"),
+    "Job": ("spec", "template", "spec"),
+    "CronJob": ("spec", "jobTemplate", "spec", "template", "spec"),
+}
+WORKLOAD_KINDS = tuple(_POD_SPECS)
+
+
+def host_access(document: dict[str, Any]) -> dict[str, Any] | None:
+    """What the pods of an in-tenant workload may do beyond their own container, as the Pod Security
+    Standards judge it (Kubernetes docs, "Pod Security Standards": host namespaces, host paths and
+    ports, privileged containers, capabilities, the security contexts), and as whom they reach the
+    API server (their service account): the fields of its pod spec that decide it, whole. None for
+    an object that is no workload."""
+    path = _POD_SPECS.get(str(document.get("kind")))
+    if path is None:
+        return None
+    spec = _get(document, *path)
+    spec = spec if isinstance(spec, dict) else {}
+    containers = [c for key in ("initContainers", "containers", "ephemeralContainers") for c in spec.get(key) or [] if isinstance(c, dict)]
+    return {
+        **{key: bool(spec.get(key)) for key in ("hostNetwork", "hostPID", "hostIPC")},
+        "serviceAccountName": spec.get("serviceAccountName") or "default",
+        "automountServiceAccountToken": spec.get("automountServiceAccountToken"),
+        "securityContext": spec.get("securityContext") or {},
+        "hostPaths": sorted(str(_get(v, "hostPath", "path")) for v in spec.get("volumes") or [] if isinstance(v, dict) and v.get("hostPath") is not None),
+        "containers": [
+            {
+                "name": c.get("name"),
+                "securityContext": c.get("securityContext") or {},
+                "hostPorts": sorted(int(p["hostPort"]) for p in c.get("ports") or [] if isinstance(p, dict) and p.get("hostPort")),
+            }
+            for c in containers
+        ],
+    }

@@ -98,6 +98,33 @@ def test_a_grant_to_an_account_not_in_the_stacks_data_is_rejected(runs, stack, t
     assert message.startswith(f"{reg.name} (on ") and expected in message, message
 
 
+@pytest.mark.parametrize("form", ["IAMBinding", "IAMPolicy"])
+def test_the_binding_and_policy_forms_are_judged_member_by_member(runs, form):
+    """The platform's actAs on a team's node identity, as a binding or a policy: its own account
+    passes, an account of another project beside it is rejected by name."""
+    run, reg = one(runs, "team-vision-dev", SA_MEMBER, "tenant-vision-gcp-platform-acts-as-nodes")
+    inputs = reg.plain_inputs
+    members = [inputs["member"], "serviceAccount:vcluster-platform-dev@mallory-ml.iam.gserviceaccount.com"]
+    if form == "IAMBinding":
+        props = {"serviceAccountId": inputs["serviceAccountId"], "role": inputs["role"], "members": members}
+        where = "members[1]"
+    else:
+        props = {"serviceAccountId": inputs["serviceAccountId"], "policyData": json.dumps({"bindings": [{"role": inputs["role"], "members": members}]})}
+        where = "policyData.bindings[0].members[1]"
+    typ = f"gcp:serviceaccount/i{form[1:]}:{form}"
+    message = only(rejected(make_args(typ, props, name="acts-as", urn=urn_of(typ, "acts-as", stack="team-vision-dev"))), P.grant_allow_list)
+    assert message.startswith(f"acts-as (on service account 'dev-vision-nodes@acme-ml-dev-vision.iam.gserviceaccount.com'): {where}: ")
+    assert "is not the platform account of stack team-vision-dev" in message
+
+
+def test_a_bucket_grant_to_a_program_account_is_no_grant_by_design(runs):
+    node = P.STACKS["team-vision-dev"]["tenants"]["vision"]["nodeServiceAccount"]
+    typ = "gcp:storage/bucketIAMMember:BucketIAMMember"
+    props = {"bucket": "acme-ml-dev-state", "role": "roles/storage.objectViewer", "member": f"serviceAccount:{node}"}
+    message = only(rejected(make_args(typ, props, name="read-state", urn=urn_of(typ, "read-state", stack="team-vision-dev"))), P.grant_allow_list)
+    assert message.startswith(f"read-state (on bucket 'acme-ml-dev-state'): member: 'serviceAccount:{node}' (serviceAccount) holding 'roles/storage.objectViewer' on a bucket is not a grant")
+
+
 def test_a_stack_the_data_does_not_know_gets_no_grant(runs):
     run, reg = one(runs, "dev", PROJECT_MEMBER, "tenant-nlp-project-platform-vm-role")
     args = args_of(run, reg, urn=urn_of(reg.type, reg.name, stack="mallory"))
@@ -245,8 +272,86 @@ def test_tenant_objects_beyond_the_programs_are_rejected(runs):
         f"namespaces the product needs host access in ({privileged}: components/tenant_pod_security.py)",
         f"{prefix}[{added + 1}] (Pod team-tools/x): is not an object gpu-platform puts inside a tenant; allowed: those of policy/program_data.json inventory (make policy-data)",
         f"{prefix}[{added + 1}] (Pod team-tools/x): image 'alpine' is not an image gpu-platform runs; allowed: {images}",
+        POD_SECURITY_SET_REJECTED,
     ]
     assert "gpu-operator" in privileged and "nvcr.io/nvidia/cuda:12.8.1-base-ubuntu24.04" in images
+
+
+POD_SECURITY_SET_REJECTED = (
+    "tenant-nlp-instance (instance 'p-nlp/nlp'): spec.template.objects: the Pod Security objects (Namespace default, "
+    "ValidatingAdmissionPolicy gpu-platform-pod-security, ValidatingAdmissionPolicyBinding gpu-platform-pod-security) are not a set "
+    "gpu-platform writes; allowed: exactly those of components/tenant_pod_security.py for baseline or restricted (the admission "
+    "policy failing closed, bound with Deny, exempting only the product's namespaces), or none (podSecurityStandard: privileged)"
+)
+
+
+def _edit_objects(reg, edit) -> dict:
+    """The instance's props with `edit` applied to its in-tenant objects (a list of documents)."""
+    props = copy.deepcopy(reg.plain_inputs)
+    objects = list(yaml.safe_load_all(props["spec"]["template"]["objects"]))
+    edit(objects)
+    props["spec"]["template"]["objects"] = yaml.safe_dump_all(objects)
+    return props
+
+
+def _object(objects: list[dict], kind: str, name: str, namespace: str | None = None) -> dict:
+    [found] = [o for o in objects if o["kind"] == kind and o["metadata"]["name"] == name and o["metadata"].get("namespace") == namespace]
+    return found
+
+
+def _privileged_collector(objects: list[dict]) -> None:
+    pod = _object(objects, "DaemonSet", "gpu-metrics-collector", "gpu-platform-monitoring")["spec"]["template"]["spec"]
+    [prometheus] = [c for c in pod["containers"] if c["name"] == "prometheus"]
+    prometheus["securityContext"] = {**prometheus["securityContext"], "privileged": True}
+    pod.setdefault("volumes", []).append({"name": "root", "hostPath": {"path": "/"}})
+
+
+@pytest.mark.parametrize(
+    "edit, expected",
+    [
+        # The watchdog's ClusterRole widened under its own name.
+        (
+            lambda objects: _object(objects, "ClusterRole", "gpu-platform:gpu-watchdog")["rules"].append(
+                {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list"]}
+            ),
+            "(ClusterRole gpu-platform:gpu-watchdog): its rules, role or subjects are not the ones gpu-platform grants; allowed: exactly "
+            "those of policy/program_data.json inventory (make policy-data)",
+        ),
+        # The collector's discovery binding given to every service account of the tenant.
+        (
+            lambda objects: _object(objects, "RoleBinding", "gpu-metrics-collector-discovery", "gpu-operator")["subjects"].append(
+                {"kind": "Group", "name": "system:serviceaccounts", "apiGroup": "rbac.authorization.k8s.io"}
+            ),
+            "(RoleBinding gpu-operator/gpu-metrics-collector-discovery): its rules, role or subjects are not the ones gpu-platform grants",
+        ),
+        # The host-networked collector, privileged with the node's root filesystem.
+        (
+            _privileged_collector,
+            "(DaemonSet gpu-platform-monitoring/gpu-metrics-collector): its pods' host access (hostNetwork, privileged prometheus, "
+            "host paths /, service account gpu-metrics-collector) is not what gpu-platform gives them; allowed: hostNetwork, service "
+            "account gpu-metrics-collector (policy/program_data.json inventory (make policy-data))",
+        ),
+        # The watchdog on the host network (the metadata server, the node identity's token).
+        (
+            lambda objects: _object(objects, "Deployment", "gpu-watchdog", "gpu-platform-system")["spec"]["template"]["spec"].update(hostNetwork=True),
+            "(Deployment gpu-platform-system/gpu-watchdog): its pods' host access (hostNetwork, service account gpu-watchdog) is not what "
+            "gpu-platform gives them; allowed: service account gpu-watchdog",
+        ),
+        # Pod Security that fails open, or only audits.
+        (
+            lambda objects: _object(objects, "ValidatingAdmissionPolicy", "gpu-platform-pod-security")["spec"].update(failurePolicy="Ignore"),
+            POD_SECURITY_SET_REJECTED.split(": ", 1)[1],
+        ),
+        (
+            lambda objects: _object(objects, "ValidatingAdmissionPolicyBinding", "gpu-platform-pod-security")["spec"].update(validationActions=["Audit"]),
+            POD_SECURITY_SET_REJECTED.split(": ", 1)[1],
+        ),
+    ],
+)
+def test_in_tenant_rbac_host_access_and_pod_security_are_exactly_the_programs(runs, edit, expected):
+    run, reg = one(runs, "dev", VCI, "nlp")
+    message = only(rejected(args_of(run, reg, props=_edit_objects(reg, edit))), P.tenant_objects_by_design)
+    assert message.startswith("tenant-nlp-instance (instance 'p-nlp/nlp'): spec.template.objects") and expected in message
 
 
 # --- 3. Pinned sources ----------------------------------------------------------------------------------
@@ -322,6 +427,21 @@ def test_the_platform_ingress_ranges_and_a_control_plane_are_judged_too(runs):
     run, reg = one(runs, "prod", VCI)
     props = edit_values(reg.plain_inputs, lambda d: d["controlPlane"]["service"]["spec"].update(loadBalancerSourceRanges=["0.0.0.0/1", "128.0.0.0/1"]))
     assert "together admit public address space" in only(rejected(args_of(run, reg, props=props)), P.public_ranges_prod)
+
+
+def test_a_control_plane_open_to_the_host_clusters_private_ranges_is_no_public_range(runs):
+    """vcluster-control-plane-isolation admits the host cluster's pod and node ranges beside the NAT
+    addresses (clients inside the host reach the control plane through its address): private space,
+    however wide, admits nobody from outside; the same width of public space is rejected."""
+    run, reg = one(runs, "prod", VCI)
+    ranges = yaml.safe_load(reg.input("spec", "template", "helmRelease", "values"))["controlPlane"]["service"]["spec"]["loadBalancerSourceRanges"]
+    assert {"10.4.0.0/14", "10.0.0.0/20"} <= set(ranges)  # the host's pods and nodes, as shipped
+    assert P.public_ranges_prod.name not in names(rejected(args_of(run, reg)))
+    wide = edit_values(reg.plain_inputs, lambda d: d["controlPlane"]["service"]["spec"].update(loadBalancerSourceRanges=[*ranges, "10.0.0.0/8", "172.16.0.0/12"]))
+    assert P.public_ranges_prod.name not in names(rejected(args_of(run, reg, props=wide)))
+    public = edit_values(reg.plain_inputs, lambda d: d["controlPlane"]["service"]["spec"].update(loadBalancerSourceRanges=[*ranges, "11.0.0.0/14"]))
+    message = only(rejected(args_of(run, reg, props=public)), P.public_ranges_prod)
+    assert message.endswith("in blocks wider than /24 (IPv6 /64): 11.0.0.0/14; allowed: public ranges of at most a /24 each, however they are split (policy config public-ranges-prod.minPublicPrefixLength)")
 
 
 # --- 5. Tenants' placement --------------------------------------------------------------------------------
@@ -401,6 +521,75 @@ def test_a_tenant_without_capped_control_plane_resources_is_rejected(runs, edit,
 
 
 # --- The data, generated, and the pack served alone ------------------------------------------------------
+
+
+# --- Data the program shares: BigQuery, metrics scopes, backups -------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "stack, typ, name, changes, expected",
+    [
+        (
+            "dev",
+            "gcp:bigquery/dataset:Dataset",
+            "monitoring-billing",
+            {"accesses": [{"role": "READER", "specialGroup": "allAuthenticatedUsers"}]},
+            "monitoring-billing (dataset 'gpu_platform_dev_billing'): accesses: grants the dataset to 'allAuthenticatedUsers'; allowed: none "
+            "(the project's IAM decides who reads billing data)",
+        ),
+        (
+            "dev",
+            "gcp:bigquery/dataset:Dataset",
+            "monitoring-billing",
+            {"project": "mallory-ml"},
+            "monitoring-billing (dataset 'gpu_platform_dev_billing'): project: 'mallory-ml' is not allowed; allowed: the stack's environment project 'acme-ml-dev'",
+        ),
+        (
+            "team-vision-dev",
+            "gcp:monitoring/monitoredProject:MonitoredProject",
+            "in-scope",
+            {"metricsScope": "mallory-ml"},
+            "metricsScope: 'mallory-ml' is not allowed; allowed: the environment's project 'acme-ml-dev' (whoever reads a scoping project's "
+            "metrics reads every project it monitors)",
+        ),
+        (
+            "team-vision-dev",
+            "gcp:monitoring/monitoredProject:MonitoredProject",
+            "in-scope",
+            {"name": "acme-ml-prod"},
+            "name: 'acme-ml-prod' is not a team project of stack team-vision-dev; allowed: acme-ml-dev-vision",
+        ),
+        (
+            "dev",
+            "gcp:gkebackup/backupPlan:BackupPlan",
+            "nlp-backup-plan",
+            {"cluster": "projects/mallory-ml/locations/europe-west4-a/clusters/loot"},
+            "cluster: 'projects/mallory-ml/locations/europe-west4-a/clusters/loot' is not allowed; allowed: the stack's host cluster "
+            "'projects/acme-ml-dev/locations/europe-west4-a/clusters/gpu-dev'",
+        ),
+        (
+            "team-vision-dev",
+            "gcp:gkebackup/backupPlan:BackupPlan",
+            "backup-plan",
+            {"backupConfig": {"includeVolumeData": True, "includeSecrets": True, "selectedNamespaces": {"namespaces": ["vcluster-nlp"]}}},
+            "backupConfig.selectedNamespaces.namespaces: ['vcluster-nlp'] is not allowed; allowed: the host namespace of one tenant of stack "
+            "team-vision-dev (vcluster-vision)",
+        ),
+        (
+            "dev",
+            "gcp:gkebackup/restorePlan:RestorePlan",
+            "nlp-backup-restore-plan",
+            {"restoreConfig": {"selectedNamespaces": {"namespaces": ["vcluster-nlp"]}, "clusterResourceRestoreScope": {"allGroupKinds": True}}},
+            "restoreConfig.clusterResourceRestoreScope: restores cluster-scoped objects; allowed: noGroupKinds: true (a tenant's backup "
+            "holds no host-wide object to put back)",
+        ),
+    ],
+)
+def test_shared_data_goes_only_where_the_stack_says(runs, stack, typ, name, changes, expected):
+    run, reg = one(runs, stack, typ, name)
+    assert P.data_targets_by_design.name not in names(rejected(args_of(run, reg)))
+    message = only(rejected(args_of(run, reg, props={**copy.deepcopy(reg.plain_inputs), **changes})), P.data_targets_by_design)
+    assert message.startswith(f"{reg.name} (") and message.endswith(expected)
 
 
 def test_the_inventory_is_what_the_runs_register(runs):

@@ -16,6 +16,7 @@ import argparse
 import copy
 import dataclasses
 import importlib.util
+import itertools
 import json
 import sys
 from dataclasses import dataclass
@@ -34,9 +35,9 @@ from config.environment import ENVIRONMENTS
 from config.facts import project_namespace
 from config.iam_grants import GRANTS_PATH, PREFIX_PLACEHOLDER, condition_templates, load_grants
 from config.permissions import LEGACY_AUTO_NODES, PERMISSIONS_PATH, load_roles
-from components.tenant_pod_security import ENFORCE_LABEL, POLICY_NAME, PRIVILEGED_NAMESPACES
+from components.tenant_pod_security import ENFORCE_LABEL, FEATURE_NAMESPACES, POLICY_NAME, PRIVILEGED, PRIVILEGED_NAMESPACES, pod_security_objects
 from config.stack_files import PROJECT_DIR, list_stacks, read_stack_values
-from config.tenant_security import SETTINGS, STRICTER
+from config.tenant_security import POD_SECURITY_STANDARDS, SETTINGS, STRICTER
 from tools import program_inventory as inventory
 from tools.mock_engine import ProgramRun, run_program
 
@@ -155,8 +156,9 @@ NS = "gpu-platform"
 
 def _all_options(values: dict[str, Any]) -> dict[str, Any] | None:
     """Every option that adds resources, commands, chart values or in-tenant objects, at once: a
-    license, single sign-on behind the chart's Ingress with source ranges, and per project-mode
-    tenant load balancers, SSH through IAP, the smoke test, no Pod Security."""
+    license, single sign-on behind the chart's Ingress with source ranges, monitoring's e-mail
+    channel and cost view, and per project-mode tenant load balancers, SSH through IAP, the smoke
+    test, no Pod Security."""
     platform = values.setdefault(f"{NS}:platform", {})
     platform.update(
         licenseTokenKey="policyDataLicense",
@@ -167,6 +169,11 @@ def _all_options(values: dict[str, Any]) -> dict[str, Any] | None:
         sso={"issuerUrl": "https://accounts.example.com", "clientId": "gpu-platform", "groups": ["admins"], "groupsClaim": "groups"},
     )
     values[f"{NS}:policyDataLicense"] = "placeholder-license"
+    # Monitoring's optional resources: an e-mail channel Pulumi creates and the showback cost view.
+    project = values.get("gcp:project")
+    monitoring = values.setdefault(f"{NS}:monitoring", {})
+    monitoring.update(enabled=True, notificationChannels=[{"email": "oncall@example.com"}])
+    monitoring.setdefault("showback", {})["billingExportTable"] = f"{project}.billing.gcp_billing_export_v1_000000_000000_000000"
     for tenant in values.get(f"{NS}:tenants") or []:
         tenant.update(smokeTest=True, podSecurityStandard="privileged")
         tenant.setdefault("network", {})["iapSsh"] = True
@@ -259,7 +266,7 @@ def stack_data(runs: dict[str, ProgramRun], values: dict[str, dict[str, Any]]) -
 
 
 # What a team stack takes from its environment's entry: the environment's decisions about its tenants.
-ENVIRONMENT_DECISIONS = ("approvedTenantSecurity", "controlPlaneMaximum", "allowSharedWithProjectTenants")
+ENVIRONMENT_DECISIONS = ("approvedTenantSecurity", "controlPlaneMaximum", "allowSharedWithProjectTenants", "hostCluster")
 
 
 def stack_entry(stack: str, run: ProgramRun, values: dict[str, Any], environment_entry: dict[str, Any] | None) -> dict[str, Any]:
@@ -271,6 +278,7 @@ def stack_entry(stack: str, run: ProgramRun, values: dict[str, Any], environment
         entry["approvedTenantSecurity"] = facts.get("approvedTenantSecurity", {})
         entry["controlPlaneMaximum"] = facts.get("controlPlaneMaximum")
         entry["allowSharedWithProjectTenants"] = facts.get("allowSharedWithProjectTenants", False)
+        entry["hostCluster"] = facts.get("hostCluster")
     else:
         assert environment_entry is not None, f"stack {stack}: its environment's entry first"
         entry.update({key: environment_entry[key] for key in ENVIRONMENT_DECISIONS})
@@ -291,6 +299,8 @@ def _program(evaluated: Evaluated) -> dict[str, Any]:
         "instanceCharts": inventory.instance_charts(runs),
         "tenantObjects": inventory.tenant_objects(runs),
         "tenantImages": inventory.tenant_images(runs),
+        "tenantRbac": inventory.tenant_rbac(runs),
+        "tenantWorkloads": inventory.tenant_workloads(runs),
         "kubernetesRbac": inventory.kubernetes_objects(runs, inventory.RBAC_KINDS),
         "kubernetesServices": inventory.kubernetes_objects(runs, ("Service",)),
     }
@@ -358,11 +368,22 @@ def build(evaluated: Evaluated | None = None) -> dict[str, Any]:
             "enforceLabel": ENFORCE_LABEL,
             "podSecurityPolicy": POLICY_NAME,
             "privilegedNamespaces": sorted(PRIVILEGED_NAMESPACES),
+            "podSecurityObjects": _pod_security_objects(),
         },
         "tenantSecurity": {"safe": {k: safe for k, (_, safe) in SETTINGS.items()}, "stricter": {k: list(v) for k, v in STRICTER.items()}},
         "stacks": stack_data(evaluated.stacks, evaluated.values),
         "inventory": {program: _program(evaluated), bootstrap: _bootstrap_inventory(evaluated)},
     }
+
+
+def _pod_security_objects() -> list[list[dict[str, Any]]]:
+    """Every set of Pod Security objects a tenant can have (components/tenant_pod_security.py),
+    for each enforcing standard and each combination of features with a namespace of their own:
+    the pack allows exactly these, so none is weakened (an exemption more, an audit-only binding,
+    a policy that ignores its failures)."""
+    features = sorted(set(FEATURE_NAMESPACES.values()))
+    combinations = [frozenset(c) for n in range(len(features) + 1) for c in itertools.combinations(features, n)]
+    return [pod_security_objects(standard, f) for standard in POD_SECURITY_STANDARDS if standard != PRIVILEGED for f in combinations]
 
 
 def _bootstrap_inventory(evaluated: Evaluated) -> dict[str, Any]:

@@ -7,12 +7,14 @@ command another change adds flows in with `make policy-data` (a test fails until
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any, Iterable
 
 import yaml
 
 from config import node_properties as props
+from components.tenant_vcluster import host_namespace
 from config.isolation import node_name_prefix
 from tools.mock_engine import ProgramRun, Registration
 
@@ -127,6 +129,37 @@ def tenant_objects(runs: Iterable[ProgramRun]) -> list[list[str]]:
     return [list(t) for t in sorted(found)]
 
 
+def tenant_rbac(runs: Iterable[ProgramRun]) -> list[dict[str, Any]]:
+    """Every RBAC object the program puts inside a tenant, whole: the pack allows exactly these
+    (the GPU watchdog's and the metrics collector's least rights, nothing wider under their names)."""
+    found: dict[str, dict[str, Any]] = {}
+    for run in runs:
+        for r in run.of_type(INSTANCE):
+            for d in _objects(r):
+                if d.get("kind") in RBAC_KINDS:
+                    found[json.dumps(d, sort_keys=True)] = d
+    return [found[k] for k in sorted(found)]
+
+
+def tenant_workloads(runs: Iterable[ProgramRun]) -> list[dict[str, Any]]:
+    """Per workload the program puts inside a tenant ([apiVersion, kind, namespace, name]), each
+    host access its pods are given under any configuration the runs cover (policy/vcluster_reader.py
+    host_access): hostNetwork for the metrics collector, nothing of the kind for the others."""
+    from policy.vcluster_reader import host_access
+
+    found: dict[tuple[str, ...], dict[str, Any]] = {}
+    for run in runs:
+        for r in run.of_type(INSTANCE):
+            for d in _objects(r):
+                access = host_access(d)
+                if access is None:
+                    continue
+                meta = d.get("metadata") or {}
+                key = (d.get("apiVersion"), d.get("kind"), meta.get("namespace") or "", meta.get("name"))
+                found.setdefault(key, {})[json.dumps(access, sort_keys=True)] = access
+    return [{"object": list(key), "hostAccess": [profiles[k] for k in sorted(profiles)]} for key, profiles in sorted(found.items())]
+
+
 def _containers(document: Any) -> Iterable[dict[str, Any]]:
     if isinstance(document, dict):
         for key in ("containers", "initContainers"):
@@ -227,6 +260,7 @@ def stack_identities(run: ProgramRun, environment: str, environment_stack: str, 
     for resources in _under(run, TENANT).values():
         name, tenant = _tenant(resources, entry["project"])
         tenant["vmNamePrefix"] = node_name_prefix(environment, name)
+        tenant["hostNamespace"] = host_namespace(name)
         tenants[name] = tenant
     entry["tenants"] = dict(sorted(tenants.items()))
     return entry

@@ -261,6 +261,10 @@ _OBJECTS: dict[str, tuple[str, tuple[str, ...]]] = {
     **{t: ("peering", ("name",)) for t in NETWORK_PEERINGS},
     **{t: ("chart", ("chart",)) for t in HELM_RELEASES},
     "gcp:gkebackup/backupPlan:BackupPlan": ("backup plan", ("name",)),
+    "gcp:gkebackup/restorePlan:RestorePlan": ("restore plan", ("name",)),
+    "gcp:bigquery/dataset:Dataset": ("dataset", ("datasetId",)),
+    "gcp:bigquery/table:Table": ("table", ("tableId",)),
+    "gcp:monitoring/monitoredProject:MonitoredProject": ("monitored project", ("name",)),
 }
 # Where an IAM grant is bound: the property naming it, per scope (else the property named as the scope:
 # subnetwork, bucket, repository, …).
