@@ -2,7 +2,7 @@
 `platform.ingressSourceRanges`), and how the admin password comes to be.
 
 The admin password is never a Pulumi secret: a Pulumi secret is decrypted by whoever may preview
-the stack, and dev's previews run for every pull request (README "Continuous delivery"). The
+the stack, and dev's previews run for every pull request (docs/ci.md "Continuous delivery"). The
 environment's deployer creates it inside the cluster instead (components/vcluster_platform.py),
 where only those who may read Secrets in the platform's namespace see it.
 
@@ -121,7 +121,7 @@ def check_no_admin_password(value: Any, problems: Problems) -> None:
         KEY,
         "is no longer read: a Pulumi secret is decrypted by every preview of the stack (dev's run for every pull request), so it "
         f"would give every branch the platform's admin login; the program creates the password inside the cluster instead, in "
-        f"Secret {ADMIN_PASSWORD_SECRET} of namespace vcluster-platform (README \"Security\" says how to read it); "
+        f"Secret {ADMIN_PASSWORD_SECRET} of namespace vcluster-platform (docs/deploy.md \"The platform's admin login\" says how to read it); "
         f"remove the key: pulumi config rm {KEY}",
     )
 

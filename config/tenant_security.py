@@ -118,7 +118,7 @@ def _check_shared_beside_project(path: str, tenant: Any, others: list, facts: An
         f"{tenant.isolation} is not allowed beside tenants of the other kind in environment {facts.environment}: {why}, and a shared "
         f"tenant's node identity reads every VM of project {facts.project} (other shared teams' join data, the host cluster's nodes, "
         "which run every tenant's control plane); give every tenant a project of its own, or accept it with "
-        "platform.allowSharedWithProjectTenants: true in the environment stack (README \"Security\" says what shared tenants reach)",
+        "platform.allowSharedWithProjectTenants: true in the environment stack (docs/security.md \"Shared and project tenants\" says what shared tenants reach)",
     )
 
 

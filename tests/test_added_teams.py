@@ -226,7 +226,7 @@ def test_the_tests_pass_after_adding_teams_as_the_docs_say_and_with_make_team(re
     assert TEAM in entry["stacks"] and "acme-ml-dev-audio" in entry["teamProjects"]
     bumped = yaml.safe_load((project / "policy" / "PulumiPolicy.yaml").read_text())["version"]
     assert bumped != run.version and f"version {run.version} → {bumped}" in run.added
-    assert f"pulumi stack init acme/{TEAM}" in run.added and "Pull request 1, the bootstrap" in run.added
+    assert f"pulumi stack init acme/{TEAM}" in run.added and "One pull request, with Pulumi.team-audio-dev.yaml, bootstrap/Pulumi.ci.yaml" in run.added
 
     code, output = run.wait()
     assert code == 0, output[-6000:]

@@ -231,8 +231,8 @@ PASSWORD = f"{NS}:platformAdminPassword"
 REFUSED = (
     "platformAdminPassword: is no longer read: a Pulumi secret is decrypted by every preview of the stack (dev's run for every "
     "pull request), so it would give every branch the platform's admin login; the program creates the password inside the "
-    "cluster instead, in Secret vcluster-platform-admin-password of namespace vcluster-platform (README \"Security\" says how "
-    "to read it); remove the key: pulumi config rm platformAdminPassword"
+    "cluster instead, in Secret vcluster-platform-admin-password of namespace vcluster-platform "
+    "(docs/deploy.md \"The platform's admin login\" says how to read it); remove the key: pulumi config rm platformAdminPassword"
 )
 
 

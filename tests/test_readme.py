@@ -153,21 +153,23 @@ def test_pulumi_yaml_descriptions_list_exactly_the_model_keys(key):
 
 def test_no_secret_key_has_a_default():
     """The CLI applies a project default to a stack that lacks the key, then refuses a plaintext
-    value of a `secret: true` key, that default included (see config/admin_password.py): such a key
-    would fail every stack that keeps its default."""
+    value of a `secret: true` key, that default included: such a key would fail every stack that
+    keeps its default."""
     both = [k for k, spec in PULUMI_YAML["config"].items() if isinstance(spec, dict) and spec.get("secret") and "default" in spec]
     assert both == []
 
 
 def test_the_admin_password_rules_are_documented_where_users_read_them():
-    from config.admin_password import KEY, MIN_LENGTH
+    """platformAdminPassword is refused (config/platform_access.py); Pulumi.yaml, the reference and
+    the deploy page say so, and no page tells anyone to set it."""
+    from config.platform_access import ADMIN_PASSWORD_SECRET, KEY
 
     description = PULUMI_YAML["config"][KEY]["description"]
-    assert f"a secret of at least {MIN_LENGTH} characters" in description and "--secret" in description
+    assert description.startswith("No longer read, and refused when set (secret or not)") and ADMIN_PASSWORD_SECRET in description
     reference = " ".join(section("Configuration reference").split())
-    assert f"`gpu-platform:{KEY}` (environment stacks)" in reference
-    assert f"it must be a secret (`pulumi config set --secret`; a plain value is refused) of at least {MIN_LENGTH} characters" in reference
-    assert f"--secret {KEY} '<password>'   # optional (≥ {MIN_LENGTH} characters)" in all_text()
+    assert f"`gpu-platform:{KEY}` is no longer read: a stack that sets it, secret or not, is refused" in reference
+    assert f"pulumi config rm {KEY}" in reference.replace("`pulumi config rm ", "pulumi config rm ").replace("` removes", " removes")
+    assert f"set --secret {KEY}" not in all_text() and f"config set {KEY}" not in all_text()
 
 
 def test_tenant_stacks_take_the_same_fields_as_inline_tenants():
@@ -271,13 +273,18 @@ def test_the_exports_are_the_program_outputs(dev_run, tenant_run):
 
 
 def test_the_admin_password_is_read_from_the_secret_the_program_creates(dev_run):
-    from components.vcluster_platform import ADMIN_SECRET
+    """The deploy page reads the Secret the program's command creates, in the namespace it creates
+    it in, with the key the chart reads."""
+    from components.vcluster_platform import ENSURE_ADMIN_PASSWORD
     from config.facts import PLATFORM_NAMESPACE
+    from config.platform_access import ADMIN_PASSWORD_KEY, ADMIN_PASSWORD_SECRET
 
-    secret = dev_run.one("kubernetes:core/v1:Secret", "admin-password")
-    assert (secret.input("metadata", "name"), secret.input("metadata", "namespace")) == (ADMIN_SECRET, PLATFORM_NAMESPACE)
-    command = f"kubectl -n {PLATFORM_NAMESPACE} get secret {ADMIN_SECRET} -o jsonpath='{{.data.password}}' | base64 -d"
-    assert command in section("Deploy an environment")
+    assert dev_run.one("command:local:Command", "admin-password").input("create") == ENSURE_ADMIN_PASSWORD
+    assert f"-n {PLATFORM_NAMESPACE} create secret generic {ADMIN_PASSWORD_SECRET} --from-file={ADMIN_PASSWORD_KEY}=" in ENSURE_ADMIN_PASSWORD
+    values = dev_run.one("kubernetes:helm.sh/v3:Release").input("values")
+    assert values["admin"]["passwordSecretRef"] == {"name": ADMIN_PASSWORD_SECRET, "key": ADMIN_PASSWORD_KEY}
+    command = f"kubectl -n {PLATFORM_NAMESPACE} get secret {ADMIN_PASSWORD_SECRET} -o jsonpath='{{.data.{ADMIN_PASSWORD_KEY}}}' | base64 -d"
+    assert command in section("The platform's admin login")
     assert "stack output platformAdminPassword" not in all_text().replace("`pulumi stack output platformAdminPassword`", "")
 
 

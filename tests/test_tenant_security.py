@@ -38,7 +38,7 @@ def test_shared_beside_project_tenants_is_refused_without_the_override(stack_val
         "tenants[0].isolation: shared is not allowed beside tenants of the other kind in environment dev: vision (stack team-vision-dev "
         "(Pulumi.team-vision-dev.yaml)) has a project of its own, and a shared tenant's node identity reads every VM of project acme-ml-dev "
         "(other shared teams' join data, the host cluster's nodes, which run every tenant's control plane); give every tenant a project of "
-        "its own, or accept it with platform.allowSharedWithProjectTenants: true in the environment stack (README \"Security\" says what "
+        "its own, or accept it with platform.allowSharedWithProjectTenants: true in the environment stack (docs/security.md \"Shared and project tenants\" says what "
         "shared tenants reach)"
     )
 

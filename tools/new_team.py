@@ -7,7 +7,7 @@ It writes Pulumi.team-<name>-<env>.yaml (a free /22 of the environment unless CI
 team's GPU pool and project), lists the stack, and an existing project, for CI in bootstrap/Pulumi.ci.yaml (the
 environment's `stacks` and `teamProjects`), regenerates policy/program_data.json (make policy-data)
 and bumps the pack's version when that changed (a published version is immutable), then prints the
-next steps: the pull requests and who approves them.
+next steps: the pull request, who approves it and what an administrator runs before it merges.
 
 Everything is checked before anything is written, as `make test` would: the name, the environment,
 the GPU and the new stack against its environment and every other tenant (load_stack, the
@@ -316,7 +316,7 @@ def next_steps(team: NewTeam, changed: list[str]) -> str:
         if team.environment == "prod"
         else f"up-{team.environment} deploys it after {team.environment}"
     )
-    policy_files = [line.split(":", 1)[0] for line in changed[2:]]
+    files = [line.split(":", 1)[0] for line in changed]
     return "\n".join(
         [
             f"Added team {team.name} to environment {team.environment}:",
@@ -325,13 +325,14 @@ def next_steps(team: NewTeam, changed: list[str]) -> str:
             "",
             "Next steps:",
             f"  1. make test && make plan STACK={team.stack}",
-            f"  2. Pull request 1, the bootstrap: {', '.join([str(BOOTSTRAP_STACK), *policy_files])}. A platform admin",
-            "     reviews and approves it (main needs one approving review); after its merge the admin runs:",
+            f"  2. One pull request, with {', '.join(files)}. A platform admin reviews and approves it (main needs one",
+            "     approving review; the pack's data records the team's accounts, project and settings). Before it",
+            "     merges, the admin runs, from its head:",
             f"       pulumi stack init {team.organization}/{team.stack}",
             "       pulumi policy publish policy",
             "       cd bootstrap && pulumi up",
-            f"  3. Pull request 2, the team's stack file {stack_file(Path('.'), team.stack).name}: CI previews it; a reviewer",
-            f"     approves it; after its merge {deploy}.",
+            "     and re-runs its preview, which passes once the published pack records the stack.",
+            f"  3. Then, after its merge {deploy}.",
         ]
     )
 

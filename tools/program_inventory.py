@@ -7,6 +7,8 @@ command another change adds flows in with `make policy-data` (a test fails until
 
 from __future__ import annotations
 
+import copy
+import functools
 import json
 import re
 from typing import Any, Iterable
@@ -113,9 +115,17 @@ def instance_charts(runs: Iterable[ProgramRun]) -> list[dict[str, str]]:
     return [{"name": n, "repository": repo} for n, repo in sorted(found)]
 
 
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def _objects(r: Registration) -> list[dict[str, Any]]:
-    text = r.input("spec", "template", "objects") or ""
-    return [d for d in yaml.safe_load_all(text) if d]
+    """The instance's in-tenant objects, parsed once per text (every reader here walks them all)."""
+    return copy.deepcopy(_parsed(r.input("spec", "template", "objects") or ""))
+
+
+@functools.lru_cache(maxsize=256)
+def _parsed(text: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.load_all(text, Loader=_LOADER) if d]  # noqa: S506 - a safe loader
 
 
 def tenant_objects(runs: Iterable[ProgramRun]) -> list[list[str]]:

@@ -1,0 +1,198 @@
+"""docs/security.md against the code: each row of its threat table and each list of its sections
+is what the program registers (the shipped stacks' runs), what the pack's data records, or what the
+bootstrap grants; what the page marks **upstream** names its source. The rest of the page's claims
+are the subjects of the tests named beside them here (the isolation, platform-access, tenant-security
+and guardrail tests)."""
+
+from __future__ import annotations
+
+import re
+
+import policies as P
+import yaml
+
+from components import watchdog_documents as watchdog
+from components.monitoring_documents import MONITORING_NAMESPACE
+from components.tenant_pod_security import FEATURE_NAMESPACES, PRIVILEGED_NAMESPACES
+from config import yaml_io
+from config.tenant_security import ControlPlaneMaximum
+from docs_support import page, section
+from policy.vcluster_reader import host_access
+from tools.policy_data import BOOTSTRAP_ROLES
+
+VCI = "kubernetes:management.loft.sh/v1:VirtualClusterInstance"
+SA_MEMBER = "gcp:serviceaccount/iAMMember:IAMMember"
+
+
+def words(text: str) -> str:
+    return " ".join(text.split())
+
+
+def row(actor: str) -> str:
+    """The threat table's row whose actor cell starts with `actor`, on one line."""
+    [found] = [line for line in section("Who can reach what").splitlines() if line.startswith(f"| {actor}")]
+    return found
+
+
+def tenant_documents(run, tenant: str) -> list[dict]:
+    return [d for d in yaml.safe_load_all(run.one(VCI, tenant).input("spec", "template", "objects")) if d]
+
+
+def by_kind(documents: list[dict], kind: str) -> list[dict]:
+    return [d for d in documents if d["kind"] == kind]
+
+
+# --- Pod Security ---------------------------------------------------------------------------------------
+
+
+def test_the_exempt_namespaces_are_the_programs():
+    table = re.findall(r"^\| `([a-z-]+)` \| (.+?) \| (always|only where .+?) \|$", section("Pod Security"), flags=re.M)
+    assert [name for name, _, _ in table] == list(PRIVILEGED_NAMESPACES)
+    for name, _, when in table:
+        assert (when == "always") == (name not in FEATURE_NAMESPACES), name
+    assert FEATURE_NAMESPACES == {MONITORING_NAMESPACE: "monitoring"}
+    assert "the GPU watchdog's namespace `gpu-platform-system` enforces `restricted`" in words(section("Pod Security"))
+
+
+def test_the_watchdogs_namespace_needs_no_exemption(dev_run):
+    [namespace] = [d for d in tenant_documents(dev_run, "nlp") if d["kind"] == "Namespace" and d["metadata"]["name"] == watchdog.NAMESPACE]
+    assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+    assert watchdog.NAMESPACE not in PRIVILEGED_NAMESPACES
+
+
+# --- The threat table, row by row ---------------------------------------------------------------------
+
+
+def test_the_collector_row_is_the_collectors_reach(dev_run):
+    documents = tenant_documents(dev_run, "nlp")  # monitoring is on in dev
+    [collector] = [d for d in by_kind(documents, "DaemonSet") if d["metadata"]["name"] == "gpu-metrics-collector"]
+    access = host_access(collector)
+    assert (access["hostNetwork"], access["hostPID"], access["hostIPC"], access["hostPaths"]) == (True, False, False, [])
+    assert all(not c["securityContext"].get("privileged") and not c["securityContext"].get("capabilities", {}).get("add") for c in access["containers"])
+    bound = {b["metadata"]["namespace"] for b in by_kind(documents, "RoleBinding") if b["subjects"][0]["name"] == access["serviceAccountName"]}
+    rules = {(r["metadata"]["namespace"], str(r["rules"])) for r in by_kind(documents, "Role") if r["metadata"]["namespace"] in bound}
+    assert bound == {"gpu-operator", MONITORING_NAMESPACE}
+    assert {rule for _, rule in rules} == {str([{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}])}
+    text = row("the GPU metrics collector")
+    assert "`get`, `list` and `watch` pods in `gpu-operator` and `gpu-platform-monitoring`" in text and "`hostNetwork`" in text
+    # Nothing wider: the collector's cluster-wide rights are none.
+    assert not [b for b in by_kind(documents, "ClusterRoleBinding") if b["subjects"][0]["name"] == access["serviceAccountName"]]
+
+
+def test_the_kube_state_metrics_row(dev_run):
+    documents = tenant_documents(dev_run, "nlp")
+    [role] = [r for r in by_kind(documents, "ClusterRole") if "kube-state-metrics" in r["metadata"]["name"]]
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["nodes", "pods"], "verbs": ["list", "watch"]}]
+    [deployment] = [d for d in by_kind(documents, "Deployment") if d["metadata"]["name"] == "kube-state-metrics"]
+    assert host_access(deployment)["hostNetwork"] is False
+    assert "`list` and `watch` nodes and pods of the team's virtual cluster" in row("the team's kube-state-metrics")
+
+
+def test_the_watchdog_row_is_the_watchdogs_rbac(dev_run):
+    assert watchdog.CLUSTER_RULES == (
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list"]},
+        {"apiGroups": ["karpenter.sh"], "resources": ["nodeclaims"], "verbs": ["list", "delete"]},
+    )
+    assert watchdog.EVENT_RULES == ({"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},)
+    [deployment] = [d for d in by_kind(tenant_documents(dev_run, "nlp"), "Deployment") if d["metadata"]["name"] == watchdog.NAME]
+    assert host_access(deployment)["hostNetwork"] is False
+    text = row("the team's GPU watchdog")
+    assert "`list` its Nodes, `list` and `delete` its Karpenter NodeClaims" in text and "`create` Events in `default`" in text
+
+
+def test_only_the_collector_has_host_access_among_the_programs_workloads():
+    """What tenant-objects-by-design allows, per workload: the data the pack judges by."""
+    workloads = {tuple(w["object"])[3]: w["hostAccess"] for w in P.INVENTORY[P.PROGRAM_PROJECT]["tenantWorkloads"]}
+    networked = sorted(name for name, profiles in workloads.items() if any(p["hostNetwork"] for p in profiles))
+    assert networked == ["gpu-metrics-collector"]
+    assert all(not p["hostPaths"] and not p["hostPID"] for profiles in workloads.values() for p in profiles)
+
+
+def test_the_backup_row_every_plan_names_its_own_cluster_and_namespace(runs):
+    for stack, run in runs.items():
+        record = P.STACKS[stack]
+        namespaces = {t["hostNamespace"] for t in record["tenants"].values()}
+        plans = [*run.of_type("gcp:gkebackup/backupPlan:BackupPlan"), *run.of_type("gcp:gkebackup/restorePlan:RestorePlan")]
+        assert plans, stack
+        for plan in plans:
+            config = plan.input("backupConfig") or plan.input("restoreConfig")
+            assert plan.input("cluster") == record["hostCluster"] and config["selectedNamespaces"]["namespaces"][0] in namespaces
+            assert "vcluster-platform" not in config["selectedNamespaces"]["namespaces"]
+        for restore in run.of_type("gcp:gkebackup/restorePlan:RestorePlan"):
+            assert restore.input("restoreConfig")["clusterResourceRestoreScope"] == {"noGroupKinds": True}
+    roles = yaml_io.load(BOOTSTRAP_ROLES.read_text())["identities"]
+    holders = sorted(name for name, spec in roles.items() if any(e["role"] == "roles/gkebackup.admin" for e in spec.get("project") or []))
+    assert holders == ["deploy"]
+    assert "`roles/gkebackup.admin` (the environment's deployer)" in row("the Backup for GKE agent")
+
+
+def test_the_platform_acts_as_every_teams_node_identity_and_no_other_account(runs):
+    """actAs by design: serviceAccountUser for the platform on each tenant's node account, nowhere else."""
+    for stack, run in runs.items():
+        record = P.STACKS[stack]
+        platform = f"serviceAccount:{record['platformServiceAccount']}"
+        targets = sorted(
+            r.input("serviceAccountId").rsplit("/", 1)[-1]
+            for r in run.of_type(SA_MEMBER)
+            if r.input("member") == platform and r.input("role") == "roles/iam.serviceAccountUser"
+        )
+        assert targets == sorted(t["nodeServiceAccount"] for t in record["tenants"].values()), stack
+        project_grants = [r for r in run.of_type("gcp:projects/iAMMember:IAMMember") if r.input("member") == platform]
+        assert all("serviceAccount" not in r.input("role") for r in project_grants)
+    assert "act as **every** team's node identity" in row("the platform pod, compromised")
+    assert "actAs on every team's node identity, by design." in section("The platform's identity")
+
+
+# --- What a preview identity can read -------------------------------------------------------------------
+
+
+def test_the_preview_identity_reads_what_the_page_says_and_no_secret():
+    identities = yaml_io.load(BOOTSTRAP_ROLES.read_text())["identities"]
+    preview = [e["role"] for e in identities["preview"]["project"]]
+    text = words(section("What a preview identity can read"))
+    for role in preview:
+        assert f"`{role}`" in text or role.startswith("roles/iam."), role
+    assert not any(r.startswith("custom:") for r in preview)
+    assert any(e["role"] == "custom:clusterSecretsReader" for e in identities["drift"]["project"])
+    assert "never the custom role that reads cluster Secrets (only the drift check's identity holds it" in text
+
+
+def test_no_admin_password_is_anywhere_a_preview_reads(runs):
+    """No config key, Pulumi secret, output or Pulumi-managed Secret holds it (more in tests/test_platform_access.py)."""
+    for run in runs.values():
+        assert not run.of_type("random:index/randomPassword:RandomPassword")
+        assert [r.input("metadata", "name") for r in run.of_type("kubernetes:core/v1:Secret") if "admin" in str(r.input("metadata", "name"))] == []
+        assert "platformAdminPassword" not in run.outputs
+    assert "It cannot read the **platform's admin password**" in section("What a preview identity can read")
+
+
+# --- Control planes, shared and project tenants ----------------------------------------------------------
+
+
+def test_the_control_plane_maximum_is_the_default_the_page_gives():
+    assert (ControlPlaneMaximum().cpu, ControlPlaneMaximum().memory) == ("4", "8Gi")
+    assert "(default 4 CPUs, 8Gi)" in words(section("Joins and the host cluster"))
+
+
+def test_dev_as_shipped_accepts_shared_beside_project_tenants_as_the_page_says():
+    record = P.STACKS["dev"]
+    kinds = {t["isolation"] for s in P.STACKS.values() if s["environmentStack"] == "dev" for t in s["tenants"].values()}
+    assert record["allowSharedWithProjectTenants"] is True and kinds == {"shared", "project"}
+    assert "dev as shipped does, for its two shared tenants beside `team-vision-dev`" in words(section("Shared and project tenants"))
+
+
+# --- The page's own rules --------------------------------------------------------------------------------
+
+
+def test_every_upstream_property_names_its_source():
+    text = page("docs/security.md")
+    marks = [m.start() for m in re.finditer(r"\*\*upstream\*\*", text)]
+    assert len(marks) >= 8
+    for start in marks:
+        after = text[start : start + 400]
+        assert re.search(r"https://|tag v\d|commit\s+[0-9a-f]{40}|_docs/version-\d", after), after
+
+
+def test_every_policy_the_page_names_is_in_the_pack():
+    named = set(re.findall(r"`([a-z0-9]+(?:-[a-z0-9]+)*-(?:by-design|resources|prod|per-project))`", page("docs/security.md")))
+    assert named and sorted(named - {p.name for p in P.POLICIES}) == []
