@@ -248,7 +248,7 @@ def test_a_node_pool_without_its_dedicated_account_is_rejected(runs, account):
         props["nodeConfig"].pop("serviceAccount")
     message = only(rejected(args_of(run, reg, props=props)), P.node_pool_service_account)
     assert message.startswith("gke-system (node pool 'system' of cluster ")
-    assert message.endswith(f"is not allowed; allowed: the host nodes' own account 'gpu-dev-nodes@acme-ml-dev.iam.gserviceaccount.com'")
+    assert message.endswith("is not allowed; allowed: the host nodes' own account 'gpu-dev-nodes@acme-ml-dev.iam.gserviceaccount.com'")
 
 
 def test_tenant_objects_beyond_the_programs_are_rejected(runs):
@@ -419,9 +419,13 @@ def test_a_firewall_split_open_is_rejected_but_googles_ranges_are_not(runs):
 
 
 def test_the_platform_ingress_ranges_and_a_control_plane_are_judged_too(runs):
+    from components.vcluster_platform import SOURCE_RANGE_ANNOTATION
+    from guardrails import public_ranges
+
+    assert public_ranges.SOURCE_RANGE_ANNOTATION == SOURCE_RANGE_ANNOTATION  # the pack reads the annotation the program writes
     run, reg = one(runs, "prod", RELEASE)
     props = copy.deepcopy(reg.plain_inputs)
-    props["values"]["ingress"] = {"annotations": {"nginx.ingress.kubernetes.io/whitelist-source-range": "0.0.0.0/1,128.0.0.0/1"}}
+    props["values"]["ingress"] = {"annotations": {SOURCE_RANGE_ANNOTATION: "0.0.0.0/1,128.0.0.0/1"}}
     [message] = [m for _, m in reports(P.public_ranges_prod, args_of(run, reg, props=props))]
     assert message.startswith("platform-release (chart 'vcluster-platform'): values.ingress.annotations['nginx.ingress.kubernetes.io/whitelist-source-range']")
     run, reg = one(runs, "prod", VCI)

@@ -15,15 +15,10 @@ from components.tenant_pod_security import ENFORCE_LABEL, POLICY_NAME, PRIVILEGE
 from config.errors import ConfigError
 from config.stack import load_stack
 from shipped_stacks import SHIPPED_DIR, run_shipped
+from test_config_validation import problems  # the stack's problems, as the program reports them
 
 NS = "gpu-platform"
 VCI = "kubernetes:management.loft.sh/v1:VirtualClusterInstance"
-
-
-def problems(values: dict, stack: str = "dev") -> list[str]:
-    with pytest.raises(ConfigError) as caught:
-        load_stack(values, stack=stack, project_dir=SHIPPED_DIR)
-    return [str(p) for p in caught.value.problems]
 
 
 # --- Shared tenants ---------------------------------------------------------------------------------
