@@ -24,19 +24,21 @@ GPU_TAINT = {"key": GPU_RESOURCE, "value": "present", "effect": "NoSchedule"}
 POOL_LABEL = props.PREFIX + "pool"
 GPU_LABEL = props.PREFIX + "gpu"
 # vCluster upgrades private nodes in place when the control plane's Kubernetes version moves
-# (`privateNodes.autoUpgrade`, on by default: it cordons the node, replaces kubeadm, containerd and
-# the kubelet, restarts them, uncordons), and skips a node labelled so (vcluster-docs
-# vcluster/deploy/worker-nodes/private-nodes/manage.mdx, version-0.36.0, "Use automatic upgrades").
-# GPU nodes carry it: a training job gets no say before an in-place upgrade restarts its node's
-# runtime, while a GPU node is short-lived anyway (removed once empty), so GPU nodes are upgraded by
-# replacement: a node keeps the version it joined with, its successors join at the control plane's.
-# The system pool, which runs no training jobs, is upgraded in place, one node at a time.
+# (`privateNodes.autoUpgrade`, on by default: cordon, replace kubeadm, containerd and the kubelet,
+# restart them, uncordon) and skips a node labelled SKIP_AUTO_UPGRADE_LABEL (vcluster-docs
+# vcluster_versioned_docs/version-0.36.0/deploy/worker-nodes/private-nodes/manage.mdx, "Use
+# automatic upgrades"; loft-sh/vcluster at tag v0.36.1 only stubs the upgrade, pkg/pro/privatenodes.go).
+# Every GPU node carries it, warm ones too: restarting its runtime kills the training job it runs.
+# GPU nodes are replaced instead, the new node joining at the control plane's version: a dynamic
+# pool's once empty, a static pool's once an operator deletes it, since the pool is then one short
+# of `quantity` and gets a new NodeClaim (loft-sh/vcluster config/config.go at tag v0.36.1,
+# `StaticNodePool.Quantity`, "the number of desired nodes"; vcluster-docs version-0.36.0
+# _fragments/deploy/auto-nodes-scheduling.mdx), and a deleted node takes its NodeClaim with it
+# (kubernetes-sigs/karpenter tag v1.14.1, pkg/controllers/node/termination/controller.go). The
+# system pool, which runs no training jobs, is upgraded in place, one node at a time.
 SKIP_AUTO_UPGRADE_LABEL = "vcluster.loft.sh/skip-auto-upgrade"
 AUTO_UPGRADE = {"enabled": True, "concurrency": 1}
-# On a pool's warm nodes (its static pool), beside the pool's own labels. Warm nodes do not carry
-# SKIP_AUTO_UPGRADE_LABEL: nothing replaces them (a static pool keeps its nodes), so skipping would
-# leave them on their first version for good; they are upgraded in place, one node at a time, like
-# the system pool (docs/reliability.md says so).
+# On a pool's warm nodes (its static pool), beside the pool's own labels.
 WARM_LABEL = props.PREFIX + "warm"
 
 
@@ -112,13 +114,6 @@ def kubelet_config(shutdown_grace_period: str, critical_pods_grace_period: str) 
     }
 
 
-def upgrade_policy(plan) -> str:
-    """How a pool's nodes get a new Kubernetes version (SKIP_AUTO_UPGRADE_LABEL), for the plan."""
-    if plan.gpu:
-        return "replaced: never upgraded in place; new nodes join at the control plane's version"
-    return f"in place by vCluster, {AUTO_UPGRADE['concurrency']} node at a time"
-
-
 def _pool(plan) -> dict[str, Any]:
     labels = {POOL_LABEL: plan.name, **({GPU_LABEL: plan.gpu, SKIP_AUTO_UPGRADE_LABEL: "true"} if plan.gpu else {})}
     pool: dict[str, Any] = {
@@ -143,7 +138,7 @@ def _warm_pool(plan) -> dict[str, Any]:
     return {
         "name": f"{plan.name}-warm",
         "nodeTypeSelector": plan.warm_selector,
-        "nodeLabels": {POOL_LABEL: plan.name, GPU_LABEL: plan.gpu, WARM_LABEL: "true"},
+        "nodeLabels": {POOL_LABEL: plan.name, GPU_LABEL: plan.gpu, SKIP_AUTO_UPGRADE_LABEL: "true", WARM_LABEL: "true"},
         "taints": [dict(GPU_TAINT)],
         "terminationGracePeriod": plan.termination_grace_period,
         "quantity": plan.warm_nodes,

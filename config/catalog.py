@@ -163,11 +163,22 @@ def allocatable(vcpus: int, memory_gb: float) -> tuple[int, int]:
 # (upper bound of the tier, share reserved within it)
 _CPU_RESERVE_TIERS = ((1, 0.06), (2, 0.01), (4, 0.005), (math.inf, 0.0025))
 _MEMORY_RESERVE_TIERS = ((4, 0.25), (8, 0.20), (16, 0.10), (128, 0.06), (math.inf, 0.02))
-# The kubelet's default hard eviction thresholds (KubeletConfiguration v1beta1 `evictionHard`,
-# kubernetes/kubelet config/v1beta1/types.go at v0.36.1, the Kubernetes 1.36 of vcluster 0.36.1's
-# default distro), written out in full: with `mergeDefaultEvictionSettings` false (its default)
-# "other signals that are not specified in this configuration will be set to 0".
-EVICTION_HARD = {"memory.available": "100Mi", "nodefs.available": "10%", "nodefs.inodesFree": "5%", "imagefs.available": "15%"}
+# The kubelet's default hard eviction thresholds, all of them, for Kubernetes 1.36 (the kubelet of
+# vcluster 0.36.1's default distro, v1.36.0): kubernetes/kubernetes tag v1.36.0,
+# pkg/kubelet/eviction/defaults_linux.go `DefaultEvictionHard` (imagefs.inodesFree since v1.30,
+# kubernetes/kubernetes pull 121834; the field's doc comment, kubernetes/kubelet tag v0.36.0
+# config/v1beta1/types.go, still lists the other four). Written out in full because an explicit
+# map replaces the defaults: the kubelet fills `evictionHard` with them only when it is absent, or
+# signal by signal when `mergeDefaultEvictionSettings` is true, false by default
+# (kubernetes/kubernetes tag v1.36.0 cmd/kubelet/app/server.go `loadConfigFile`; types.go: "other
+# signals that are not specified in this configuration will be set to 0").
+EVICTION_HARD = {
+    "memory.available": "100Mi",
+    "nodefs.available": "10%",
+    "nodefs.inodesFree": "5%",
+    "imagefs.available": "15%",
+    "imagefs.inodesFree": "5%",
+}
 EVICTION_THRESHOLD_MI = 100  # EVICTION_HARD["memory.available"]
 
 

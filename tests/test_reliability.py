@@ -12,7 +12,7 @@ import pulumi
 import pytest
 import yaml
 
-from components.vcluster_values import SKIP_AUTO_UPGRADE_LABEL, VClusterValues
+from components.vcluster_values import SKIP_AUTO_UPGRADE_LABEL, VClusterValues, kubelet_config
 from config import node_properties as props
 from config.catalog import EVICTION_HARD, EVICTION_THRESHOLD_MI, allocatable, reserve
 from config.errors import ConfigError
@@ -54,7 +54,7 @@ def test_every_node_shuts_down_gracefully_within_compute_engines_notice(request,
     assert kubelet == {
         "shutdownGracePeriod": grace,
         "shutdownGracePeriodCriticalPods": "10s",
-        "evictionHard": {"memory.available": "100Mi", "nodefs.available": "10%", "nodefs.inodesFree": "5%", "imagefs.available": "15%"},
+        "evictionHard": {"memory.available": "100Mi", "nodefs.available": "10%", "nodefs.inodesFree": "5%", "imagefs.available": "15%", "imagefs.inodesFree": "5%"},
     }
     # Checked with the kubelet's own field types (our record of KubeletConfiguration v1beta1) and
     # the chart's schema (privateNodes.kubelet.config).
@@ -66,12 +66,19 @@ def test_every_node_shuts_down_gracefully_within_compute_engines_notice(request,
 
 def test_the_kubelet_record_rejects_what_the_kubelet_rejects():
     validator = jsonschema.Draft202012Validator(KUBELET_SCHEMA)
-    for bad in ({"shutdownGracePeriod": 30}, {"shutdownGracePeriod": "30 seconds"}, {"evictionHard": {"memory.available": "100Mi"}}, {"shutdownGracePeriodSecs": "30s"}):
+    for bad in ({"shutdownGracePeriod": 30}, {"shutdownGracePeriod": "30 seconds"}, {"evictionHard": {"memory.available": 100}}, {"shutdownGracePeriodSecs": "30s"}):
         assert list(validator.iter_errors(bad)), bad
 
 
-def test_the_eviction_thresholds_are_the_kubelets_documented_defaults():
-    assert EVICTION_HARD == KUBELET_SCHEMA["x-evictionHardDefault"]
+def test_the_eviction_thresholds_are_every_one_of_the_kubelets_defaults():
+    """An explicit evictionHard replaces the kubelet's defaults (mergeDefaultEvictionSettings is
+    false by default), so ours must hold every default signal, each at its default: a signal left
+    out would have no threshold at all. The recorded set is Kubernetes v1.36.0's on Linux."""
+    defaults = KUBELET_SCHEMA["x-evictionHardDefault"]
+    assert EVICTION_HARD == defaults
+    assert "imagefs.inodesFree" in defaults and len(defaults) == 5
+    assert "mergeDefaultEvictionSettings" not in kubelet_config("30s", "10s")
+    assert [e.message for e in jsonschema.Draft202012Validator(KUBELET_SCHEMA).iter_errors({"evictionHard": EVICTION_HARD})] == []
     assert EVICTION_THRESHOLD_MI == 100 and EVICTION_HARD["memory.available"] == "100Mi"
 
 

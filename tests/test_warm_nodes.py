@@ -17,7 +17,7 @@ import yaml
 from pulumi_policy import StackValidationPolicy
 from policy_support import args_of, violations
 
-from components.vcluster_values import GPU_TAINT, POOL_LABEL, WARM_LABEL, VClusterValues
+from components.vcluster_values import GPU_TAINT, POOL_LABEL, SKIP_AUTO_UPGRADE_LABEL, WARM_LABEL, VClusterValues
 from config import node_properties as props
 from config.errors import ConfigError
 from config.prices import PRICES_HOURS_PER_MONTH
@@ -52,9 +52,9 @@ def test_one_warm_node_renders_one_static_pool_of_the_cheapest_shape(warm_run, w
     assert static.selected(props.ACCELERATOR) == ["nvidia-l4"] and static.selected(props.ACCELERATOR_COUNT) == ["1"]
     assert static.selected(props.INSTANCE_TYPE) == [cheapest.machine_type] == ["g2-standard-4"]
     assert static.selected(props.CAPACITY_TYPE) == [props.ON_DEMAND]
-    # No skip-auto-upgrade label: nothing replaces a static pool's nodes, so they upgrade in place
-    # (components/vcluster_values.py WARM_LABEL, docs/reliability.md "Upgrades").
-    assert static.spec["nodeLabels"] == {POOL_LABEL: "l4-1x", "gpu-platform/gpu": "nvidia-l4", WARM_LABEL: "true"}
+    # Never upgraded in place under a training job, like the pool's on-demand nodes: a warm node is
+    # rolled by deleting it, and the static pool replaces it (docs/reliability.md "Upgrades").
+    assert static.spec["nodeLabels"] == {POOL_LABEL: "l4-1x", "gpu-platform/gpu": "nvidia-l4", SKIP_AUTO_UPGRADE_LABEL: "true", WARM_LABEL: "true"}
     assert static.taints == [GPU_TAINT]
     assert static.spec["terminationGracePeriod"] == "30m"
     assert static.gpu_limit == 1
@@ -103,6 +103,21 @@ def test_the_plan_shows_warm_nodes_their_cost_and_where_the_first_gpu_comes_from
     assert pools["l4-1x"]["warmMachineTypes"] == ["g2-standard-4"]
     assert pools["l4-1x"]["warmUsdPerMonth"] == pytest.approx(price * PRICES_HOURS_PER_MONTH, abs=1e-3)
     assert pools["system"]["firstGpu"] is None
+
+
+def test_the_plan_says_warm_nodes_are_replaced_when_deleted_never_upgraded_in_place(warm_plan):
+    """The plan's upgrade line covers the static pool too, read from its rendered labels."""
+    [nlp] = [t for t in summary(warm_plan)["tenants"] if t["name"] == "nlp"]
+    assert nlp["reliability"]["pools"] == [
+        {"pool": "l4-1x", "upgrade": "replaced, never upgraded in place", "gpuTimeoutSeconds": 600},
+        {"pool": "system", "upgrade": "upgraded in place by vCluster, 1 node at a time", "gpuTimeoutSeconds": None},
+        {"pool": "l4-1x-warm", "upgrade": "replaced when deleted, never upgraded in place", "gpuTimeoutSeconds": 600},
+    ]
+    assert (
+        "upgrades: l4-1x: replaced, never upgraded in place, removed after 600 s without its GPUs; "
+        "system: upgraded in place by vCluster, 1 node at a time; "
+        "l4-1x-warm: replaced when deleted, never upgraded in place, removed after 600 s without its GPUs\n"
+    ) in render_text(warm_plan)
 
 
 def test_warm_nodes_are_always_on_cost(warm_plan):
@@ -190,3 +205,16 @@ def test_the_gpu_nodes_page_quotes_the_plans_warm_node(warm_plan):
         f"{price * PRICES_HOURS_PER_MONTH:,.2f} USD/month at list prices, an estimate"
     ) in text
     assert "`warm` or `on demand`" in text and "spotWarmNodes: true" in text
+
+
+def test_the_upgrades_section_rolls_warm_nodes_by_what_the_static_pool_renders(warm_run):
+    """docs/reliability.md "Upgrades": its commands select warm nodes by the label the static pool
+    gives them, and the drain bound it names is a setting the static pool has."""
+    from docs_support import section
+
+    text = " ".join(section("Upgrades").split())
+    [static] = list(nlp_values(warm_run).static_pools())
+    assert f"kubectl get nodes -l {WARM_LABEL}=true -L {POOL_LABEL}" in text
+    assert static.spec["nodeLabels"][WARM_LABEL] == "true" and static.spec["nodeLabels"][SKIP_AUTO_UPGRADE_LABEL] == "true"
+    assert "kubectl delete nodeclaim <claim>" in text and "kubectl delete node <node>" in text
+    assert "at most the pool's `terminationGracePeriod`" in text and "terminationGracePeriod" in static.spec

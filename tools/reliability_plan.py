@@ -10,10 +10,15 @@ from typing import Any
 
 import yaml
 
-from components.vcluster_values import SKIP_AUTO_UPGRADE_LABEL, VClusterValues
+from components.vcluster_values import POOL_LABEL, SKIP_AUTO_UPGRADE_LABEL, VClusterValues
+from policy.vcluster_reader import STATIC, Pool
 
 BACKUP_PLAN = "gcp:gkebackup/backupPlan:BackupPlan"
+# How each pool's nodes get a new Kubernetes version (components/vcluster_values.py
+# SKIP_AUTO_UPGRADE_LABEL): a dynamic GPU pool's node is replaced once empty, a static (warm) pool's
+# once someone deletes it (docs/reliability.md "Upgrades").
 REPLACED = "replaced, never upgraded in place"
+REPLACED_WHEN_DELETED = "replaced when deleted, never upgraded in place"
 IN_PLACE = "upgraded in place by vCluster"
 
 
@@ -25,10 +30,11 @@ def tenant_fields(plan: Any, report: Any) -> dict[str, Any]:
     pools = [
         {
             "pool": pool.name,
-            "upgrade": REPLACED if pool.node_labels.get(SKIP_AUTO_UPGRADE_LABEL) == "true" else f"{IN_PLACE}, {concurrency} node at a time",
-            "gpuTimeoutSeconds": limits.get(pool.name) if pool.is_gpu else None,
+            "upgrade": _upgrade(pool, concurrency),
+            # The watchdog knows a node's pool by its label, which a pool's warm nodes share.
+            "gpuTimeoutSeconds": limits.get(pool.node_labels.get(POOL_LABEL, pool.name)) if pool.is_gpu else None,
         }
-        for pool in values.dynamic_pools()
+        for pool in values.pools()
     ]
     backup = next((r for r in plan.run.of_type(BACKUP_PLAN) if r.input("name") == f"{plan.loaded.facts.environment}-{report.name}"), None)
     return {
@@ -66,6 +72,12 @@ def tenant_lines(plan: Any, report: Any) -> list[str]:
         f"before a VM powers off; upgrades: {pools}",
         backup,
     ]
+
+
+def _upgrade(pool: Pool, concurrency: int) -> str:
+    if pool.node_labels.get(SKIP_AUTO_UPGRADE_LABEL) != "true":
+        return f"{IN_PLACE}, {concurrency} node at a time"
+    return REPLACED_WHEN_DELETED if pool.kind == STATIC else REPLACED
 
 
 def _watchdog_limits(objects: str | None) -> dict[str, int]:
