@@ -24,12 +24,11 @@ from config import node_properties as props
 from config.catalog import BUILTIN, GUEST, load_catalog
 from config.stack import load_stack
 from config.stack_files import read_stack_values
-from boothook_support import DROPIN_DIR_LINE, Node
+from node_boot_support import DROPIN_DIR_LINE, FABRIC_MANAGER_DROPIN, PATH_UNIT, PULL_SCRIPT, SERVICE_UNIT, Node, images_of
 from components.tenant_documents import gpu_operator_images_annotation, operator_values
 from components.tenant_vcluster import GPU_OPERATOR_IMAGES_ANNOTATION
 from config.tenant import GpuOperator
 from gpu_operator_chart import gpu_node_images
-from prefetch_support import PATH_UNIT, PULL_SCRIPT, SERVICE_UNIT, PrefetchNode, images_of
 from hcl_support import VARIABLE_TF, blocks, evaluate, expr, failures, label, parse, precondition, require_tofu, run, unquote
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -691,7 +690,7 @@ def test_user_data_that_only_mentions_mime_further_down_stays_text(evaluated):
     assert platform.get_content_type() == "text/plain" and platform.get_payload() == MIME_MENTIONED
 
 
-# --- the boothook on a node (tests/boothook_support.py: fake iptables, scratch drop-in dir) -------
+# --- the boothook on a node (tests/node_boot_support.py: fake iptables, scratch drop-in dir) -----
 
 RAW_JUMP = "-d 169.254.169.254/32 -j GPU-PLATFORM-METADATA"
 METADATA_CHAIN = ["-p udp --dport 53 -j RETURN", "-p tcp --dport 53 -j RETURN", "-j DROP"]
@@ -723,13 +722,13 @@ def test_the_kubelets_gate_runs_the_same_installer(boothook, tmp_path):
     boot = node.boot(boothook)
     installer = node.installer_dir / "conceal-metadata"
     assert installer.read_text() == (tmp_path / "boothook").read_text()  # the boothook itself, byte for byte
-    assert boot.dropin.splitlines() == [
+    assert node.dropin().splitlines() == [
         "[Unit]",
         "After=cloud-init.service cloud-init-network.service",
         "[Service]",
         f"ExecStartPre=/bin/sh {installer} gate",
     ]
-    assert node.kubelet_may_start(boot.dropin)
+    assert node.kubelet_may_start(node.dropin())
 
 
 def test_the_gate_puts_back_a_lost_rule_before_the_kubelet_starts(boothook, tmp_path):
@@ -746,7 +745,7 @@ def test_the_gate_puts_back_a_lost_rule_before_the_kubelet_starts(boothook, tmp_
         tables = json.loads(json.dumps(boot.tables))
         tables[table][chain].remove(rule)
         node.state.write_text(json.dumps(tables))
-        assert node.kubelet_may_start(boot.dropin), (table, chain, rule)
+        assert node.kubelet_may_start(node.dropin()), (table, chain, rule)
         assert json.loads(node.state.read_text()) == boot.tables, (table, chain, rule)  # every rule back, none twice
         assert not any("poweroff" in c for c in node.calls.read_text().splitlines())
 
@@ -754,11 +753,11 @@ def test_the_gate_puts_back_a_lost_rule_before_the_kubelet_starts(boothook, tmp_
 def test_the_gate_leaves_intact_rules_alone_and_repairs_a_flushed_node(boothook, tmp_path):
     node = Node(tmp_path)
     boot = node.boot(boothook)
-    assert node.kubelet_may_start(boot.dropin)
+    assert node.kubelet_may_start(node.dropin())
     changes = [c for c in node.calls.read_text().splitlines() if " -C " not in c]
     assert changes == []  # intact: only checks, no chain flushed while pods run
     node.reboot()  # all rules gone (as after a flush)
-    assert node.kubelet_may_start(boot.dropin)
+    assert node.kubelet_may_start(node.dropin())
     assert json.loads(node.state.read_text()) == boot.tables
 
 
@@ -767,14 +766,14 @@ def test_the_gate_refuses_the_kubelet_only_when_installing_fails(boothook, tmp_p
     node = Node(tmp_path)
     boot = node.boot(boothook)
     node.reboot()
-    assert not node.kubelet_may_start(boot.dropin, fail=fail)
+    assert not node.kubelet_may_start(node.dropin(), fail=fail)
     assert not any("poweroff" in c for c in node.calls.read_text().splitlines())  # the gate never powers off a running node
     result = subprocess.run(
-        ["/bin/sh", str(node.installer_dir / "conceal-metadata"), "gate"], env=node.env(fail), capture_output=True, text=True, timeout=60
+        ["/bin/sh", str(node.installer_dir / "conceal-metadata"), "gate"], env=node.env(fail=fail), capture_output=True, text=True, timeout=60
     )
     assert result.returncode != 0 and f"metadata concealment failed ({why}); the kubelet does not start" in result.stderr
     (node.installer_dir / "conceal-metadata").unlink()  # a reset that removed the installer: fail closed
-    assert not node.kubelet_may_start(boot.dropin)
+    assert not node.kubelet_may_start(node.dropin())
 
 
 @pytest.mark.parametrize(
@@ -794,7 +793,7 @@ def test_a_node_that_cannot_conceal_powers_off_and_its_kubelet_cannot_start(boot
     assert f"metadata concealment failed ({why})" in boot.stderr
     # The drop-in was written first, so even a kubelet that is started anyway does not run while
     # installing still fails.
-    assert boot.dropin is not None and not node.kubelet_may_start(boot.dropin, fail=fail)
+    assert node.dropin() is not None and not node.kubelet_may_start(node.dropin(), fail=fail)
 
 
 def test_exposed_passes_the_platforms_data_alone(evaluated):
@@ -936,17 +935,18 @@ def test_only_nvswitch_shapes_get_fabric_manager(evaluated):
 
 def test_the_kubelet_starts_only_after_fabric_manager(evaluated, tmp_path):
     node = Node(tmp_path)
-    boot = node.boot(_fabric_manager_part(evaluated, "h100-a3"), name="fabric-manager", dropin_name="40-gpu-platform-fabric-manager.conf")
+    boot = node.boot(_fabric_manager_part(evaluated, "h100-a3"), name="fabric-manager")
     assert (boot.status, boot.powered_off) == (0, False), boot.stderr
-    assert boot.dropin.splitlines() == [
+    dropin = node.dropin(FABRIC_MANAGER_DROPIN)
+    assert dropin.splitlines() == [
         "[Unit]",
         "Wants=nvidia-fabricmanager.service",
         "After=nvidia-fabricmanager.service",
         "[Service]",
         "ExecStartPre=/bin/systemctl is-active --quiet nvidia-fabricmanager.service",
     ]
-    assert node.kubelet_may_start(boot.dropin)
-    assert not node.kubelet_may_start(boot.dropin, command_fail="is-active")  # Fabric Manager failed: no kubelet
+    assert node.kubelet_may_start(dropin)
+    assert not node.kubelet_may_start(dropin, command_fail="is-active")  # Fabric Manager failed: no kubelet
 
 
 def test_a_node_whose_image_lacks_fabric_manager_powers_off_before_it_joins(evaluated, tmp_path):
@@ -956,7 +956,7 @@ def test_a_node_whose_image_lacks_fabric_manager_powers_off_before_it_joins(eval
     assert "NVIDIA Fabric Manager unavailable (the image has no nvidia-fabricmanager.service)" in boot.stderr
 
 
-# --- image prefetch (instance annotation gpu-platform/gpu-operator-images; tests/prefetch_support.py)
+# --- image prefetch (instance annotation gpu-platform/gpu-operator-images; tests/node_boot_support.py)
 
 
 def _named_parts(user_data: str) -> dict[str, str]:
@@ -1023,8 +1023,8 @@ def prefetch_boothook(evaluated) -> str:
 def test_the_boothook_only_installs_units_and_returns(prefetch_boothook, tmp_path):
     """It pulls nothing itself: it writes the pull script and two units, reloads systemd and starts
     the path unit without waiting for it, so the join that follows is not held up."""
-    node = PrefetchNode(tmp_path)
-    run = node.install(prefetch_boothook)
+    node = Node(tmp_path)
+    run = node.boot(prefetch_boothook)
     assert (run.status, run.stderr) == (0, "")
     assert run.calls == ["systemctl daemon-reload", f"systemctl --no-block start {PATH_UNIT}"]
     assert not node.pulls.exists()  # nothing pulled yet
@@ -1041,17 +1041,59 @@ def test_the_boothook_only_installs_units_and_returns(prefetch_boothook, tmp_pat
 
 
 def test_a_boothook_that_cannot_install_still_exits_0(prefetch_boothook, tmp_path):
-    node = PrefetchNode(tmp_path)
-    run = node.install(prefetch_boothook, FAKE_SYSTEMCTL_FAIL="1")
+    node = Node(tmp_path)
+    run = node.boot(prefetch_boothook, command_fail="daemon-reload")
     assert run.status == 0
     assert "image prefetch not installed (systemctl daemon-reload); the kubelet pulls the images itself" in run.stderr
 
 
+def test_nothing_waits_for_the_prefetch(evaluated, prefetch_boothook, tmp_path):
+    """The join never waits for a pull: no unit is ordered after the prefetch units or pulls them in
+    (no [Install] section, no Before=), the service orders itself after containerd alone, and no
+    other part of the node's user data (the kubelet's drop-ins, the platform's join) names them."""
+    node = Node(tmp_path)
+    node.boot(prefetch_boothook)
+    for unit in (PATH_UNIT, SERVICE_UNIT):
+        lines = node.unit(unit)
+        assert lines and "[Install]" not in lines
+        assert [line for line in lines if line.startswith(("Before=", "WantedBy=", "RequiredBy=", "UpheldBy="))] == [], unit
+    assert [line for line in node.unit(SERVICE_UNIT) if line.startswith(("After=", "Requires=", "Wants=", "BindsTo="))] == ["After=containerd.service"]
+    parts = _named_parts(evaluated["prefetch-l4"]["arg.metadata"]["user-data"])
+    others = [name for name in parts if name != "gpu-platform-image-prefetch"]
+    assert others == ["gpu-platform-conceal-metadata", "vcluster-platform"]
+    assert [name for name in others if "image-prefetch" in parts[name]] == []
+
+
+def test_the_boothook_is_bounded_even_when_systemd_hangs(prefetch_boothook, tmp_path):
+    """cloud-init, and the join after it, waits for the boothook: each of its systemctl calls is
+    stopped after `systemctl_seconds` (30 s as rendered, 1 s here), and it still exits 0."""
+    calls = [line for line in prefetch_boothook.splitlines() if " systemctl " in f" {line} " and not line.startswith("#")]
+    assert len(calls) == 2 and all(line.startswith('timeout "$systemctl_seconds" systemctl ') for line in calls), calls
+    assert "systemctl_seconds=30" in prefetch_boothook.splitlines()
+    run = Node(tmp_path).boot(prefetch_boothook, settings={"systemctl_seconds": "1"}, command_hang="daemon-reload")
+    assert run.status == 0 and run.seconds < 10
+    assert "image prefetch not installed (systemctl daemon-reload); the kubelet pulls the images itself" in run.stderr
+
+
+def test_the_gpu_nodes_page_states_the_prefetchs_bounds(prefetch_boothook, tmp_path):
+    """docs/gpu-nodes.md "How long": the bounds it names are the rendered ones."""
+    from docs_support import section
+
+    text = " ".join(section("How long").split())
+    node = Node(tmp_path)
+    node.boot(prefetch_boothook)
+    pull_script = (node.lib_dir / PULL_SCRIPT).read_text().splitlines()
+    assert "systemctl_seconds=30" in prefetch_boothook.splitlines() and "each `systemctl` call stopped after 30 s" in text
+    assert "limit=600" in pull_script and "each is stopped after 600 s" in text
+    assert "TimeoutStartSec=660" in node.unit(SERVICE_UNIT) and "the service after 660 s" in text
+    assert "no unit is ordered after the prefetch or needs it" in text
+
+
 def test_the_pulls_run_at_once_each_logged(prefetch_boothook, tmp_path):
-    node = PrefetchNode(tmp_path)
-    node.install(prefetch_boothook)
+    node = Node(tmp_path)
+    node.boot(prefetch_boothook)
     images = images_of(prefetch_boothook)
-    run = node.pull(FAKE_PULL_SECONDS="1")
+    run = node.pull(pull_seconds="1")
     assert run.status == 0
     times = node.pull_times()
     assert set(times) == set(images)
@@ -1065,9 +1107,9 @@ def test_the_pulls_run_at_once_each_logged(prefetch_boothook, tmp_path):
 
 
 def test_a_failed_or_hanging_pull_is_logged_bounded_and_never_fails(prefetch_boothook, tmp_path):
-    node = PrefetchNode(tmp_path)
-    node.install(prefetch_boothook)
-    run = node.pull(limit=1, FAKE_PULL_FAIL="dcgm-exporter", FAKE_PULL_HANG="k8s-device-plugin")
+    node = Node(tmp_path)
+    node.boot(prefetch_boothook)
+    run = node.pull(limit=1, pull_fail="dcgm-exporter", pull_hang="k8s-device-plugin")
     assert run.status == 0
     assert run.seconds < 10  # the hanging pull is stopped at the limit, not after its 30 s
     assert "gpu-platform prefetch: nvcr.io/nvidia/k8s-device-plugin:v0.18.1 not pulled (status 124" in run.stdout
@@ -1076,12 +1118,12 @@ def test_a_failed_or_hanging_pull_is_logged_bounded_and_never_fails(prefetch_boo
 
 
 def test_without_crictl_ctr_pulls_into_the_kubelets_namespace_and_without_either_nothing_fails(prefetch_boothook, tmp_path):
-    node = PrefetchNode(tmp_path / "ctr", pull_tool="ctr")
-    node.install(prefetch_boothook)
+    node = Node(tmp_path / "ctr", pull_tool="ctr")
+    node.boot(prefetch_boothook)
     run = node.pull()
     assert run.status == 0
     assert "ctr --address /run/containerd/containerd.sock --namespace k8s.io images pull nvcr.io/nvidia/gpu-operator:v25.10.1" in run.calls
-    bare = PrefetchNode(tmp_path / "none", pull_tool=None)
-    bare.install(prefetch_boothook)
+    bare = Node(tmp_path / "none", pull_tool=None)
+    bare.boot(prefetch_boothook)
     run = bare.pull()
     assert (run.status, run.stdout.strip()) == (0, "gpu-platform prefetch: neither crictl nor ctr found; the kubelet pulls the images itself")

@@ -311,7 +311,6 @@ locals {
     local.has_user_data ? ["--${local.mime_boundary}", local.platform_part] : [],
     ["--${local.mime_boundary}--", ""],
   ))
-  wrap_user_data = local.conceal_metadata || local.prefetch
 
   # Image prefetch (annotation gpu-platform/gpu-operator-images of the tenant's instance: JSON, GPU
   # type → images, which Pulumi derives from the tenant's GPU Operator settings in
@@ -325,11 +324,17 @@ locals {
   # loft-sh/vcluster at tag v0.36.1 defines it (config/config.go `JoinConfiguration`, "executed
   # after kubeadm join") but the join script that runs it is served by the platform and is not
   # public, so neither when it runs nor whether a failing command fails the join can be read.
-  # The boothook only writes three files and starts the path unit without waiting (`--no-block`);
-  # the pulls run in their own unit, each bounded by `timeout`, and the unit by TimeoutStartSec:
-  # nothing waits for them, and the script always exits 0. Each image must be a fully qualified
-  # reference (registry host, path, tag or digest: what `ctr` needs), so nothing else reaches the
-  # script.
+  # What waits for it: cloud-init runs each boothook to its end before it goes on to the
+  # platform's part (canonical/cloud-init tag 24.4, cloudinit/handlers/boot_hook.py `handle_part`),
+  # so the join waits for this one, which only writes three files and makes two systemctl calls,
+  # each stopped after `systemctl_seconds`. The start is `--no-block`, and must be: a path unit is
+  # ordered after sysinit.target (systemd.path(5), "Default Dependencies"), which waits for the
+  # cloud-init stage running the boothook. Nothing waits for the units: they have no [Install]
+  # section and no Before=, and nothing else the template writes names them. The pulls run beside
+  # the join, each bounded by `timeout` and the service by TimeoutStartSec, sharing the VM's network
+  # and disk with it while they last. The script exits 0 whatever happens. Each image must be a
+  # fully qualified reference (registry host, path, tag or digest: what `ctr` needs), so nothing
+  # else reaches the script.
   prefetch_images = [
     for image in try(jsondecode(nonsensitive(var.vcluster.instance.metadata.annotations["gpu-platform/gpu-operator-images"]))[local.accelerator], []) :
     image if can(regex("^[a-z0-9][a-z0-9.-]*\\.[a-z0-9.-]+(:[0-9]+)?/[a-z0-9._/-]+(:[A-Za-z0-9._-]+)?(@sha256:[a-f0-9]{64})?$", image))
@@ -338,9 +343,11 @@ locals {
   prefetch_script = <<-EOT
     #!/bin/sh
     # gpu-platform: pull the GPU Operator's images as soon as containerd runs (templates/node/main.tf).
-    # Runs at every boot and returns at once: it only installs the units; it never fails the join.
+    # Runs at every boot: installs the units, starts the path unit without waiting for it, each
+    # systemctl call bounded, and exits 0 whatever happens.
     unit_dir=/etc/systemd/system
     lib_dir=/usr/local/lib/gpu-platform
+    systemctl_seconds=30
     pull_script="$lib_dir/prefetch-images"
     skip() {
       echo "gpu-platform: image prefetch not installed ($1); the kubelet pulls the images itself" >&2
@@ -385,8 +392,8 @@ locals {
     printf '%s\n' '[Unit]' 'Description=gpu-platform: pull the GPU Operator images in parallel' 'After=containerd.service' \
       '[Service]' 'Type=oneshot' 'RemainAfterExit=yes' "ExecStart=$pull_script" 'TimeoutStartSec=660' \
       'StandardOutput=journal+console' >"$unit_dir/gpu-platform-image-prefetch.service" || skip "service unit"
-    systemctl daemon-reload || skip "systemctl daemon-reload"
-    systemctl --no-block start gpu-platform-image-prefetch.path || skip "systemctl start"
+    timeout "$systemctl_seconds" systemctl daemon-reload || skip "systemctl daemon-reload"
+    timeout "$systemctl_seconds" systemctl --no-block start gpu-platform-image-prefetch.path || skip "systemctl start"
   EOT
 
   metadata = merge(
