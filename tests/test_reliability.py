@@ -12,12 +12,14 @@ import pulumi
 import pytest
 import yaml
 
+from components import watchdog_documents as watchdog
 from components.vcluster_values import SKIP_AUTO_UPGRADE_LABEL, VClusterValues
 from config import node_properties as props
 from config.catalog import EVICTION_HARD, EVICTION_THRESHOLD_MI, allocatable, reserve
 from config.errors import ConfigError
 from config.stack import load_stack
 from shipped_stacks import SHIPPED_DIR, run_shipped
+from tenant_objects import named, tenant_objects
 
 NS = "gpu-platform"
 VCI = "kubernetes:management.loft.sh/v1:VirtualClusterInstance"
@@ -181,8 +183,7 @@ def test_a_watchdog_timeout_under_two_minutes(stack_values):
 
 
 def test_a_watchdog_timeout_reaches_the_watchdog(variant):
-    objects = list(yaml.safe_load_all(variant.one(VCI, "nlp").input("spec", "template", "objects")))
-    config_map = next(o for o in objects if o["kind"] == "ConfigMap")
+    config_map = named(tenant_objects(variant, "nlp"), "ConfigMap", watchdog.NAME, watchdog.NAMESPACE)
     assert '"poolLimitSeconds": {"l4-1x": 1500}' in config_map["data"]["config.json"]
 
 
