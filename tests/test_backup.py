@@ -7,12 +7,14 @@ from __future__ import annotations
 import pytest
 
 from components.gke_cluster import BACKUP_API
+from config import cron
 from config.reliability import Backup, delete_lock_days
 from shipped_stacks import run_shipped
 
 NS = "gpu-platform"
 BACKUP_PLAN = "gcp:gkebackup/backupPlan:BackupPlan"
 RESTORE_PLAN = "gcp:gkebackup/restorePlan:RestorePlan"
+DAY = 24 * 60
 
 
 def plans(run, tenant: str):
@@ -67,11 +69,52 @@ def test_the_host_cluster_runs_the_backup_agent(dev_run, prod_run):
 
 def test_retention_and_schedule_come_from_config(stack_values):
     values = stack_values("prod")
-    values[f"{NS}:tenants"][0]["backup"] = {"schedule": "30 */6 * * *", "retainDays": 120}
+    values[f"{NS}:tenants"][0]["backup"] = {"schedule": "30 4 * * mon", "retainDays": 120}
     run = run_shipped(values, stack="prod")
     backup, _ = plans(run, "research")
-    assert backup.input("backupSchedule") == {"cronSchedule": "30 */6 * * *", "paused": False}
+    assert backup.input("backupSchedule") == {"cronSchedule": "30 4 * * mon", "paused": False}
     assert backup.input("retentionPolicy") == {"backupRetainDays": 120, "backupDeleteLockDays": 90}  # Backup for GKE's most
+
+
+@pytest.mark.parametrize(
+    "schedule, minutes",
+    [
+        ("0 3 * * *", DAY),
+        ("30 */6 * * *", 6 * 60),
+        ("0 * * * *", 60),
+        ("*/10 * * * *", 10),
+        ("0,50 0,23 * * *", 10),  # 23:50 to the next day's 00:00
+        ("15 2 * * 1-5", DAY),  # weekdays: held to the shortest gap, not Friday to Monday
+        ("30 4 * * mon", 7 * DAY),
+        ("0 3 * * 7", 7 * DAY),  # 7 is Sunday, as 0
+        ("0 0 1 * *", 28 * DAY),  # 1 February to 1 March
+        ("0 0 1,15 */2 *", 14 * DAY),
+        ("0 0 29 2 *", (3 * 365 + 366) * DAY),  # leap days only
+        ("0 3 1 * fri", DAY),  # day of month and day of week both restricted: either matches (a Friday the 31st, then the 1st)
+        ("0 3 */2 * fri", 7 * DAY),  # `*/2` counts as unrestricted: both must match (a Friday the 31st, then the 7th)
+        ("0 3 30 2 *", None),  # never
+    ],
+)
+def test_the_shortest_gap_of_a_schedule(schedule, minutes):
+    assert cron.shortest_gap_minutes(schedule) == minutes
+
+
+@pytest.mark.parametrize(
+    "schedule, message",
+    [
+        ("daily", "it has 1 fields, not 5"),
+        ("61 3 * * *", "the minute field has 61, outside 0-59"),
+        ("0 3 * * 1-8", "the day of week field has 8, outside 0-7"),
+        ("0 3 * foo *", "the month field has 'foo', which is not a number or a name"),
+        ("0 3 L * *", "the day of month field has 'L', which is not a number"),
+        ("*/0 * * * *", "the minute field has the step '0', which is not a whole number from 1"),
+        ("0 5-2 * * *", "the hour field has the range '5-2', which runs backwards"),
+    ],
+)
+def test_what_is_not_standard_cron(schedule, message):
+    with pytest.raises(cron.CronError) as caught:
+        cron.shortest_gap_minutes(schedule)
+    assert str(caught.value) == message
 
 
 @pytest.mark.parametrize(
