@@ -4,11 +4,15 @@ agent and API on the host cluster, and a restore plan for the same namespace."""
 
 from __future__ import annotations
 
+import re
+import shlex
+
 import pytest
 
 from components.gke_cluster import BACKUP_API
 from config import cron
 from config.reliability import Backup, delete_lock_days
+from docs_support import section
 from shipped_stacks import run_shipped
 
 NS = "gpu-platform"
@@ -123,3 +127,54 @@ def test_what_is_not_standard_cron(schedule, message):
 )
 def test_the_deletion_lock(backup, environment, lock):
     assert delete_lock_days(Backup.model_validate(backup), environment) == lock
+
+
+# --- the restore runbook (docs/reliability.md "Restore a team's cluster") ------------------------
+
+
+def runbook_commands() -> list[list[str]]:
+    """The runbook's gcloud commands, each as its words (continued lines joined)."""
+    blocks = re.findall(r"```sh\n(.*?)```", section("Restore a team's cluster"), flags=re.S)
+    lines = "\n".join(blocks).replace("\\\n", " ").splitlines()
+    return [shlex.split(line) for line in lines if line.strip()]
+
+
+def flag(words: list[str], name: str) -> str | bool:
+    """A flag's value (the next word), or True for a flag that takes none."""
+    i = words.index(name)
+    return words[i + 1] if i + 1 < len(words) and not words[i + 1].startswith("--") else True
+
+
+def gcloud_value(enum: str) -> str:
+    return enum.lower().replace("_", "-")  # gcloud's spelling of the API's enums
+
+
+def test_the_runbooks_restore_plan_restores_as_the_stacks_does(dev_run):
+    """A restore plan for a new host cluster, made by hand from the runbook, restores exactly what
+    and how the plan the program creates does."""
+    _, restore = plans(dev_run, "nlp")
+    config = restore.input("restoreConfig")
+    [create] = [w for w in runbook_commands() if w[:6] == ["gcloud", "beta", "container", "backup-restore", "restore-plans", "create"]]
+    assert flag(create, "--selected-namespaces") == "vcluster-<team>" and config["selectedNamespaces"] == {"namespaces": ["vcluster-nlp"]}
+    assert flag(create, "--namespaced-resource-restore-mode") == gcloud_value(config["namespacedResourceRestoreMode"])
+    assert flag(create, "--volume-data-restore-policy") == gcloud_value(config["volumeDataRestorePolicy"])
+    assert flag(create, "--cluster-resource-scope-no-group-kinds") is True and config["clusterResourceRestoreScope"] == {"noGroupKinds": True}
+    assert flag(create, "--backup-plan") == "projects/<project>/locations/<region>/backupPlans/<environment>-<team>"
+    # The restores name the plans by the stack's outputs: <environment>-<team>, and -restore or the new one.
+    restores = [w for w in runbook_commands() if w[:6] == ["gcloud", "beta", "container", "backup-restore", "restores", "create"]]
+    assert [flag(w, "--restore-plan") for w in restores] == ["<environment>-<team>-restore"]
+    assert f"`--restore-plan\n<environment>-<team>-restore-new`" in section("Restore a team's cluster") and create[6] == "<environment>-<team>-restore-new"
+    assert (dev_run.outputs["tenants"]["nlp"]["backupPlan"], dev_run.outputs["tenants"]["nlp"]["restorePlan"]) == ("dev-nlp", "dev-nlp-restore")
+
+
+def test_the_runbook_says_what_backup_for_gke_allows_with_its_sources():
+    """Each of Backup for GKE's restore constraints is a bullet that cites Google's page for it."""
+    bullets = [" ".join(b.split()) for b in section("Restore a team's cluster").split("\n- ")[1:]]
+    for promise, source in (
+        ("between the backed-up cluster's version and three minor versions above it, inclusive", "how-to/restore-plan"),
+        ("A restore plan restores into a zonal or regional cluster of its own region", "concepts/about-locations"),
+        ("Restoring into another project takes a restore channel", "how-to/cross-project-restores"),
+        ("`roles/gkebackup.restoreAdmin`", "how-to/restore"),
+    ):
+        [bullet] = [b for b in bullets if promise in b]
+        assert f"(https://cloud.google.com/kubernetes-engine/docs/add-on/backup-for-gke/{source})" in bullet
