@@ -260,7 +260,7 @@ class Outcome:
 
     reason: str  # the removal's cause when the node goes, NOT_REMOVED when it stays
     message: str
-    failed: bool  # deletes were tried and all refused
+    failed: bool  # a delete was refused and nothing the watchdog may do makes the node go
 
 
 def remove(api: Api, removal: Removal, claims_error: ApiError | None) -> Outcome:
