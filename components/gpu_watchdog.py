@@ -15,13 +15,32 @@ API with the right to delete node claims there; inside, each watchdog holds that
 tenant only (its RBAC: components/watchdog_documents.py), and a compromised one can remove its own
 team's nodes and nothing else. It needs no privilege on the node and no cloud identity.
 
-How a node goes: the watchdog deletes the node's Karpenter NodeClaim (karpenter.sh/v1), the normal
-way a node leaves. Karpenter's finalizer deletes the Node (whose own finalizer drains it) and then
-the instance through the cloud provider (kubernetes-sigs/karpenter v1.14.1
+How a node goes, the normal way first: the watchdog deletes the node's Karpenter NodeClaim
+(karpenter.sh/v1). Karpenter's finalizer on the claim deletes the Node (whose own finalizer drains
+it) and then the instance through the cloud provider (kubernetes-sigs/karpenter v1.14.1
 pkg/controllers/nodeclaim/lifecycle/controller.go `finalize`), here the vCluster Platform's node
 claim, whose `tofu destroy` deletes the VM (vcluster-docs
-vcluster/_fragments/deploy/auto-nodes-scheduling.mdx, version-0.36.0). A node without a NodeClaim
-(joined by hand) is not the watchdog's to remove: it records a warning event and leaves it.
+vcluster_versioned_docs/version-0.36.0/_fragments/deploy/auto-nodes-scheduling.mdx: the Karpenter
+NodeClaim lives in the virtual cluster, the platform's NodeClaim in the platform). How the virtual
+cluster serves Karpenter's objects is not in the open source: loft-sh/vcluster v0.36.1 ships
+private and auto nodes as stubs of the pro build (pkg/pro/privatenodes.go), and the same docs call
+the NodePools "read-only to the end-users inside the vCluster". So the NodeClaim API may answer
+403 (refused) or 404 (not served, or the claim already gone), to the list or to the delete.
+
+Then the watchdog deletes the Node instead, but only a node that carries Karpenter's termination
+finalizer `karpenter.sh/termination` (set on every node Karpenter registers: v1.14.1
+pkg/controllers/nodeclaim/lifecycle/registration.go). Deleting such a node is Karpenter's other
+normal way: its node termination controller deletes the node's NodeClaim, drains the node, has
+the cloud provider delete the instance and only then lets the Node go (v1.14.1
+pkg/controllers/node/termination/controller.go `finalize`, `awaitInstanceTermination`), as
+`vcluster node delete` deletes a private node (loft-sh/vcluster v0.36.1
+cmd/vclusterctl/cmd/node/delete.go). A node without that finalizer is not Karpenter's (joined by
+hand): deleting it would drop the object and leave its VM running, so the watchdog leaves it and
+records why.
+
+Every outcome is one Event on the node and one log line saying what was done and why. When the
+deletes it tried were all refused, it also exits non-zero after that round, so the pod restarts
+visibly (`kubectl get pods -n gpu-platform-system`: restarts, last exit code 1) and tries again.
 
 The decision is `decide`: nodes, their node claims, the time and the per-pool limits in; the nodes
 to remove out. Two clocks:
@@ -47,10 +66,17 @@ GPU_RESOURCE = "nvidia.com/gpu"
 # Node labels every GPU pool sets (components/vcluster_values.py POOL_LABEL, GPU_LABEL).
 POOL_LABEL = "gpu-platform/pool"
 GPU_LABEL = "gpu-platform/gpu"
-NEVER_OFFERED, LOST = "GPUNeverOffered", "GPULost"
+# Event reasons: the cause of a removal, or that the watchdog could not make the node go.
+NEVER_OFFERED, LOST, NOT_REMOVED = "GPUNeverOffered", "GPULost", "GPUNodeNotRemoved"
 EVENT_SOURCE = "gpu-platform-watchdog"
 EVENT_NAMESPACE = "default"  # where events about cluster-scoped objects (nodes) go, as the kubelet's
+NODES = "/api/v1/nodes"
 NODECLAIMS = "/apis/karpenter.sh/v1/nodeclaims"
+# Karpenter's finalizer on the nodes it registered (kubernetes-sigs/karpenter v1.14.1
+# pkg/apis/v1/labels.go `TerminationFinalizer`): a deleted node with it takes its claim and VM along.
+TERMINATION_FINALIZER = "karpenter.sh/termination"
+# What the NodeClaim API may answer inside a virtual cluster instead of doing it (module docstring).
+CLAIMS_REFUSED = (403, 404)
 
 
 @dataclass(frozen=True)
@@ -64,15 +90,17 @@ class GpuNode:
     capacity: int  # nvidia.com/gpu the kubelet reports
     allocatable: int
     deleting: bool
+    karpenter: bool  # carries Karpenter's termination finalizer
 
 
 @dataclass(frozen=True)
 class Removal:
     node: str
     uid: str
-    claim: str | None  # None: no NodeClaim, the node is left and only reported
+    claim: str | None  # None: no NodeClaim known (none, or the claims could not be listed)
+    karpenter: bool  # deleting the Node deletes its claim and VM (Karpenter's finalizer)
     reason: str  # NEVER_OFFERED | LOST
-    message: str
+    message: str  # why: what the node did not offer, for how long
 
 
 def _quantity(value) -> int:
@@ -104,6 +132,7 @@ def gpu_nodes(nodes: list[dict]) -> list[GpuNode]:
                 capacity=_quantity((status.get("capacity") or {}).get(GPU_RESOURCE)),
                 allocatable=_quantity((status.get("allocatable") or {}).get(GPU_RESOURCE)),
                 deleting=bool(meta.get("deletionTimestamp")),
+                karpenter=TERMINATION_FINALIZER in (meta.get("finalizers") or []),
             )
         )
     return found
@@ -131,7 +160,8 @@ def decide(
     lost_since: dict[str, dt.datetime],
 ) -> tuple[list[Removal], dict[str, dt.datetime]]:
     """The GPU nodes to remove now, and when each node still without its GPUs was first seen so
-    (the state to pass next time). `limits`: seconds per pool name."""
+    (the state to pass next time). `limits`: seconds per pool name. `claims`: claims_by_node, empty
+    when the claims could not be listed."""
     removals: list[Removal] = []
     still_lost: dict[str, dt.datetime] = {}
     for node in nodes:
@@ -147,10 +177,11 @@ def decide(
             reason, what = NEVER_OFFERED, f"has offered no {GPU_RESOURCE} since it joined at {since.isoformat()}"
         if (now - since).total_seconds() < limit:
             continue
-        claim = claims.get(node.name)
-        action = f"deleting its NodeClaim {claim}, which deletes the VM" if claim else "it has no NodeClaim, so it is left for an operator"
         removals.append(
-            Removal(node.name, node.uid, claim, reason, f"GPU node {node.name} of pool {node.pool or '(none)'} {what}, longer than {limit} s: {action}")
+            Removal(
+                node.name, node.uid, claims.get(node.name), node.karpenter, reason,
+                f"GPU node {node.name} of pool {node.pool or '(none)'} {what}, longer than {limit} s",
+            )
         )
     return removals, still_lost
 
@@ -160,8 +191,16 @@ def decide(
 ACCOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
 
 
+class ApiError(Exception):
+    """The API server answered a request with an error status."""
+
+    def __init__(self, method: str, path: str, status: int, message: str):
+        super().__init__(f"{method} {path} answered {status} {message}".rstrip())
+        self.status = status
+
+
 class Api:
-    def __init__(self, server: str, token_path: str, ca_path: str):
+    def __init__(self, server: str, token_path: str, ca_path: str | None):
         self.server, self.token_path = server, token_path
         self.context = ssl.create_default_context(cafile=ca_path)
 
@@ -179,19 +218,34 @@ class Api:
             data=None if body is None else json.dumps(body).encode(),
             headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json", "Accept": "application/json"},
         )
-        with urllib.request.urlopen(request, context=self.context, timeout=30) as response:  # noqa: S310 - the in-cluster API
-            return json.loads(response.read() or b"{}")
+        try:
+            with urllib.request.urlopen(request, context=self.context, timeout=30) as response:  # noqa: S310 - the in-cluster API
+                return json.loads(response.read() or b"{}")
+        except urllib.error.HTTPError as e:
+            raise ApiError(method, path, e.code, _status_message(e)) from None
 
 
-def event(removal: Removal, now: dt.datetime) -> dict:
+def _status_message(error: urllib.error.HTTPError) -> str:
+    """The reason and message of the API server's Status object, else the HTTP reason."""
+    try:
+        status = json.loads(error.read() or b"{}")
+    except ValueError:
+        status = {}
+    if not isinstance(status, dict):
+        status = {}
+    reason, message = status.get("reason") or error.reason or "", status.get("message") or ""
+    return f"{reason}: {message}" if message else str(reason)
+
+
+def event(node: str, uid: str, reason: str, message: str, now: dt.datetime) -> dict:
     stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
     return {
         "apiVersion": "v1",
         "kind": "Event",
-        "metadata": {"name": f"{removal.node}.{int(now.timestamp() * 1000):x}", "namespace": EVENT_NAMESPACE},
-        "involvedObject": {"apiVersion": "v1", "kind": "Node", "name": removal.node, "uid": removal.uid},
-        "reason": removal.reason,
-        "message": removal.message,
+        "metadata": {"name": f"{node}.{int(now.timestamp() * 1000):x}", "namespace": EVENT_NAMESPACE},
+        "involvedObject": {"apiVersion": "v1", "kind": "Node", "name": node, "uid": uid},
+        "reason": reason,
+        "message": message,
         "type": "Warning",
         "source": {"component": EVENT_SOURCE},
         "firstTimestamp": stamp,
@@ -200,31 +254,100 @@ def event(removal: Removal, now: dt.datetime) -> dict:
     }
 
 
-def run_once(api: Api, config: dict, lost_since: dict[str, dt.datetime], reported: set[str]) -> dict[str, dt.datetime]:
-    now = dt.datetime.now(dt.timezone.utc)
-    nodes = gpu_nodes(api.call("GET", "/api/v1/nodes").get("items") or [])
-    claims = claims_by_node(api.call("GET", NODECLAIMS).get("items") or [])
-    removals, lost_since = decide(nodes, claims, config["poolLimitSeconds"], config["defaultLimitSeconds"], now, lost_since)
-    for removal in removals:
-        if removal.claim:
+@dataclass(frozen=True)
+class Outcome:
+    """What the watchdog did about one removal, and why (the event's reason and message)."""
+
+    reason: str  # the removal's cause when the node goes, NOT_REMOVED when it stays
+    message: str
+    failed: bool  # a delete was refused and nothing the watchdog may do makes the node go
+
+
+def remove(api: Api, removal: Removal, claims_error: ApiError | None) -> Outcome:
+    """Make the node go: its NodeClaim deleted, else (the NodeClaim API refusing: `claims_error`
+    for the list, 403/404 for the delete) the Node, when Karpenter's finalizer on it makes that
+    delete its claim and VM. A node no claim launched is left: neither delete would stop its VM."""
+    refused = [str(claims_error)] if claims_error else []
+    if removal.claim:
+        try:
             api.call("DELETE", f"{NODECLAIMS}/{removal.claim}")
-        if removal.node not in reported:  # one event per node, not one per loop
-            api.call("POST", f"/api/v1/namespaces/{EVENT_NAMESPACE}/events", event(removal, now))
-            reported.add(removal.node)
-        print(removal.message, flush=True)
+            return Outcome(removal.reason, f"{removal.message}: deleted its NodeClaim {removal.claim}; Karpenter drains the node, then the platform deletes its VM", False)
+        except ApiError as e:
+            if e.status not in CLAIMS_REFUSED:
+                raise
+            refused.append(str(e))
+    elif claims_error is None:
+        return Outcome(NOT_REMOVED, f"{removal.message}: not removed: no NodeClaim launched it (joined by hand?), so it is left for an operator", False)
+    why = "; ".join(refused)
+    if not removal.karpenter:
+        return Outcome(
+            NOT_REMOVED,
+            f"{removal.message}: not removed ({why}): the node has no {TERMINATION_FINALIZER} finalizer, so deleting the Node would leave "
+            "its VM running; an operator deletes its node claim in the platform",
+            bool(removal.claim),
+        )
+    try:
+        api.call("DELETE", f"{NODES}/{removal.node}")
+    except ApiError as e:
+        return Outcome(NOT_REMOVED, f"{removal.message}: not removed ({why}; {e}); its VM bills until an operator deletes its node claim in the platform", True)
+    return Outcome(removal.reason, f"{removal.message}: deleted the Node instead ({why}); Karpenter's {TERMINATION_FINALIZER} finalizer deletes its NodeClaim, then the platform deletes its VM", False)
+
+
+@dataclass
+class Round:
+    """One round's result: the state for the next round, and the nodes whose removal failed."""
+
+    lost_since: dict[str, dt.datetime]
+    failed: list[str]
+
+
+def run_once(api: Api, config: dict, lost_since: dict[str, dt.datetime], reported: set[str], now: dt.datetime | None = None) -> Round:
+    now = now or dt.datetime.now(dt.timezone.utc)
+    nodes = gpu_nodes(api.call("GET", NODES).get("items") or [])
+    claims_error = None
+    try:
+        claims = claims_by_node(api.call("GET", NODECLAIMS).get("items") or [])
+    except ApiError as e:
+        if e.status not in CLAIMS_REFUSED:
+            raise
+        claims, claims_error = {}, e
+    removals, lost_since = decide(nodes, claims, config["poolLimitSeconds"], config["defaultLimitSeconds"], now, lost_since)
+    failed = []
+    for removal in removals:
+        try:
+            outcome = remove(api, removal, claims_error)
+        except ApiError as e:  # neither refused nor done (a server error): the next round tries again
+            print(f"gpu-watchdog: {removal.message}: {e}; trying again next round", file=sys.stderr, flush=True)
+            continue
+        print(f"gpu-watchdog: {outcome.reason}: {outcome.message}", file=sys.stderr if outcome.reason == NOT_REMOVED else sys.stdout, flush=True)
+        if outcome.failed:
+            failed.append(removal.node)
+        if removal.node not in reported:  # one event per node, not one per round
+            try:
+                api.call("POST", f"/api/v1/namespaces/{EVENT_NAMESPACE}/events", event(removal.node, removal.uid, outcome.reason, outcome.message, now))
+                reported.add(removal.node)
+            except ApiError as e:  # the log line above still says it
+                print(f"gpu-watchdog: could not record the event: {e}", file=sys.stderr, flush=True)
     reported &= {n.name for n in nodes}
-    return lost_since
+    return Round(lost_since, failed)
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], api: Api | None = None) -> int:
+    """Rounds until one fails to remove a node it must (then 1: the pod restarts, visibly, and the
+    next start tries again)."""
     with open(argv[1]) as f:
         config = json.load(f)
-    api, lost_since, reported = Api.in_cluster(), {}, set()
+    api, lost_since, reported = api or Api.in_cluster(), {}, set()
     while True:
         try:
-            lost_since = run_once(api, config, lost_since, reported)
-        except (OSError, urllib.error.URLError, ValueError, KeyError) as e:  # the API is briefly away: try again
+            result = run_once(api, config, lost_since, reported)
+        except (OSError, urllib.error.URLError, ApiError, ValueError, KeyError) as e:  # the API is briefly away: try again
             print(f"gpu-watchdog: {e!r}", file=sys.stderr, flush=True)
+        else:
+            if result.failed:
+                print(f"gpu-watchdog: could not remove {', '.join(result.failed)}: exiting 1", file=sys.stderr, flush=True)
+                return 1
+            lost_since = result.lost_since
         time.sleep(config["intervalSeconds"])
 
 

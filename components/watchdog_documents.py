@@ -2,9 +2,10 @@
 components/gpu_watchdog.py, shipped in a ConfigMap): its namespace, identity, least RBAC and
 Deployment. Pure data, installed with the tenant's other objects (components/tenant_documents.py).
 
-What it may do, and nothing more: list Nodes (their labels, creation time and GPU capacity), list
-and delete Karpenter NodeClaims (a deleted claim takes its node and VM with it), create Events in
-`default` (where events about nodes go). It cannot read pods, secrets or anything namespaced, and
+What it may do, and nothing more: list and delete Nodes (their labels, finalizers, creation time and
+GPU capacity; a node is deleted only where the NodeClaim API refuses and Karpenter's finalizer on
+the node takes its claim and VM along), list and delete Karpenter NodeClaims (a deleted claim takes
+its node and VM with it), create Events in `default` (where events about nodes go). It cannot read pods, secrets or anything namespaced, and
 runs as a non-root user with no capabilities and a read-only root filesystem: the Pod Security
 Standard `restricted`, which its namespace enforces, so it needs no exemption from the tenant's
 default.
@@ -27,7 +28,7 @@ PROGRAM_DIR, CONFIG_DIR = "/opt/gpu-watchdog", "/etc/gpu-watchdog"
 POLL_SECONDS = 30
 # Exactly what it needs (tests/test_gpu_watchdog.py holds this against what the program calls).
 CLUSTER_RULES = (
-    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list"]},
+    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list", "delete"]},
     {"apiGroups": ["karpenter.sh"], "resources": ["nodeclaims"], "verbs": ["list", "delete"]},
 )
 EVENT_RULES = ({"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},)

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from .base import DURATION, ConfigModel, Duration, Syntax, duration_seconds
+from . import cron
+from .base import DURATION, ConfigModel, Duration, duration_seconds
 from .errors import Problems
 
 SPOT_SHUTDOWN_SECONDS = 30
@@ -38,12 +39,22 @@ CRITICAL_PODS_GRACE_PERIOD = "10s"
 GPU_TIMEOUT = "10m"
 MIN_GPU_TIMEOUT_SECONDS = 120  # a healthy node needs minutes for the driver, toolkit and device plugin
 
-# Backup for GKE limits (pulumi-gcp 10.2.0 gkebackup.BackupPlanRetentionPolicyArgs, from the
-# Backup for GKE API: backupRetainDays 0..365, backupDeleteLockDays 0..90 and <= backupRetainDays).
+# Backup for GKE's limits on a backup plan, from its API (BackupPlan.RetentionPolicy and
+# BackupPlan.Schedule: https://cloud.google.com/kubernetes-engine/docs/add-on/backup-for-gke/reference/rest/v1/projects.locations.backupPlans,
+# as pulumi-gcp 10.2.0 gkebackup.BackupPlanRetentionPolicyArgs repeats them):
+# - backupRetainDays 0..365, and "if cron_schedule is defined, then this must be <= 360 * the
+#   creation interval" (the interval in days: daily 360, every 6 hours 90, hourly 15); with a
+#   cronSchedule it "must also be defined" (0 is none);
+# - backupDeleteLockDays 0..90 and <= backupRetainDays;
+# - cronSchedule "a standard cron string", in UTC, whose backups are at least 10 minutes apart
+#   ("The minimum interval between scheduled backups is 10 minutes":
+#   https://cloud.google.com/kubernetes-engine/docs/add-on/backup-for-gke/how-to/backup-schedule).
+# A schedule whose backups come at uneven intervals (weekdays only) is held to its shortest one,
+# so that no plan is refused whichever interval the API takes.
 MAX_RETAIN_DAYS = 365
 MAX_DELETE_LOCK_DAYS = 90
-# A standard five-field cron line; Backup for GKE reads it in UTC.
-CRON = Syntax(r"^\s*([0-9*/,-]+)\s+([0-9*/,-]+)\s+([0-9*/,-]+)\s+([0-9*/,A-Za-z-]+)\s+([0-9*/,A-Za-z-]+)\s*$")
+RETAIN_DAYS_PER_INTERVAL_DAY = 360
+MIN_BACKUP_INTERVAL_MINUTES = 10
 
 
 class NodeShutdown(ConfigModel):
@@ -61,11 +72,11 @@ class Backup(ConfigModel):
     enabled: bool = True
     """Back up the tenant's control plane (its host namespace: the API objects, secrets and data volume) with Backup for GKE; off in prod only with platform.allowTenantsWithoutBackup."""
     schedule: str = "0 3 * * *"
-    """When backups are taken, a five-field cron line in UTC (default daily at 03:00)."""
+    """When backups are taken, a standard five-field cron line in UTC (default daily at 03:00); Backup for GKE takes them at least 10 minutes apart."""
     retain_days: int = Field(14, ge=0, le=MAX_RETAIN_DAYS)
-    """How many days each backup is kept before Backup for GKE deletes it."""
+    """How many days each backup is kept before Backup for GKE deletes it: 1 to 365, and at most 360 times the days between two backups of `schedule` (the shortest gap where they are uneven): daily 360, every 6 hours 90, hourly 15."""
     delete_lock_days: int | None = Field(None, ge=0, le=MAX_DELETE_LOCK_DAYS)
-    """For how many days after it is taken nobody can delete a backup (default: retainDays in prod, at most 90; 0 elsewhere)."""
+    """For how many days after it is taken nobody can delete a backup: 0 to 90 and at most retainDays (default: retainDays in prod, at most 90; 0 elsewhere)."""
 
 
 def spot_pool_paths(path: str, tenant) -> list[str]:
@@ -143,12 +154,34 @@ def _check_shutdown(path: str, tenant, problems: Problems) -> None:
 
 
 def _check_backup(path: str, backup: Backup, facts, problems: Problems) -> None:
+    """Backup for GKE's rules on a plan's schedule and retention (MAX_RETAIN_DAYS and below)."""
+    gap = None
+    with problems.checking(f"{path}.schedule"):
+        try:
+            gap = cron.shortest_gap_minutes(backup.schedule)
+        except cron.CronError as e:
+            problems.add(f"{path}.schedule", f"{backup.schedule!r} is not a five-field cron line like \"0 3 * * *\" (UTC): {e}")
+        else:
+            if gap is None:
+                problems.add(f"{path}.schedule", f"{backup.schedule!r} never fires: no date has that day in those months")
+            elif gap < MIN_BACKUP_INTERVAL_MINUTES:
+                problems.add(
+                    f"{path}.schedule",
+                    f"{backup.schedule!r} takes backups {gap} minutes apart; Backup for GKE takes them at least "
+                    f"{MIN_BACKUP_INTERVAL_MINUTES} minutes apart",
+                )
     with problems.checking(f"{path}.retainDays"):
         if backup.retain_days == 0:
             problems.add(f"{path}.retainDays", "0 days would leave no backup to restore; at least 1 (default 14)")
-    with problems.checking(f"{path}.schedule"):
-        if not CRON.match(backup.schedule):
-            problems.add(f"{path}.schedule", f"{backup.schedule!r} is not a five-field cron line like \"0 3 * * *\" (UTC)")
+        elif gap is not None and not problems.has_problems(f"{path}.schedule"):
+            most = min(MAX_RETAIN_DAYS, RETAIN_DAYS_PER_INTERVAL_DAY * gap // cron.MINUTES_A_DAY)
+            if backup.retain_days > most:
+                problems.add(
+                    f"{path}.retainDays",
+                    f"{backup.retain_days} days is longer than Backup for GKE keeps backups taken every {_interval(gap)} "
+                    f"(schedule {backup.schedule!r}, its shortest gap): at most {RETAIN_DAYS_PER_INTERVAL_DAY} times the days between "
+                    f"two backups, so 1 to {most}; keep fewer days or back up less often",
+                )
     with problems.checking(f"{path}.deleteLockDays"):
         if backup.delete_lock_days is not None and backup.delete_lock_days > backup.retain_days:
             problems.add(
@@ -162,3 +195,12 @@ def _check_backup(path: str, backup: Backup, facts, problems: Problems) -> None:
                 f"backups are off, which environment {facts.environment} does not allow: a deleted namespace or a lost disk would "
                 "lose the team's whole cluster; set platform.allowTenantsWithoutBackup: true in the environment stack to allow it",
             )
+
+
+def _interval(minutes: int) -> str:
+    for unit, size in (("day", cron.MINUTES_A_DAY), ("hour", 60)):
+        if minutes % size == 0:
+            count = minutes // size
+            return f"{count} {unit}s" if count != 1 else unit
+    return f"{minutes} minutes"
+

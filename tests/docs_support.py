@@ -11,6 +11,8 @@ import re
 import textwrap
 from pathlib import Path
 
+import yaml
+
 from config.stack_files import PROJECT_DIR
 
 README_PATH = PROJECT_DIR / "README.md"
@@ -103,6 +105,12 @@ def code_blocks(language: str) -> list[tuple[str, str, str]]:
 def yaml_blocks() -> list[tuple[str, str]]:
     """(name, text) of every YAML example, text dedented as a user pastes it into a file."""
     return [(name, textwrap.dedent(text)) for _, name, text in code_blocks("yaml")]
+
+
+def yaml_example(name: str) -> dict:
+    """The one YAML example the docs introduce as the file `name`, parsed."""
+    [text] = [text for found, text in yaml_blocks() if found == name]
+    return yaml.safe_load(text)
 
 
 def sh_lines() -> list[str]:

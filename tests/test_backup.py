@@ -4,15 +4,21 @@ agent and API on the host cluster, and a restore plan for the same namespace."""
 
 from __future__ import annotations
 
+import re
+import shlex
+
 import pytest
 
 from components.gke_cluster import BACKUP_API
+from config import cron
 from config.reliability import Backup, delete_lock_days
+from docs_support import section
 from shipped_stacks import run_shipped
 
 NS = "gpu-platform"
 BACKUP_PLAN = "gcp:gkebackup/backupPlan:BackupPlan"
 RESTORE_PLAN = "gcp:gkebackup/restorePlan:RestorePlan"
+DAY = 24 * 60
 
 
 def plans(run, tenant: str):
@@ -67,11 +73,52 @@ def test_the_host_cluster_runs_the_backup_agent(dev_run, prod_run):
 
 def test_retention_and_schedule_come_from_config(stack_values):
     values = stack_values("prod")
-    values[f"{NS}:tenants"][0]["backup"] = {"schedule": "30 */6 * * *", "retainDays": 120}
+    values[f"{NS}:tenants"][0]["backup"] = {"schedule": "30 4 * * mon", "retainDays": 120}
     run = run_shipped(values, stack="prod")
     backup, _ = plans(run, "research")
-    assert backup.input("backupSchedule") == {"cronSchedule": "30 */6 * * *", "paused": False}
+    assert backup.input("backupSchedule") == {"cronSchedule": "30 4 * * mon", "paused": False}
     assert backup.input("retentionPolicy") == {"backupRetainDays": 120, "backupDeleteLockDays": 90}  # Backup for GKE's most
+
+
+@pytest.mark.parametrize(
+    "schedule, minutes",
+    [
+        ("0 3 * * *", DAY),
+        ("30 */6 * * *", 6 * 60),
+        ("0 * * * *", 60),
+        ("*/10 * * * *", 10),
+        ("0,50 0,23 * * *", 10),  # 23:50 to the next day's 00:00
+        ("15 2 * * 1-5", DAY),  # weekdays: held to the shortest gap, not Friday to Monday
+        ("30 4 * * mon", 7 * DAY),
+        ("0 3 * * 7", 7 * DAY),  # 7 is Sunday, as 0
+        ("0 0 1 * *", 28 * DAY),  # 1 February to 1 March
+        ("0 0 1,15 */2 *", 14 * DAY),
+        ("0 0 29 2 *", (3 * 365 + 366) * DAY),  # leap days only
+        ("0 3 1 * fri", DAY),  # day of month and day of week both restricted: either matches (a Friday the 31st, then the 1st)
+        ("0 3 */2 * fri", 7 * DAY),  # `*/2` counts as unrestricted: both must match (a Friday the 31st, then the 7th)
+        ("0 3 30 2 *", None),  # never
+    ],
+)
+def test_the_shortest_gap_of_a_schedule(schedule, minutes):
+    assert cron.shortest_gap_minutes(schedule) == minutes
+
+
+@pytest.mark.parametrize(
+    "schedule, message",
+    [
+        ("daily", "it has 1 fields, not 5"),
+        ("61 3 * * *", "the minute field has 61, outside 0-59"),
+        ("0 3 * * 1-8", "the day of week field has 8, outside 0-7"),
+        ("0 3 * foo *", "the month field has 'foo', which is not a number or a name"),
+        ("0 3 L * *", "the day of month field has 'L', which is not a number"),
+        ("*/0 * * * *", "the minute field has the step '0', which is not a whole number from 1"),
+        ("0 5-2 * * *", "the hour field has the range '5-2', which runs backwards"),
+    ],
+)
+def test_what_is_not_standard_cron(schedule, message):
+    with pytest.raises(cron.CronError) as caught:
+        cron.shortest_gap_minutes(schedule)
+    assert str(caught.value) == message
 
 
 @pytest.mark.parametrize(
@@ -80,3 +127,54 @@ def test_retention_and_schedule_come_from_config(stack_values):
 )
 def test_the_deletion_lock(backup, environment, lock):
     assert delete_lock_days(Backup.model_validate(backup), environment) == lock
+
+
+# --- the restore runbook (docs/reliability.md "Restore a team's cluster") ------------------------
+
+
+def runbook_commands() -> list[list[str]]:
+    """The runbook's gcloud commands, each as its words (continued lines joined)."""
+    blocks = re.findall(r"```sh\n(.*?)```", section("Restore a team's cluster"), flags=re.S)
+    lines = "\n".join(blocks).replace("\\\n", " ").splitlines()
+    return [shlex.split(line) for line in lines if line.strip()]
+
+
+def flag(words: list[str], name: str) -> str | bool:
+    """A flag's value (the next word), or True for a flag that takes none."""
+    i = words.index(name)
+    return words[i + 1] if i + 1 < len(words) and not words[i + 1].startswith("--") else True
+
+
+def gcloud_value(enum: str) -> str:
+    return enum.lower().replace("_", "-")  # gcloud's spelling of the API's enums
+
+
+def test_the_runbooks_restore_plan_restores_as_the_stacks_does(dev_run):
+    """A restore plan for a new host cluster, made by hand from the runbook, restores exactly what
+    and how the plan the program creates does."""
+    _, restore = plans(dev_run, "nlp")
+    config = restore.input("restoreConfig")
+    [create] = [w for w in runbook_commands() if w[:6] == ["gcloud", "beta", "container", "backup-restore", "restore-plans", "create"]]
+    assert flag(create, "--selected-namespaces") == "vcluster-<team>" and config["selectedNamespaces"] == {"namespaces": ["vcluster-nlp"]}
+    assert flag(create, "--namespaced-resource-restore-mode") == gcloud_value(config["namespacedResourceRestoreMode"])
+    assert flag(create, "--volume-data-restore-policy") == gcloud_value(config["volumeDataRestorePolicy"])
+    assert flag(create, "--cluster-resource-scope-no-group-kinds") is True and config["clusterResourceRestoreScope"] == {"noGroupKinds": True}
+    assert flag(create, "--backup-plan") == "projects/<project>/locations/<region>/backupPlans/<environment>-<team>"
+    # The restores name the plans by the stack's outputs: <environment>-<team>, and -restore or the new one.
+    restores = [w for w in runbook_commands() if w[:6] == ["gcloud", "beta", "container", "backup-restore", "restores", "create"]]
+    assert [flag(w, "--restore-plan") for w in restores] == ["<environment>-<team>-restore"]
+    assert f"`--restore-plan\n<environment>-<team>-restore-new`" in section("Restore a team's cluster") and create[6] == "<environment>-<team>-restore-new"
+    assert (dev_run.outputs["tenants"]["nlp"]["backupPlan"], dev_run.outputs["tenants"]["nlp"]["restorePlan"]) == ("dev-nlp", "dev-nlp-restore")
+
+
+def test_the_runbook_says_what_backup_for_gke_allows_with_its_sources():
+    """Each of Backup for GKE's restore constraints is a bullet that cites Google's page for it."""
+    bullets = [" ".join(b.split()) for b in section("Restore a team's cluster").split("\n- ")[1:]]
+    for promise, source in (
+        ("between the backed-up cluster's version and three minor versions above it, inclusive", "how-to/restore-plan"),
+        ("A restore plan restores into a zonal or regional cluster of its own region", "concepts/about-locations"),
+        ("Restoring into another project takes a restore channel", "how-to/cross-project-restores"),
+        ("`roles/gkebackup.restoreAdmin`", "how-to/restore"),
+    ):
+        [bullet] = [b for b in bullets if promise in b]
+        assert f"(https://cloud.google.com/kubernetes-engine/docs/add-on/backup-for-gke/{source})" in bullet

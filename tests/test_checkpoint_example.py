@@ -1,6 +1,7 @@
-"""docs/reliability.md's checkpointing Job works when pasted: Kubernetes accepts it, it fits the
-grace period a Spot node gives (config/reliability.py), and its script, run here as its container
-would run it, saves a checkpoint on SIGTERM within that time and resumes from it."""
+"""docs/reliability.md's checkpointing Job works when pasted: Kubernetes accepts it and its volume
+claim, it fits the grace period a Spot node gives (config/reliability.py), it keeps its checkpoints
+on a persistent volume of the tenant's PD class, and its script, run here as its container would
+run it, saves a checkpoint on SIGTERM within that time and resumes from it."""
 
 from __future__ import annotations
 
@@ -10,22 +11,42 @@ import subprocess
 import time
 
 import kubernetes_validate
-import yaml
 
 from config.base import duration_seconds
+from config.environment import NodeProviderConfig
 from config.reliability import CRITICAL_PODS_GRACE_PERIOD, SPOT_GRACE_PERIOD
-from docs_support import yaml_blocks
+from docs_support import yaml_example
 
 K8S_VERSION = "1.33.0"
-[JOB] = [yaml.safe_load(text) for name, text in yaml_blocks() if name == "checkpoint-job.yaml"]
+JOB, CLAIM = yaml_example("checkpoint-job.yaml"), yaml_example("checkpoint-volume.yaml")
 POD = JOB["spec"]["template"]["spec"]
 [CONTAINER] = POD["containers"]
 SCRIPT = CONTAINER["args"][0]
 SPOT_SHARE = duration_seconds(SPOT_GRACE_PERIOD) - duration_seconds(CRITICAL_PODS_GRACE_PERIOD)
+# The tenant's PD class: templates/kubernetes/main.tf names it <NodeProvider>-disk-default
+# (tests/test_kubernetes_template.py holds the template to it), with the default NodeProvider name.
+PD_CLASS = f"{NodeProviderConfig.model_fields['name'].default}-disk-default"
 
 
 def test_kubernetes_accepts_it():
     kubernetes_validate.validate(JOB, K8S_VERSION, strict=True)
+    kubernetes_validate.validate(CLAIM, K8S_VERSION, strict=True)
+
+
+def test_its_checkpoints_are_on_a_persistent_volume_it_resumes_from():
+    """Not the container's own disk, an emptyDir or a node-local class: those go with the pod or
+    its node, and the retry would start from step 0."""
+    assert (CLAIM["kind"], CLAIM["metadata"]["name"]) == ("PersistentVolumeClaim", "train-checkpoints")
+    assert CLAIM["spec"]["accessModes"] == ["ReadWriteOnce"]  # one pod at a time, as a PD attaches to one VM
+    assert CLAIM["spec"]["storageClassName"] == PD_CLASS == "gcp-gpu-disk-default"
+    [volume] = POD["volumes"]
+    assert volume == {"name": volume["name"], "persistentVolumeClaim": {"claimName": CLAIM["metadata"]["name"]}}
+    [mount] = CONTAINER["volumeMounts"]
+    assert mount["name"] == volume["name"] and not mount.get("readOnly")
+    [checkpoint_dir] = [e["value"] for e in CONTAINER["env"] if e["name"] == "CHECKPOINT_DIR"]
+    assert mount["mountPath"] == checkpoint_dir
+    # The script reads its step from there at start and writes it there: the resume below runs on it.
+    assert 'step=$(cat "$CHECKPOINT_DIR/step"' in SCRIPT and 'mv "$CHECKPOINT_DIR/step.tmp" "$CHECKPOINT_DIR/step"' in SCRIPT
 
 
 def test_it_fits_what_a_spot_node_gives_and_is_never_disrupted_on_purpose():

@@ -6,24 +6,27 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import kubernetes_validate
 import pytest
-import yaml
 
 from components import gpu_watchdog as wd
-from components.watchdog_documents import CLUSTER_RULES, EVENT_RULES, NAMESPACE
+from components.watchdog_documents import CLUSTER_RULES, EVENT_RULES, NAME, NAMESPACE
 from config import versions
+from docs_support import section
+from tenant_objects import named, tenant_objects
 
-VCI = "kubernetes:management.loft.sh/v1:VirtualClusterInstance"
 K8S_VERSION = "1.33.0"
 T0 = dt.datetime(2026, 3, 2, 9, 0, tzinfo=dt.timezone.utc)
 
 
 def node(name: str, *, pool: str = "l4-1x", gpu: bool = True, created: dt.datetime = T0, capacity: int | None = None,
-         allocatable: int | None = None, deleting: bool = False) -> dict:
-    """A Node as the tenant's API lists it, with what the decision reads."""
+         allocatable: int | None = None, deleting: bool = False, karpenter: bool = True) -> dict:
+    """A Node as the tenant's API lists it, with what the decision reads; `karpenter`: registered by
+    Karpenter, which puts its termination finalizer on it."""
     labels = {"gpu-platform/pool": pool, "kubernetes.io/hostname": name}
     if gpu:
         labels["gpu-platform/gpu"] = "nvidia-l4"
@@ -35,6 +38,8 @@ def node(name: str, *, pool: str = "l4-1x", gpu: bool = True, created: dt.dateti
     meta = {"name": name, "uid": f"uid-{name}", "labels": labels, "creationTimestamp": created.strftime("%Y-%m-%dT%H:%M:%SZ")}
     if deleting:
         meta["deletionTimestamp"] = T0.strftime("%Y-%m-%dT%H:%M:%SZ")
+    if karpenter:
+        meta["finalizers"] = [wd.TERMINATION_FINALIZER]
     return {"apiVersion": "v1", "kind": "Node", "metadata": meta, "status": status}
 
 
@@ -70,11 +75,8 @@ def test_a_gpu_node_that_never_offered_its_gpu_goes_after_the_limit(capacity, al
     assert [r.node for r in removals] == (["n1"] if removed else [])
     if removed:
         [r] = removals
-        assert (r.claim, r.reason, r.uid) == ("l4-1x-abc", wd.NEVER_OFFERED, "uid-n1")
-        assert r.message == (
-            "GPU node n1 of pool l4-1x has offered no nvidia.com/gpu since it joined at 2026-03-02T09:00:00+00:00, "
-            "longer than 600 s: deleting its NodeClaim l4-1x-abc, which deletes the VM"
-        )
+        assert (r.claim, r.karpenter, r.reason, r.uid) == ("l4-1x-abc", True, wd.NEVER_OFFERED, "uid-n1")
+        assert r.message == "GPU node n1 of pool l4-1x has offered no nvidia.com/gpu since it joined at 2026-03-02T09:00:00+00:00, longer than 600 s"
 
 
 def test_a_node_that_lost_its_gpus_goes_the_limit_after_it_was_first_seen_so():
@@ -107,70 +109,229 @@ def test_cpu_nodes_and_nodes_already_going_are_left_alone():
     assert decide(nodes, claims, now=T0 + minutes(60)) == ([], {})
 
 
-def test_a_node_without_a_node_claim_is_reported_not_removed():
+def test_a_node_no_claim_launched_has_no_claim_to_delete():
     claims = [claim("other", "n2"), claim("unlaunched", None)]
-    [removal] = decide([node("n1")], claims, now=T0 + minutes(11))[0]
-    assert removal.claim is None
-    assert removal.message.endswith("it has no NodeClaim, so it is left for an operator")
+    [removal] = decide([node("n1", karpenter=False)], claims, now=T0 + minutes(11))[0]
+    assert (removal.node, removal.claim, removal.karpenter) == ("n1", None, False)
 
 
-# --- against the tenant's API ---------------------------------------------------------------------
+# --- against the tenant's API: what it does, and what it does when refused -----------------------
 
 
 class FakeApi:
-    def __init__(self, nodes: list[dict], claims: list[dict]):
-        self.nodes, self.claims, self.calls = nodes, claims, []
+    """The tenant's API server as the watchdog calls it: lists what it holds, deletes, and answers
+    `refused` requests ((method, path) → status) with that status, as Api.call raises it."""
+
+    def __init__(self, nodes: list[dict], claims: list[dict], refused: dict[tuple[str, str], int] | None = None):
+        self.nodes, self.claims, self.refused, self.calls = nodes, claims, dict(refused or {}), []
 
     def call(self, method: str, path: str, body: dict | None = None) -> dict:
         self.calls.append((method, path, body))
-        if (method, path) == ("GET", "/api/v1/nodes"):
+        if (method, path) in self.refused:
+            status = self.refused[method, path]
+            raise wd.ApiError(method, path, status, {403: "Forbidden: not allowed", 404: "NotFound: not found"}.get(status, "InternalError: try again"))
+        if (method, path) == ("GET", wd.NODES):
             return {"kind": "NodeList", "items": self.nodes}
         if (method, path) == ("GET", wd.NODECLAIMS):
             return {"kind": "NodeClaimList", "items": self.claims}
         return {}
 
+    def requests(self, method: str) -> list[str]:
+        return [p for m, p, _ in self.calls if m == method]
+
+    def events(self) -> list[dict]:
+        return [b for m, _, b in self.calls if m == "POST"]
+
 
 CONFIG = {"poolLimitSeconds": {"l4-1x": 600}, "defaultLimitSeconds": 600, "intervalSeconds": 30}
+CLAIM_C1, NODE_N1 = f"{wd.NODECLAIMS}/c1", f"{wd.NODES}/n1"
+CAUSE = "GPU node n1 of pool l4-1x has offered no nvidia.com/gpu since it joined at 2026-03-02T08:40:00+00:00, longer than 600 s"
 
 
-def test_a_removal_deletes_the_node_claim_and_records_one_event(monkeypatch):
-    api = FakeApi([node("n1", created=T0 - minutes(20)), node("n2", created=T0 - minutes(20), capacity=1, allocatable=1)], [claim("c1", "n1"), claim("c2", "n2")])
-    reported: set[str] = set()
-    wd.run_once(api, CONFIG, {}, reported)
-    api.claims[0]["metadata"]["deletionTimestamp"] = T0.isoformat()  # Karpenter drains the node now
-    wd.run_once(api, CONFIG, {}, reported)  # nothing more to do: no second delete, no second event
-    methods = [(m, p) for m, p, _ in api.calls]
-    assert methods.count(("DELETE", f"{wd.NODECLAIMS}/c1")) == 1
-    events = [b for m, p, b in api.calls if m == "POST"]
-    assert [p for m, p, _ in api.calls if m == "POST"] == ["/api/v1/namespaces/default/events"]
-    [event] = events
+def stale(**kwargs) -> dict:
+    """n1, a GPU node that never offered its GPU, joined 20 minutes before T0."""
+    return node("n1", created=T0 - minutes(20), **kwargs)
+
+
+def one_round(api: FakeApi, capsys) -> tuple[wd.Round, dict, str, str]:
+    """One round: its result, the one event it recorded (checked as Kubernetes reads it), stdout, stderr."""
+    result = wd.run_once(api, CONFIG, {}, set(), now=T0)
+    [event] = api.events()
     kubernetes_validate.validate(event, K8S_VERSION, strict=True)
+    assert api.requests("POST") == ["/api/v1/namespaces/default/events"]
     assert event["involvedObject"] == {"apiVersion": "v1", "kind": "Node", "name": "n1", "uid": "uid-n1"}
-    assert (event["type"], event["reason"], event["source"]) == ("Warning", "GPUNeverOffered", {"component": "gpu-platform-watchdog"})
-    assert event["message"].startswith("GPU node n1 of pool l4-1x has offered no nvidia.com/gpu since it joined")
+    assert (event["type"], event["source"]) == ("Warning", {"component": "gpu-platform-watchdog"})
+    out, err = capsys.readouterr()
+    return result, event, out, err
+
+
+def test_a_removal_deletes_the_node_claim_and_records_one_event(capsys):
+    api = FakeApi([stale(), node("n2", created=T0 - minutes(20), capacity=1, allocatable=1)], [claim("c1", "n1"), claim("c2", "n2")])
+    result, event, out, err = one_round(api, capsys)
+    assert api.requests("DELETE") == [CLAIM_C1] and result.failed == []
+    assert event["reason"] == "GPUNeverOffered"
+    assert event["message"] == f"{CAUSE}: deleted its NodeClaim c1; Karpenter drains the node, then the platform deletes its VM"
+    assert out == f"gpu-watchdog: GPUNeverOffered: {event['message']}\n" and err == ""
+    # Karpenter drains the node now: the next round deletes nothing more and records no second event.
+    reported = {"n1"}
+    api.claims[0]["metadata"]["deletionTimestamp"] = T0.isoformat()
+    assert wd.run_once(api, CONFIG, {}, reported, now=T0).failed == [] and api.requests("DELETE") == [CLAIM_C1] and len(api.events()) == 1
+
+
+@pytest.mark.parametrize("status", [403, 404])
+def test_a_refused_node_claim_delete_deletes_the_node_instead(capsys, status):
+    api = FakeApi([stale()], [claim("c1", "n1")], refused={("DELETE", CLAIM_C1): status})
+    result, event, out, err = one_round(api, capsys)
+    assert api.requests("DELETE") == [CLAIM_C1, NODE_N1] and result.failed == []
+    assert event["reason"] == "GPUNeverOffered"
+    assert event["message"] == (
+        f"{CAUSE}: deleted the Node instead (DELETE {CLAIM_C1} answered {status} {'Forbidden: not allowed' if status == 403 else 'NotFound: not found'}); "
+        "Karpenter's karpenter.sh/termination finalizer deletes its NodeClaim, then the platform deletes its VM"
+    )
+    assert out == f"gpu-watchdog: GPUNeverOffered: {event['message']}\n" and err == ""
+
+
+@pytest.mark.parametrize("status", [403, 404])
+def test_node_claims_it_cannot_list_leave_the_node_to_delete(capsys, status):
+    api = FakeApi([stale()], [claim("c1", "n1")], refused={("GET", wd.NODECLAIMS): status})
+    result, event, _, _ = one_round(api, capsys)
+    assert api.requests("DELETE") == [NODE_N1] and result.failed == []
+    assert event["reason"] == "GPUNeverOffered"
+    assert event["message"].startswith(f"{CAUSE}: deleted the Node instead (GET {wd.NODECLAIMS} answered {status} ")
+
+
+def test_when_both_deletes_are_refused_it_says_so_and_exits_non_zero(capsys, tmp_path):
+    refused = {("DELETE", CLAIM_C1): 403, ("DELETE", NODE_N1): 403}
+    api = FakeApi([stale()], [claim("c1", "n1")], refused=refused)
+    result, event, out, err = one_round(api, capsys)
+    assert api.requests("DELETE") == [CLAIM_C1, NODE_N1] and result.failed == ["n1"]
+    assert event["reason"] == "GPUNodeNotRemoved"
+    assert event["message"] == (
+        f"{CAUSE}: not removed (DELETE {CLAIM_C1} answered 403 Forbidden: not allowed; DELETE {NODE_N1} answered 403 Forbidden: not allowed); "
+        "its VM bills until an operator deletes its node claim in the platform"
+    )
+    assert out == "" and err == f"gpu-watchdog: GPUNodeNotRemoved: {event['message']}\n"
+    # The program's own loop (on the real clock) ends with 1 after that round, so the container exits with it and restarts.
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(CONFIG))
+    joined = node("n1", created=dt.datetime.now(dt.timezone.utc) - minutes(20))
+    assert wd.main(["gpu_watchdog.py", str(config)], api=FakeApi([joined], [claim("c1", "n1")], refused=refused)) == 1
+    assert capsys.readouterr().err.endswith("gpu-watchdog: could not remove n1: exiting 1\n")
+
+
+def test_a_node_without_karpenters_finalizer_is_never_deleted_as_a_node(capsys):
+    """Deleting it would drop the Node and leave its VM running."""
+    api = FakeApi([stale(karpenter=False)], [claim("c1", "n1")], refused={("DELETE", CLAIM_C1): 403})
+    result, event, _, err = one_round(api, capsys)
+    assert api.requests("DELETE") == [CLAIM_C1] and result.failed == ["n1"]
+    assert event["reason"] == "GPUNodeNotRemoved"
+    assert "the node has no karpenter.sh/termination finalizer, so deleting the Node would leave its VM running" in event["message"]
+    assert err.startswith("gpu-watchdog: GPUNodeNotRemoved: ")
+
+
+def test_a_node_no_claim_launched_is_reported_and_left(capsys):
+    api = FakeApi([stale()], [claim("other", "n2")])
+    result, event, _, err = one_round(api, capsys)
+    assert api.requests("DELETE") == [] and result.failed == []  # an operator's node, not the watchdog's failure
+    assert event["reason"] == "GPUNodeNotRemoved"
+    assert event["message"] == f"{CAUSE}: not removed: no NodeClaim launched it (joined by hand?), so it is left for an operator"
+    assert err == f"gpu-watchdog: GPUNodeNotRemoved: {event['message']}\n"
+
+
+def test_a_server_error_on_the_claim_is_tried_again_next_round(capsys):
+    api = FakeApi([stale()], [claim("c1", "n1")], refused={("DELETE", CLAIM_C1): 500})
+    result = wd.run_once(api, CONFIG, {}, reported := set(), now=T0)
+    assert api.requests("DELETE") == [CLAIM_C1] and result.failed == [] and api.events() == [] and reported == set()
+    assert capsys.readouterr().err == f"gpu-watchdog: {CAUSE}: DELETE {CLAIM_C1} answered 500 InternalError: try again; trying again next round\n"
+
+
+class _Refusing(BaseHTTPRequestHandler):
+    """A tenant API that lists n1 and its claim c1 and refuses to delete the claim, as an API
+    server does (a Status object)."""
+
+    deleted: list[str]
+
+    def _json(self, status: int, body: dict) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self):  # noqa: N802 - http.server's name
+        items = {wd.NODES: [stale()], wd.NODECLAIMS: [claim("c1", "n1")]}[self.path]
+        self._json(200, {"items": items})
+
+    def do_DELETE(self):  # noqa: N802
+        type(self).deleted.append(self.path)
+        if self.path == CLAIM_C1:
+            self._json(403, {"kind": "Status", "status": "Failure", "reason": "Forbidden", "message": 'nodeclaims.karpenter.sh "c1" is forbidden', "code": 403})
+        else:
+            self._json(200, {"kind": "Status", "status": "Success"})
+
+    def do_POST(self):  # noqa: N802
+        self.rfile.read(int(self.headers["Content-Length"]))
+        self._json(201, {})
+
+    def log_message(self, *args):  # quiet
+        pass
+
+
+def test_the_api_client_turns_a_refusal_into_its_status(capsys, tmp_path):
+    """The real client, over HTTP on loopback: a 403 with the API server's Status object is an
+    ApiError with its code and message, and the round deletes the node instead."""
+    _Refusing.deleted = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Refusing)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        token = tmp_path / "token"
+        token.write_text("a-test-token\n")
+        api = wd.Api(f"http://127.0.0.1:{server.server_port}", str(token), None)
+        result = wd.run_once(api, CONFIG, {}, set(), now=T0)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert _Refusing.deleted == [CLAIM_C1, NODE_N1] and result.failed == []
+    assert f'(DELETE {CLAIM_C1} answered 403 Forbidden: nodeclaims.karpenter.sh "c1" is forbidden)' in capsys.readouterr().out
+
+
+BRANCHES = [  # what each branch of a round calls: its RBAC is the union
+    FakeApi([stale()], [claim("c1", "n1")]),
+    FakeApi([stale()], [claim("c1", "n1")], refused={("DELETE", CLAIM_C1): 403}),
+    FakeApi([stale()], [claim("c1", "n1")], refused={("DELETE", CLAIM_C1): 403, ("DELETE", NODE_N1): 403}),
+    FakeApi([stale()], [], refused={("GET", wd.NODECLAIMS): 403}),
+]
 
 
 def test_its_rbac_is_exactly_what_its_calls_need(dev_run):
-    """Every call the program makes, as RBAC verb and resource, equals the rules it is granted."""
-    api = FakeApi([node("n1", created=T0 - minutes(20))], [claim("c1", "n1")])
-    wd.run_once(api, CONFIG, {}, set())
+    """Every call the program makes in any branch, as RBAC verb and resource, equals the rules it is granted."""
     verbs = {"GET": "list", "DELETE": "delete", "POST": "create"}  # GETs are of collections only
 
     def resource(path: str) -> tuple[str, str, str | None]:
         parts = path.strip("/").split("/")
-        if parts[0] == "api":  # /api/v1[/namespaces/<ns>]/<resource>
+        if parts[0] == "api":  # /api/v1[/namespaces/<ns>]/<resource>[/<name>]
             namespace = parts[3] if parts[2] == "namespaces" else None
-            return "", parts[-1] if namespace is None else parts[4], namespace
+            return "", parts[2] if namespace is None else parts[4], namespace
         return parts[1], parts[3], None  # /apis/<group>/<version>/<resource>[/<name>]
 
-    needed = {(resource(p), verbs[m]) for m, p, _ in api.calls}
-    objects = list(yaml.safe_load_all(dev_run.one(VCI, "nlp").input("spec", "template", "objects")))
-    cluster_role = next(o for o in objects if o["kind"] == "ClusterRole")
-    role = next(o for o in objects if o["kind"] == "Role")
+    needed = set()
+    for api in BRANCHES:
+        api.calls.clear()
+        wd.run_once(api, CONFIG, {}, set(), now=T0)
+        needed |= {(resource(p), verbs[m]) for m, p, _ in api.calls}
+    objects = tenant_objects(dev_run, "nlp")
+    cluster_role = named(objects, "ClusterRole", f"gpu-platform:{NAME}")
+    role = named(objects, "Role", f"gpu-platform:{NAME}-events", wd.EVENT_NAMESPACE)
     granted = {((r["apiGroups"][0], res, None), v) for r in cluster_role["rules"] for res in r["resources"] for v in r["verbs"]}
     granted |= {((r["apiGroups"][0], res, role["metadata"]["namespace"]), v) for r in role["rules"] for res in r["resources"] for v in r["verbs"]}
     assert granted == needed
     assert cluster_role["rules"] == [dict(r) for r in CLUSTER_RULES] and role["rules"] == [dict(r) for r in EVENT_RULES]
+    # Bound to the watchdog's own account, by name.
+    for kind, name, namespace in (("ClusterRoleBinding", f"gpu-platform:{NAME}", None), ("RoleBinding", f"gpu-platform:{NAME}-events", wd.EVENT_NAMESPACE)):
+        binding = named(objects, kind, name, namespace)
+        assert binding["roleRef"]["name"] == name and binding["subjects"] == [{"kind": "ServiceAccount", "name": NAME, "namespace": NAMESPACE}]
 
 
 # --- its objects in the tenant ------------------------------------------------------------------
@@ -178,25 +339,22 @@ def test_its_rbac_is_exactly_what_its_calls_need(dev_run):
 
 @pytest.fixture(scope="module")
 def objects(dev_run) -> dict:
-    found = {}
-    for tenant in ("nlp", "speech"):
-        for o in yaml.safe_load_all(dev_run.one(VCI, tenant).input("spec", "template", "objects")):
-            found[tenant, o["kind"], o["metadata"]["name"]] = o
-    return found
+    """Each tenant's in-tenant objects, by tenant."""
+    return {tenant: tenant_objects(dev_run, tenant) for tenant in ("nlp", "speech")}
 
 
 def test_it_runs_the_shipped_program_with_each_pools_limit(objects):
-    config_map = objects["nlp", "ConfigMap", "gpu-watchdog"]
+    config_map = named(objects["nlp"], "ConfigMap", NAME, NAMESPACE)
     assert config_map["data"]["gpu_watchdog.py"] == Path(wd.__file__).read_text()
     assert json.loads(config_map["data"]["config.json"]) == {"poolLimitSeconds": {"l4-1x": 600}, "defaultLimitSeconds": 600, "intervalSeconds": 30}
-    speech = json.loads(objects["speech", "ConfigMap", "gpu-watchdog"]["data"]["config.json"])
+    speech = json.loads(named(objects["speech"], "ConfigMap", NAME, NAMESPACE)["data"]["config.json"])
     assert speech["poolLimitSeconds"] == {"t4-1x-spot": 600}
 
 
 def test_it_runs_unprivileged_on_the_cpu_pool_from_a_pinned_image(objects):
-    namespace = objects["nlp", "Namespace", NAMESPACE]
+    namespace = named(objects["nlp"], "Namespace", NAMESPACE)
     assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
-    deployment = objects["nlp", "Deployment", "gpu-watchdog"]
+    deployment = named(objects["nlp"], "Deployment", NAME, NAMESPACE)
     pod = deployment["spec"]["template"]["spec"]
     [container] = pod["containers"]
     assert container["image"] == versions.WATCHDOG_IMAGE
@@ -217,3 +375,15 @@ def test_the_program_needs_only_the_standard_library():
         if line.startswith(("import ", "from ")) and not line.startswith("from __future__")
     }
     assert imported <= {"datetime", "json", "os", "ssl", "sys", "time", "urllib", "dataclasses"}
+
+
+def test_the_reliability_page_says_what_the_watchdog_does():
+    """docs/reliability.md's row of the watchdog: the reasons it records, the fallback's finalizer,
+    where its events and its pod are."""
+    [row] = [line for line in section("Reliability").splitlines() if line.startswith("| **A GPU node whose GPU never appears")]
+    assert all(f"`{reason}`" in row for reason in (wd.NEVER_OFFERED, wd.LOST, wd.NOT_REMOVED))
+    assert f"`reason={wd.NOT_REMOVED}`" in row
+    assert f"`{wd.TERMINATION_FINALIZER}` finalizer" in row and "(403, or 404)" in row and "it exits 1" in row
+    assert f"kubectl get events -n {wd.EVENT_NAMESPACE} --field-selector reason={wd.NEVER_OFFERED}" in row
+    assert f"`kubectl get pods -n {NAMESPACE}`" in row
+

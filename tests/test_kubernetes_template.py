@@ -19,6 +19,7 @@ from config import node_properties as props
 from config import versions
 from config.stack import load_stack
 from config.stack_files import read_stack_values
+from docs_support import yaml_example
 from hcl_support import blocks, evaluate, expr, failures, parse, require_tofu, required_providers, run
 from shipped_stacks import SHIPPED_DIR
 
@@ -250,6 +251,15 @@ def test_default_storage_class_binds_where_the_pod_lands(evaluated):
     assert storage_class["provisioner"] == "pd.csi.storage.gke.io"
     assert storage_class["volumeBindingMode"] == "WaitForFirstConsumer"
     assert storage_class["parameters"]["type"] == "pd-balanced"
+
+
+def test_the_checkpoint_examples_class_is_the_tenants_pd_class(evaluated):
+    """docs/reliability.md's checkpoint volume names the class this template creates (with the
+    default NodeProvider name), and only where the tenant has persistent disks."""
+    claimed = yaml_example("checkpoint-volume.yaml")["spec"]["storageClassName"]
+    classes = {c["metadata"]["name"]: c for c in _of(evaluated["tenant"], "StorageClass")}
+    assert classes[claimed]["provisioner"] == "pd.csi.storage.gke.io" and classes[claimed]["parameters"]["type"] == "pd-balanced"
+    assert claimed not in {c["metadata"]["name"] for c in _of(evaluated["no-csi"], "StorageClass")}
 
 
 def test_a_second_class_for_hyperdisk_only_machines_is_never_the_default(evaluated):

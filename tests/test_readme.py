@@ -189,6 +189,8 @@ def example_kind(document: dict) -> str:
         return "stack file"
     if document and all(k.startswith(f"{NS}:") for k in document):
         return "stack values"
+    if document.get("kind") == "PersistentVolumeClaim":  # a volume a workload example mounts
+        return "volume"
     if "spec" in document:
         return "workload"
     return "unknown"

@@ -12,12 +12,14 @@ import pulumi
 import pytest
 import yaml
 
+from components import watchdog_documents as watchdog
 from components.vcluster_values import SKIP_AUTO_UPGRADE_LABEL, VClusterValues, kubelet_config
 from config import node_properties as props
 from config.catalog import EVICTION_HARD, EVICTION_THRESHOLD_MI, allocatable, reserve
 from config.errors import ConfigError
 from config.stack import load_stack
 from shipped_stacks import SHIPPED_DIR, run_shipped
+from tenant_objects import named, tenant_objects
 
 NS = "gpu-platform"
 VCI = "kubernetes:management.loft.sh/v1:VirtualClusterInstance"
@@ -188,8 +190,7 @@ def test_a_watchdog_timeout_under_two_minutes(stack_values):
 
 
 def test_a_watchdog_timeout_reaches_the_watchdog(variant):
-    objects = list(yaml.safe_load_all(variant.one(VCI, "nlp").input("spec", "template", "objects")))
-    config_map = next(o for o in objects if o["kind"] == "ConfigMap")
+    config_map = named(tenant_objects(variant, "nlp"), "ConfigMap", watchdog.NAME, watchdog.NAMESPACE)
     assert '"poolLimitSeconds": {"l4-1x": 1500}' in config_map["data"]["config.json"]
 
 
@@ -199,9 +200,38 @@ def test_a_retention_of_zero_days_and_a_lock_past_it(stack_values):
     values[f"{NS}:tenants"][1]["backup"] = {"retainDays": 7, "deleteLockDays": 10, "schedule": "daily"}
     assert problems(values) == [
         "tenants[0].backup.retainDays: 0 days would leave no backup to restore; at least 1 (default 14)",
-        "tenants[1].backup.schedule: 'daily' is not a five-field cron line like \"0 3 * * *\" (UTC)",
+        "tenants[1].backup.schedule: 'daily' is not a five-field cron line like \"0 3 * * *\" (UTC): it has 1 fields, not 5",
         "tenants[1].backup.deleteLockDays: 10 is longer than retainDays 7: a backup cannot be locked past its deletion",
     ]
+
+
+def test_a_retention_longer_than_backup_for_gke_keeps_for_the_schedule(stack_values):
+    """Backup for GKE keeps a plan's backups at most 360 times the interval between two of them,
+    and takes them at least 10 minutes apart: every tenant's problem at once, naming the key."""
+    values = stack_values("dev")
+    values[f"{NS}:tenants"][0]["backup"] = {"schedule": "0 * * * *", "retainDays": 16}
+    values[f"{NS}:tenants"][1]["backup"] = {"schedule": "*/5 * * * *", "retainDays": 1}
+    assert problems(values) == [
+        "tenants[0].backup.retainDays: 16 days is longer than Backup for GKE keeps backups taken every hour (schedule '0 * * * *', its "
+        "shortest gap): at most 360 times the days between two backups, so 1 to 15; keep fewer days or back up less often",
+        "tenants[1].backup.schedule: '*/5 * * * *' takes backups 5 minutes apart; Backup for GKE takes them at least 10 minutes apart",
+    ]
+    values[f"{NS}:tenants"][0]["backup"] = {"schedule": "0 3 * * 1-5", "retainDays": 361}  # held to a weekday's one day
+    values[f"{NS}:tenants"][1]["backup"] = {"schedule": "0 3 31 2 *", "retainDays": 14}
+    assert problems(values) == [
+        "tenants[0].backup.retainDays: 361 days is longer than Backup for GKE keeps backups taken every day (schedule '0 3 * * 1-5', its "
+        "shortest gap): at most 360 times the days between two backups, so 1 to 360; keep fewer days or back up less often",
+        "tenants[1].backup.schedule: '0 3 31 2 *' never fires: no date has that day in those months",
+    ]
+
+
+@pytest.mark.parametrize("schedule, most", [("0 * * * *", 15), ("30 */6 * * *", 90), ("0 3 * * *", 360), ("0 3 * * sun", 365)])
+def test_the_longest_retention_each_schedule_allows_is_accepted(stack_values, schedule, most):
+    values = stack_values("dev")
+    values[f"{NS}:tenants"][0]["backup"] = {"schedule": schedule, "retainDays": most}
+    load_stack(values, stack="dev", project_dir=SHIPPED_DIR)
+    values[f"{NS}:tenants"][0]["backup"]["retainDays"] = most + 1
+    assert len(problems(values)) == 1
 
 
 def test_backups_off_in_prod_need_an_explicit_override(stack_values):

@@ -90,14 +90,14 @@ def test_the_kube_state_metrics_row(dev_run):
 
 def test_the_watchdog_row_is_the_watchdogs_rbac(dev_run):
     assert watchdog.CLUSTER_RULES == (
-        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list"]},
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list", "delete"]},
         {"apiGroups": ["karpenter.sh"], "resources": ["nodeclaims"], "verbs": ["list", "delete"]},
     )
     assert watchdog.EVENT_RULES == ({"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},)
     [deployment] = [d for d in by_kind(tenant_documents(dev_run, "nlp"), "Deployment") if d["metadata"]["name"] == watchdog.NAME]
     assert host_access(deployment)["hostNetwork"] is False
     text = row("the team's GPU watchdog")
-    assert "`list` its Nodes, `list` and `delete` its Karpenter NodeClaims" in text and "`create` Events in `default`" in text
+    assert "`list` and `delete` its Nodes and its Karpenter NodeClaims" in text and "`create` Events in `default`" in text
 
 
 def test_only_the_collector_has_host_access_among_the_programs_workloads():

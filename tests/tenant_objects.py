@@ -1,0 +1,24 @@
+"""The objects the program puts inside a tenant's virtual cluster (its VirtualClusterInstance's
+`spec.template.objects`), picked by what they are, never by where they stand in a list."""
+
+from __future__ import annotations
+
+import yaml
+
+VCI = "kubernetes:management.loft.sh/v1:VirtualClusterInstance"
+
+
+def tenant_instance(run, tenant: str):
+    """The tenant's VirtualClusterInstance: of that type and named the tenant (metadata.name)."""
+    [found] = [r for r in run.of_type(VCI) if r.input("metadata", "name") == tenant]
+    return found
+
+
+def tenant_objects(run, tenant: str) -> list[dict]:
+    return [o for o in yaml.safe_load_all(tenant_instance(run, tenant).input("spec", "template", "objects")) if o]
+
+
+def named(objects: list[dict], kind: str, name: str, namespace: str | None = None) -> dict:
+    """The one object of that kind, name and namespace (None: cluster-scoped)."""
+    [found] = [o for o in objects if o["kind"] == kind and o["metadata"]["name"] == name and o["metadata"].get("namespace") == namespace]
+    return found
