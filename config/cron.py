@@ -6,12 +6,16 @@ shortest time between two of its firings, which bounds how long its backups may 
 The fields as the standard cron (crontab(5)) has them: `*`, a number, a range `a-b`, a step
 `*/n`, `a-b/n` or `a/n` (a to the field's end), lists of those with commas; month and weekday
 names (`jan`, `mon`); weekday 0 or 7 is Sunday. When both day of month and day of week are
-restricted (neither starts with `*`), a day matches if either does. Nothing else (`L`, `W`, `#`,
+restricted, a day matches if either does. Readers differ on what "restricted" means for a day
+field written `*/n`: cronie and Vixie cron (src/entry.c: `if (ch == '*') e->flags |= DOM_STAR`, the
+field's first character) count it as unrestricted, croniter as restricted; Google does not say
+which its reader follows, so the shortest gap is the shorter of both readings. Nothing else (`L`, `W`, `#`,
 `?`, `@daily`) is standard, so nothing else is read.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import functools
 from dataclasses import dataclass
@@ -95,14 +99,24 @@ def parse(line: str) -> Cron:
     if len(parts) != len(_FIELDS):
         raise CronError(f"it has {len(parts)} fields, not 5")
     minutes, hours, days, months, weekdays = (_field(text, *spec) for text, spec in zip(parts, _FIELDS))
+    # Restricted as cronie reads it (a field not starting with `*`); readings() adds croniter's.
     return Cron(minutes, hours, days, months, frozenset(d % 7 for d in weekdays), not parts[2].startswith("*"), not parts[4].startswith("*"))
 
 
-@functools.cache
-def shortest_gap_minutes(line: str) -> int | None:
-    """The shortest time between two firings of the line, in minutes; None if it never fires (a
-    date no month has, such as 30 2). Raises CronError for a line that is not standard cron."""
+def readings(line: str) -> set[Cron]:
+    """The line as each common reader takes it: one reading, or two when a day field is `*/n`
+    with the other day field restricted (the module's docstring)."""
     cron = parse(line)
+    day_of_month, day_of_week = line.split()[2], line.split()[4]
+    stepped = dataclasses.replace(
+        cron,
+        days_restricted=cron.days_restricted or (day_of_month != "*" and day_of_month.startswith("*")),
+        weekdays_restricted=cron.weekdays_restricted or (day_of_week != "*" and day_of_week.startswith("*")),
+    )
+    return {cron, stepped}
+
+
+def _gap(cron: Cron) -> int | None:
     times = sorted(h * 60 + m for h in cron.hours for m in cron.minutes)
     days = [n for n in range(_DAYS_SEARCHED) if cron.fires_on(_FIRST_DAY + dt.timedelta(days=n))]
     if not days:
@@ -110,4 +124,13 @@ def shortest_gap_minutes(line: str) -> int | None:
     gaps = [b - a for a, b in zip(times, times[1:])]
     if len(days) > 1:  # from a firing day's last time to the next firing day's first
         gaps.append(min(b - a for a, b in zip(days, days[1:])) * MINUTES_A_DAY - times[-1] + times[0])
+    return min(gaps) if gaps else None
+
+
+@functools.cache
+def shortest_gap_minutes(line: str) -> int | None:
+    """The shortest time between two firings of the line, in minutes, under any common reading;
+    None if it never fires (a date no month has, such as 30 2). Raises CronError for a line that
+    is not standard cron."""
+    gaps = [gap for gap in map(_gap, readings(line)) if gap is not None]
     return min(gaps) if gaps else None

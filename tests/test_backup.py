@@ -4,9 +4,12 @@ agent and API on the host cluster, and a restore plan for the same namespace."""
 
 from __future__ import annotations
 
+import datetime as dt
+import itertools
 import re
 import shlex
 
+import croniter
 import pytest
 
 from components.gke_cluster import BACKUP_API
@@ -80,27 +83,43 @@ def test_retention_and_schedule_come_from_config(stack_values):
     assert backup.input("retentionPolicy") == {"backupRetainDays": 120, "backupDeleteLockDays": 90}  # Backup for GKE's most
 
 
-@pytest.mark.parametrize(
-    "schedule, minutes",
-    [
-        ("0 3 * * *", DAY),
-        ("30 */6 * * *", 6 * 60),
-        ("0 * * * *", 60),
-        ("*/10 * * * *", 10),
-        ("0,50 0,23 * * *", 10),  # 23:50 to the next day's 00:00
-        ("15 2 * * 1-5", DAY),  # weekdays: held to the shortest gap, not Friday to Monday
-        ("30 4 * * mon", 7 * DAY),
-        ("0 3 * * 7", 7 * DAY),  # 7 is Sunday, as 0
-        ("0 0 1 * *", 28 * DAY),  # 1 February to 1 March
-        ("0 0 1,15 */2 *", 14 * DAY),
-        ("0 0 29 2 *", (3 * 365 + 366) * DAY),  # leap days only
-        ("0 3 1 * fri", DAY),  # day of month and day of week both restricted: either matches (a Friday the 31st, then the 1st)
-        ("0 3 */2 * fri", 7 * DAY),  # `*/2` counts as unrestricted: both must match (a Friday the 31st, then the 7th)
-        ("0 3 30 2 *", None),  # never
-    ],
-)
+# Schedules and the shortest gap between their firings, in minutes (None: never fires).
+GAPS = [
+    ("0 3 * * *", DAY),
+    ("30 */6 * * *", 6 * 60),
+    ("0 * * * *", 60),
+    ("*/10 * * * *", 10),
+    ("0,50 0,23 * * *", 10),  # 23:50 to the next day's 00:00
+    ("15 2 * * 1-5", DAY),  # weekdays: held to the shortest gap, not Friday to Monday
+    ("30 4 * * mon", 7 * DAY),
+    ("0 3 * * 7", 7 * DAY),  # 7 is Sunday, as 0
+    ("0 0 1 * *", 28 * DAY),  # 1 February to 1 March
+    ("0 0 1,15 */2 *", 14 * DAY),
+    ("0 0 29 2 *", (3 * 365 + 366) * DAY),  # leap days only
+    ("0 3 1 * fri", DAY),  # day of month and day of week both restricted: either matches (a Friday the 31st, then the 1st)
+    # `*/2`: cronie reads it unrestricted (both must match: 7 days, a Friday the 31st, then the 7th),
+    # croniter restricted (either: a day); the shorter counts.
+    ("0 3 */2 * fri", DAY),
+    ("0 3 30 2 *", None),  # never
+]
+
+
+@pytest.mark.parametrize("schedule, minutes", GAPS)
 def test_the_shortest_gap_of_a_schedule(schedule, minutes):
     assert cron.shortest_gap_minutes(schedule) == minutes
+
+
+@pytest.mark.parametrize("schedule, minutes", [g for g in GAPS if g[1] is not None])
+def test_the_cron_reader_fires_as_croniter_does(schedule, minutes):
+    """The same lines read by croniter, a widely used cron implementation, from 2001 on: the same
+    shortest gap, and croniter's firing days are those of one of config/cron.py's readings."""
+    start, last = dt.datetime(2001, 1, 1), dt.datetime(2030, 1, 1)
+    firings = croniter.croniter(schedule, start - dt.timedelta(minutes=1)).all_next(dt.datetime)
+    times = list(itertools.takewhile(lambda t: t < last, itertools.islice(firings, 1500)))
+    assert min(int((b - a).total_seconds()) // 60 for a, b in zip(times, times[1:])) == minutes
+    days = {t.date() for t in times}
+    span = [start.date() + dt.timedelta(days=n) for n in range((times[-1].date() - start.date()).days + 1)]
+    assert days in [{d for d in span if reading.fires_on(d)} for reading in cron.readings(schedule)]
 
 
 @pytest.mark.parametrize(
