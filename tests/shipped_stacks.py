@@ -6,11 +6,15 @@ worked examples) would break the moment someone follows the docs. Those tests ru
 of the stacks as shipped, `tests/data/shipped/` (its `Pulumi.yaml` is a link to the project's).
 Tests about every committed stack iterate whatever stacks this checkout has (`committed_stacks`)
 and assert what must hold for any of them: it plans, passes the policy pack, CI selects it.
+`make team` also lists its stack in bootstrap/Pulumi.ci.yaml, so the bootstrap as shipped, listing
+exactly the shipped stacks, is frozen beside them (`SHIPPED_BOOTSTRAP`).
 """
 
 from __future__ import annotations
 
 import copy
+import shutil
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +23,19 @@ from tools.team_stacks import environment_stack_of as team_stack_environment
 
 SHIPPED_DIR = PROJECT_DIR / "tests" / "data" / "shipped"
 SHIPPED_STACKS = ("dev", "prod", "team-vision-dev")
+SHIPPED_BOOTSTRAP = SHIPPED_DIR / "bootstrap" / "Pulumi.ci.yaml"
+
+
+def shipped_project(directory: Path, stacks: Iterable[str] = SHIPPED_STACKS, *, bootstrap: bool = False) -> Path:
+    """`directory` made a project of this Pulumi.yaml and the given shipped stack files (and, with
+    `bootstrap`, the shipped bootstrap/Pulumi.ci.yaml): nothing of what this checkout has added."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for name in ("Pulumi.yaml", *(f"Pulumi.{stack}.yaml" for stack in stacks)):
+        shutil.copy(SHIPPED_DIR / name, directory / name)
+    if bootstrap:
+        (directory / "bootstrap").mkdir(exist_ok=True)
+        shutil.copy(SHIPPED_BOOTSTRAP, directory / "bootstrap" / SHIPPED_BOOTSTRAP.name)
+    return directory
 
 
 def shipped_values(stack: str) -> dict[str, Any]:

@@ -9,7 +9,7 @@ import pytest
 from config.errors import ConfigError
 from config.stack import load_stack
 from config.stack_files import PROJECT_DIR, read_stack_values
-from shipped_stacks import SHIPPED_DIR, run_shipped
+from shipped_stacks import SHIPPED_DIR, run_shipped, shipped_project
 
 NS = "gpu-platform"
 
@@ -289,23 +289,13 @@ def test_tenant_stack_is_checked_against_its_environment_file(stack_values):
     assert "environment: 'prod' differs from the environment stack's 'dev'" in found
 
 
-def copy_of_shipped_project(tmp_path, *stacks: str):
-    import shutil
-
-    project = tmp_path / "project"
-    project.mkdir()
-    for name in ("Pulumi.yaml", *(f"Pulumi.{s}.yaml" for s in stacks)):
-        shutil.copy(SHIPPED_DIR / name, project)
-    return project
-
-
 def test_the_environment_checks_its_inline_tenants_against_the_team_stacks(tmp_path, stack_values):
     """Renaming dev's speech to vision (and giving it vision's range and project) fails dev's own
     plan, not only the already deployed team stack's; each side names its own key and the other's
     stack file."""
     import yaml
 
-    project = copy_of_shipped_project(tmp_path, "dev", "team-vision-dev")
+    project = shipped_project(tmp_path / "project", ["dev", "team-vision-dev"])
     document = yaml.safe_load((project / "Pulumi.dev.yaml").read_text())
     speech = document["config"][f"{NS}:tenants"][1]
     speech.update(name="vision", isolation="project", gcpProject="acme-ml-dev-vision", network={"cidr": "10.160.8.0/23"})
@@ -331,7 +321,7 @@ def test_the_environment_checks_its_inline_tenants_against_the_team_stacks(tmp_p
 def test_a_broken_team_stack_is_no_problem_of_the_environment(tmp_path, stack_values):
     """A team stack that does not parse is reported by its own plan; the environment compares its
     tenants with what parsed, and every other team stack still loads its environment."""
-    project = copy_of_shipped_project(tmp_path, "dev", "team-vision-dev")
+    project = shipped_project(tmp_path / "project", ["dev", "team-vision-dev"])
     (project / "Pulumi.team-maps-dev.yaml").write_text(
         "config:\n  gpu-platform:environment: dev\n  gpu-platform:environmentStack: acme/gpu-platform/dev\n"
         "  gpu-platform:tenant: {name: maps, network: {cidr: 10.160.16.1/22}, gpuPools: []}\n"
@@ -368,7 +358,7 @@ def test_an_empty_value_is_called_empty(tmp_path):
 
     from tools.mock_engine import config_strings
 
-    project = copy_of_shipped_project(tmp_path, "dev")
+    project = shipped_project(tmp_path / "project", ["dev"])
     text = (project / "Pulumi.dev.yaml").read_text()
     text = text.replace("{gpu: nvidia-l4, maxGpus: 4, idleAfter: 60s}", "{gpu: nvidia-l4, maxGpus: , idleAfter: 60s}")
     text = text.replace("gpuQuota: {nvidia-tesla-t4: 8, nvidia-l4: 8}", "gpuQuota: {nvidia-tesla-t4: 8, nvidia-l4: }")
@@ -641,14 +631,9 @@ def test_two_tenants_cannot_share_a_project(stack_values):
 
 
 def test_a_team_stack_cannot_take_another_teams_project(tmp_path, stack_values):
-    import shutil
-
     import yaml
 
-    project = tmp_path / "project"
-    project.mkdir()
-    for name in ("Pulumi.yaml", "Pulumi.dev.yaml", "Pulumi.team-vision-dev.yaml"):
-        shutil.copy(SHIPPED_DIR / name, project)
+    project = shipped_project(tmp_path / "project", ["dev", "team-vision-dev"])
     other = yaml.safe_load((SHIPPED_DIR / "Pulumi.team-vision-dev.yaml").read_text())
     other["config"]["gpu-platform:tenant"].update(name="audio", network={"cidr": "10.160.12.0/22"})
     (project / "Pulumi.team-audio-dev.yaml").write_text(yaml.safe_dump(other))
