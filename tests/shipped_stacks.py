@@ -68,6 +68,36 @@ def checkout_is_as_shipped(project_dir: Path = PROJECT_DIR) -> bool:
         return False
 
 
+def problems(values: dict[str, Any], stack: str = "dev", project_dir: Path = SHIPPED_DIR) -> list[str]:
+    """The problems `load_stack` reports for a stack's configuration (beside the shipped stack files
+    unless `project_dir` says otherwise), one string each as the error lists them; fails the test
+    when it reports none."""
+    import pytest
+
+    from config.errors import ConfigError
+    from config.stack import load_stack
+
+    with pytest.raises(ConfigError) as caught:
+        load_stack(values, stack=stack, project_dir=project_dir)
+    return [str(p) for p in caught.value.problems]
+
+
+def refused(values: dict[str, Any], stack: str = "dev") -> str:
+    """The program run on a stack's configuration beside the shipped stack files, refused as a user
+    sees it: one error, its headline counting the problems it lists ("2 configuration problems in
+    stack 'dev'; nothing was created:"), and nothing registered. Returns the error's text."""
+    import pulumi
+    import pytest
+
+    with pytest.raises(pulumi.RunError) as caught:
+        run_shipped(values, stack=stack)
+    assert caught.value.registrations == []  # type: ignore[attr-defined]
+    message = str(caught.value)
+    count = len([line for line in message.splitlines() if line.startswith("  - ")])
+    assert message.startswith(f"{count} configuration problem{'s' if count != 1 else ''} in stack '{stack}'; nothing was created:\n"), message
+    return message
+
+
 def run_shipped(values: dict[str, Any], *, stack: str, **options: Any):
     """`run_program` beside the shipped stack files: a program that scans its project for team
     stacks (quota, names, CIDRs) sees the shipped ones, whatever this checkout holds."""

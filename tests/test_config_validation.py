@@ -3,21 +3,14 @@ and nothing registered."""
 
 from __future__ import annotations
 
-import pulumi
 import pytest
 
 from config.errors import ConfigError
 from config.stack import load_stack
 from config.stack_files import PROJECT_DIR, read_stack_values
-from shipped_stacks import SHIPPED_DIR, run_shipped, shipped_project
+from shipped_stacks import SHIPPED_DIR, problems, refused, run_shipped, shipped_project
 
 NS = "gpu-platform"
-
-
-def problems(values: dict, stack: str = "dev") -> list[str]:
-    with pytest.raises(ConfigError) as caught:
-        load_stack(values, stack=stack, project_dir=SHIPPED_DIR)
-    return [str(p) for p in caught.value.problems]
 
 
 def test_committed_stacks_are_valid(stack_values):
@@ -263,14 +256,11 @@ def test_a_plaintext_admin_password_is_reported_beside_every_other_problem(stack
     values[PASSWORD] = "hunter2"  # in plain text in the stack file, not `secure:`
     values[f"{NS}:nodeProvider"]["zones"] = ["europe-west1-b"]
     values[f"{NS}:environment"] = "qa"
-    with pytest.raises(pulumi.RunError) as caught:
-        run_shipped(values, stack="dev")
-    message = str(caught.value)
+    message = refused(values, stack="dev")
     assert REFUSED in message
     assert "nodeProvider.zones[0]: 'europe-west1-b' is not in region europe-west4" in message
     assert "environment: 'qa' is not allowed; allowed: dev, staging, prod" in message
     assert "hunter2" not in message
-    assert caught.value.registrations == []
     values[f"{NS}:nodeProvider"] = "broken"
     assert REFUSED in problems(values)
 
@@ -520,13 +510,10 @@ def test_bad_config_registers_nothing(stack_values):
     values = stack_values("dev")
     values[f"{NS}:nodeProvider"]["zones"] = ["europe-west1-b"]
     values[f"{NS}:tenants"][0]["gpuPools"][0]["maxGpus"] = 0
-    with pytest.raises(pulumi.RunError) as caught:
-        run_shipped(values, stack="dev")
-    message = str(caught.value)
+    message = refused(values, stack="dev")
     assert message.startswith("2 configuration problems in stack 'dev'; nothing was created:")
     assert "nodeProvider.zones[0]: 'europe-west1-b' is not in region europe-west4" in message
     assert "tenants[0].gpuPools[0].maxGpus: 0 is out of range; must be at least 1" in message
-    assert caught.value.registrations == []
 
 
 def test_checks_that_need_a_broken_section_wait_and_say_so(stack_values):
@@ -749,13 +736,10 @@ def test_isolation_problems_come_together_and_register_nothing(stack_values):
     ]
     values[f"{NS}:platform"]["approvedTenantSecurity"] = {"research": {"isolation": "shared"}}
     values[f"{NS}:platform"]["allowSharedWithProjectTenants"] = True
-    with pytest.raises(pulumi.RunError) as caught:
-        run_shipped(values, stack="prod")
-    message = str(caught.value)
+    message = refused(values, stack="prod")
     assert message.startswith("3 configuration problems in stack 'prod'; nothing was created:")
     for path in ("tenants[0].isolation", "tenants[1].gcpProject: 'acme-ml-prod' is the environment's own project", "tenants[2].gcpProject: 'Audio!'"):
         assert f"  - {path}" in message
-    assert caught.value.registrations == []
 
 
 def test_shared_tenants_names_keep_their_vms_apart(stack_values):
