@@ -637,6 +637,42 @@ def test_unknown_stack_names_the_stacks_there_are():
     assert "Pulumi.staging.yaml: no such stack file" in err and "dev, prod" in err
 
 
+def test_a_secret_in_plain_text_never_reaches_what_the_plan_prints(tmp_path, capfd):
+    """A plaintext `platformAdminPassword` beside other problems, the same in a line that is not
+    YAML, and the license token given in plain text: the plan names each problem, and the value
+    itself is on neither stdout nor stderr (file descriptors, as CI's log records them) in any mode."""
+    project = shipped_project(tmp_path / "project", ["dev", "team-vision-dev"])  # --all: no stack to evaluate in full
+    dev = project / "Pulumi.dev.yaml"
+    shipped = dev.read_text()
+    secret = "Hunter2-Plaintext-0b5e"
+
+    def printed(*argv: str) -> tuple[int, str]:
+        code = main(["--project-dir", str(project), *argv])
+        out, err = capfd.readouterr()
+        assert secret not in out + err, argv
+        return code, out + err
+
+    dev.write_text(shipped.replace("config:\n", f"config:\n  gpu-platform:platformAdminPassword: {secret}\n", 1).replace("environment: dev", "environment: qa", 1))
+    code, text = printed("--stack", "dev")
+    assert code == 1 and "platformAdminPassword: is no longer read" in text and "environment: 'qa' is not allowed" in text
+    for argv in (["--all"], ["--all", "--quiet"], ["--stack", "dev", "--json"], ["--stack", "team-vision-dev"]):
+        code, text = printed(*argv)
+        assert code == 1 and "platformAdminPassword" in text, argv
+
+    dev.write_text(shipped.replace("config:\n", f"config:\n  gpu-platform:platformAdminPassword: {secret}: x\n", 1))
+    for argv in (["--stack", "dev"], ["--all", "--quiet"], ["--stack", "dev", "--json"]):
+        code, text = printed(*argv)
+        assert code == 1 and "Pulumi.dev.yaml: not valid YAML: mapping values are not allowed here (line 6, column" in text, argv
+
+    platform = "  gpu-platform:platform:\n"
+    dev.write_text(shipped.replace(platform, f"  gpu-platform:licenseToken: {secret}\n{platform}    licenseTokenKey: licenseToken\n", 1))
+    code, text = printed("--stack", "dev")
+    assert code == 0 and "  gpu-platform:licenseToken = [secret]\n" in text
+    assert "WARNING (plan): gpu-platform:licenseToken is a secret given in plain text in Pulumi.dev.yaml: whoever reads the repository reads it" in text
+    code, text = printed("--stack", "dev", "--json")
+    assert code == 0 and json.loads(text)["config"]["gpu-platform:licenseToken"] == "[secret]"
+
+
 SECURE = """
   gpu-platform:vclusterLicenseToken:
     secure: v1:AAAAbm90LWEtcmVhbC1jaXBoZXJ0ZXh0
@@ -726,13 +762,15 @@ def test_a_policy_pack_config_names_policies_and_levels_of_the_pack(tmp_path):
 def test_command_line_entry_point(tmp_path):
     """`python -m tools.plan --all --quiet` as CI runs it: one line per stack, non-zero on a failure
     (in-process, as `main`), and the module's entry point in a process of its own (on a stack that
-    fails before any evaluation: `make test` runs the entry point on every committed stack anyway)."""
+    fails before any evaluation: `make test` runs the entry point on every committed stack anyway),
+    whose output holds no plaintext admin password the stack file sets, beside its other problems."""
     project = shipped_project(tmp_path / "project", ["dev"])
-    (project / "Pulumi.broken.yaml").write_text("config:\n  gpu-platform:environment: qa\n")
+    secret = "Hunter2-Plaintext-77c1"
+    (project / "Pulumi.broken.yaml").write_text(f"config:\n  gpu-platform:environment: qa\n  gpu-platform:platformAdminPassword: {secret}\n")
     code, out, err = plan("--project-dir", str(project), "--all", "--quiet")
     assert code == 1
     assert re.search(r"^ok +dev: environment stack", out, re.M)
-    headline = "5 configuration problems in stack 'broken'; nothing was created:"
+    headline = "6 configuration problems in stack 'broken'; nothing was created:"
     assert re.search(rf"^FAIL +broken: {re.escape(headline)}$", out, re.M)
     # The headline once (the stack's line), the problems below it on stderr.
     assert (out + err).count(headline) == 1 and "plan of stack broken failed" not in err
@@ -749,6 +787,7 @@ def test_command_line_entry_point(tmp_path):
     )
     assert result.returncode == 1 and re.search(rf"^FAIL +broken: {re.escape(headline)}$", result.stdout, re.M)
     assert "environment: 'qa' is not allowed" in result.stderr and "Traceback" not in result.stdout + result.stderr
+    assert "  - platformAdminPassword: is no longer read" in result.stderr and secret not in out + err + result.stdout + result.stderr
 
 
 # --- tenant isolation in the plan (tools/isolation_plan.py) -----------------------------------------
