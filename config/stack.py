@@ -132,12 +132,19 @@ def load_stack(
     return result
 
 
+def secret_keys(values: dict[str, Any]) -> set[str]:
+    """The keys whose values are secrets however the stack file gives them: the license token's
+    (the key platform.licenseTokenKey names, which __main__ reads with require_secret) and the
+    refused admin password."""
+    platform = structured(values.get(f"{NS}:platform"))
+    license_key = platform.get("licenseTokenKey") if isinstance(platform, dict) else None
+    return {f"{NS}:{ADMIN_PASSWORD_KEY}"} | ({f"{NS}:{license_key}"} if isinstance(license_key, str) and license_key else set())
+
+
 def unknown_keys(keys: set[str], values: dict[str, Any]) -> list[Problem]:
     """Keys in our namespace that the program does not read: typos, reported rather than ignored.
     The key named by platform.licenseTokenKey is known."""
-    platform = values.get(f"{NS}:platform")
-    license_key = platform.get("licenseTokenKey") if isinstance(platform, dict) else None
-    known = KNOWN_KEYS | ({f"{NS}:{license_key}"} if isinstance(license_key, str) else set())
+    known = KNOWN_KEYS | secret_keys(values)
     names = ", ".join(sorted(k.split(":", 1)[1] for k in known))
     found = [Problem(k.split(":", 1)[1], f"unknown key; known: {names}") for k in sorted(keys) if k.startswith(f"{NS}:") and k not in known]
     return found + unknown_gcp_keys(keys)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -57,6 +58,31 @@ def _load_file(path: Path) -> Any:
 @functools.lru_cache(maxsize=64)
 def _load_cached(path: Path, mtime_ns: int) -> Any:  # mtime_ns: a changed file is read again
     return yaml.load(path.read_text(), Loader=_StrictLoader)  # noqa: S506 - a safe loader
+
+
+# Quoted in PyYAML's messages, and no part of a value: one character (`'\\t'` as its repr) or a token.
+_YAML_TOKEN = re.compile(r".?|\\.|<[a-z ]+>")
+
+
+def yaml_problem(error: yaml.YAMLError) -> str:
+    """What is wrong with a YAML file and where, without its text: PyYAML's own message quotes the
+    lines around the error (and a bad alias or tag by name), and a stack file may hold a value in
+    plain text that is a secret (a password, a token), which must not reach the plan's output or CI's
+    logs. What stays quoted: YAML's own tokens (`','`, `'<block end>'`), one character, and the key
+    of a duplicate key, which the strict loader names."""
+    if not isinstance(error, yaml.MarkedYAMLError):
+        return f"{type(error).__name__} (no position given)"
+    parts = []
+    for text, mark in ((error.context, error.context_mark), (error.problem, error.problem_mark)):
+        if not text:
+            continue
+        if not text.startswith("duplicate key "):
+            text = re.sub(r"'([^']*)'", lambda m: m.group(0) if _YAML_TOKEN.fullmatch(m.group(1)) else "…", text)
+        parts.append(f"{text} (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else text)
+    if parts:
+        return "; ".join(parts)
+    mark = error.problem_mark
+    return f"{type(error).__name__} (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else type(error).__name__
 
 
 def _project(project_dir: Path) -> dict[str, Any]:
@@ -109,7 +135,7 @@ def read_stack_values(project_dir: Path, stack: str) -> dict[str, Any]:
     try:
         document = _load_file(path) or {}
     except yaml.YAMLError as e:
-        raise StackFileError(f"{path.name}: not valid YAML: {e}") from None
+        raise StackFileError(f"{path.name}: not valid YAML: {yaml_problem(e)}") from None
     if not isinstance(document, dict):
         raise StackFileError(f"{path.name}: expected a mapping with a `config:` key")
     _check_top_level(path, document)

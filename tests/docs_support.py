@@ -116,3 +116,35 @@ def yaml_example(name: str) -> dict:
 def sh_lines() -> list[str]:
     """Every line of every sh example, on every page."""
     return [line for _, _, text in code_blocks("sh") for line in text.splitlines()]
+
+
+def _sh_commands() -> list[tuple[str, str]]:
+    """(page, command) of every sh example line, lines continued with a backslash joined."""
+    return [(page, line) for page, _, text in code_blocks("sh") for line in text.replace("\\\n", " ").splitlines() if line.strip()]
+
+
+def commands() -> list[tuple[str, str]]:
+    """(page, command) of every command a user may paste: each line of an sh example, and each
+    inline code span outside the examples that starts with a word an sh line starts with
+    (`make plan STACK=prod`)."""
+    sh = _sh_commands()
+    words = {line.split()[0] for _, line in sh if not line.lstrip().startswith("#")}
+    inline = [
+        (name, m.group(1))
+        for name, text in pages().items()
+        for m in re.finditer(r"`([^`\n]+)`", without_code(text))
+        if m.group(1).split()[0] in words
+    ]
+    return sh + inline
+
+
+# A word that opens with `[`, outside quotes and comments: usage notation for an optional argument
+# (`make team NAME=x [GPU=y]`), which the shell passes on as it is, brackets and all.
+_QUOTED = re.compile(r"'[^']*'|\"(?:[^\"\\]|\\.)*\"")
+_OPTIONAL = re.compile(r"(?:^|\s)(\[[^\]]*\]?)")
+
+
+def optional_arguments(command: str) -> list[str]:
+    """The bracketed optional-argument forms of a command line (none when it works as pasted)."""
+    code = re.split(r"(?:^|\s)#", _QUOTED.sub("''", command), maxsplit=1)[0]
+    return _OPTIONAL.findall(code)

@@ -6,11 +6,15 @@ worked examples) would break the moment someone follows the docs. Those tests ru
 of the stacks as shipped, `tests/data/shipped/` (its `Pulumi.yaml` is a link to the project's).
 Tests about every committed stack iterate whatever stacks this checkout has (`committed_stacks`)
 and assert what must hold for any of them: it plans, passes the policy pack, CI selects it.
+`make team` also lists its stack in bootstrap/Pulumi.ci.yaml, so the bootstrap as shipped, listing
+exactly the shipped stacks, is frozen beside them (`SHIPPED_BOOTSTRAP`).
 """
 
 from __future__ import annotations
 
 import copy
+import shutil
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +23,19 @@ from tools.team_stacks import environment_stack_of as team_stack_environment
 
 SHIPPED_DIR = PROJECT_DIR / "tests" / "data" / "shipped"
 SHIPPED_STACKS = ("dev", "prod", "team-vision-dev")
+SHIPPED_BOOTSTRAP = SHIPPED_DIR / "bootstrap" / "Pulumi.ci.yaml"
+
+
+def shipped_project(directory: Path, stacks: Iterable[str] = SHIPPED_STACKS, *, bootstrap: bool = False) -> Path:
+    """`directory` made a project of this Pulumi.yaml and the given shipped stack files (and, with
+    `bootstrap`, the shipped bootstrap/Pulumi.ci.yaml): nothing of what this checkout has added."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for name in ("Pulumi.yaml", *(f"Pulumi.{stack}.yaml" for stack in stacks)):
+        shutil.copy(SHIPPED_DIR / name, directory / name)
+    if bootstrap:
+        (directory / "bootstrap").mkdir(exist_ok=True)
+        shutil.copy(SHIPPED_BOOTSTRAP, directory / "bootstrap" / SHIPPED_BOOTSTRAP.name)
+    return directory
 
 
 def shipped_values(stack: str) -> dict[str, Any]:
@@ -49,6 +66,36 @@ def checkout_is_as_shipped(project_dir: Path = PROJECT_DIR) -> bool:
         return all(read_stack_values(project_dir, s) == read_stack_values(SHIPPED_DIR, s) for s in SHIPPED_STACKS)
     except StackFileError:
         return False
+
+
+def problems(values: dict[str, Any], stack: str = "dev", project_dir: Path = SHIPPED_DIR) -> list[str]:
+    """The problems `load_stack` reports for a stack's configuration (beside the shipped stack files
+    unless `project_dir` says otherwise), one string each as the error lists them; fails the test
+    when it reports none."""
+    import pytest
+
+    from config.errors import ConfigError
+    from config.stack import load_stack
+
+    with pytest.raises(ConfigError) as caught:
+        load_stack(values, stack=stack, project_dir=project_dir)
+    return [str(p) for p in caught.value.problems]
+
+
+def refused(values: dict[str, Any], stack: str = "dev") -> str:
+    """The program run on a stack's configuration beside the shipped stack files, refused as a user
+    sees it: one error, its headline counting the problems it lists ("2 configuration problems in
+    stack 'dev'; nothing was created:"), and nothing registered. Returns the error's text."""
+    import pulumi
+    import pytest
+
+    with pytest.raises(pulumi.RunError) as caught:
+        run_shipped(values, stack=stack)
+    assert caught.value.registrations == []  # type: ignore[attr-defined]
+    message = str(caught.value)
+    count = len([line for line in message.splitlines() if line.startswith("  - ")])
+    assert message.startswith(f"{count} configuration problem{'s' if count != 1 else ''} in stack '{stack}'; nothing was created:\n"), message
+    return message
 
 
 def run_shipped(values: dict[str, Any], *, stack: str, **options: Any):

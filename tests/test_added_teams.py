@@ -1,13 +1,14 @@
 """docs/teams.md "Add a team", followed to the letter, and `make team`, keep the product's own tests green.
 
-A copy of this checkout, its stacks as shipped (tests/data/shipped/: whatever teams this checkout
-has added already, the docs' examples among them, are not the experiment's starting point), gets
-the docs' inline tenant example (appended to dev's `tenants`) and one of their team stack examples
-(saved under the name the docs give it), the new stack and the teams' existing projects listed for
-CI in `bootstrap/Pulumi.ci.yaml` as the docs say; then the tests that iterate every committed stack
-(CI deploys the new team stack after dev among them), the bootstrap's tests that follow its list,
-and the docs' example tests, which used to fail when a team was added, run there. Only that subset:
-each of them is in the full suite here already.
+A copy of this checkout, its stacks and bootstrap as shipped (tests/data/shipped/: whatever teams
+this checkout has added already, the docs' examples among them, are not the experiment's starting
+point), gets the docs' inline tenant example (appended to dev's `tenants`) and one of their team
+stack examples (saved under the name the docs give it), the new stack and the teams' existing
+projects listed for CI in `bootstrap/Pulumi.ci.yaml` as the docs say, and one more team by `make
+team`; then the tests that iterate every committed stack (CI deploys the new team stack after dev
+among them), the bootstrap's tests that follow its list, the docs' example tests and the tests of
+`make team`, which used to fail when a team was added, run there. Only that subset: each of them
+is in the full suite here already.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import yaml
 
 from config.stack_files import PROJECT_DIR, list_stacks, read_stack_values
 from docs_support import yaml_blocks
-from shipped_stacks import SHIPPED_DIR, SHIPPED_STACKS
+from shipped_stacks import SHIPPED_DIR, SHIPPED_STACKS, shipped_project
 from tools import new_team
 from tools.new_team import bootstrap_with
 
@@ -46,8 +47,10 @@ SUBSET = [
 # The bootstrap after the docs' edit of it: every committed stack and existing team project listed
 # for CI, the teams' stack permissions and the policy group follow the list, the pack (its data
 # regenerated) still passes the bootstrap.
-# After `make team`: the pack's data regenerated from the edited bootstrap.
-SUBSET += ["tests/test_policy_pack.py::test_program_data_is_fresh"]
+# After `make team`: the pack's data regenerated from the edited bootstrap; and the tests of
+# `make team` itself, which start from the stacks and bootstrap as shipped whatever teams the
+# checkout has added (by hand and by `make team`, as here).
+SUBSET += ["tests/test_policy_pack.py::test_program_data_is_fresh", "tests/test_new_team.py"]
 SUBSET += [
     f"tests/test_bootstrap.py::{test}"
     for test in (
@@ -79,13 +82,10 @@ def test_readme_offers_both_ways_to_add_a_team():
 
 
 def as_shipped(project: Path) -> None:
-    """The copy's stacks become the shipped ones, and the bootstrap lists each for CI."""
+    """The copy's stacks and bootstrap become the shipped ones (the bootstrap listing exactly them)."""
     for path in project.glob("Pulumi.*.yaml"):
         path.unlink()
-    for stack in SHIPPED_STACKS:
-        shutil.copy(SHIPPED_DIR / f"Pulumi.{stack}.yaml", project)
-    for stack in SHIPPED_STACKS:
-        list_for_ci(project, stack)
+    shipped_project(project, bootstrap=True)
 
 
 def list_for_ci(project: Path, stack: str) -> None:
@@ -233,6 +233,8 @@ def test_the_tests_pass_after_adding_teams_as_the_docs_say_and_with_make_team(re
     # The stack-iterating tests saw the new stacks; nothing was skipped.
     assert f"PASSED {SUBSET[0]}[{stack}]" in output and f"PASSED {SUBSET[0]}[{TEAM}]" in output
     assert "PASSED tests/test_workflow.py::test_each_deploy_job_deploys_its_environment_then_every_committed_team_stack_of_it[up-dev-dev]" in output
+    # `make team`'s tests, in a checkout that has added teams: its bootstrap edit starts from the shipped one.
+    assert "PASSED tests/test_new_team.py::test_the_bootstrap_edit_keeps_the_file_and_adds_each_entry_once" in output
     assert " skipped" not in output.strip().splitlines()[-1], output.strip().splitlines()[-1]
 
 

@@ -13,19 +13,12 @@ import pytest
 
 from config.base import _optional, repeated_items
 from config.catalog import load_catalog
-from config.errors import ConfigError
 from config.stack import NS, load_stack
 from config.stack_files import StackFileError, read_stack_values
-from shipped_stacks import SHIPPED_DIR
+from shipped_stacks import SHIPPED_DIR, problems
 from tools.config_reference import documented_models
 
 CPU_MACHINES = ", ".join(load_catalog().cpu_machines())
-
-
-def problems(values: dict, stack: str = "dev") -> list[str]:
-    with pytest.raises(ConfigError) as caught:
-        load_stack(values, stack=stack, project_dir=SHIPPED_DIR)
-    return [str(p) for p in caught.value.problems]
 
 
 # --- repeats, in every list key -------------------------------------------------------------------

@@ -4,7 +4,7 @@ tests/test_added_teams.py (one copy and one run of those checks for both ways of
 
 from __future__ import annotations
 
-import shutil
+import re
 from pathlib import Path
 
 import pytest
@@ -12,19 +12,29 @@ import yaml
 
 from config.stack import NS
 from config.stack_files import PROJECT_DIR, read_stack_values
-from shipped_stacks import SHIPPED_DIR, SHIPPED_STACKS
-from tools.new_team import TeamError, bootstrap_with, main, plan_team, stack_text
+from shipped_stacks import SHIPPED_BOOTSTRAP, SHIPPED_STACKS, shipped_project
+from tools.new_team import BOOTSTRAP_STACK, TeamError, bootstrap_with, main, plan_team, stack_text
 
 
 @pytest.fixture
 def project(tmp_path) -> Path:
-    """The shipped stacks and this project's bootstrap stack file."""
-    (tmp_path / "bootstrap").mkdir()
-    shutil.copy(PROJECT_DIR / "bootstrap" / "Pulumi.ci.yaml", tmp_path / "bootstrap")
-    shutil.copy(SHIPPED_DIR / "Pulumi.yaml", tmp_path)
-    for stack in SHIPPED_STACKS:
-        shutil.copy(SHIPPED_DIR / f"Pulumi.{stack}.yaml", tmp_path)
-    return tmp_path
+    """The shipped stacks and the bootstrap as shipped: never this checkout's, where `make team`
+    (as README says) has added teams of its own, `robotics` among them."""
+    return shipped_project(tmp_path, bootstrap=True)
+
+
+def test_the_bootstrap_the_tests_start_from_is_this_checkouts_but_for_the_stacks_it_lists():
+    """The frozen copy the tests start from lists the shipped stacks only; the rest of it is this
+    checkout's bootstrap/Pulumi.ci.yaml, line for line, whatever teams `make team` has listed there
+    (a change to the bootstrap's file is made to both)."""
+
+    def without_lists(text: str) -> list[str]:
+        return [line for line in text.splitlines() if not re.match(r"^      (stacks|teamProjects): ", line)]
+
+    shipped = SHIPPED_BOOTSTRAP.read_text()
+    environments = yaml.safe_load(shipped)["config"]["gpu-platform-bootstrap:environments"]
+    assert sorted(stack for e in environments for stack in e["stacks"]) == sorted(SHIPPED_STACKS)
+    assert without_lists(shipped) == without_lists((PROJECT_DIR / BOOTSTRAP_STACK).read_text())
 
 
 def files(directory: Path) -> dict[str, str]:
@@ -141,19 +151,19 @@ def test_make_team_passes_what_the_command_line_gives():
 
 
 def test_the_docs_make_team_examples_add_a_team_to_the_stacks_as_shipped(project):
-    """Each `make team` line of docs/teams.md, as its variables reach the tool, plans a new team
-    on the stacks as shipped (checked as the tool checks before writing; nothing written here)."""
-    import re
+    """Each `make team` command of README.md and docs/ (docs/teams.md's and README's examples, and
+    any other), as its variables reach the tool, plans a new team on the stacks as shipped (checked
+    as the tool checks before writing; nothing written here)."""
     import shlex
 
-    from docs_support import code_blocks
+    from docs_support import commands
 
     options = {"NAME": "name", "ENV": "environment", "GPU": "gpu", "MAX_GPUS": "max_gpus", "TEAM_PROJECT": "project", "CIDR": "cidr"}
-    examples = [line.split("#")[0] for page, _, text in code_blocks("sh") if page == "docs/teams.md" for line in text.splitlines() if line.startswith("make team ")]
-    assert len(examples) >= 2
-    for line in examples:
+    examples = [(page, line.split("#")[0]) for page, line in commands() if line.startswith("make team ")]
+    assert {page for page, _ in examples} >= {"README.md", "docs/teams.md"} and len(examples) >= 4
+    for page, line in examples:
         given = dict(word.split("=", 1) for word in shlex.split(line)[2:])
-        assert set(given) <= set(options), line
+        assert set(given) <= set(options), (page, line)
         kwargs = {options[k]: (int(v) if k == "MAX_GPUS" else v) for k, v in given.items()}
         kwargs.setdefault("gpu", None), kwargs.setdefault("max_gpus", None), kwargs.setdefault("project", None)
         team = plan_team(kwargs.pop("name"), kwargs.pop("environment"), project_dir=project, **kwargs)

@@ -14,7 +14,6 @@ import dataclasses
 import io
 import json
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -37,7 +36,7 @@ from config.versions import (
 from tools.mock_engine import config_strings
 from tools.plan import main
 from docs_support import section as docs_section
-from shipped_stacks import SHIPPED_DIR, run_shipped
+from shipped_stacks import SHIPPED_DIR, run_shipped, shipped_project
 
 VCI = "kubernetes:management.loft.sh/v1:VirtualClusterInstance"
 
@@ -70,15 +69,6 @@ def section(text: str, title: str) -> str:
 
 def money(value: float) -> str:
     return f"{value:,.2f}"
-
-
-def project_copy(tmp_path: Path, *stacks: str) -> Path:
-    project = tmp_path / "project"
-    project.mkdir()
-    shutil.copy(SHIPPED_DIR / "Pulumi.yaml", project)
-    for stack in stacks:
-        shutil.copy(SHIPPED_DIR / f"Pulumi.{stack}.yaml", project)
-    return project
 
 
 @pytest.fixture(scope="module")
@@ -225,7 +215,7 @@ def shared_team_stack(project: Path) -> None:
 
 
 def test_tenants_asking_for_more_than_the_quota_are_warned_about(tmp_path):
-    project = project_copy(tmp_path, "dev", "team-vision-dev")
+    project = shipped_project(tmp_path / "project", ["dev", "team-vision-dev"])
     shared_team_stack(project)
     text = (project / "Pulumi.dev.yaml").read_text()
     text = text.replace("{gpu: nvidia-l4, maxGpus: 4, idleAfter: 60s}", "{gpu: nvidia-l4, maxGpus: 8, idleAfter: 60s}")
@@ -245,7 +235,7 @@ def test_tenants_asking_for_more_than_the_quota_are_warned_about(tmp_path):
 
 
 def test_quota_policy_fail_stops_every_stack_of_the_environment(tmp_path):
-    project = project_copy(tmp_path, "dev", "team-vision-dev")
+    project = shipped_project(tmp_path / "project", ["dev", "team-vision-dev"])
     shared_team_stack(project)
     text = (project / "Pulumi.dev.yaml").read_text()
     text = text.replace("{gpu: nvidia-l4, maxGpus: 4, idleAfter: 60s}", "{gpu: nvidia-l4, maxGpus: 8, idleAfter: 60s}")
@@ -422,7 +412,7 @@ def test_the_environment_and_its_team_stacks_share_one_forwarding_rule_charge(de
 def test_six_control_planes_pay_the_additional_rule(tmp_path):
     # Three more inline tenants make six rules: the flat charge for the first five and 0.01 USD/h
     # for the sixth (https://cloud.google.com/load-balancing/pricing), shared by six.
-    project = project_copy(tmp_path, "dev", "team-vision-dev")
+    project = shipped_project(tmp_path / "project", ["dev", "team-vision-dev"])
     text = (project / "Pulumi.dev.yaml").read_text()
     extra = "".join(
         f"    - name: extra{i}\n      isolation: shared\n      network: {{cidr: 10.161.{4 * i}.0/22}}\n"
@@ -441,7 +431,7 @@ def test_six_control_planes_pay_the_additional_rule(tmp_path):
 def test_a_region_without_recorded_prices_is_said_plainly(tmp_path, monkeypatch):
     # Every region of `availability:` has prices; one without them is said plainly all the same.
     monkeypatch.delitem(load_catalog().prices, "asia-east1")
-    project = project_copy(tmp_path, "dev")
+    project = shipped_project(tmp_path / "project", ["dev"])
     text = (project / "Pulumi.dev.yaml").read_text().replace("europe-west4", "asia-east1")
     (project / "Pulumi.dev.yaml").write_text(text)
     code, out, err = plan("--project-dir", str(project), "--stack", "dev")
@@ -618,7 +608,7 @@ def test_environment_outputs_file_without_the_needed_outputs(tmp_path):
 
 
 def test_broken_stack_file_fails_with_every_problem_and_no_traceback(tmp_path):
-    project = project_copy(tmp_path, "dev")
+    project = shipped_project(tmp_path / "project", ["dev"])
     document = yaml.safe_load((project / "Pulumi.dev.yaml").read_text())
     config = document["config"]
     config["gpu-platform:tenantz"] = []  # a typo of `tenants`
@@ -634,7 +624,7 @@ def test_broken_stack_file_fails_with_every_problem_and_no_traceback(tmp_path):
 
 
 def test_stack_file_that_is_not_yaml(tmp_path):
-    project = project_copy(tmp_path)
+    project = shipped_project(tmp_path / "project", ())
     (project / "Pulumi.dev.yaml").write_text("config:\n  gpu-platform:tenants: [\n")
     code, _, err = plan("--project-dir", str(project), "--stack", "dev")
     assert code == 1
@@ -645,6 +635,42 @@ def test_unknown_stack_names_the_stacks_there_are():
     code, _, err = plan("--stack", "staging")
     assert code == 1
     assert "Pulumi.staging.yaml: no such stack file" in err and "dev, prod" in err
+
+
+def test_a_secret_in_plain_text_never_reaches_what_the_plan_prints(tmp_path, capfd):
+    """A plaintext `platformAdminPassword` beside other problems, the same in a line that is not
+    YAML, and the license token given in plain text: the plan names each problem, and the value
+    itself is on neither stdout nor stderr (file descriptors, as CI's log records them) in any mode."""
+    project = shipped_project(tmp_path / "project", ["dev", "team-vision-dev"])  # --all: no stack to evaluate in full
+    dev = project / "Pulumi.dev.yaml"
+    shipped = dev.read_text()
+    secret = "Hunter2-Plaintext-0b5e"
+
+    def printed(*argv: str) -> tuple[int, str]:
+        code = main(["--project-dir", str(project), *argv])
+        out, err = capfd.readouterr()
+        assert secret not in out + err, argv
+        return code, out + err
+
+    dev.write_text(shipped.replace("config:\n", f"config:\n  gpu-platform:platformAdminPassword: {secret}\n", 1).replace("environment: dev", "environment: qa", 1))
+    code, text = printed("--stack", "dev")
+    assert code == 1 and "platformAdminPassword: is no longer read" in text and "environment: 'qa' is not allowed" in text
+    for argv in (["--all"], ["--all", "--quiet"], ["--stack", "dev", "--json"], ["--stack", "team-vision-dev"]):
+        code, text = printed(*argv)
+        assert code == 1 and "platformAdminPassword" in text, argv
+
+    dev.write_text(shipped.replace("config:\n", f"config:\n  gpu-platform:platformAdminPassword: {secret}: x\n", 1))
+    for argv in (["--stack", "dev"], ["--all", "--quiet"], ["--stack", "dev", "--json"]):
+        code, text = printed(*argv)
+        assert code == 1 and "Pulumi.dev.yaml: not valid YAML: mapping values are not allowed here (line 6, column" in text, argv
+
+    platform = "  gpu-platform:platform:\n"
+    dev.write_text(shipped.replace(platform, f"  gpu-platform:licenseToken: {secret}\n{platform}    licenseTokenKey: licenseToken\n", 1))
+    code, text = printed("--stack", "dev")
+    assert code == 0 and "  gpu-platform:licenseToken = [secret]\n" in text
+    assert "WARNING (plan): gpu-platform:licenseToken is a secret given in plain text in Pulumi.dev.yaml: whoever reads the repository reads it" in text
+    code, text = printed("--stack", "dev", "--json")
+    assert code == 0 and json.loads(text)["config"]["gpu-platform:licenseToken"] == "[secret]"
 
 
 SECURE = """
@@ -664,7 +690,7 @@ def legacy_mode_policy_config(tmp_path: Path) -> Path:
 
 
 def test_secure_values_are_shown_as_secret_and_legacy_mode_warns(tmp_path):
-    project = project_copy(tmp_path, "dev")
+    project = shipped_project(tmp_path / "project", ["dev"])
     text = (project / "Pulumi.dev.yaml").read_text().replace("    spot: true\n", "    spot: true\n    legacyInfrastructure: true\n", 1)
     text = text.replace("    allowSharedWithProjectTenants: true\n", "    allowSharedWithProjectTenants: true\n    licenseTokenKey: vclusterLicenseToken\n", 1)
     (project / "Pulumi.dev.yaml").write_text(text + SECURE)
@@ -696,7 +722,7 @@ def test_a_policy_violation_fails_the_plan_with_the_packs_whole_message_before_t
     from tools.mock_engine import run_program
     from tools.policy_check import check
 
-    project = project_copy(tmp_path, "prod")
+    project = shipped_project(tmp_path / "project", ["prod"])
     path = project / "Pulumi.prod.yaml"
     path.write_text(path.read_text().replace("{cidr: 203.0.113.0/24, name: office}", "{cidr: 0.0.0.0/0, name: anywhere}"))
     found = [v for v in check(run_program(read_stack_values(project, "prod"), stack="prod", project_dir=project)) if v.mandatory]
@@ -736,13 +762,15 @@ def test_a_policy_pack_config_names_policies_and_levels_of_the_pack(tmp_path):
 def test_command_line_entry_point(tmp_path):
     """`python -m tools.plan --all --quiet` as CI runs it: one line per stack, non-zero on a failure
     (in-process, as `main`), and the module's entry point in a process of its own (on a stack that
-    fails before any evaluation: `make test` runs the entry point on every committed stack anyway)."""
-    project = project_copy(tmp_path, "dev")
-    (project / "Pulumi.broken.yaml").write_text("config:\n  gpu-platform:environment: qa\n")
+    fails before any evaluation: `make test` runs the entry point on every committed stack anyway),
+    whose output holds no plaintext admin password the stack file sets, beside its other problems."""
+    project = shipped_project(tmp_path / "project", ["dev"])
+    secret = "Hunter2-Plaintext-77c1"
+    (project / "Pulumi.broken.yaml").write_text(f"config:\n  gpu-platform:environment: qa\n  gpu-platform:platformAdminPassword: {secret}\n")
     code, out, err = plan("--project-dir", str(project), "--all", "--quiet")
     assert code == 1
     assert re.search(r"^ok +dev: environment stack", out, re.M)
-    headline = "5 configuration problems in stack 'broken'; nothing was created:"
+    headline = "6 configuration problems in stack 'broken'; nothing was created:"
     assert re.search(rf"^FAIL +broken: {re.escape(headline)}$", out, re.M)
     # The headline once (the stack's line), the problems below it on stderr.
     assert (out + err).count(headline) == 1 and "plan of stack broken failed" not in err
@@ -759,6 +787,7 @@ def test_command_line_entry_point(tmp_path):
     )
     assert result.returncode == 1 and re.search(rf"^FAIL +broken: {re.escape(headline)}$", result.stdout, re.M)
     assert "environment: 'qa' is not allowed" in result.stderr and "Traceback" not in result.stdout + result.stderr
+    assert "  - platformAdminPassword: is no longer read" in result.stderr and secret not in out + err + result.stdout + result.stderr
 
 
 # --- tenant isolation in the plan (tools/isolation_plan.py) -----------------------------------------
@@ -938,7 +967,7 @@ def test_cloud_assigned_addresses_are_marked_like_placeholders(vision, dev_plan)
 
 
 def test_a_pools_zones_are_in_the_pool_table(tmp_path):
-    project = project_copy(tmp_path, "dev", "team-vision-dev")
+    project = shipped_project(tmp_path / "project", ["dev", "team-vision-dev"])
     path = project / "Pulumi.team-vision-dev.yaml"
     path.write_text(path.read_text().replace("{gpu: nvidia-tesla-t4, maxGpus: 2, spot: true}", "{gpu: nvidia-tesla-t4, maxGpus: 2, spot: true, zones: [europe-west4-b]}"))
     from tools.plan import plan_stack

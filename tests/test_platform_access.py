@@ -10,23 +10,15 @@ import subprocess
 import pytest
 
 from components.vcluster_platform import ENSURE_ADMIN_PASSWORD, REQUIRE_OIDC_SECRET, SOURCE_RANGE_ANNOTATION
-from config.errors import ConfigError
 from config.platform_access import ADMIN_PASSWORD_KEY, ADMIN_PASSWORD_SECRET, OIDC_SECRET, OIDC_SECRET_KEY
-from config.stack import load_stack
 from fake_commands import install_fake
-from shipped_stacks import SHIPPED_DIR, run_shipped
+from shipped_stacks import problems, run_shipped
 
 NS = "gpu-platform"
 RELEASE = "kubernetes:helm.sh/v3:Release"
 COMMAND = "command:local:Command"
 HOST = "gpu.example.com"
 SSO = {"issuerUrl": "https://accounts.example.com", "clientId": "gpu-platform", "groups": ["ml-admins"], "groupsClaim": "groups"}
-
-
-def _problems(values) -> list[str]:
-    with pytest.raises(ConfigError) as caught:
-        load_stack(values, stack="dev", project_dir=SHIPPED_DIR)
-    return [str(p) for p in caught.value.problems]
 
 
 def _platform(stack_values, **platform) -> dict:
@@ -136,12 +128,12 @@ def test_sso_configures_the_oidc_connector_and_turns_password_login_off(stack_va
     ],
 )
 def test_a_bad_sso_block_names_the_key(stack_values, sso, expected):
-    assert _problems(_platform(stack_values, publicHost=HOST, sso=sso)) == expected
+    assert problems(_platform(stack_values, publicHost=HOST, sso=sso)) == expected
 
 
 def test_sso_needs_the_public_host_and_every_problem_comes_at_once(stack_values):
-    problems = _problems(_platform(stack_values, sso={"issuerUrl": "ftp://x", "clientId": "gpu"}, ingressSourceRanges=["10.0.0.1/8"]))
-    assert problems == [
+    found = problems(_platform(stack_values, sso={"issuerUrl": "ftp://x", "clientId": "gpu"}, ingressSourceRanges=["10.0.0.1/8"]))
+    assert found == [
         "platform.sso: needs platform.publicHost: the provider sends users back to https://<publicHost>/auth/oidc/callback, and the hosted "
         "loft.host domain is no redirect URI you can register",
         "platform.sso.issuerUrl: 'ftp://x' is not an https URL like https://accounts.google.com",
@@ -161,6 +153,6 @@ def test_the_ui_ingress_admits_its_source_ranges_only(stack_values):
     assert release["ingress"]["annotations"] == {SOURCE_RANGE_ANNOTATION: "203.0.113.0/24,198.51.100.7/32", "cert-manager.io/cluster-issuer": "letsencrypt"}
     # The hosted loft.host route would bypass the Ingress and its ranges.
     assert release["env"] == {"DISABLE_LOFT_ROUTER": "true"}
-    assert _problems({**values, f"{NS}:platform": {**values[f"{NS}:platform"], "ingressSourceRanges": []}}) == [
+    assert problems({**values, f"{NS}:platform": {**values[f"{NS}:platform"], "ingressSourceRanges": []}}) == [
         "platform.ingressSourceRanges: lists no range, so nobody could reach the UI; leave it out to admit every address"
     ]

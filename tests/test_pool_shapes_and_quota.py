@@ -8,22 +8,15 @@ import yaml
 
 from config import node_properties as props
 from config.catalog import CATALOG_PATH
-from config.errors import ConfigError
 from config.quota import TenantEntry, quota_lines, quota_scope
 from config.stack import EnvironmentStack, load_stack
-from shipped_stacks import SHIPPED_DIR
+from shipped_stacks import SHIPPED_DIR, problems
 
 NS = "gpu-platform"
 
 
 def load(values: dict, stack: str = "dev"):
     return load_stack(values, stack=stack, project_dir=SHIPPED_DIR)
-
-
-def problems(values: dict, stack: str = "dev") -> list[str]:
-    with pytest.raises(ConfigError) as caught:
-        load(values, stack)
-    return [str(p) for p in caught.value.problems]
 
 
 def node(nt) -> float:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import functools
 import re
-import shutil
 import textwrap
 from pathlib import Path
 
@@ -21,8 +20,8 @@ from config.permissions import AUTO_NODES, load_roles
 from config.stack import CONFIG_MODELS, KNOWN_KEYS, NS, load_stack
 from config.stack_files import PROJECT_DIR, list_stacks, read_stack_values, stack_file
 from config.tenant import Tenant
-from docs_support import all_text, page, section, yaml_blocks
-from shipped_stacks import SHIPPED_DIR
+from docs_support import all_text, commands, optional_arguments, page, section, yaml_blocks
+from shipped_stacks import SHIPPED_DIR, shipped_project
 
 PULUMI_YAML = yaml.safe_load((PROJECT_DIR / "Pulumi.yaml").read_text())
 
@@ -48,6 +47,29 @@ def test_every_policy_is_documented():
 
     guardrails = section("Guardrails")
     assert [p.name for p in POLICIES if f"`{p.name}`" not in guardrails] == []
+
+
+def test_every_command_works_when_pasted():
+    """No command of README.md and docs/ (sh examples, inline commands) carries usage notation such as
+    `[GPU=nvidia-l4]` for an optional argument: the shell would pass the brackets on. Optional
+    arguments are shown as a second command instead."""
+    assert [(name, command) for name, command in commands() if optional_arguments(command)] == []
+
+
+def test_a_bracketed_optional_argument_is_found(monkeypatch):
+    import docs_support
+
+    written = {
+        "README.md": "```sh\nmake plan\n```\n\n`make team NAME=robotics ENV=dev [GPU=nvidia-l4 MAX_GPUS=4]` writes the team's stack.\n",
+        "docs/guardrails.md": "```sh\npulumi preview --policy-pack policy \\\n  [--policy-pack-config policy-config.json]\n```\n",
+        "docs/deploy.md": "```sh\npython3 -c 'import sys; [print(a) for a in sys.argv]' x   # [a comment]\n```\n\n`make plan STACK=prod`, `pulumi:tags: [a]`\n",
+    }
+    monkeypatch.setattr(docs_support, "pages", lambda: written)
+    assert [(name, optional_arguments(command)) for name, command in commands() if optional_arguments(command)] == [
+        ("docs/guardrails.md", ["[--policy-pack-config policy-config.json]"]),
+        ("README.md", ["[GPU=nvidia-l4 MAX_GPUS=4]"]),
+    ]
+    assert ("docs/deploy.md", "make plan STACK=prod") in commands()
 
 
 def test_the_first_command_is_the_offline_plan():
@@ -196,13 +218,6 @@ def example_kind(document: dict) -> str:
     return "unknown"
 
 
-def copy_of_project(tmp_path: Path) -> Path:
-    """This project's Pulumi.yaml and every shipped stack file, in a scratch directory."""
-    for path in [PROJECT_DIR / "Pulumi.yaml", *(stack_file(SHIPPED_DIR, s) for s in list_stacks(SHIPPED_DIR))]:
-        shutil.copy(path, tmp_path / path.name)
-    return tmp_path
-
-
 def load_every_stack(project_dir: Path) -> set[str]:
     """Every stack of the project loads; the warnings of all of them (e.g. GPU quota exceeded)."""
     return {w for stack in list_stacks(project_dir) for w in load_stack(read_stack_values(project_dir, stack), stack=stack, project_dir=project_dir).warnings}
@@ -223,7 +238,7 @@ def test_stack_value_examples_fit_every_environment_stack(tmp_path, index, envir
     """An inline example added to a shipped environment stack: that stack, and every shipped team
     stack (which is checked against it), stay valid."""
     example = yaml.safe_load(textwrap.dedent(YAML_BLOCKS[index][1]))
-    project = copy_of_project(tmp_path)
+    project = shipped_project(tmp_path)
     document = yaml.safe_load(stack_file(project, environment).read_text())
     for key, value in example.items():
         current = document["config"].get(key)
@@ -241,7 +256,7 @@ def test_stack_file_examples_work_as_new_stacks(tmp_path, index):
     assert stack, "the docs name the file of each stack file example just before it: `Pulumi.<stack>.yaml`:"
     assert stack.group(1) not in list_stacks(SHIPPED_DIR), "the example must be a new stack, not a shipped one"
     assert f"pulumi stack init <your-org>/{stack.group(1)}\n" in all_text()
-    project = copy_of_project(tmp_path)
+    project = shipped_project(tmp_path)
     stack_file(project, stack.group(1)).write_text(text)
     assert load_every_stack(project) == SHIPPED_WARNINGS  # e.g. no GPU quota exceeded by the new team
 

@@ -46,7 +46,7 @@ from config import versions
 from config.catalog import load_catalog
 from config.errors import ConfigError
 from config.permissions import AUTO_NODES, LEGACY_AUTO_NODES, load_roles
-from config.stack import NS, EnvironmentStack, TenantStack, load_stack
+from config.stack import NS, EnvironmentStack, TenantStack, load_stack, secret_keys
 from config.stack_files import PROJECT_DIR, SecureValue, StackFileError, list_stacks, read_stack_values, stack_file
 from config.tenant import TenantPlan
 from tools import isolation_plan, policy_check, policy_data
@@ -146,6 +146,7 @@ def _plan_stack(
         raise PlanError(f"--environment-outputs is for tenant stacks; {stack} is an environment stack")
 
     run = _run(values, stack, project_dir, stack_outputs)
+    secrets = secret_keys(values)
     explicit = _explicit_keys(project_dir, stack)
     control_planes = control_planes_of(loaded, stack, project_dir)
     if isinstance(loaded, EnvironmentStack):
@@ -156,7 +157,7 @@ def _plan_stack(
         stack=stack,
         kind=kind,
         stack_path=stack_file(project_dir, stack),
-        config={k: _mask(v) for k, v in sorted(values.items())},
+        config={k: SECRET if k in secrets and _is_set(v) else _mask(v) for k, v in sorted(values.items())},
         config_from_defaults={k for k in values if k not in explicit},
         loaded=loaded,
         run=run,
@@ -166,6 +167,15 @@ def _plan_stack(
         versions=_versions(loaded),
     )
     plan.warnings += [("program", w) for w in run.warnings]
+    plan.warnings += [
+        (
+            "plan",
+            f"{key} is a secret given in plain text in {plan.stack_path.name}: whoever reads the repository reads it; encrypt it "
+            f"with `pulumi config set --secret {key.split(':', 1)[1]} <value>` (shown here as {SECRET}, never as written)",
+        )
+        for key in sorted(secrets)
+        if _is_set(values.get(key)) and not isinstance(values[key], SecureValue)
+    ]
     plan.warnings += [("plan", f"costs: {why}") for why in costs.unknown]
     _check_policy(plan, values, environment_entry, policy_levels)
     if isinstance(loaded, EnvironmentStack):
@@ -390,6 +400,10 @@ def _explicit_keys(project_dir: Path, stack: str) -> set[str]:
     document = yaml.safe_load(stack_file(project_dir, stack).read_text()) or {}
     name = yaml.safe_load((project_dir / "Pulumi.yaml").read_text())["name"]
     return {k if ":" in k else f"{name}:{k}" for k in (document.get("config") or {})}
+
+
+def _is_set(value: Any) -> bool:
+    return value is not None and value != ""  # a key left blank holds nothing
 
 
 def _mask(value: Any) -> Any:
