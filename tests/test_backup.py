@@ -182,7 +182,7 @@ def test_the_runbooks_restore_plan_restores_as_the_stacks_does(dev_run):
     # The restores name the plans by the stack's outputs: <environment>-<team>, and -restore or the new one.
     restores = [w for w in runbook_commands() if w[:6] == ["gcloud", "beta", "container", "backup-restore", "restores", "create"]]
     assert [flag(w, "--restore-plan") for w in restores] == ["<environment>-<team>-restore"]
-    assert f"`--restore-plan\n<environment>-<team>-restore-new`" in section("Restore a team's cluster") and create[6] == "<environment>-<team>-restore-new"
+    assert "`--restore-plan\n<environment>-<team>-restore-new`" in section("Restore a team's cluster") and create[6] == "<environment>-<team>-restore-new"
     assert (dev_run.outputs["tenants"]["nlp"]["backupPlan"], dev_run.outputs["tenants"]["nlp"]["restorePlan"]) == ("dev-nlp", "dev-nlp-restore")
 
 

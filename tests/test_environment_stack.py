@@ -3,7 +3,6 @@ each resource receives, secrets, providers and ordering."""
 
 from __future__ import annotations
 
-import json
 import re
 
 import yaml

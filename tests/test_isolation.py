@@ -20,7 +20,6 @@ from components.vcluster_values import VClusterValues
 from config import node_properties as props
 from config.isolation import vm_name_condition
 from config.permissions import load_roles
-from config.stack_files import PROJECT_DIR
 from docs_support import section
 from tools.mock_engine import ProgramRun, Registration
 from shipped_stacks import run_shipped, shipped_values

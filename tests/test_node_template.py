@@ -720,6 +720,7 @@ def test_the_boothook_drops_pod_traffic_to_the_metadata_server_before_and_after_
 def test_the_kubelets_gate_runs_the_same_installer(boothook, tmp_path):
     node = Node(tmp_path)
     boot = node.boot(boothook)
+    assert (boot.status, boot.powered_off) == (0, False), boot.stderr
     installer = node.installer_dir / "conceal-metadata"
     assert installer.read_text() == (tmp_path / "boothook").read_text()  # the boothook itself, byte for byte
     assert node.dropin().splitlines() == [
@@ -765,6 +766,7 @@ def test_the_gate_leaves_intact_rules_alone_and_repairs_a_flushed_node(boothook,
 def test_the_gate_refuses_the_kubelet_only_when_installing_fails(boothook, tmp_path, fail, why):
     node = Node(tmp_path)
     boot = node.boot(boothook)
+    assert (boot.status, boot.powered_off) == (0, False), boot.stderr
     node.reboot()
     assert not node.kubelet_may_start(node.dropin(), fail=fail)
     assert not any("poweroff" in c for c in node.calls.read_text().splitlines())  # the gate never powers off a running node

@@ -13,7 +13,6 @@ import policies as P
 import pytest
 from policy_support import args_of, edit_values, make_args, one, only, policy_resource, rejected, stack_args, urn_of, violations
 
-from config.stack_files import PROJECT_DIR
 from docs_support import section
 
 PROJECT_MEMBER = "gcp:projects/iAMMember:IAMMember"

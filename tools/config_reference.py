@@ -35,7 +35,6 @@ from pydantic.fields import FieldInfo
 
 from config.catalog import Catalog, load_catalog
 from config.environment import Disk, NodeProviderConfig, SystemPool, disk_types
-from config.errors import as_clause
 from config.stack_files import PROJECT_DIR
 from config.stack_keys import GcpKeys, StackKeys
 
