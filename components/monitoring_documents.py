@@ -20,16 +20,18 @@ private nodes are: GKE's managed DCGM collection never reaches them):
 - Chosen: Managed Service for Prometheus' self-deployed collection, the drop-in Prometheus binary
   (config/versions.py GMP_PROMETHEUS_IMAGE) that writes to Cloud Monitoring with Application
   Default Credentials: on Compute Engine the node identity's token from the metadata server
-  (GoogleCloudPlatform/prometheus tag v2.45.3-gmp.9, vendored prometheus-engine pkg/export/export.go
-  `google.FindDefaultCredentials`; setup/setup.go reads project and zone from the metadata server
-  only where unset, and we set them). Like the cloud controller manager
+  (GoogleCloudPlatform/prometheus tag v2.53.5-gmp.1, the source of that image:
+  google/export/export.go `defaultNewMetricClient`, `google.FindDefaultCredentials`;
+  google/export/setup/setup.go `tryPopulateUnspecifiedFromMetadata` reads project, location and
+  cluster from the metadata server only where unset, and we set them). Like the cloud controller manager
   (templates/kubernetes/main.tf), it runs with `hostNetwork`, so it reaches the metadata server
   while ordinary pods stay cut off from it, and it needs no key. One per node (a DaemonSet, as
   Google's managed collector is, manifests/operator.yaml there), scraping only that node's targets:
   the node's field selector `spec.nodeName=<node>` (pkg/operator/apis/monitoring/v1/pod_config.go
   does the same), written in by an init container from the downward API.
 
-It scrapes two things on its node. The GPU Operator's DCGM exporter (NVIDIA/gpu-operator tag
+It scrapes two things on its node, and only there (the selectors below), so its scrapes never
+leave the node. The GPU Operator's DCGM exporter (NVIDIA/gpu-operator tag
 v25.10.1, assets/state-dcgm-exporter/0800_daemonset.yaml: pods labelled app=nvidia-dcgm-exporter,
 port `metrics` 9400, the kubelet's pod-resources socket mounted, DCGM_EXPORTER_KUBERNETES=true)
 labels every GPU's series with the pod holding it, `namespace`, `pod` and `container`
@@ -40,6 +42,17 @@ nodes that never offered `nvidia.com/gpu`, and the node-type properties our Node
 which the platform turns into node labels (config/node_properties.py). The collector's external
 labels add `tenant`, `environment` and the monitored resource's project_id, location and cluster
 to every series.
+
+Who may read kube-state-metrics: it listens on its pod's address, and the tenant's default network
+plugin, Flannel, enforces no NetworkPolicy (docs/security.md "The collector and kube-state-metrics"),
+so the NetworkPolicy below does not hold there. What holds is kube-state-metrics' own
+`--auth-filter`: every /metrics request carries a token the tenant's API server authenticates
+(TokenReview) and authorizes for `get` on /metrics (SubjectAccessReview), which the collector's
+service account is granted, and beside it only the team's cluster-admins have. Binding kube-state-metrics to localhost instead cannot
+work: it is one pod, scraped by the collector of whichever node it runs on, which shares the node's
+network namespace but not the pod's (unless it shared the node's network too, which would hand it
+the metadata server and the node identity). kube-rbac-proxy in front of it would do the same check in a
+second container and a second image to pin; the filter is upstream's own (since v2.16.0).
 
 Needs, for the lead's Pod Security list: namespace MONITORING_NAMESPACE, `hostNetwork: true` for the
 collector (no hostPath, no privileged container, no added capability); kube-state-metrics needs
@@ -69,6 +82,13 @@ DCGM_APP_LABEL = "nvidia-dcgm-exporter"
 COLLECTOR_PORT = 19390
 # The placeholder the init container replaces with the node's name.
 NODE_NAME_PLACEHOLDER = "__NODE_NAME__"
+# Where the kubelet mounts a pod's service account token (Kubernetes docs, "Configure Service
+# Accounts for Pods": /var/run/secrets/kubernetes.io/serviceaccount/token).
+SERVICE_ACCOUNT_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+# kube-state-metrics' ports: the object metrics the collector scrapes, and its own health and
+# self metrics (its --port and --telemetry-port, docs/developer/cli-arguments.md at v2.20.0).
+KSM_METRICS_PORT = 8080
+KSM_TELEMETRY_PORT = 8081
 # The ConfigMap the GPU Operator's chart creates from `dcgmExporter.config` and mounts into the
 # exporter as dcgm-metrics.csv (gpu-operator tag v25.10.1, templates/dcgm_exporter_config.yaml,
 # controllers/object_controls.go `TransformDCGMExporter`).
@@ -99,6 +119,7 @@ DCGM_METRICS: tuple[tuple[str, str, str], ...] = (
 # the node-type properties the platform turns into node labels.
 KSM_RESOURCES = ("nodes", "pods")
 KSM_METRICS = (
+    "kube_node_deletion_timestamp",
     "kube_node_labels",
     "kube_node_status_allocatable",
     "kube_node_status_capacity",
@@ -108,6 +129,11 @@ KSM_METRICS = (
 KSM_NODE_LABELS = (props.INSTANCE_TYPE, props.ACCELERATOR, props.ACCELERATOR_COUNT, props.CAPACITY_TYPE, props.ZONE)
 # How kube-state-metrics names a resource such as nvidia.com/gpu in its `resource` label.
 KSM_GPU_RESOURCE = "nvidia_com_gpu"
+# What its --auth-filter needs of the API server: who a token is, and what it may do.
+AUTH_FILTER_RULES = (
+    {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
+    {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]},
+)
 
 
 def ksm_label(key: str) -> str:
@@ -154,9 +180,10 @@ def collector_config(*, tenant: str, environment: str, project: str, region: str
             "scrape_interval": scrape_interval,
             "scrape_timeout": "10s",
             # The monitored resource (prometheus_target) and the labels every query selects by.
-            # project_id, location and cluster are the exporter's resource labels (prometheus-engine
-            # pkg/export/export.go KeyProjectID, KeyLocation, KeyCluster), set here rather than
-            # looked up in the metadata server.
+            # project_id, location and cluster are the exporter's resource labels, external labels
+            # taking precedence (GoogleCloudPlatform/prometheus tag v2.53.5-gmp.1,
+            # google/export/export.go KeyProjectID, KeyLocation, KeyCluster, `createLabelSet`), set
+            # here rather than looked up in the metadata server.
             "external_labels": {
                 "project_id": project,
                 "location": region,
@@ -179,6 +206,11 @@ def collector_config(*, tenant: str, environment: str, project: str, region: str
                 "job_name": KUBE_STATE_METRICS,
                 # Its series name the objects they describe (node, namespace, pod): keep them.
                 "honor_labels": True,
+                # kube-state-metrics answers only requests the tenant's API server authenticates and
+                # authorizes (its --auth-filter): the collector's own service account token, read on
+                # every request, so the kubelet's rotation of it is followed (prometheus/common
+                # config/http_config.go `FileSecret.Fetch`, v0.48.0 to v0.55.0).
+                "authorization": {"type": "Bearer", "credentials_file": SERVICE_ACCOUNT_TOKEN},
                 "kubernetes_sd_configs": [on_this_node(MONITORING_NAMESPACE, f"app.kubernetes.io/name={KUBE_STATE_METRICS}")],
                 "relabel_configs": [
                     keep_port("http-metrics"),
@@ -327,12 +359,19 @@ def monitoring_objects(*, tenant: str, environment: str, project: str, region: s
                 },
             },
         },
+        *_metrics_reader(f"gpu-platform-{COLLECTOR}-metrics", COLLECTOR),
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _metadata(KUBE_STATE_METRICS)},
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "ClusterRole",
             "metadata": _metadata(f"gpu-platform-{KUBE_STATE_METRICS}", None),
-            "rules": [{"apiGroups": [""], "resources": list(KSM_RESOURCES), "verbs": ["list", "watch"]}],
+            "rules": [
+                {"apiGroups": [""], "resources": list(KSM_RESOURCES), "verbs": ["list", "watch"]},
+                # Its --auth-filter asks the API server who a request's token is and whether it may
+                # `get` /metrics: controller-runtime v0.24.1 (its dependency at v2.20.0, go.mod),
+                # pkg/metrics/filters/filters.go `WithAuthenticationAndAuthorization` names these two.
+                *(dict(r) for r in AUTH_FILTER_RULES),
+            ],
         },
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
@@ -363,12 +402,19 @@ def monitoring_objects(*, tenant: str, environment: str, project: str, region: s
                                     f"--resources={','.join(KSM_RESOURCES)}",
                                     f"--metric-allowlist={','.join(KSM_METRICS)}",
                                     f"--metric-labels-allowlist=nodes=[{','.join(KSM_NODE_LABELS)}]",
-                                    "--port=8080",
-                                    "--telemetry-port=8081",
+                                    f"--port={KSM_METRICS_PORT}",
+                                    f"--telemetry-port={KSM_TELEMETRY_PORT}",
+                                    # Both ports' /metrics only for a token the API server authenticates
+                                    # and allows `get` on /metrics (pkg/app/server.go at v2.20.0:
+                                    # buildMetricsServer, buildTelemetryServer); /livez, /healthz and
+                                    # /readyz, the probes, stay open. The tenant's network does not
+                                    # enforce the NetworkPolicy below (docs/security.md), so this is
+                                    # what keeps the team's pods from reading it.
+                                    "--auth-filter",
                                 ],
                                 "ports": [
-                                    {"name": "http-metrics", "containerPort": 8080},
-                                    {"name": "telemetry", "containerPort": 8081},
+                                    {"name": "http-metrics", "containerPort": KSM_METRICS_PORT},
+                                    {"name": "telemetry", "containerPort": KSM_TELEMETRY_PORT},
                                 ],
                                 "securityContext": _RESTRICTED_CONTAINER,
                                 "resources": {"requests": {"cpu": "10m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}},
@@ -380,7 +426,58 @@ def monitoring_objects(*, tenant: str, environment: str, project: str, region: s
                 },
             },
         },
+        _kube_state_metrics_ingress(ksm_labels, collector_labels),
     ]
+
+
+def _metrics_reader(name: str, account: str) -> list[dict[str, Any]]:
+    """`get` on the non-resource path /metrics, which kube-state-metrics' auth filter asks the API
+    server about. Non-resource rules exist only in cluster roles (Kubernetes docs, "Using RBAC
+    Authorization", Referring to resources: nonResourceURLs)."""
+    return [
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": _metadata(name, None),
+            "rules": [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": _metadata(name, None),
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+            "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": MONITORING_NAMESPACE}],
+        },
+    ]
+
+
+def _kube_state_metrics_ingress(ksm_labels: dict[str, str], collector_labels: dict[str, str]) -> dict[str, Any]:
+    """Only the collector reaches kube-state-metrics, where the tenant's network enforces
+    NetworkPolicy (its default, Flannel, does not: docs/security.md).
+
+    The one collector that scrapes it runs on its node (the scrape job selects targets by
+    `spec.nodeName`), and a pod isolated for ingress always admits connections from its own node
+    (Kubernetes docs, "Network Policies", The two sorts of pod isolation). The collector shares its
+    node's network, and most network plugins cannot tell a hostNetwork pod's traffic from the
+    node's: to them it is the node's, and admitted as such; the others apply policies to hostNetwork
+    pods like to any pod ("NetworkPolicy and hostNetwork pods"), for which the rule below admits
+    the collector's pods. No address range is admitted: another node's address would admit every
+    hostNetwork pod and process there, and no collector elsewhere needs it."""
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": _metadata(KUBE_STATE_METRICS),
+        "spec": {
+            "podSelector": {"matchLabels": dict(ksm_labels)},
+            "policyTypes": ["Ingress"],
+            "ingress": [
+                {
+                    "from": [{"podSelector": {"matchLabels": dict(collector_labels)}}],
+                    "ports": [{"protocol": "TCP", "port": KSM_METRICS_PORT}],
+                }
+            ],
+        },
+    }
 
 
 @functools.lru_cache(maxsize=None)

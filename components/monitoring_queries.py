@@ -25,6 +25,9 @@ SM_ACTIVE = "DCGM_FI_PROF_SM_ACTIVE"
 POWER = "DCGM_FI_DEV_POWER_USAGE"
 XID_ERRORS = "DCGM_FI_DEV_XID_ERRORS"
 ECC_DBE = "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"
+NODE_DELETION = "kube_node_deletion_timestamp"
+# How far back the error alert looks for a new XID error or ECC errors.
+ERROR_WINDOW = "10m"
 
 ACCELERATOR = ksm_label(props.ACCELERATOR)
 ACCELERATOR_COUNT = ksm_label(props.ACCELERATOR_COUNT)
@@ -176,30 +179,47 @@ def idle_gpus(alerts: Alerts) -> AlertCondition:
 
 
 def gpu_not_offered(alerts: Alerts) -> AlertCondition:
+    """A GPU node that offers no nvidia.com/gpu and that nothing is deleting. The GPU watchdog removes
+    such a node after its pool's gpuTimeout; the alert waits longer (config/monitoring.py
+    watchdog_removal_seconds), so it fires for the nodes the watchdog does not remove. A node being
+    deleted (by the watchdog through its NodeClaim, or by the autoscaler) carries a deletion
+    timestamp until it is gone, which kube_node_deletion_timestamp exports (kube-state-metrics tag
+    v2.20.0, internal/store/node.go)."""
     allocatable = f'kube_node_status_allocatable{{resource="{KSM_GPU_RESOURCE}"}}'
     return AlertCondition(
         key="gpu-not-offered",
         title="GPU node without nvidia.com/gpu",
-        query=f"max by (tenant, node) ({gpu_nodes()}) unless on (tenant, node) ({allocatable} > 0)",
+        query=(
+            f"max by (tenant, node) ({gpu_nodes()}) unless on (tenant, node) ({allocatable} > 0) "
+            f"unless on (tenant, node) {NODE_DELETION}"
+        ),
         duration_seconds=duration_seconds(alerts.gpu_not_offered_after),
         documentation=(
-            f"This GPU VM has been a node for {alerts.gpu_not_offered_after} without offering nvidia.com/gpu (never, or no longer): "
-            "no GPU pod can run there, and the autoscaler never counts it as initialized, so it is billed until deleted. "
-            "Look at the GPU Operator's pods on it (namespace gpu-operator); delete the node if they cannot recover."
+            f"This GPU VM has been a node for {alerts.gpu_not_offered_after} without offering nvidia.com/gpu (never, or no longer), "
+            "longer than the GPU watchdog waits before it removes such a node, and nothing is deleting it: no GPU pod can run there, "
+            "and the autoscaler never counts it as initialized, so it is billed until deleted. The watchdog's events say why it left "
+            "the node (kubectl get events -n default --field-selector involvedObject.name=<node>; a node without a NodeClaim is left "
+            "to you), or whether the watchdog runs at all (namespace gpu-platform-system). Look at the GPU Operator's pods on it "
+            "(namespace gpu-operator); delete the node if they cannot recover."
         ),
     )
 
 
 def gpu_errors() -> AlertCondition:
+    """DCGM_FI_DEV_XID_ERRORS is a gauge, "Value of the last XID error encountered" (NVIDIA/dcgm-exporter
+    tag 4.4.2-4.7.0, etc/dcp-metrics-included.csv), not a count: a level test fires for as long as
+    the last code stays, for the rest of the node's life. A change of the value within the window is
+    a new XID error (one with the same code as the last is no change, and does not alert again); the
+    double-bit ECC count is a counter, whose increase is."""
     by = "tenant, node, gpu, modelName"
     return AlertCondition(
         key="gpu-errors",
         title="XID or ECC errors on a GPU",
-        query=f"max by ({by}) ({XID_ERRORS}) > 0 or max by ({by}) (increase({ECC_DBE}[10m])) > 0",
+        query=f"max by ({by}) (changes({XID_ERRORS}[{ERROR_WINDOW}])) > 0 or max by ({by}) (increase({ECC_DBE}[{ERROR_WINDOW}])) > 0",
         duration_seconds=0,
         documentation=(
-            "The GPU reported an XID error (DCGM_FI_DEV_XID_ERRORS is the last one's code) or uncorrectable (double-bit) ECC errors. "
-            "Drain the node: a replacement VM gets another GPU."
+            f"The GPU reported a new XID error in the last {ERROR_WINDOW} (DCGM_FI_DEV_XID_ERRORS changed; its value is the last "
+            f"error's code) or uncorrectable (double-bit) ECC errors. Drain the node: a replacement VM gets another GPU."
         ),
     )
 

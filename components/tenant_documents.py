@@ -8,7 +8,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from config import yaml_io
+from config import versions, yaml_io
 from config.catalog import load_catalog
 from config.gpu_operator import node_images
 from config.tenant import GpuOperator
@@ -19,8 +19,7 @@ from .vcluster_values import GPU_RESOURCE
 from .watchdog_documents import watchdog_objects
 
 SMOKE_TEST_NAMESPACE = "gpu-smoke-test"
-# CUDA base image whose userspace matches the 570 driver of the Deep Learning VM image family.
-SMOKE_TEST_IMAGE = "nvcr.io/nvidia/cuda:12.8.1-base-ubuntu24.04"
+
 
 @dataclass(frozen=True)
 class Watchdog:
@@ -141,7 +140,7 @@ def tenant_objects(
                             "containers": [
                                 {
                                     "name": "nvidia-smi",
-                                    "image": SMOKE_TEST_IMAGE,
+                                    "image": versions.SMOKE_TEST_IMAGE,
                                     "command": ["nvidia-smi"],
                                     "resources": {"limits": {GPU_RESOURCE: "1"}},
                                     "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from config import versions
+from config.reliability import WATCHDOG_POLL_SECONDS
 
 from . import gpu_watchdog
 
@@ -25,7 +26,6 @@ NAMESPACE = "gpu-platform-system"
 NAME = "gpu-watchdog"
 PROGRAM = Path(gpu_watchdog.__file__).read_text()
 PROGRAM_DIR, CONFIG_DIR = "/opt/gpu-watchdog", "/etc/gpu-watchdog"
-POLL_SECONDS = 30
 # Exactly what it needs (tests/test_gpu_watchdog.py holds this against what the program calls).
 CLUSTER_RULES = (
     {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list", "delete"]},
@@ -36,7 +36,7 @@ NONROOT = 65534  # nobody
 
 
 def watchdog_config(pool_limits: dict[str, int], default_limit: int) -> dict[str, Any]:
-    return {"poolLimitSeconds": dict(pool_limits), "defaultLimitSeconds": default_limit, "intervalSeconds": POLL_SECONDS}
+    return {"poolLimitSeconds": dict(pool_limits), "defaultLimitSeconds": default_limit, "intervalSeconds": WATCHDOG_POLL_SECONDS}
 
 
 def watchdog_objects(pool_limits: dict[str, int], default_limit: int, system_pool: str) -> list[dict[str, Any]]:

@@ -81,6 +81,13 @@ def duration_seconds(text: str) -> int:
     return hours * 3600 + minutes * 60 + seconds
 
 
+def duration_text(seconds: int) -> str:
+    """Seconds as a duration DURATION accepts, largest units first: 960 → 16m, 3690 → 1h1m30s."""
+    hours, rest = divmod(seconds, 3600)
+    minutes, rest = divmod(rest, 60)
+    return "".join(f"{value}{unit}" for value, unit in ((hours, "h"), (minutes, "m"), (rest, "s")) if value) or "0s"
+
+
 def parse_cidr(text: Any) -> ipaddress.IPv4Network | None:
     """An IPv4 network in CIDR form with no host bits set, or None."""
     network, _ = read_cidr(text, "")

@@ -83,6 +83,9 @@ class EnvironmentFacts:
     monitoring_enabled: bool = False
     scrape_interval: str = "60s"
     cost_view: str | None = None  # <project>.<dataset>.<view> of the showback view; None: not set up yet
+    # monitoring.alerts.gpuNotOfferedAfter, which every GPU pool's watchdog limit stays under
+    # (config/monitoring.py check_alert_after_watchdog); None: the environment has no such alert.
+    gpu_not_offered_after: str | None = None
 
     def node_types_for(
         self, gpu: str | None, spot: bool, gpu_count: int | None = None, zones: tuple[str, ...] | None = None
@@ -129,6 +132,7 @@ class EnvironmentFacts:
             "monitoringEnabled": self.monitoring_enabled,
             "scrapeInterval": self.scrape_interval,
             "costView": self.cost_view,
+            "gpuNotOfferedAfter": self.gpu_not_offered_after,
         }
 
     @classmethod
@@ -174,4 +178,6 @@ class EnvironmentFacts:
             monitoring_enabled=bool(data.get("monitoringEnabled", False)),
             scrape_interval=data.get("scrapeInterval", "60s"),
             cost_view=data.get("costView"),
+            # Absent in exports of environments deployed before: not checked until it is deployed.
+            gpu_not_offered_after=data.get("gpuNotOfferedAfter"),
         )

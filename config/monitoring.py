@@ -14,9 +14,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .base import DURATION, ConfigModel, Duration, Syntax, duration_seconds
+from .base import DURATION, ConfigModel, Duration, Syntax, duration_seconds, duration_text
 from .errors import Problems, shown
 from .facts import EnvironmentFacts
+from .reliability import GPU_TIMEOUT, WATCHDOG_POLL_SECONDS
 
 # Prometheus looks back 5 minutes for an instant query's latest sample: a series not sampled within
 # them is absent ("Staleness", https://prometheus.io/docs/prometheus/latest/querying/basics/#staleness),
@@ -38,6 +39,26 @@ DATASET_LOCATION = Syntax(r"^(US|EU|[a-z]+-[a-z]+[0-9]+)$")
 # the view) and the view (components/showback.py).
 SHOWBACK_VIEW = "gpu_cost_by_team"
 CHANNEL_FORMS = "{email: <address>} or {channel: projects/<project>/notificationChannels/<id>}"
+GPU_NOT_OFFERED_KEY = "monitoring.alerts.gpuNotOfferedAfter"
+
+
+def watchdog_removal_seconds(gpu_timeout: str, scrape_interval: str) -> int:
+    """How long a GPU node that the GPU watchdog removes can match the GPU-not-offered alert's query:
+    its pool's gpuTimeout; two watchdog polls (the clock of a lost GPU starts at the poll that first
+    sees it, and the watchdog acts at the first poll past the deadline); one scrape, since deleting
+    the NodeClaim makes Karpenter delete the Node at once (kubernetes-sigs/karpenter tag v1.14.1,
+    pkg/controllers/nodeclaim/lifecycle/controller.go `finalize`), and the query leaves out a node
+    with a deletion timestamp from the collector's next scrape on (components/monitoring_queries.py
+    gpu_not_offered). The alert is for the nodes the watchdog does not remove (a node with no
+    NodeClaim, a watchdog that is down), so its duration must be longer."""
+    return duration_seconds(gpu_timeout) + 2 * WATCHDOG_POLL_SECONDS + duration_seconds(scrape_interval)
+
+
+# The alert's default: the watchdog's default gpuTimeout and 10 minutes, which covers its polls and
+# the slowest scrape interval allowed, with minutes to spare for Karpenter and the API server.
+GPU_NOT_OFFERED_MARGIN_SECONDS = 600
+DEFAULT_GPU_NOT_OFFERED_AFTER = duration_text(duration_seconds(GPU_TIMEOUT) + GPU_NOT_OFFERED_MARGIN_SECONDS)
+assert duration_seconds(DEFAULT_GPU_NOT_OFFERED_AFTER) > watchdog_removal_seconds(GPU_TIMEOUT, f"{MAX_SCRAPE_SECONDS}s")
 
 
 class NotificationChannel(ConfigModel):
@@ -56,8 +77,8 @@ class Alerts(ConfigModel):
     """How long a GPU a pod holds may stay idle (utilization below idleUtilizationPercent) before the idle-GPU alert fires."""
     idle_utilization_percent: float = 1.0
     """The GPU utilization (DCGM_FI_DEV_GPU_UTIL, percent) below which a held GPU counts as idle; above 0, at most 100."""
-    gpu_not_offered_after: Duration = "10m"
-    """How long a GPU node may run without offering nvidia.com/gpu (never, or no longer) before its alert fires."""
+    gpu_not_offered_after: Duration = DEFAULT_GPU_NOT_OFFERED_AFTER
+    """How long a GPU node may run without offering nvidia.com/gpu (never, or no longer) before its alert fires: longer than every GPU pool's gpuTimeout plus 60s and a scrape interval, so that it fires only for nodes the GPU watchdog does not remove (default: the default gpuTimeout and 10m)."""
     pool_at_limit_after: Duration = "15m"
     """How long a team's GPU pool may sit at its maxGpus while the team's GPU pods wait before the queueing alert fires."""
 
@@ -191,6 +212,32 @@ def check_tenant_monitoring(path: str, monitoring: TenantMonitoring, facts: Envi
                 f"true, but environment {facts.environment} has monitoring off (gpu-platform:monitoring.enabled: false): the Monitoring API "
                 f"is not enabled in its project {facts.project}, whose metrics scope this team's metrics join; turn monitoring on there first",
             )
+
+
+def check_alert_after_watchdog(path: str, tenant, facts: EnvironmentFacts, problems: Problems) -> None:
+    """Each GPU pool's watchdog limit against the environment's GPU-not-offered alert: the alert
+    fires only once the watchdog would have removed the node (`watchdog_removal_seconds`). Not
+    checked where the environment has no alert (monitoring off, or deployed before the fact was
+    exported) or the tenant sends no metrics."""
+    for i, pool in enumerate(tenant.gpu_pools):
+        key = f"{path}.gpuPools[{i}].gpuTimeout"
+        with problems.checking(f"{path}.gpuPools[{i}]"):
+            alert = facts.gpu_not_offered_after
+            if alert is None or not resolve_tenant_monitoring(tenant.monitoring, facts).enabled:
+                return
+            scrape = tenant.monitoring.scrape_interval or facts.scrape_interval
+            if not (DURATION.match(alert) and DURATION.match(scrape) and DURATION.match(pool.gpu_timeout)):
+                continue  # each reported at its own key (here, config/reliability.py)
+            removed_within = watchdog_removal_seconds(pool.gpu_timeout, scrape)
+            if duration_seconds(alert) <= removed_within:
+                longest = duration_seconds(alert) - (removed_within - duration_seconds(pool.gpu_timeout))
+                problems.add(
+                    key,
+                    f"{pool.gpu_timeout} leaves the GPU watchdog no time before {GPU_NOT_OFFERED_KEY} of environment {facts.environment} "
+                    f"({alert}) fires: a node the watchdog removes matches that alert for up to gpuTimeout + {2 * WATCHDOG_POLL_SECONDS}s "
+                    f"(two watchdog polls) + {scrape} (one scrape); allowed: a gpuTimeout under {duration_text(max(longest, 0))}, "
+                    f"or {GPU_NOT_OFFERED_KEY} above {duration_text(removed_within)}",
+                )
 
 
 def showback_dataset(stack: str) -> str:

@@ -38,6 +38,9 @@ CRITICAL_PODS_GRACE_PERIOD = "10s"
 # The GPU watchdog (components/gpu_watchdog.py): a GPU node that offers no GPU this long is removed.
 GPU_TIMEOUT = "10m"
 MIN_GPU_TIMEOUT_SECONDS = 120  # a healthy node needs minutes for the driver, toolkit and device plugin
+# How often the watchdog looks at the tenant's nodes (components/watchdog_documents.py); the
+# GPU-not-offered alert waits for it (config/monitoring.py).
+WATCHDOG_POLL_SECONDS = 30
 
 # Backup for GKE's limits on a backup plan, from its API (BackupPlan.RetentionPolicy and
 # BackupPlan.Schedule: https://cloud.google.com/kubernetes-engine/docs/add-on/backup-for-gke/reference/rest/v1/projects.locations.backupPlans,

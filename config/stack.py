@@ -428,6 +428,9 @@ def _facts(stack, environment, project, region, cluster, platform, node_provider
         monitoring_enabled=derived(lambda: monitoring.enabled),
         scrape_interval=problems.derive(lambda: monitoring.scrape_interval, "monitoring.scrapeInterval"),
         cost_view=derived(lambda: _cost_view(project, stack, monitoring)),
+        gpu_not_offered_after=problems.derive(
+            lambda: monitoring.alerts.gpu_not_offered_after if monitoring.enabled else None, "monitoring.alerts.gpuNotOfferedAfter", "monitoring.enabled"
+        ),
     )
     # Claims name each tenant's project, which follows from the facts above, and where the tenant
     # is declared, for the messages of team stacks that collide with it.

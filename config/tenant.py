@@ -23,7 +23,7 @@ from .catalog import load_catalog
 from .errors import Broken, Problems, derived, shown
 from .facts import PLATFORM_NAMESPACE, TENANT_CLUSTER_CIDRS, EnvironmentFacts, TenantClaim
 from .isolation import GcpProject, project_id_alone_too
-from .monitoring import OFF, MonitoringPlan, TenantMonitoring, check_tenant_monitoring, resolve_tenant_monitoring
+from .monitoring import OFF, MonitoringPlan, TenantMonitoring, check_alert_after_watchdog, check_tenant_monitoring, resolve_tenant_monitoring
 from .node_types import GPU_RESOURCE, NodeType
 from .reliability import GPU_TIMEOUT, Backup, NodeShutdown, check_reliability
 from .tenant_security import check_tenant_security
@@ -441,6 +441,8 @@ def check_tenant(
                     )
     with problems.checking(f"{path}.monitoring"):
         check_tenant_monitoring(f"{path}.monitoring", tenant.monitoring, facts, problems)
+    with problems.checking(f"{path}.gpuPools"):
+        check_alert_after_watchdog(path, tenant, facts, problems)
     with problems.checking(f"{path}.gpuOperator.serviceMonitor"):
         if tenant.gpu_operator.service_monitor and not tenant.gpu_operator.dcgm_exporter:
             problems.add(f"{path}.gpuOperator.serviceMonitor", "true needs dcgmExporter: true (the ServiceMonitor scrapes the DCGM exporter)")

@@ -40,10 +40,13 @@ CSI_SNAPSHOTTER_IMAGE = "registry.k8s.io/sig-storage/csi-snapshotter:v8.2.1"  # 
 CSI_NODE_REGISTRAR_IMAGE = "registry.k8s.io/sig-storage/csi-node-driver-registrar:v2.13.0"  # kubernetes-csi/node-driver-registrar tag v2.13.0
 
 # Inside each tenant with monitoring on (components/monitoring_documents.py). The collector is
-# Google Cloud Managed Service for Prometheus' drop-in Prometheus (self-deployed collection), the
-# image Google's own managed collector DaemonSet runs (GoogleCloudPlatform/prometheus-engine tag
-# v0.17.2, manifests/operator.yaml; also the one
-# https://cloud.google.com/stackdriver/docs/managed-prometheus/setup-unmanaged names).
+# Google Cloud Managed Service for Prometheus' drop-in Prometheus (self-deployed collection,
+# https://cloud.google.com/stackdriver/docs/managed-prometheus/setup-unmanaged), the image Google's
+# own managed collector DaemonSet runs in GoogleCloudPlatform/prometheus-engine tag v0.17.2
+# (manifests/operator.yaml, charts/values.global.yaml `images.prometheus`). Its source is
+# GoogleCloudPlatform/prometheus tag v2.53.5-gmp.1 (the tag without the -gke.N build suffix),
+# whose google/export package writes to Cloud Monitoring (prometheus-engine moved it into that fork
+# in v0.17.0: commit 7178582a, "move secret and export packages to GMP Prometheus fork").
 # kube-state-metrics v2.20.0 is built with client-go v1.36, the Kubernetes of vcluster 0.36.1's
 # default distro (kubernetes/kube-state-metrics tag v2.20.0, README.md's compatibility matrix;
 # loft-sh/vcluster tag v0.36.1 chart/values.yaml, kube-apiserver image tag v1.36.0).
@@ -91,7 +94,35 @@ def platform_supports_vcluster(platform_version: str, vcluster_version: str) -> 
     return minimum is not None and parse_version(platform_version) >= parse_version(minimum)
 
 # The GPU watchdog inside each tenant (components/gpu_watchdog.py, run from a ConfigMap): the
-# Docker official Python image, slim Debian bookworm variant, pinned to a patch release. Tag only:
-# its digest is published on Docker Hub, which cannot be read where this was written; pin
-# `@sha256:` of this tag when bumping it (docker buildx imagetools inspect <image>).
+# Docker official Python image, slim Debian bookworm variant, pinned to a patch release.
 WATCHDOG_IMAGE = "docker.io/library/python:3.12.12-slim-bookworm"
+# The smoke test's pod (components/tenant_documents.py): a CUDA base image whose userspace matches
+# the 570 driver of the Deep Learning VM image family.
+SMOKE_TEST_IMAGE = "nvcr.io/nvidia/cuda:12.8.1-base-ubuntu24.04"
+
+# Every image the program puts into a tenant is pinned by its release tag, and by `@sha256:` digest
+# where the image's upstream publishes that digest in a public source we read (cited next to the
+# pin). None does yet; for each, why its digest is not pinned. A test holds every image the program
+# renders (the tenants' objects, the kubernetes template's) to a digest or an entry here, and every
+# entry to an image it renders. When bumping one, pin the digest its registry serves for the tag
+# (`crane digest <image>` or `docker buildx imagetools inspect <image>`), with that source.
+IMAGES_WITHOUT_DIGEST: dict[str, str] = {
+    GMP_PROMETHEUS_IMAGE: "Google publishes it by tag only (prometheus-engine tag v0.17.2: manifests/operator.yaml, charts/values.global.yaml)",
+    GMP_INIT_IMAGE: "Google publishes it by tag only (prometheus-engine tag v0.17.2: manifests/operator.yaml, charts/values.global.yaml)",
+    KUBE_STATE_METRICS_IMAGE: (
+        "registry.k8s.io records digests in kubernetes/k8s.io registry.k8s.io/images/k8s-staging-kube-state-metrics/images.yaml "
+        "(v2.20.0: pull request 9839); the copy of that file read when this was pinned stops at v2.15.0"
+    ),
+    CCM_IMAGE: "kubernetes/k8s.io registry.k8s.io/images/k8s-staging-cloud-provider-gcp/images.yaml as read when this was pinned stops at v30.0.0",
+    PD_CSI_DRIVER_IMAGE: "kubernetes/k8s.io registry.k8s.io/images/k8s-staging-cloud-provider-gcp/images.yaml as read when this was pinned stops at v1.15.0 without v1.13.9",
+    CSI_PROVISIONER_IMAGE: "kubernetes/k8s.io registry.k8s.io/images/k8s-staging-sig-storage/images.yaml as read when this was pinned stops at v3.5.0",
+    CSI_ATTACHER_IMAGE: "kubernetes/k8s.io registry.k8s.io/images/k8s-staging-sig-storage/images.yaml as read when this was pinned stops at v4.3.0",
+    CSI_RESIZER_IMAGE: "kubernetes/k8s.io registry.k8s.io/images/k8s-staging-sig-storage/images.yaml as read when this was pinned stops at v1.8.0",
+    CSI_SNAPSHOTTER_IMAGE: "kubernetes/k8s.io registry.k8s.io/images/k8s-staging-sig-storage/images.yaml as read when this was pinned stops at v6.2.2",
+    CSI_NODE_REGISTRAR_IMAGE: "kubernetes/k8s.io registry.k8s.io/images/k8s-staging-sig-storage/images.yaml as read when this was pinned stops at v2.8.0",
+    WATCHDOG_IMAGE: (
+        "Docker publishes official images' digests on Docker Hub and in docker-library/repo-info (repos/python/remote/<tag>.md), "
+        "which holds no 3.12.12-slim-bookworm page as read when this was pinned"
+    ),
+    SMOKE_TEST_IMAGE: "NVIDIA publishes its digests on NGC (nvcr.io) only, in no public repository",
+}

@@ -6,6 +6,7 @@ metric name against the exporters' documented lists (tests/data)."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import promql_parser
@@ -21,10 +22,14 @@ from sqlglot.optimizer.qualify import qualify
 from components import monitoring_documents as docs
 from components import monitoring_queries as q
 from components.showback import VIEW_COLUMNS, TeamCost, cost_per_team_query, cost_view_sql
+from components.templates import KUBERNETES_IMAGES
 from components.vcluster_values import VClusterValues
 from config import versions
+from config.base import duration_seconds
 from config.errors import ConfigError
+from config.monitoring import Alerts
 from config.stack import load_stack
+from docs_support import page, section
 from shipped_stacks import SHIPPED_DIR, refused, run_shipped, shipped_values
 from tools.mock_engine import run_program
 
@@ -63,7 +68,7 @@ def configured_run():
     values[f"{NS}:monitoring"] = {
         "scrapeInterval": "30s",
         "notificationChannels": [{"channel": CHANNEL}, {"email": "gpu-oncall@example.com"}],
-        "alerts": {"idleGpuAfter": "2h", "idleUtilizationPercent": 5, "gpuNotOfferedAfter": "7m", "poolAtLimitAfter": "20m"},
+        "alerts": {"idleGpuAfter": "2h", "idleUtilizationPercent": 5, "gpuNotOfferedAfter": "25m", "poolAtLimitAfter": "20m"},
         "showback": {"billingExportTable": BILLING_TABLE, "datasetLocation": "EU"},
     }
     values[f"{NS}:tenants"][1]["monitoring"] = {"scrapeInterval": "15s", "dashboard": False}
@@ -140,6 +145,60 @@ def test_the_dcgm_exporter_collects_our_documented_metric_list(dev_run):
     assert not DCGM_RECORD["fields"]["DCGM_FI_PROF_SM_ACTIVE"]["default"]
 
 
+def test_only_the_collector_may_read_kube_state_metrics(dev_run):
+    """The tenant's default network enforces no NetworkPolicy (docs/security.md), so what keeps the
+    team's pods out is kube-state-metrics' auth filter, which only the collector's token passes."""
+    objects = objects_of(dev_run.one(VCI, "nlp"))
+    ksm = named(objects, "Deployment", docs.KUBE_STATE_METRICS)["spec"]["template"]
+    [container] = ksm["spec"]["containers"]
+    assert "--auth-filter" in container["args"]
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert {f"--port={ports['http-metrics']}", f"--telemetry-port={ports['telemetry']}"} <= set(container["args"])
+    # What the filter asks the API server with, and nothing else beside the objects it lists.
+    ksm_role = named(objects, "ClusterRole", f"gpu-platform-{docs.KUBE_STATE_METRICS}")
+    assert ksm_role["rules"][1:] == [
+        {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
+        {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]},
+    ]
+    # Who passes it: the one subject bound to `get` on /metrics is the collector's account.
+    readers = [r["metadata"]["name"] for r in objects if r["kind"] == "ClusterRole" and any("nonResourceURLs" in rule for rule in r["rules"])]
+    assert readers == ["gpu-platform-gpu-metrics-collector-metrics"]
+    assert named(objects, "ClusterRole", readers[0])["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+    binding = named(objects, "ClusterRoleBinding", readers[0])
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": docs.COLLECTOR, "namespace": docs.MONITORING_NAMESPACE}]
+    # The collector sends that account's token, which the kubelet mounts into its pod.
+    collector = named(objects, "DaemonSet", docs.COLLECTOR)["spec"]["template"]["spec"]
+    assert collector["serviceAccountName"] == docs.COLLECTOR and collector.get("automountServiceAccountToken", True) is True
+    config = yaml.safe_load(named(objects, "ConfigMap", docs.COLLECTOR)["data"]["config.yaml"])
+    [job] = [j for j in config["scrape_configs"] if j["job_name"] == docs.KUBE_STATE_METRICS]
+    assert job["authorization"] == {"type": "Bearer", "credentials_file": "/var/run/secrets/kubernetes.io/serviceaccount/token"}
+    assert [j["job_name"] for j in config["scrape_configs"] if "authorization" in j] == [docs.KUBE_STATE_METRICS]
+
+
+def test_the_network_policy_admits_only_the_collector(dev_run):
+    """Where a network plugin enforces it: the kube-state-metrics pods accept only the collector's
+    pods, on the metrics port. No address range: the one collector that scrapes it is on its node
+    (its scrape job selects targets by spec.nodeName), which an isolated pod always admits."""
+    objects = objects_of(dev_run.one(VCI, "nlp"))
+    [policy] = [o for o in objects if o["kind"] == "NetworkPolicy"]
+    ksm = named(objects, "Deployment", docs.KUBE_STATE_METRICS)["spec"]["template"]
+    collector = named(objects, "DaemonSet", docs.COLLECTOR)["spec"]["template"]
+    spec = policy["spec"]
+    assert policy["metadata"]["namespace"] == docs.MONITORING_NAMESPACE
+    assert spec["podSelector"]["matchLabels"].items() <= ksm["metadata"]["labels"].items()
+    assert not spec["podSelector"]["matchLabels"].items() <= collector["metadata"]["labels"].items()
+    assert spec["policyTypes"] == ["Ingress"]
+    [rule] = spec["ingress"]
+    [source] = rule["from"]
+    assert list(source) == ["podSelector"]  # same namespace, no ipBlock, no namespaceSelector
+    assert source["podSelector"]["matchLabels"].items() <= collector["metadata"]["labels"].items()
+    [port] = ksm["spec"]["containers"][0]["ports"][:1]
+    assert rule["ports"] == [{"protocol": "TCP", "port": port["containerPort"]}] and port["name"] == "http-metrics"
+    config = yaml.safe_load(named(objects, "ConfigMap", docs.COLLECTOR)["data"]["config.yaml"])
+    [job] = [j for j in config["scrape_configs"] if j["job_name"] == docs.KUBE_STATE_METRICS]
+    assert job["kubernetes_sd_configs"][0]["selectors"][0]["field"] == f"spec.nodeName={docs.NODE_NAME_PLACEHOLDER}"
+
+
 def test_kube_state_metrics_labels_are_named_as_it_names_them():
     assert docs.ksm_label("gpu-platform/accelerator-count") == "label_gpu_platform_accelerator_count"
     assert docs.ksm_resource("nvidia.com/gpu") == "nvidia_com_gpu"
@@ -189,6 +248,61 @@ def test_every_query_parses_and_uses_only_metrics_the_collector_exports(dev_run,
             for matcher in selector.matchers.matchers:
                 if matcher.name.startswith("label_"):
                     assert name == "kube_node_labels" and matcher.name in node_labels, f"{where}: {matcher.name}"
+
+
+def inside(query: str, function: str) -> list[str]:
+    """The names of the series `function` is applied to in `query`, as the parser reads it."""
+    found: list[str] = []
+
+    def visit(node) -> None:
+        if isinstance(node, promql_parser.Call) and node.func.name == function:
+            for argument in node.args:
+                if isinstance(argument, promql_parser.MatrixSelector):
+                    found.append(f"{argument.vector_selector.name}[{int(argument.range.total_seconds())}s]")
+
+    promql_parser.walk(promql_parser.parse(query), visit)
+    return found
+
+
+def alert_query(run, key: str) -> str:
+    [condition] = run.one(ALERT_POLICY, f"monitoring-{key}").input("conditions")
+    return condition["conditionPrometheusQueryLanguage"]["query"]
+
+
+def test_the_xid_alert_fires_on_a_new_error_not_on_the_last_code(dev_run):
+    """DCGM_FI_DEV_XID_ERRORS is a gauge holding the last XID's code: only a change of it is a new
+    error (a level test fires for the node's life once one happened). ECC double-bit errors are a
+    counter: their increase."""
+    assert DCGM_RECORD["fields"][q.XID_ERRORS]["type"] == "gauge" and DCGM_RECORD["fields"][q.ECC_DBE]["type"] == "counter"
+    query = alert_query(dev_run, "gpu-errors")
+    assert inside(query, "changes") == [f"{q.XID_ERRORS}[600s]"]
+    assert inside(query, "increase") == [f"{q.ECC_DBE}[600s]"]
+    # The XID gauge is read nowhere else in the query.
+    assert [s.name for s in selectors(query)].count(q.XID_ERRORS) == 1
+    # The check would catch the level test this replaced.
+    assert inside(f"max by (tenant, node, gpu, modelName) ({q.XID_ERRORS}) > 0", "changes") == []
+
+
+def test_the_gpu_not_offered_alert_waits_for_the_watchdog(dev_run, tenant_run):
+    """Its default duration is longer than any node the watchdog removes can match it: the pool's
+    limit, two watchdog polls and one scrape, all read from what the tenants run. A node being
+    deleted leaves the query (kube_node_deletion_timestamp)."""
+    [condition] = dev_run.one(ALERT_POLICY, "monitoring-gpu-not-offered").input("conditions")
+    waits = int(condition["conditionPrometheusQueryLanguage"]["duration"].removesuffix("s"))
+    assert waits == duration_seconds(Alerts().gpu_not_offered_after)
+    checked = 0
+    for run in (dev_run, tenant_run):
+        for vci in run.of_type(VCI):
+            objects = objects_of(vci)
+            watchdog = json.loads(named(objects, "ConfigMap", "gpu-watchdog")["data"]["config.json"])
+            scrape = yaml.safe_load(named(objects, "ConfigMap", docs.COLLECTOR)["data"]["config.yaml"])["global"]["scrape_interval"]
+            for limit in watchdog["poolLimitSeconds"].values():
+                assert waits > limit + 2 * watchdog["intervalSeconds"] + duration_seconds(scrape), (vci.name, limit)
+                checked += 1
+    assert checked >= 3
+    tree = promql_parser.parse(condition["conditionPrometheusQueryLanguage"]["query"])
+    assert str(tree.op) == "unless" and tree.rhs.name == q.NODE_DELETION == "kube_node_deletion_timestamp"
+    assert q.NODE_DELETION in docs.KSM_METRICS and q.NODE_DELETION in KSM_RECORD["metrics"]
 
 
 def test_the_parser_refuses_broken_promql():
@@ -288,7 +402,7 @@ def test_alert_policies_per_environment_with_the_thresholds_from_config(configur
         return c["conditionPrometheusQueryLanguage"]
 
     assert condition("idle-gpu")["duration"] == "7200s" and condition("idle-gpu")["query"].endswith("< 5")
-    assert condition("gpu-not-offered")["duration"] == "420s"
+    assert condition("gpu-not-offered")["duration"] == "1500s"
     assert condition("pool-at-limit-vision")["duration"] == "1200s"
     assert all(condition(k)["disableMetricValidation"] is True for k in policies)
     [email] = configured_run.of_type("gcp:monitoring/notificationChannel:NotificationChannel")
@@ -402,6 +516,46 @@ def test_bad_monitoring_config_names_each_key_and_registers_nothing(stack_values
         assert expected in message
 
 
+def test_an_alert_that_would_fire_before_the_watchdog_names_both_keys_and_registers_nothing(stack_values):
+    values = stack_values("dev")
+    # 12m is exactly the 10m default gpuTimeout, two 30 s polls and one 60 s scrape: not longer.
+    values[f"{NS}:monitoring"] = {"alerts": {"gpuNotOfferedAfter": "12m"}}
+    values[f"{NS}:tenants"][1]["gpuPools"][0]["gpuTimeout"] = "11m"
+    values[f"{NS}:tenants"][1]["monitoring"] = {"scrapeInterval": "15s"}
+    with pytest.raises(pulumi.RunError) as caught:
+        run_shipped(values, stack="dev")
+    assert caught.value.registrations == []
+    message = str(caught.value)
+    for tenant, timeout, scrape, under, above in ((0, "10m", "60s", "10m", "12m"), (1, "11m", "15s", "10m45s", "12m15s")):
+        assert (
+            f"tenants[{tenant}].gpuPools[0].gpuTimeout: {timeout} leaves the GPU watchdog no time before monitoring.alerts.gpuNotOfferedAfter "
+            f"of environment dev (12m) fires: a node the watchdog removes matches that alert for up to gpuTimeout + 60s (two watchdog "
+            f"polls) + {scrape} (one scrape); allowed: a gpuTimeout under {under}, or monitoring.alerts.gpuNotOfferedAfter above {above}"
+        ) in message
+
+
+def test_the_alert_and_the_watchdog_limit_are_checked_both_ways(stack_values):
+    # One second past the watchdog's worst case is enough.
+    values = stack_values("dev")
+    values[f"{NS}:monitoring"] = {"alerts": {"gpuNotOfferedAfter": "12m1s"}}
+    load_stack(values, stack="dev", project_dir=SHIPPED_DIR)
+    # The default alert holds at every scrape interval allowed, the slowest included.
+    values = stack_values("dev")
+    values[f"{NS}:monitoring"] = {"scrapeInterval": "5m"}
+    load_stack(values, stack="dev", project_dir=SHIPPED_DIR)
+    # A team stack's longer limit is refused against its environment's alert, which it names.
+    values = stack_values("team-vision-dev")
+    values[f"{NS}:tenant"]["gpuPools"][1]["gpuTimeout"] = "20m"
+    with pytest.raises(ConfigError) as caught:
+        load_stack(values, stack="team-vision-dev", project_dir=SHIPPED_DIR)
+    [problem] = caught.value.problems
+    assert problem.path == "tenant.gpuPools[1].gpuTimeout"
+    assert f"monitoring.alerts.gpuNotOfferedAfter of environment dev ({Alerts().gpu_not_offered_after})" in str(problem)
+    # Not checked where nothing is collected: the tenant's monitoring off.
+    values[f"{NS}:tenant"]["monitoring"] = {"enabled": False}
+    load_stack(values, stack="team-vision-dev", project_dir=SHIPPED_DIR)
+
+
 def test_monitoring_needs_the_monitoring_api_of_its_environment(stack_values):
     values = stack_values("dev")
     values[f"{NS}:monitoring"] = {"enabled": False}
@@ -419,3 +573,69 @@ def test_a_team_stack_waits_for_its_environment_to_have_monitoring(dev_run, stac
     outputs["environmentFacts"]["monitoringEnabled"] = False  # deployed before monitoring existed
     with pytest.raises(pulumi.RunError, match="deployed with monitoringEnabled False, but its stack file in this repo says True"):
         run_program(stack_values("team-vision-dev"), stack="team-vision-dev", stack_outputs={env_stack_ref: outputs}, project_dir=SHIPPED_DIR)
+
+
+# --- images ----------------------------------------------------------------------------------------
+
+# registry/repository:tag, optionally @sha256:<digest>; the registry named, the tag a release's.
+IMAGE = re.compile(r"^(?P<name>[a-z0-9.-]+\.[a-z]+(?::\d+)?/[a-z0-9._/-]+):(?P<tag>[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})(?:@sha256:(?P<digest>[0-9a-f]{64}))?$")
+
+
+def rendered_images(*runs) -> set[str]:
+    """Every image of the objects the program puts into tenants, and of the kubernetes template's."""
+
+    def containers(node):
+        if isinstance(node, dict):
+            for key in ("containers", "initContainers"):
+                yield from node.get(key) or []
+            for value in node.values():
+                yield from containers(value)
+        elif isinstance(node, list):
+            for value in node:
+                yield from containers(value)
+
+    found = {c["image"] for run in runs for vci in run.of_type(VCI) for c in containers(objects_of(vci))}
+    return found | set(KUBERNETES_IMAGES.values())
+
+
+def test_every_image_the_program_renders_is_pinned(dev_run, tenant_run, prod_run):
+    images = rendered_images(dev_run, tenant_run, prod_run)
+    assert {versions.GMP_PROMETHEUS_IMAGE, versions.GMP_INIT_IMAGE, versions.KUBE_STATE_METRICS_IMAGE, versions.WATCHDOG_IMAGE} <= images
+    for image in images:
+        match = IMAGE.match(image)
+        assert match, f"{image} is not registry/repository:tag[@sha256:<digest>]"
+        assert match["tag"] != "latest" and re.search(r"\d", match["tag"]), image
+        if match["digest"] is None:
+            assert versions.IMAGES_WITHOUT_DIGEST.get(image), f"{image}: pin its digest, or say in IMAGES_WITHOUT_DIGEST why not"
+    # Every image said to have no digest is one the program runs, pinned by tag exactly so.
+    assert set(versions.IMAGES_WITHOUT_DIGEST) <= images
+    assert all(IMAGE.match(image)["digest"] is None for image in versions.IMAGES_WITHOUT_DIGEST)
+
+
+def test_the_pattern_refuses_an_unpinned_image():
+    for loose in ("python:3.12", "docker.io/library/python", "docker.io/library/python:latest", "quay.io/x/y:v1@sha256:abc"):
+        match = IMAGE.match(loose)
+        assert not match or match["tag"] == "latest", loose
+    pinned = IMAGE.match("registry.k8s.io/kube-state-metrics/kube-state-metrics:v2.20.0@sha256:" + "0" * 64)
+    assert pinned and pinned["digest"] == "0" * 64
+
+
+def test_sources_list_every_image_pinned_by_tag_only_and_why():
+    rows = re.findall(r"^\| `([^`]+)` \| (.+) \|$", section("Image digests (`config/versions.py` `IMAGES_WITHOUT_DIGEST`)", "docs/sources.md"), flags=re.M)
+    assert dict(rows) == versions.IMAGES_WITHOUT_DIGEST
+
+
+def test_the_collectors_source_is_cited_at_the_deployed_release():
+    """The image GoogleCloudPlatform/prometheus-engine ships is <fork tag>-gke.<build>; every
+    citation of the fork names that tag."""
+    tag = versions.GMP_PROMETHEUS_IMAGE.rsplit(":", 1)[1]
+    release = re.sub(r"-gke\.\d+$", "", tag)
+    assert release == "v2.53.5-gmp.1"
+    texts = {
+        "components/monitoring_documents.py": Path(docs.__file__).read_text(),
+        "config/versions.py": Path(versions.__file__).read_text(),
+        "docs/sources.md": page("docs/sources.md"),
+    }
+    for where, text in texts.items():
+        cited = re.findall(r"GoogleCloudPlatform/prometheus tag `?(v[0-9][^`\s,:)]*)", " ".join(text.split()))
+        assert cited and set(cited) == {release}, (where, cited)

@@ -15,7 +15,10 @@ from sqlglot.optimizer.qualify import qualify
 from components import monitoring_documents as docs
 from components.dashboards import team_dashboard_name
 from components.showback import VIEW_COLUMNS
-from config.monitoring import Alerts, MonitoringConfig, showback_dataset, view_name
+from config.base import duration_seconds, duration_text
+from config.errors import ConfigError
+from config.monitoring import MAX_SCRAPE_SECONDS, Alerts, MonitoringConfig, showback_dataset, view_name, watchdog_removal_seconds
+from config.reliability import GPU_TIMEOUT, WATCHDOG_POLL_SECONDS
 from config.stack import load_stack
 from docs_support import code_blocks, page, section
 from shipped_stacks import SHIPPED_DIR, shipped_values
@@ -86,6 +89,23 @@ def test_the_alert_table_gives_the_defaults():
     ):
         assert f"`alerts.{key}` ({value})" in rows
     assert MonitoringConfig().notification_channels == () and "none by default" in rows
+
+
+def test_what_the_page_says_of_the_alert_and_the_watchdog():
+    text = " ".join(section("For the platform team: alerts").split())
+    assert f"`gpuTimeout` ({GPU_TIMEOUT} by default" in text and f"two of the watchdog's {WATCHDOG_POLL_SECONDS}-second polls" in text
+    # The error the page shows is the one the program gives for it.
+    [example] = [b for b in blocks("") if "gpuNotOfferedAfter" in b]
+    values = shipped_values("dev")
+    values["gpu-platform:tenants"][0]["gpuPools"][0]["gpuTimeout"] = "25m"
+    with pytest.raises(ConfigError) as caught:
+        load_stack(values, stack="dev", project_dir=SHIPPED_DIR)
+    assert [str(p) for p in caught.value.problems] == [example.strip()]
+    # The longest gpuTimeout the default admits, at the default and the slowest scrape interval.
+    default = duration_seconds(Alerts().gpu_not_offered_after)
+    for scrape, longest in (("60s", "18m"), (f"{MAX_SCRAPE_SECONDS}s", "14m")):
+        assert watchdog_removal_seconds(longest, scrape) >= default > watchdog_removal_seconds(duration_text(duration_seconds(longest) - 1), scrape)
+    assert "of 18m or more (14m or more with a 5m scrape interval)" in text
 
 
 @pytest.mark.parametrize("stack", ["dev", "team-vision-dev"])

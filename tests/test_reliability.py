@@ -82,7 +82,7 @@ def variant(stack_values):
     tests that need a changed stack; tests/test_backup.py uses it too)."""
     values = stack_values("dev")
     values[f"{NS}:tenants"][0]["nodeShutdown"] = {"gracePeriod": "2m", "criticalPodsGracePeriod": "20s"}
-    values[f"{NS}:tenants"][0]["gpuPools"][0]["gpuTimeout"] = "25m"
+    values[f"{NS}:tenants"][0]["gpuPools"][0]["gpuTimeout"] = "15m"
     values[f"{NS}:tenants"][1]["backup"] = {"enabled": False}
     return run_shipped(values, stack="dev")
 
@@ -183,7 +183,7 @@ def test_a_watchdog_timeout_under_two_minutes(stack_values):
 
 def test_a_watchdog_timeout_reaches_the_watchdog(variant):
     config_map = named(tenant_objects(variant, "nlp"), "ConfigMap", watchdog.NAME, watchdog.NAMESPACE)
-    assert '"poolLimitSeconds": {"l4-1x": 1500}' in config_map["data"]["config.json"]
+    assert '"poolLimitSeconds": {"l4-1x": 900}' in config_map["data"]["config.json"]
 
 
 def test_a_retention_of_zero_days_and_a_lock_past_it(stack_values):

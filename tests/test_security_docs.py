@@ -75,17 +75,56 @@ def test_the_collector_row_is_the_collectors_reach(dev_run):
     assert {rule for _, rule in rules} == {str([{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}])}
     text = row("the GPU metrics collector")
     assert "`get`, `list` and `watch` pods in `gpu-operator` and `gpu-platform-monitoring`" in text and "`hostNetwork`" in text
-    # Nothing wider: the collector's cluster-wide rights are none.
-    assert not [b for b in by_kind(documents, "ClusterRoleBinding") if b["subjects"][0]["name"] == access["serviceAccountName"]]
+    # Nothing wider: its one cluster-wide right is `get` on /metrics.
+    cluster_bindings = [b for b in by_kind(documents, "ClusterRoleBinding") if b["subjects"][0]["name"] == access["serviceAccountName"]]
+    cluster_roles = {r["metadata"]["name"]: r["rules"] for r in by_kind(documents, "ClusterRole")}
+    assert [cluster_roles[b["roleRef"]["name"]] for b in cluster_bindings] == [[{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]]
+    assert "and `get` on `/metrics` (kube-state-metrics', and the API server's own)" in text
 
 
 def test_the_kube_state_metrics_row(dev_run):
     documents = tenant_documents(dev_run, "nlp")
     [role] = [r for r in by_kind(documents, "ClusterRole") if "kube-state-metrics" in r["metadata"]["name"]]
-    assert role["rules"] == [{"apiGroups": [""], "resources": ["nodes", "pods"], "verbs": ["list", "watch"]}]
+    assert role["rules"] == [
+        {"apiGroups": [""], "resources": ["nodes", "pods"], "verbs": ["list", "watch"]},
+        {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
+        {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]},
+    ]
     [deployment] = [d for d in by_kind(documents, "Deployment") if d["metadata"]["name"] == "kube-state-metrics"]
     assert host_access(deployment)["hostNetwork"] is False
-    assert "`list` and `watch` nodes and pods of the team's virtual cluster" in row("the team's kube-state-metrics")
+    text = row("the team's kube-state-metrics")
+    assert "`list` and `watch` nodes and pods of the team's virtual cluster" in text and "`create` TokenReviews and SubjectAccessReviews" in text
+
+
+def test_the_kube_state_metrics_section_is_what_the_tenant_gets(dev_run, tenant_run):
+    """What holds (the auth filter, the one binding to `get` /metrics) and what does not (the
+    NetworkPolicy, on the tenant's default network: the program never replaces vCluster's Flannel)."""
+    text = words(section("The collector and kube-state-metrics"))
+    for run, tenant in ((dev_run, "nlp"), (tenant_run, "vision")):
+        documents = tenant_documents(run, tenant)
+        [deployment] = [d for d in by_kind(documents, "Deployment") if d["metadata"]["name"] == "kube-state-metrics"]
+        [container] = deployment["spec"]["template"]["spec"]["containers"]
+        assert "--auth-filter" in container["args"] and {p["containerPort"] for p in container["ports"]} == {8080, 8081}
+        metrics_readers = [
+            b["metadata"]["name"]
+            for b in by_kind(documents, "ClusterRoleBinding")
+            if any(r["metadata"]["name"] == b["roleRef"]["name"] and r["rules"][0].get("nonResourceURLs") for r in by_kind(documents, "ClusterRole"))
+        ]
+        assert metrics_readers == ["gpu-platform-gpu-metrics-collector-metrics"]
+        [policy] = by_kind(documents, "NetworkPolicy")
+        assert (policy["metadata"]["name"], policy["metadata"]["namespace"]) == ("kube-state-metrics", MONITORING_NAMESPACE)
+        assert [p["port"] for rule in policy["spec"]["ingress"] for p in rule["ports"]] == [8080]
+        # The tenant's network plugin stays vCluster's default (no deploy.cni in its vcluster.yaml).
+        values = yaml.safe_load(run.one(VCI, tenant).input("spec", "template", "helmRelease", "values"))
+        assert "deploy" not in values
+    for claim in (
+        "It runs with `--auth-filter`",
+        "the cluster role `gpu-platform-gpu-metrics-collector-metrics` grants that account `get` on `/metrics` and nothing else",
+        "The NetworkPolicy `kube-state-metrics` (namespace `gpu-platform-monitoring`) admits only the collector's pods, on port 8080",
+        "So on the default network the policy is not enforced",
+        "No address range is admitted",
+    ):
+        assert claim in text, claim
 
 
 def test_the_watchdog_row_is_the_watchdogs_rbac(dev_run):
