@@ -13,6 +13,7 @@ import croniter
 import pytest
 
 from components.gke_cluster import BACKUP_API
+from components.vcluster_values import VClusterValues
 from config import cron
 from config.reliability import Backup, delete_lock_days
 from docs_support import section
@@ -21,6 +22,7 @@ from shipped_stacks import run_shipped
 NS = "gpu-platform"
 BACKUP_PLAN = "gcp:gkebackup/backupPlan:BackupPlan"
 RESTORE_PLAN = "gcp:gkebackup/restorePlan:RestorePlan"
+VCI = "kubernetes:management.loft.sh/v1:VirtualClusterInstance"
 DAY = 24 * 60
 
 
@@ -186,6 +188,16 @@ def test_the_runbooks_restore_plan_restores_as_the_stacks_does(dev_run):
     assert (dev_run.outputs["tenants"]["nlp"]["backupPlan"], dev_run.outputs["tenants"]["nlp"]["restorePlan"]) == ("dev-nlp", "dev-nlp-restore")
 
 
+def test_every_control_plane_keeps_vclusters_default_store(dev_run, prod_run, tenant_run):
+    """The runbook's consistency bullet holds for the store the instances run: none sets
+    `controlPlane.backingStore`, so vCluster's default, embedded SQLite, is what a backup holds."""
+    for run in (dev_run, prod_run, tenant_run):
+        for vci in run.of_type(VCI):
+            values = VClusterValues.parse(vci.input("spec", "template", "helmRelease", "values"))
+            assert "backingStore" not in (values.document.get("controlPlane") or {}), vci.name
+    assert "the instances set no\n  `controlPlane.backingStore`" in section("Restore a team's cluster")
+
+
 def test_the_runbook_says_what_backup_for_gke_allows_with_its_sources():
     """Each of Backup for GKE's restore constraints is a bullet that cites Google's page for it."""
     bullets = [" ".join(b.split()) for b in section("Restore a team's cluster").split("\n- ")[1:]]
@@ -194,6 +206,7 @@ def test_the_runbook_says_what_backup_for_gke_allows_with_its_sources():
         ("A restore plan restores into a zonal or regional cluster of its own region", "concepts/about-locations"),
         ("Restoring into another project takes a restore channel", "how-to/cross-project-restores"),
         ("`roles/gkebackup.restoreAdmin`", "how-to/restore"),
+        ("a volume backup is crash-consistent", "how-to/protected-application"),
     ):
         [bullet] = [b for b in bullets if promise in b]
         assert f"(https://cloud.google.com/kubernetes-engine/docs/add-on/backup-for-gke/{source})" in bullet
