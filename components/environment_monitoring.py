@@ -168,7 +168,7 @@ class EnvironmentMonitoring(pulumi.ComponentResource):
                 project=project,
                 dataset_id=self.dataset.dataset_id,
                 table_id=SHOWBACK_VIEW,
-                description="Cost, GPU-hours and the plan's GPU ceiling per team and day, from Cloud Billing export.",
+                description="Cost, GPU-hours, the GPU nodes' cost in US dollars and the plan's GPU ceiling per team and day, from Cloud Billing export.",
                 view=gcp.bigquery.TableViewArgs(
                     query=cost_view_sql(billing_table=config.showback.billing_export_table, environment_project=project, teams=teams),
                     use_legacy_sql=False,

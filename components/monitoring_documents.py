@@ -124,6 +124,7 @@ KSM_METRICS = (
     "kube_node_status_allocatable",
     "kube_node_status_capacity",
     "kube_pod_status_phase",
+    "kube_pod_status_unschedulable",
     "kube_pod_container_resource_requests",
 )
 KSM_NODE_LABELS = (props.INSTANCE_TYPE, props.ACCELERATOR, props.ACCELERATOR_COUNT, props.CAPACITY_TYPE, props.ZONE)

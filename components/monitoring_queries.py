@@ -26,6 +26,10 @@ POWER = "DCGM_FI_DEV_POWER_USAGE"
 XID_ERRORS = "DCGM_FI_DEV_XID_ERRORS"
 ECC_DBE = "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"
 NODE_DELETION = "kube_node_deletion_timestamp"
+# One series (value 1) per pod whose PodScheduled condition is False, none for any other pod, with
+# labels namespace, pod, uid (kube-state-metrics tag v2.20.0, internal/store/pod.go
+# `createPodStatusUnschedulableFamilyGenerator`): a pod no node has been found for yet.
+UNSCHEDULED = "kube_pod_status_unschedulable"
 # How far back the error alert looks for a new XID error or ECC errors.
 ERROR_WINDOW = "10m"
 
@@ -65,9 +69,10 @@ def gpus_allocated(tenant: str | None = None) -> str:
 
 
 def pending_gpu_pods(tenant: str | None = None) -> str:
-    """Pods that ask for a GPU and wait, per team."""
-    pending = _in_phase(tenant, "Pending")
-    return f"count by (tenant) ({pending} and on (tenant, namespace, pod) ({pod_gpu_requests(tenant)} > 0))"
+    """Pods that ask for a GPU and wait for one, per team: those the scheduler has not placed on a
+    node. Not phase Pending, which also holds pods already bound to a GPU node and still pulling
+    their images: they hold their GPU and wait for nothing."""
+    return f"count by (tenant) ({UNSCHEDULED}{_matchers(tenant)} and on (tenant, namespace, pod) ({pod_gpu_requests(tenant)} > 0))"
 
 
 def gpu_vms_by_capacity(tenant: str | None = None) -> str:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .base import DURATION, ConfigModel, Duration, Syntax, duration_seconds, duration_text
-from .errors import Problems, shown
+from .errors import Broken, Problems, shown
 from .facts import EnvironmentFacts
 from .reliability import GPU_TIMEOUT, WATCHDOG_POLL_SECONDS
 
@@ -25,8 +25,14 @@ from .reliability import GPU_TIMEOUT, WATCHDOG_POLL_SECONDS
 MIN_SCRAPE_SECONDS = 10
 MAX_SCRAPE_SECONDS = 300
 DEFAULT_SCRAPE_INTERVAL = "60s"
-# An existing channel, as Cloud Monitoring names it (projects.notificationChannels, API v3).
-CHANNEL_NAME = Syntax(r"^projects/[a-z][a-z0-9-]{4,28}[a-z0-9]/notificationChannels/[0-9]+$")
+# An existing channel, as Cloud Monitoring names it: projects/[PROJECT_ID_OR_NUMBER]/notificationChannels/[CHANNEL_ID]
+# (NotificationChannel `name`, https://cloud.google.com/monitoring/api/ref_v3/rest/v3/projects.notificationChannels;
+# the form AlertPolicy `notification_channels` takes, googleapis/googleapis commit 4a5dad74731697afdc82fc82ea0ef382218896c0
+# google/monitoring/v3/alert.proto). Cloud Monitoring accepts the project's number there too, but
+# which project a number is only the cloud knows: the program, which checks that a channel is one
+# of the environment's project (where the alert policies live), asks for the project id.
+CHANNEL_NAME = Syntax(r"^projects/(?P<project>[^/]+)/notificationChannels/(?P<id>[0-9]+)$")
+PROJECT_NUMBER = Syntax(r"^[0-9]+$")
 EMAIL = Syntax(r"^[^@\s]+@[^@\s]+\.[^@\s.]+$")
 # The table Cloud Billing export creates: gcp_billing_export_v1_<BILLING_ACCOUNT_ID>, in a dataset
 # of the project chosen in the console ("Structure of Standard data export",
@@ -38,7 +44,6 @@ DATASET_LOCATION = Syntax(r"^(US|EU|[a-z]+-[a-z]+[0-9]+)$")
 # Where showback lives in the environment's project: the dataset Pulumi creates (for the export and
 # the view) and the view (components/showback.py).
 SHOWBACK_VIEW = "gpu_cost_by_team"
-CHANNEL_FORMS = "{email: <address>} or {channel: projects/<project>/notificationChannels/<id>}"
 GPU_NOT_OFFERED_KEY = "monitoring.alerts.gpuNotOfferedAfter"
 
 
@@ -67,7 +72,7 @@ class NotificationChannel(ConfigModel):
     email: str | None = None
     """An address Cloud Monitoring e-mails the environment's alerts to; Pulumi creates the channel in the environment's project."""
     channel: str | None = None
-    """An existing channel of the environment's project, projects/<project>/notificationChannels/<id> (Slack, PagerDuty, …)."""
+    """An existing channel of the environment's project, projects/<the environment's project id>/notificationChannels/<id> (Slack, PagerDuty, …)."""
 
 
 class Alerts(ConfigModel):
@@ -152,19 +157,39 @@ def check_scrape_interval(path: str, value: str, problems: Problems) -> None:
             problems.add(path, f"{value} is out of range; allowed: 10s to 5m (at least 10s; Prometheus forgets a series not sampled within 5m)")
 
 
-def check_monitoring(config: MonitoringConfig, problems: Problems) -> None:
-    """Checks of `gpu-platform:monitoring`; each `checking` block is one independent check."""
+def _channel_form(project: str | Broken) -> str:
+    """The channel name allowed in the environment whose gcp:project is `project`."""
+    return f"projects/{'<gcp:project>' if isinstance(project, Broken) else project}/notificationChannels/<id>"
+
+
+def check_channel_name(path: str, name: str, project: str | Broken, problems: Problems) -> None:
+    """An existing channel the environment's alert policies may notify: one of the environment's
+    project (`project`, the stack's gcp:project), where they live, named by that project's id."""
+    allowed = f"allowed: {_channel_form(project)}, a channel of the environment's project, where its alert policies live"
+    match = CHANNEL_NAME.fullmatch(name)
+    if not match:
+        problems.add(path, f"{shown(name)} is not a channel's name; {allowed}")
+    elif PROJECT_NUMBER.fullmatch(match["project"]):
+        problems.add(path, f"{shown(name)} names its project by number, which cannot be told apart from another project's before deploying; {allowed}")
+    elif match["project"] != project:
+        problems.add(path, f"{shown(name)} is a channel of project {match['project']}; {allowed}")
+
+
+def check_monitoring(config: MonitoringConfig, project: str | Broken, problems: Problems) -> None:
+    """Checks of `gpu-platform:monitoring` of an environment stack whose gcp:project is `project`;
+    each `checking` block is one independent check."""
     check_scrape_interval("monitoring.scrapeInterval", config.scrape_interval, problems)
     with problems.checking("monitoring.notificationChannels"):
         for i, channel in enumerate(config.notification_channels):
             path = f"monitoring.notificationChannels[{i}]"
             with problems.checking(path):
                 if (channel.email is None) == (channel.channel is None):
-                    problems.add(path, f"names {'both' if channel.email else 'neither'} of email and channel; allowed: {CHANNEL_FORMS}")
+                    forms = f"{{email: <address>}} or {{channel: {_channel_form(project)}}}"
+                    problems.add(path, f"names {'both' if channel.email else 'neither'} of email and channel; allowed: {forms}")
                 elif channel.email is not None and not EMAIL.fullmatch(channel.email):
                     problems.add(f"{path}.email", f"{shown(channel.email)} is not an e-mail address")
-                elif channel.channel is not None and not CHANNEL_NAME.fullmatch(channel.channel):
-                    problems.add(f"{path}.channel", f"{shown(channel.channel)} is not a channel's name like projects/<project>/notificationChannels/<id>")
+                elif channel.channel is not None:
+                    check_channel_name(f"{path}.channel", channel.channel, project, problems)
     for key, attribute in (("idleGpuAfter", "idle_gpu_after"), ("gpuNotOfferedAfter", "gpu_not_offered_after"), ("poolAtLimitAfter", "pool_at_limit_after")):
         path = f"monitoring.alerts.{key}"
         with problems.checking(path):

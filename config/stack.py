@@ -189,7 +189,7 @@ def _load_environment_stack(values, environment, stack, project_dir, catalog, pr
     with problems.checking("nodeProvider"):
         check_node_provider(region, node_provider, catalog, problems)
     with problems.checking("monitoring"):
-        check_monitoring(monitoring, problems)
+        check_monitoring(monitoring, project, problems)
     if not isinstance(node_provider, Broken):
         policy = derived(lambda: node_provider.quota_policy or ("fail" if environment == "prod" else "warn"))
         node_provider = node_provider.model_copy(update={"quota_policy": policy})

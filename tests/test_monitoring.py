@@ -21,7 +21,7 @@ from sqlglot.optimizer.qualify import qualify
 
 from components import monitoring_documents as docs
 from components import monitoring_queries as q
-from components.showback import VIEW_COLUMNS, TeamCost, cost_per_team_query, cost_view_sql
+from components.showback import GPU_NODE_LABEL, VIEW_COLUMNS, TeamCost, cost_per_team_query, cost_view_sql
 from components.templates import KUBERNETES_IMAGES
 from components.vcluster_values import VClusterValues
 from config import versions
@@ -45,6 +45,9 @@ KSM_RECORD = yaml.safe_load((DATA / "kube-state-metrics-v2.20.0-metrics.yaml").r
 BILLING_SCHEMA = yaml.safe_load((DATA / "billing-export-standard-schema.yaml").read_text())["columns"]
 BILLING_TABLE = "acme-ml-dev.gpu_platform_dev_billing.gcp_billing_export_v1_012345_6789AB_CDEF01"
 CHANNEL = "projects/acme-ml-dev/notificationChannels/1234567890"
+OWN_CHANNELS = "allowed: projects/acme-ml-dev/notificationChannels/<id>, a channel of the environment's project, where its alert policies live"
+# The cost view's column types, in the order of VIEW_COLUMNS.
+VIEW_TYPES = ["DATE", "STRING", "FLOAT64", "STRING", "FLOAT64", "FLOAT64", "FLOAT64"]
 
 
 def objects_of(vci) -> list[dict]:
@@ -316,7 +319,51 @@ def test_pool_alerts_know_each_pools_limit(dev_stack):
     [pool] = plan.gpu_pools
     condition = q.pool_at_limit(plan, dev_stack.monitoring.alerts)
     assert f">= {pool.max_nodes}" in condition.query and f'"{pool.name}"' in condition.query
-    assert {s.name for s in selectors(condition.query)} == {"kube_node_labels", "kube_pod_status_phase", "kube_pod_container_resource_requests"}
+    assert {s.name for s in selectors(condition.query)} == {"kube_node_labels", q.UNSCHEDULED, "kube_pod_container_resource_requests"}
+
+
+def joins(query: str, op: str) -> list[promql_parser.BinaryExpr]:
+    found: list = []
+
+    def visit(node) -> None:
+        if isinstance(node, promql_parser.BinaryExpr) and str(node.op) == op:
+            found.append(node)
+
+    promql_parser.walk(promql_parser.parse(query), visit)
+    return found
+
+
+def test_waiting_for_a_gpu_means_not_scheduled_yet(tenant_run, dev_run):
+    """A pod bound to a GPU node and still pulling its images is phase Pending but holds its GPU:
+    what counts as waiting is a GPU pod no node has been found for (PodScheduled False), on the
+    team's dashboard and in its queueing alert alike."""
+    queries = {**all_queries(tenant_run), **all_queries(dev_run)}
+    waiting = {
+        where: query
+        for where, query in queries.items()
+        if where.endswith(("Pending GPU pods", "Pending GPU pods per team", "at its limit while pods wait"))
+    }
+    assert len(waiting) >= 6  # vision's tile and alert; nlp's and speech's tiles; the per-team chart; dev's alerts
+    for where, query in waiting.items():
+        # The innermost `and` over the GPU requests (the pool alert joins the count to its pools too).
+        [join] = [j for j in joins(query, "and") if "kube_pod_container_resource_requests" in str(j.rhs) and not joins(str(j.rhs), "and")]
+        # The unscheduled pods of the team, kept where the same pod asks for a GPU.
+        assert isinstance(join.lhs, promql_parser.VectorSelector) and join.lhs.name == q.UNSCHEDULED, where
+        assert join.modifier.matching.labels == ["tenant", "namespace", "pod"], where
+        [requests] = selectors(str(join.rhs))
+        assert requests.name == "kube_pod_container_resource_requests", where
+        assert any(m.name == "resource" and m.value == docs.KSM_GPU_RESOURCE for m in requests.matchers.matchers), where
+        # No pod is counted by its phase.
+        assert all(s.name != "kube_pod_status_phase" for s in selectors(query)), where
+    tile = queries["tenant-vision-monitoring-dashboard: Pending GPU pods"]
+    alert = queries["monitoring-pool-at-limit-vision: GPU pool of vision at its limit while pods wait"]
+    assert q.pending_gpu_pods("vision") in tile and q.pending_gpu_pods("vision") in alert
+    # Each pod's series carries the labels the join matches on (tenant: the collector's), and
+    # kube-state-metrics exports the metric: it is in the allowlist it runs with.
+    assert {"namespace", "pod"} <= set(KSM_RECORD["metrics"][q.UNSCHEDULED]["labels"])
+    ksm = named(objects_of(tenant_run.one(VCI, "vision")), "Deployment", docs.KUBE_STATE_METRICS)
+    [allowlist] = [a for a in ksm["spec"]["template"]["spec"]["containers"][0]["args"] if a.startswith("--metric-allowlist=")]
+    assert q.UNSCHEDULED in allowlist.removeprefix("--metric-allowlist=").split(",")
 
 
 @pytest.fixture(scope="module")
@@ -437,7 +484,7 @@ def test_the_cost_view_reads_only_the_exports_documented_columns(configured_run,
     assert view.input("tableId") == "gpu_cost_by_team"
     typed = checked_sql(view.input("view")["query"], BILLING_TABLE)
     columns = [(s.alias_or_name, s.type.sql("bigquery")) for s in typed.selects]
-    assert columns == list(zip(VIEW_COLUMNS, ["DATE", "STRING", "FLOAT64", "STRING", "FLOAT64", "FLOAT64"]))
+    assert columns == list(zip(VIEW_COLUMNS, VIEW_TYPES))
     sql = view.input("view")["query"]
     # A team is its project in project mode (the team stack's vision), the VM label `tenant` in shared mode.
     assert "WHEN 'acme-ml-dev-vision' THEN 'vision'" in sql and "l.key = 'tenant'" in sql
@@ -446,6 +493,36 @@ def test_the_cost_view_reads_only_the_exports_documented_columns(configured_run,
     [dataset] = configured_run.of_type("gcp:bigquery/dataset:Dataset")
     assert dataset.input("location") == "EU" and dataset.input("deleteContentsOnDestroy") is False
     assert dataset.retain_on_delete  # billing history outlives the stack once export writes there
+
+
+def projection(select: exp.Select, alias: str) -> exp.Expression:
+    [found] = [e for e in select.selects if e.alias_or_name == alias]
+    return found.unalias()
+
+
+def test_the_gpu_node_cost_is_the_gpu_nodes_net_cost_in_us_dollars(configured_run):
+    """What to hold against the plan's ceiling (GPU nodes only, USD): the net cost of line items
+    labelled as a GPU node's, each divided by its own currency_conversion_rate (cost ÷ rate = USD)."""
+    [view] = configured_run.of_type("gcp:bigquery/table:Table")
+    typed = checked_sql(view.input("view")["query"], BILLING_TABLE)
+    [line_items] = [c.this for c in typed.find_all(exp.CTE) if c.alias == "line_items"]
+    total = projection(typed, "gpu_node_cost_usd")
+    assert isinstance(total, exp.Sum) and isinstance(total.this, exp.If)
+    usd = total.this.args["true"]
+    assert isinstance(usd, exp.Div) and (usd.this.name, usd.expression.name) == ("net_cost", "currency_conversion_rate")
+    assert total.this.args["false"].name == "0"
+    # Net cost is the line item's cost with its credits, and the rate the export's own column.
+    net = projection(line_items, "net_cost")
+    assert isinstance(net, exp.Add) and net.this.name == "cost" and "credits" in net.expression.sql("bigquery")
+    rate = projection(line_items, "currency_conversion_rate")
+    assert isinstance(rate, exp.Column) and rate.type.sql("bigquery") == BILLING_SCHEMA["currency_conversion_rate"] == "FLOAT64"
+    # Only line items whose resource carries the node template's GPU label.
+    on_gpu_node = projection(line_items, total.this.this.name)
+    assert isinstance(on_gpu_node, exp.Exists)
+    [unnest] = on_gpu_node.find_all(exp.Unnest)
+    assert [c.name for c in unnest.expressions] == ["labels"]
+    label = {eq.this.name: eq.expression.name for eq in on_gpu_node.find_all(exp.EQ)}
+    assert label == {"key": GPU_NODE_LABEL[0], "value": GPU_NODE_LABEL[1]} == {"key": "gpu", "value": "true"}
 
 
 def test_the_sql_check_fails_on_a_column_the_export_lacks():
@@ -465,7 +542,7 @@ def test_without_billing_export_there_is_a_dataset_and_no_view(dev_run):
 
 def test_the_platform_teams_cost_query_runs_on_the_view():
     view = "acme-ml-dev.gpu_platform_dev_billing.gpu_cost_by_team"
-    schema = {"acme-ml-dev": {"gpu_platform_dev_billing": {"gpu_cost_by_team": dict(zip(VIEW_COLUMNS, ["DATE", "STRING", "FLOAT64", "STRING", "FLOAT64", "FLOAT64"]))}}}
+    schema = {"acme-ml-dev": {"gpu_platform_dev_billing": {"gpu_cost_by_team": dict(zip(VIEW_COLUMNS, VIEW_TYPES))}}}
     qualify(sqlglot.parse_one(cost_per_team_query(view), read="bigquery"), schema=schema, dialect="bigquery", validate_qualify_columns=True)
 
 
@@ -497,18 +574,31 @@ def test_bad_monitoring_config_names_each_key_and_registers_nothing(stack_values
     values = stack_values("dev")
     values[f"{NS}:monitoring"] = {
         "scrapeInterval": "5s",
-        "notificationChannels": ["gpu-oncall@example.com", {"slack": "#gpu"}, {"channel": "oncall"}, {}],
+        "notificationChannels": [
+            "gpu-oncall@example.com",
+            {"slack": "#gpu"},
+            {"channel": "oncall"},
+            {},
+            {"channel": CHANNEL},  # the environment's own: fine
+            {"channel": "projects/acme-ml-prod/notificationChannels/42"},
+            {"channel": "projects/123456789012/notificationChannels/42"},
+        ],
         "alerts": {"idleGpuAfter": "0s", "idleUtilizationPercent": 0},
     }
     values[f"{NS}:tenants"][0]["monitoring"] = {"scrapeInterval": "10m"}
     message = refused(values, stack="dev")
+    assert "notificationChannels[4]" not in message
     for expected in (
         "monitoring.scrapeInterval: 5s is out of range; allowed: 10s to 5m",
         "monitoring.notificationChannels[0]: expected a mapping, got a string",
         "monitoring.notificationChannels[1].slack: unknown key; allowed: channel, email",
-        "monitoring.notificationChannels[2].channel: 'oncall' is not a channel's name like projects/<project>/notificationChannels/<id>",
+        f"monitoring.notificationChannels[2].channel: 'oncall' is not a channel's name; {OWN_CHANNELS}",
         "monitoring.notificationChannels[3]: names neither of email and channel; allowed: {email: <address>} or "
-        "{channel: projects/<project>/notificationChannels/<id>}",
+        "{channel: projects/acme-ml-dev/notificationChannels/<id>}",
+        "monitoring.notificationChannels[5].channel: 'projects/acme-ml-prod/notificationChannels/42' is a channel of project "
+        f"acme-ml-prod; {OWN_CHANNELS}",
+        "monitoring.notificationChannels[6].channel: 'projects/123456789012/notificationChannels/42' names its project by number, "
+        f"which cannot be told apart from another project's before deploying; {OWN_CHANNELS}",
         "monitoring.alerts.idleGpuAfter: 0s would alert at once; allowed: a duration above 0",
         "monitoring.alerts.idleUtilizationPercent: 0 is out of range; allowed: above 0",
         "tenants[0].monitoring.scrapeInterval: 10m is out of range; allowed: 10s to 5m",

@@ -25,6 +25,7 @@ from config.catalog import BUILTIN, GUEST, load_catalog
 from config.stack import load_stack
 from config.stack_files import read_stack_values
 from node_boot_support import DROPIN_DIR_LINE, FABRIC_MANAGER_DROPIN, PATH_UNIT, PULL_SCRIPT, SERVICE_UNIT, Node, images_of
+from components.showback import GPU_NODE_LABEL, TENANT_LABEL
 from components.tenant_documents import gpu_operator_images_annotation, operator_values
 from components.tenant_vcluster import GPU_OPERATOR_IMAGES_ANNOTATION
 from config.tenant import GpuOperator
@@ -830,6 +831,10 @@ def test_labels_evaluated(evaluated):
         labels = evaluated[scenario]["arg.boot_disk.initialize_params.labels"]
         assert labels == evaluated[scenario]["arg.labels"]
         assert all(GCP_LABEL_VALUE.match(v) for v in labels.values()), labels
+    # The labels the cost view reads a shared team and a GPU node's cost by (components/showback.py).
+    key, value = GPU_NODE_LABEL
+    assert [s for s in ("l4-g2-spot", "t4-n1", "cpu-e2") if evaluated[s]["arg.labels"].get(key) == value] == ["l4-g2-spot", "t4-n1"]
+    assert evaluated["odd-claim"]["arg.labels"][TENANT_LABEL] == "nlp-team"
 
 
 def test_instance_names_evaluated(evaluated):

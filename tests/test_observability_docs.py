@@ -13,8 +13,9 @@ import sqlglot
 from sqlglot.optimizer.qualify import qualify
 
 from components import monitoring_documents as docs
+from components import monitoring_queries as q
 from components.dashboards import team_dashboard_name
-from components.showback import VIEW_COLUMNS
+from components.showback import VIEW_COLUMNS, cost_per_team_query
 from config.base import duration_seconds, duration_text
 from config.errors import ConfigError
 from config.monitoring import MAX_SCRAPE_SECONDS, Alerts, MonitoringConfig, showback_dataset, view_name, watchdog_removal_seconds
@@ -22,11 +23,10 @@ from config.reliability import GPU_TIMEOUT, WATCHDOG_POLL_SECONDS
 from config.stack import load_stack
 from docs_support import code_blocks, page, section
 from shipped_stacks import SHIPPED_DIR, shipped_values
-from test_monitoring import DCGM_RECORD, KSM_RECORD, selectors
+from test_monitoring import DCGM_RECORD, KSM_RECORD, VIEW_TYPES, selectors
 from tools import monitoring_plan
 
 PAGE = "docs/observability.md"
-VIEW_TYPES = ["DATE", "STRING", "FLOAT64", "STRING", "FLOAT64", "FLOAT64"]
 
 
 def blocks(language: str) -> list[str]:
@@ -42,6 +42,9 @@ def test_every_promql_example_parses_and_uses_exported_metrics():
             assert selector.name in exported | set(docs.KSM_METRICS), selector.name
             assert selector.name in DCGM_RECORD["fields"] or selector.name in KSM_RECORD["metrics"]
             assert any(m.name == "tenant" for m in selector.matchers.matchers), f"{selector.name}: a team's query selects its tenant"
+    # Waiting pods are counted as the dashboard and the queueing alert count them: not scheduled yet.
+    [waiting] = [query.strip() for query in queries if q.UNSCHEDULED in query]
+    assert waiting == q.pending_gpu_pods("vision")
 
 
 def test_every_sql_example_runs_on_the_cost_view():
@@ -54,6 +57,11 @@ def test_every_sql_example_runs_on_the_cost_view():
     for sql in queries:
         assert f"`{view}`" in sql
         qualify(sqlglot.parse_one(sql, read="bigquery"), schema=schema, dialect="bigquery", validate_qualify_columns=True)
+    # The week's query is the one the program knows; the ceiling is held against the GPU nodes' USD
+    # cost, never the team's whole cost in the account's currency.
+    assert queries[0].strip() == cost_per_team_query(view)
+    [above] = [a.unalias() for a in sqlglot.parse_one(queries[1], read="bigquery").selects if a.alias_or_name == "above_ceiling"]
+    assert isinstance(above, sqlglot.exp.GT) and (above.this.name, above.expression.name) == ("gpu_node_cost_usd", "gpu_ceiling_usd_per_day")
     # The columns the page names are the view's.
     text = section("For the platform team: cost per team")
     assert all(f"`{column}`" in text for column in VIEW_COLUMNS)
