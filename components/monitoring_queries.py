@@ -16,22 +16,26 @@ from config.base import duration_seconds
 from config.monitoring import Alerts
 from config.tenant import PoolPlan, TenantPlan
 
-from .monitoring_documents import KSM_GPU_RESOURCE, ksm_label
+from .monitoring_documents import KSM_GPU_RESOURCE, XID_COUNT, XID_COUNT_WINDOW, ksm_label
 
 GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
 FB_USED = "DCGM_FI_DEV_FB_USED"
 FB_FREE = "DCGM_FI_DEV_FB_FREE"
 SM_ACTIVE = "DCGM_FI_PROF_SM_ACTIVE"
 POWER = "DCGM_FI_DEV_POWER_USAGE"
-XID_ERRORS = "DCGM_FI_DEV_XID_ERRORS"
 ECC_DBE = "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"
 NODE_DELETION = "kube_node_deletion_timestamp"
 # One series (value 1) per pod whose PodScheduled condition is False, none for any other pod, with
 # labels namespace, pod, uid (kube-state-metrics tag v2.20.0, internal/store/pod.go
 # `createPodStatusUnschedulableFamilyGenerator`): a pod no node has been found for yet.
 UNSCHEDULED = "kube_pod_status_unschedulable"
-# How far back the error alert looks for a new XID error or ECC errors.
-ERROR_WINDOW = "10m"
+# How far back the error alert looks for XID and ECC errors: the exporter's XID count covers as much.
+ERROR_WINDOW = XID_COUNT_WINDOW
+# XID codes whose causes NVIDIA's XID documentation lists a user application error among (its "Xid
+# Error Listing", https://docs.nvidia.com/deploy/xid-errors/): 13 Graphics Engine Exception, 31 GPU
+# memory page fault, 43 GPU stopped processing, 45 Preemptive cleanup, due to previous errors. Seen
+# alone they are most often the program's fault; the other codes point at the GPU, driver or host.
+APPLICATION_XIDS = (13, 31, 43, 45)
 
 ACCELERATOR = ksm_label(props.ACCELERATOR)
 ACCELERATOR_COUNT = ksm_label(props.ACCELERATOR_COUNT)
@@ -211,20 +215,28 @@ def gpu_not_offered(alerts: Alerts) -> AlertCondition:
 
 
 def gpu_errors() -> AlertCondition:
-    """DCGM_FI_DEV_XID_ERRORS is a gauge, "Value of the last XID error encountered" (NVIDIA/dcgm-exporter
-    tag 4.4.2-4.7.0, etc/dcp-metrics-included.csv), not a count: a level test fires for as long as
-    the last code stays, for the rest of the node's life. A change of the value within the window is
-    a new XID error (one with the same code as the last is no change, and does not alert again); the
-    double-bit ECC count is a counter, whose increase is."""
+    """XID errors: DCGM_EXP_XID_ERRORS_COUNT counts each in the exporter's window, one series per
+    code (label `xid`), a repeat of the same code included; an exporter restart starts it at 0 and
+    never makes one up (components/monitoring_documents.py XID_COUNT). DCGM_FI_DEV_XID_ERRORS, the
+    last code only, would see neither a repeat nor tell a restart's reset from a new error. The
+    double-bit ECC count is a counter, whose increase is. XID 0 is "No Error"
+    (NVIDIA/dcgm-exporter tag 4.4.2-4.7.0, internal/pkg/collector/xid_errors.go): not one to count."""
     by = "tenant, node, gpu, modelName"
+    application = ", ".join(str(code) for code in APPLICATION_XIDS)
     return AlertCondition(
         key="gpu-errors",
         title="XID or ECC errors on a GPU",
-        query=f"max by ({by}) (changes({XID_ERRORS}[{ERROR_WINDOW}])) > 0 or max by ({by}) (increase({ECC_DBE}[{ERROR_WINDOW}])) > 0",
+        query=(
+            f'max by ({by}, xid, namespace, pod) ({XID_COUNT}{{xid!="0"}}) > 0 '
+            f"or max by ({by}) (increase({ECC_DBE}[{ERROR_WINDOW}])) > 0"
+        ),
         duration_seconds=0,
         documentation=(
-            f"The GPU reported a new XID error in the last {ERROR_WINDOW} (DCGM_FI_DEV_XID_ERRORS changed; its value is the last "
-            f"error's code) or uncorrectable (double-bit) ECC errors. Drain the node: a replacement VM gets another GPU."
+            f"The GPU reported XID errors (label xid is the code; {XID_COUNT} counts them) or uncorrectable (double-bit) "
+            f"ECC errors in the last {ERROR_WINDOW}. XID {application} alone are most often the application's: a fault in the "
+            "program running on the GPU (labels namespace and pod, where a pod holds it), not in the GPU. Tell its team; the "
+            "node is fine. Any other code, or ECC errors, can be the GPU, its driver or its host: drain the node, and a "
+            "replacement VM gets another GPU."
         ),
     )
 

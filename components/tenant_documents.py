@@ -14,7 +14,7 @@ from config.gpu_operator import node_images
 from config.tenant import GpuOperator
 
 from .tenant_pod_security import ENFORCE_LABEL, GPU_OPERATOR_NAMESPACE, PRIVILEGED, pod_security_objects
-from .monitoring_documents import dcgm_exporter_config
+from .monitoring_documents import dcgm_exporter_values
 from .vcluster_values import GPU_RESOURCE
 from .watchdog_documents import watchdog_objects
 
@@ -55,11 +55,11 @@ def nfd_worker_tolerations() -> list[dict[str, str]]:
 def gpu_operator_values(
     service_monitor: bool, dcgm_metrics: bool = False, *, dcgm_exporter_enabled: bool = True, mig_manager: bool = True
 ) -> dict[str, Any]:
-    """`dcgm_metrics`: the DCGM exporter collects monitoring's metric list (tenant monitoring on).
+    """`dcgm_metrics`: the DCGM exporter collects monitoring's metric list and XID count (tenant monitoring on).
     `dcgm_exporter_enabled`, `mig_manager`: the tenant's gpuOperator.dcgmExporter and .migManager."""
     dcgm_exporter: dict[str, Any] = {"enabled": dcgm_exporter_enabled, "serviceMonitor": {"enabled": service_monitor}}
     if dcgm_metrics:
-        dcgm_exporter["config"] = dcgm_exporter_config()
+        dcgm_exporter.update(dcgm_exporter_values())
     return {
         # The node image (Deep Learning VM) already has the NVIDIA driver.
         "driver": {"enabled": False},

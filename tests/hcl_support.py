@@ -6,6 +6,8 @@ Two kinds of help, neither needs a cloud:
 - evaluating a template's locals and expressions with OpenTofu (or Terraform) for concrete
   `var.vcluster` values, without any provider: the locals are copied into a scratch module
   together with templates/vcluster_variable.tf and applied without any resource.
+`require`, the rule for a tool a test needs (fail in CI, skip elsewhere), also serves
+test_monitoring.py's promtool check.
 
 pytest puts this directory on sys.path (default "prepend" import mode, no tests/__init__.py), so
 the test files import it as `hcl_support`.
@@ -123,15 +125,19 @@ def in_ci() -> bool:
     return os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
-def require_tofu() -> str:
-    """The binary the template tests evaluate with. Without one they fail in CI (a green run must
-    mean the templates were evaluated) and skip elsewhere, saying why."""
-    binary = tofu()
+def require(binary: str | None, missing: str) -> str:
+    """`binary`, found on PATH. Without it a test fails in CI (a green run must mean the tool ran)
+    and skips elsewhere, saying why (`missing`)."""
     if binary is None:
         if in_ci():
-            pytest.fail(MISSING_TOFU, pytrace=False)
-        pytest.skip(MISSING_TOFU)
+            pytest.fail(missing, pytrace=False)
+        pytest.skip(missing)
     return binary
+
+
+def require_tofu() -> str:
+    """The binary the template tests evaluate with."""
+    return require(tofu(), MISSING_TOFU)
 
 
 def run(binary: str, args: list[str], cwd: Path) -> subprocess.CompletedProcess:

@@ -5,8 +5,11 @@ metric name against the exporters' documented lists (tests/data)."""
 
 from __future__ import annotations
 
+import csv
 import json
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import promql_parser
@@ -27,9 +30,10 @@ from components.vcluster_values import VClusterValues
 from config import versions
 from config.base import duration_seconds
 from config.errors import ConfigError
-from config.monitoring import Alerts
+from config.monitoring import MAX_SCRAPE_SECONDS, Alerts
 from config.stack import load_stack
 from docs_support import page, section
+from hcl_support import require
 from shipped_stacks import SHIPPED_DIR, refused, run_shipped, shipped_values
 from tools.mock_engine import run_program
 
@@ -136,16 +140,114 @@ def test_the_scrape_interval_follows_the_tenant_then_the_environment(configured_
     assert interval("nlp") == "30s" and interval("speech") == "15s"
 
 
-def test_the_dcgm_exporter_collects_our_documented_metric_list(dev_run):
-    config = gpu_operator_values(dev_run.one(VCI, "nlp"))["dcgmExporter"]["config"]
-    assert config == {"name": docs.DCGM_METRICS_CONFIG_MAP, "create": True, "data": docs.dcgm_metrics_csv()}
-    rows = [line.split(", ")[:2] for line in config["data"].splitlines()]
-    for field, kind in rows:
+MISSING_PROMTOOL = (
+    "promtool is not on PATH, so the collector's Prometheus configuration cannot be checked by Prometheus itself: "
+    "install the Debian or Ubuntu package prometheus, which ships it"
+)
+
+
+def require_promtool() -> str:
+    """Prometheus' own checker: the test fails without it in CI, and skips elsewhere."""
+    return require(shutil.which("promtool"), MISSING_PROMTOOL)
+
+
+def promtool_check(promtool: str, configs: dict[str, str], directory: Path) -> subprocess.CompletedProcess:
+    """`promtool check config` on each configuration. --syntax-only: the files a configuration names
+    (the service account token) exist only inside the collector's pod."""
+    paths = []
+    for name, text in configs.items():
+        paths.append(directory / f"{name}.yaml")
+        paths[-1].write_text(text)
+    return subprocess.run([promtool, "check", "config", "--syntax-only", *map(str, paths)], capture_output=True, text=True, timeout=60)
+
+
+# Debian's Prometheus is built without Kubernetes service discovery ("Kubernetes support has been
+# completely removed", its /usr/share/doc/prometheus/NEWS.Debian.gz, 1.5.0+ds-1), and so is its
+# promtool: the one error it gives for our configuration is that field, unknown to it.
+WITHOUT_KUBERNETES_SD = re.compile(r"line \d+: field kubernetes_sd_configs not found in type config\.ScrapeConfig")
+
+
+def without_kubernetes_sd(text: str) -> str:
+    """The configuration with each job's Kubernetes discovery replaced by one static target, for a
+    promtool built without it: everything else (global settings, external labels, authorization,
+    relabelling) is then checked as written."""
+    config = yaml.safe_load(text)
+    for job in config["scrape_configs"]:
+        del job["kubernetes_sd_configs"]
+        job["static_configs"] = [{"targets": ["127.0.0.1:9400"]}]
+    return yaml.safe_dump(config)
+
+
+def test_prometheus_accepts_the_collectors_configuration(dev_run, tenant_run, tmp_path):
+    promtool = require_promtool()
+    configs = {}
+    for run, tenant in ((dev_run, "nlp"), (tenant_run, "vision")):
+        text = named(objects_of(run.one(VCI, tenant)), "ConfigMap", docs.COLLECTOR)["data"]["config.yaml"]
+        # As the ConfigMap holds it, and as the init container writes it on a node.
+        configs[f"{tenant}-template"] = text
+        configs[f"{tenant}-on-a-node"] = text.replace(docs.NODE_NAME_PLACEHOLDER, f"{tenant}-gpu-l4-abcde")
+    checked = promtool_check(promtool, configs, tmp_path)
+    errors = [line.strip() for line in checked.stderr.splitlines() if line.strip().startswith("line ")]
+    if checked.returncode != 0 and errors and all(WITHOUT_KUBERNETES_SD.fullmatch(e) for e in errors):
+        # A promtool without Kubernetes discovery (Debian's): the rest, as written.
+        checked = promtool_check(promtool, {name: without_kubernetes_sd(text) for name, text in configs.items()}, tmp_path)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    # The check fails on what Prometheus refuses, such as a key it does not know.
+    broken = configs["nlp-template"].replace("honor_labels:", "honour_labels:")
+    refused = promtool_check(promtool, {"broken": without_kubernetes_sd(broken)}, tmp_path)
+    assert refused.returncode != 0 and "field honour_labels not found" in refused.stderr
+
+
+def exporter_metric_rows(text: str) -> list[list[str]]:
+    """The metrics file as the DCGM exporter reads it (NVIDIA/dcgm-exporter tag 4.4.2-4.7.0,
+    internal/pkg/counters/counter_config.go `ReadCSVFile`, `ExtractCounters`): Go's encoding/csv
+    with Comment '#' and its defaults, FieldsPerRecord 0 (every record has the first one's field
+    count), LazyQuotes and TrimLeadingSpace off (a quote opens a field only right after a comma);
+    then each field trimmed of spaces and exactly three fields a record, or the exporter exits.
+    Without quotes Python's csv module splits lines as Go's does; our file has none, and a quote
+    fails here rather than be read differently."""
+    lines = [line for line in text.splitlines() if line and not line.startswith("#")]
+    quoted = [line for line in lines if '"' in line]
+    assert quoted == [], f"quotes, which Go's reader takes apart from Python's: {quoted}"
+    records = list(csv.reader(lines))
+    assert records, "no record: the exporter would collect nothing"
+    uneven = [r for r in records if len(r) != len(records[0])]
+    assert uneven == [], f"Go's reader wants the first record's {len(records[0])} fields in every record: {uneven}"
+    rows = [[field.strip(" ") for field in record] for record in records]
+    malformed = [r for r in rows if len(r) != 3]
+    assert malformed == [], f"the exporter wants 3 fields a record (field, type, help): {malformed}"
+    return rows
+
+
+def test_the_dcgm_exporter_reads_our_metric_file(dev_run):
+    values = gpu_operator_values(dev_run.one(VCI, "nlp"))["dcgmExporter"]
+    assert values["config"]["name"] == docs.DCGM_METRICS_CONFIG_MAP and values["config"]["create"] is True
+    rows = exporter_metric_rows(values["config"]["data"])
+    for field, kind, _ in rows:
         assert field in DCGM_RECORD["fields"], f"{field} is not a field of the DCGM exporter"
-        assert DCGM_RECORD["fields"][field]["type"] == kind
-    # What the default list leaves out and the alerts and dashboards need.
-    assert {"DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"} <= {f for f, _ in rows}
-    assert not DCGM_RECORD["fields"]["DCGM_FI_PROF_SM_ACTIVE"]["default"]
+        assert DCGM_RECORD["fields"][field]["type"] == kind, field
+    # Our file replaces the exporter's list: every field of it first, then what we add.
+    defaults = {f: v["type"] for f, v in DCGM_RECORD["fields"].items() if v["default"]}
+    assert {f: kind for f, kind, _ in rows[: len(defaults)]} == defaults
+    added = {f for f, _, _ in rows[len(defaults) :]}
+    assert added == {"DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", docs.XID_COUNT}
+    assert not any(DCGM_RECORD["fields"][f]["default"] for f in added)
+    assert len(rows) == len({f for f, _, _ in rows})
+
+
+def test_the_metric_file_check_catches_what_stops_the_exporter():
+    with pytest.raises(AssertionError, match="3 fields a record"):
+        exporter_metric_rows("DCGM_FI_DEV_GPU_UTIL, gauge, GPU utilization, percent.\n")
+    with pytest.raises(AssertionError, match="first record's 3 fields"):
+        exporter_metric_rows("DCGM_FI_DEV_FB_USED, gauge, Memory used.\nDCGM_FI_DEV_GPU_UTIL, gauge, GPU utilization, percent.\n")
+    with pytest.raises(AssertionError, match="quotes"):
+        exporter_metric_rows('DCGM_FI_DEV_GPU_UTIL, gauge, "GPU utilization, percent."\n')
+    # And the program refuses to write such a line.
+    row = ("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization, percent.")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(docs, "DCGM_METRICS", (row,))
+        with pytest.raises(ValueError, match="DCGM metric DCGM_FI_DEV_GPU_UTIL: a comma, quote or newline"):
+            docs.dcgm_metrics_csv()
 
 
 def test_only_the_collector_may_read_kube_state_metrics(dev_run):
@@ -253,6 +355,68 @@ def test_every_query_parses_and_uses_only_metrics_the_collector_exports(dev_run,
                     assert name == "kube_node_labels" and matcher.name in node_labels, f"{where}: {matcher.name}"
 
 
+def dcgm_job(run, tenant: str) -> tuple[dict, dict]:
+    """The collector's configuration in `tenant`, and its DCGM exporter job."""
+    config = yaml.safe_load(named(objects_of(run.one(VCI, tenant)), "ConfigMap", docs.COLLECTOR)["data"]["config.yaml"])
+    [job] = [j for j in config["scrape_configs"] if j["job_name"] == "dcgm-exporter"]
+    return config, job
+
+
+def dcgm_series_labels(config: dict, job: dict, metric: str) -> set[str]:
+    """Every label a series of `metric` has once the collector wrote it: the exporter's (the record:
+    every GPU's, the pod's, the field's own, and one per `label` field), what the job's relabelling
+    adds to its targets, Prometheus' job and instance, and the collector's external labels."""
+    exporter = {*DCGM_RECORD["labels"], *DCGM_RECORD["podLabels"], *DCGM_RECORD["fields"][metric].get("labels", [])}
+    exporter |= {field for field, kind, _ in docs.DCGM_METRICS if kind == "label"}
+    return exporter | {r["target_label"] for r in job["relabel_configs"] if "target_label" in r} | {"job", "instance"} | set(config["global"]["external_labels"])
+
+
+def dcgm_labels_used(query: str) -> list[tuple[str, str]]:
+    """(label, metric) for every label a query names on a DCGM series: in its selectors' matchers,
+    and in the `by`/`without` of each aggregation over DCGM series only, as the parser reads it."""
+    used: list[tuple[str, str]] = []
+
+    def visit(node) -> None:
+        if isinstance(node, promql_parser.VectorSelector) and node.name.startswith("DCGM_"):
+            used.extend((m.name, node.name) for m in node.matchers.matchers)
+        if isinstance(node, promql_parser.AggregateExpr) and node.modifier is not None:
+            inner: list[str] = []
+            promql_parser.walk(node.expr, lambda n: inner.append(n.name) if isinstance(n, promql_parser.VectorSelector) else None)
+            dcgm = [name for name in inner if name.startswith("DCGM_")]
+            assert not dcgm or dcgm == inner, f"an aggregation over DCGM and other series: {query}"
+            used.extend((label, name) for label in node.modifier.labels for name in dcgm)
+
+    promql_parser.walk(promql_parser.parse(query), visit)
+    return used
+
+
+def test_every_dcgm_series_gets_its_node_label(dev_run, tenant_run):
+    for run, tenant in ((dev_run, "nlp"), (tenant_run, "vision")):
+        config, job = dcgm_job(run, tenant)
+        # The node its pod runs on (Prometheus' relabel defaults: action replace, regex (.*), $1).
+        node_rules = [r for r in job["relabel_configs"] if r.get("target_label") == "node"]
+        assert node_rules == [{"source_labels": ["__meta_kubernetes_pod_node_name"], "target_label": "node"}]
+        # It keeps only targets of that node, and the exporter emits no label the job sets, which it
+        # would otherwise rename to exported_<label>.
+        assert job["kubernetes_sd_configs"][0]["selectors"][0]["field"] == f"spec.nodeName={docs.NODE_NAME_PLACEHOLDER}"
+        targets = {r["target_label"] for r in job["relabel_configs"] if "target_label" in r}
+        assert targets & {*DCGM_RECORD["labels"], *DCGM_RECORD["podLabels"]} == set() and "honor_labels" not in job
+
+
+def test_every_label_a_dcgm_query_names_is_one_its_series_carry(dev_run, tenant_run, prod_run):
+    config, job = dcgm_job(dev_run, "nlp")
+    queries = {**all_queries(dev_run), **all_queries(tenant_run), **all_queries(prod_run)}
+    checked = 0
+    for where, query in queries.items():
+        for label, metric in dcgm_labels_used(query):
+            assert label in dcgm_series_labels(config, job, metric), f"{where}: {metric} has no label {label}"
+            checked += 1
+    assert checked > 40
+    # The check fails on a label the exporter does not emit, such as the pod's name under its old name.
+    [(label, metric)] = [u for u in dcgm_labels_used(f"max by (pod_name) ({q.GPU_UTIL})")]
+    assert label not in dcgm_series_labels(config, job, metric)
+
+
 def inside(query: str, function: str) -> list[str]:
     """The names of the series `function` is applied to in `query`, as the parser reads it."""
     found: list[str] = []
@@ -272,18 +436,32 @@ def alert_query(run, key: str) -> str:
     return condition["conditionPrometheusQueryLanguage"]["query"]
 
 
-def test_the_xid_alert_fires_on_a_new_error_not_on_the_last_code(dev_run):
-    """DCGM_FI_DEV_XID_ERRORS is a gauge holding the last XID's code: only a change of it is a new
-    error (a level test fires for the node's life once one happened). ECC double-bit errors are a
-    counter: their increase."""
-    assert DCGM_RECORD["fields"][q.XID_ERRORS]["type"] == "gauge" and DCGM_RECORD["fields"][q.ECC_DBE]["type"] == "counter"
+def test_the_xid_alert_counts_every_xid_and_no_restart(dev_run):
+    """The exporter's windowed XID count, a gauge with one series per code: a repeat of the same
+    code counts, and an exporter restart starts it at 0 instead of looking like a change. ECC
+    double-bit errors are a counter: their increase."""
     query = alert_query(dev_run, "gpu-errors")
-    assert inside(query, "changes") == [f"{q.XID_ERRORS}[600s]"]
-    assert inside(query, "increase") == [f"{q.ECC_DBE}[600s]"]
-    # The XID gauge is read nowhere else in the query.
-    assert [s.name for s in selectors(query)].count(q.XID_ERRORS) == 1
-    # The check would catch the level test this replaced.
-    assert inside(f"max by (tenant, node, gpu, modelName) ({q.XID_ERRORS}) > 0", "changes") == []
+    assert {s.name for s in selectors(query)} == {docs.XID_COUNT, q.ECC_DBE}
+    assert DCGM_RECORD["fields"][docs.XID_COUNT]["type"] == "gauge" and DCGM_RECORD["fields"][q.ECC_DBE]["type"] == "counter"
+    # The count is compared as it is, never through changes() or a rate; the ECC counter's increase.
+    assert inside(query, "changes") == [] and inside(query, "increase") == [f"{q.ECC_DBE}[600s]"]
+    xid_branch = promql_parser.parse(query).lhs
+    assert str(xid_branch.op) == ">" and xid_branch.rhs.val == 0
+    assert "xid" in xid_branch.lhs.modifier.labels and "xid" in DCGM_RECORD["fields"][docs.XID_COUNT]["labels"]
+    # The exporter counts over the window the alert speaks of, long enough for the slowest scrape.
+    env = gpu_operator_values(dev_run.one(VCI, "nlp"))["dcgmExporter"]["env"]
+    assert env == [{"name": "DCGM_EXPORTER_XID_COUNT_WINDOW_SIZE", "value": str(duration_seconds(q.ERROR_WINDOW) * 1000)}]
+    assert duration_seconds(q.ERROR_WINDOW) >= 2 * MAX_SCRAPE_SECONDS
+
+
+def test_the_xid_alert_says_which_codes_are_the_applications(dev_run):
+    [policy] = [p for p in dev_run.of_type(ALERT_POLICY) if p.name == "monitoring-gpu-errors"]
+    text = policy.input("documentation")["content"]
+    sentences = [s.strip() for s in re.split(r"(?<=\.) ", text)]
+    [application] = [s for s in sentences if all(str(code) in s for code in q.APPLICATION_XIDS)]
+    assert application.startswith("XID 13, 31, 43, 45 alone are most often the application's") and "drain" not in application.lower()
+    [drain] = [s for s in sentences if "drain" in s.lower()]
+    assert drain.startswith("Any other code, or ECC errors")
 
 
 def test_the_gpu_not_offered_alert_waits_for_the_watchdog(dev_run, tenant_run):
@@ -559,7 +737,7 @@ def test_turning_monitoring_off_removes_all_of_it(stack_values, dev_run):
     for tenant in ("nlp", "speech"):
         vci = run.one(VCI, tenant)
         assert docs.MONITORING_NAMESPACE not in vci.input("spec", "template", "objects")
-        assert "config" not in gpu_operator_values(vci)["dcgmExporter"]
+        assert {"config", "env"}.isdisjoint(gpu_operator_values(vci)["dcgmExporter"])
         assert run.outputs["tenants"][tenant]["monitoring"] == {"enabled": False}
     assert run.outputs["monitoring"] == {"enabled": False}
     # The rest of the stack is untouched.

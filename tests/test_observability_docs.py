@@ -23,7 +23,7 @@ from config.reliability import GPU_TIMEOUT, WATCHDOG_POLL_SECONDS
 from config.stack import load_stack
 from docs_support import code_blocks, page, section
 from shipped_stacks import SHIPPED_DIR, shipped_values
-from test_monitoring import DCGM_RECORD, KSM_RECORD, VIEW_TYPES, selectors
+from test_monitoring import DCGM_RECORD, KSM_RECORD, VIEW_TYPES, dcgm_job, dcgm_labels_used, dcgm_series_labels, selectors
 from tools import monitoring_plan
 
 PAGE = "docs/observability.md"
@@ -33,15 +33,18 @@ def blocks(language: str) -> list[str]:
     return [text for name, _, text in code_blocks(language) if name == PAGE]
 
 
-def test_every_promql_example_parses_and_uses_exported_metrics():
+def test_every_promql_example_parses_and_uses_exported_metrics(dev_run):
     queries = blocks("promql")
     assert len(queries) == 4
     exported = {field for field, kind, _ in docs.DCGM_METRICS if kind != "label"}
+    config, job = dcgm_job(dev_run, "nlp")
     for query in queries:
         for selector in selectors(query.strip()):
             assert selector.name in exported | set(docs.KSM_METRICS), selector.name
             assert selector.name in DCGM_RECORD["fields"] or selector.name in KSM_RECORD["metrics"]
             assert any(m.name == "tenant" for m in selector.matchers.matchers), f"{selector.name}: a team's query selects its tenant"
+        for label, metric in dcgm_labels_used(query.strip()):
+            assert label in dcgm_series_labels(config, job, metric), f"{metric} has no label {label}"
     # Waiting pods are counted as the dashboard and the queueing alert count them: not scheduled yet.
     [waiting] = [query.strip() for query in queries if q.UNSCHEDULED in query]
     assert waiting == q.pending_gpu_pods("vision")
@@ -136,3 +139,26 @@ def test_what_the_page_says_the_plan_prints_it_prints(stack):
 def test_the_outputs_the_page_names_exist(dev_run, tenant_run):
     assert "dashboardUrl" in tenant_run.outputs["monitoring"] and "dashboardUrl" in dev_run.outputs["tenants"]["nlp"]["monitoring"]
     assert "`pulumi stack output monitoring`" in page(PAGE) and "`pulumi stack output tenants`" in page(PAGE)
+
+
+def test_what_the_page_says_each_series_carries(dev_run):
+    text = " ".join(section("Where the metrics come from").split())
+    config, job = dcgm_job(dev_run, "nlp")
+    assert "Every series carries `tenant` and `environment`." in text and {"tenant", "environment"} <= set(config["global"]["external_labels"])
+    [gpu] = re.findall(r"A GPU's series \(the DCGM exporter's\) also carry (.+?)\. ", text)
+    assert set(re.findall(r"`(\w+)`", gpu)) == {"node", "Hostname", "gpu", "modelName", "namespace", "pod", "container"}
+    assert set(re.findall(r"`(\w+)`", gpu)) <= dcgm_series_labels(config, job, "DCGM_FI_DEV_GPU_UTIL")
+    # kube-state-metrics' series: node only where the record has it.
+    ksm = KSM_RECORD["metrics"]
+    assert "(`kube_pod_container_resource_requests` also `node`, `kube_pod_status_phase` not)" in text
+    assert "node" in ksm["kube_pod_container_resource_requests"]["labels"] and "node" not in ksm["kube_pod_status_phase"]["labels"]
+    assert all("node" in ksm[m]["labels"] for m in docs.KSM_METRICS if m.startswith("kube_node_"))
+    assert f"the XID count (`{docs.XID_COUNT}`)" in text and docs.XID_COUNT in {f for f, _, _ in docs.DCGM_EXTRA_METRICS}
+
+
+def test_the_xid_row_says_what_the_alert_says():
+    [row] = [line for line in section("For the platform team: alerts").splitlines() if line.startswith("| XID or ECC errors on a GPU |")]
+    codes = ", ".join(str(c) for c in q.APPLICATION_XIDS[:-1]) + f" and {q.APPLICATION_XIDS[-1]}"
+    assert f"in the last {q.ERROR_WINDOW}." in row and f"`{docs.XID_COUNT}`" in row
+    assert f"XID {codes} alone are most often the application's: tell the team of the pod; any other code, or ECC errors: drain the node" in row
+    assert q.gpu_errors().title == "XID or ECC errors on a GPU"

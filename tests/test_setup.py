@@ -16,6 +16,7 @@ import yaml
 from config.stack_files import PROJECT_DIR
 from docs_support import headings, page, pages
 from hcl_support import MISSING_TOFU, OPENTOFU_VERSION, require_tofu
+from test_monitoring import MISSING_PROMTOOL, require_promtool
 
 CI_RUN = PROJECT_DIR / ".ci" / "run"
 
@@ -131,12 +132,13 @@ def test_opentofu_is_pinned_alike_in_ci_the_workflow_and_the_tests():
     assert re.search(r"^OPENTOFU_VERSION=(\S+)$", CI_RUN.read_text(), flags=re.M).group(1) == OPENTOFU_VERSION
 
 
+@pytest.mark.parametrize("require_tool, missing", [(require_tofu, MISSING_TOFU), (require_promtool, MISSING_PROMTOOL)])
 @pytest.mark.parametrize("ci, outcome", [("true", pytest.fail.Exception), ("", pytest.skip.Exception)])
-def test_without_opentofu_template_tests_fail_in_ci_and_skip_elsewhere(monkeypatch, tmp_path, ci, outcome):
+def test_without_their_tool_template_and_promtool_tests_fail_in_ci_and_skip_elsewhere(monkeypatch, tmp_path, ci, outcome, require_tool, missing):
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.setenv("CI", ci)
-    with pytest.raises(outcome, match=re.escape(MISSING_TOFU)):
-        require_tofu()
+    with pytest.raises(outcome, match=re.escape(missing)):
+        require_tool()
 
 
 def test_the_venv_pytest_script_runs_the_template_tests_and_fails_them_in_ci_without_opentofu(tmp_path):

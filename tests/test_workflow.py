@@ -335,6 +335,13 @@ def test_template_tests_run_with_a_pinned_opentofu(workflow):
     assert position < next(i for i, s in enumerate(test_steps) if "make test" in str(s.get("run", "")))
 
 
+def test_the_collector_configuration_is_checked_with_promtool(workflow):
+    """Without promtool the collector's configuration test skips; CI must not (CI=true fails it)."""
+    test_steps = steps(workflow["jobs"]["test"])
+    position = next(i for i, s in enumerate(test_steps) if re.search(r"apt-get install .*\bprometheus$", str(s.get("run", ""))))
+    assert position < next(i for i, s in enumerate(test_steps) if "make test" in str(s.get("run", "")))
+
+
 EXPECTED_IDENTITIES = {
     # job: (Google service account variable, Pulumi team variable, GitHub environment)
     "preview": ("GCP_PREVIEW_SERVICE_ACCOUNT_DEV", "PULUMI_READ_TEAM_DEV", None),
