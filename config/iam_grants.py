@@ -38,6 +38,8 @@ class Grant:
     target: str | None = None  # scope serviceAccount: whose account it is bound on
     condition: str | None = None  # a key of CONDITIONS: the IAM condition it always carries
     own_project: bool = False  # scope project: only on the project of the member's account
+    # scope project: never on the environment's project (its host cluster's volumes and network)
+    not_on_environment_project: bool = False
 
     @property
     def custom_role_key(self) -> str | None:
@@ -58,14 +60,15 @@ def load_grants(path: Path = GRANTS_PATH) -> tuple[Grant, ...]:
             raw.get("target"),
             raw.get("condition"),
             raw.get("ownProject", False),
+            raw.get("notOnEnvironmentProject", False),
         )
         where = f"{path.name} grants[{i}]"
         if grant.principal not in PRINCIPALS or grant.scope not in SCOPES or grant.when not in (None, *WHEN):
             raise ValueError(f"{where}: principal, scope or when is not one of {PRINCIPALS}, {SCOPES}, {WHEN}")
         if (grant.target is not None) != (grant.scope == "serviceAccount") or grant.target not in (None, *TARGETS):
             raise ValueError(f"{where}: a grant on a serviceAccount names its target, one of {TARGETS}; others none")
-        if grant.condition not in (None, *CONDITIONS) or (grant.own_project and grant.scope != "project"):
-            raise ValueError(f"{where}: condition is not one of {tuple(CONDITIONS)}, or ownProject is set off a project")
+        if grant.condition not in (None, *CONDITIONS) or ((grant.own_project or grant.not_on_environment_project) and grant.scope != "project"):
+            raise ValueError(f"{where}: condition is not one of {tuple(CONDITIONS)}, or ownProject or notOnEnvironmentProject is set off a project")
         if not (grant.member == "serviceAccount" or grant.member.startswith("workloadIdentity:")):
             raise ValueError(f"{where}: member {grant.member!r} is neither serviceAccount nor workloadIdentity:<ns>/<ksa>")
         grants.append(grant)

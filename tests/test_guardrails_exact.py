@@ -145,6 +145,189 @@ def test_the_identity_data_is_what_the_runs_name(runs):
     assert data["team-vision-dev"]["platformServiceAccount"] == data["dev"]["platformServiceAccount"]
 
 
+def _as_role(run, reg, role: str):
+    """The args of a tenant node account's registered grant, with another role."""
+    return args_of(run, reg, props={**copy.deepcopy(reg.plain_inputs), "role": role})
+
+
+@pytest.mark.parametrize(
+    "role, entry",
+    [
+        ("roles/compute.storageAdmin", "roles/compute.storageAdmin"),
+        ("roles/compute.loadBalancerAdmin", "roles/compute.loadBalancerAdmin"),
+        ("projects/acme-ml-dev/roles/gpuPlatform_dev_tenantDisks", "custom:tenantDisks"),
+    ],
+)
+def test_a_shared_tenants_node_account_gets_no_disk_or_load_balancer_role_on_the_environments_project(runs, monkeypatch, role, entry):
+    """nlp is shared: its project is the environment's, which holds the host cluster's volumes. The
+    program refuses persistentDisks and loadBalancerServices for it; so does the pack, even with a
+    record that had both options and the grant."""
+    run, reg = one(runs, "dev", PROJECT_MEMBER, "tenant-nlp-gcp-compute-viewer")
+    expected = (
+        f"tenant-nlp-gcp-compute-viewer (on project 'acme-ml-dev'): member: 'serviceAccount:dev-nlp-nodes@acme-ml-dev.iam.gserviceaccount.com' "
+        f"holding {role!r} on a project is bound on the environment's project 'acme-ml-dev', which holds the host cluster's volumes and "
+        "network (every tenant's control plane): a project-wide disk or load-balancer role there reaches them all; allowed: only on a project "
+        f"of the team's own (isolation: project) (config/iam_grants.yaml: tenantNodes → {entry})"
+    )
+    assert only(rejected(_as_role(run, reg, role)), P.grant_allow_list) == expected
+    nlp = P.STACKS["dev"]["tenants"]["nlp"]
+    for option in ("persistentDisks", "loadBalancerServices"):
+        monkeypatch.setitem(nlp, option, True)
+    monkeypatch.setitem(nlp, "nodeGrants", [*nlp["nodeGrants"], {"scope": "project", "role": role, "on": "acme-ml-dev"}])
+    assert only(rejected(_as_role(run, reg, role)), P.grant_allow_list) == expected
+
+
+def test_a_grant_an_option_adds_needs_the_option_its_approval_and_the_programs_own_grant(runs, monkeypatch):
+    """prod's research has loadBalancerServices: false, and prod approves nothing: a direct grant of
+    the load-balancer role is rejected whatever the instance says. Recorded as true, it still needs
+    prod's approval; approved, it must be a grant the program's run of the stack makes."""
+    run, reg = one(runs, "prod", PROJECT_MEMBER, "tenant-research-gcp-compute-viewer")
+    args = _as_role(run, reg, "roles/compute.loadBalancerAdmin")
+    prefix = (
+        "tenant-research-gcp-compute-viewer (on project 'acme-prod-research'): member: "
+        "'serviceAccount:prod-research-nodes@acme-prod-research.iam.gserviceaccount.com' holding 'roles/compute.loadBalancerAdmin' on a project "
+    )
+    source = " (config/iam_grants.yaml: tenantNodes → roles/compute.loadBalancerAdmin)"
+    assert only(rejected(args), P.grant_allow_list) == (
+        prefix + "is granted only with loadBalancerServices: true, and tenant research of stack prod has loadBalancerServices: false" + source
+    )
+    research = P.STACKS["prod"]["tenants"]["research"]
+    monkeypatch.setitem(research, "loadBalancerServices", True)
+    assert only(rejected(args), P.grant_allow_list) == prefix + (
+        "is granted with loadBalancerServices: true, which prod has not approved for tenant research; allowed: only with "
+        "platform.approvedTenantSecurity.research.loadBalancerServices: true in the environment stack" + source
+    )
+    monkeypatch.setitem(P.STACKS["prod"], "approvedTenantSecurity", {"research": {"loadBalancerServices": True}})
+    listed = "; ".join(f"{g['role']} on {g['on']}" for g in research["nodeGrants"] if g["scope"] == "project")
+    assert only(rejected(args), P.grant_allow_list) == prefix + (
+        f"is not a grant the program gives tenant research's node account in stack prod (on 'acme-prod-research'); allowed on a project: {listed}" + source
+    )
+    monkeypatch.setitem(research, "nodeGrants", [*research["nodeGrants"], {"scope": "project", "role": "roles/compute.loadBalancerAdmin", "on": "acme-prod-research"}])
+    assert P.grant_allow_list.name not in names(rejected(args))
+
+
+def test_a_node_account_acting_as_itself_needs_persistent_disks(runs):
+    """The CSI driver's actAs on its own account comes with persistentDisks; speech (shared) has it off."""
+    run, reg = one(runs, "team-vision-dev", SA_MEMBER, "tenant-vision-gcp-nodes-act-as-self")
+    speech = P.STACKS["dev"]["tenants"]["speech"]["nodeServiceAccount"]
+    props = {**reg.plain_inputs, "member": f"serviceAccount:{speech}", "serviceAccountId": f"projects/acme-ml-dev/serviceAccounts/{speech}"}
+    message = only(rejected(make_args(SA_MEMBER, props, name="act-as-self", urn=urn_of(SA_MEMBER, "act-as-self", stack="dev"))), P.grant_allow_list)
+    assert message.endswith(
+        "is granted only with persistentDisks: true, and tenant speech of stack dev has persistentDisks: false "
+        "(config/iam_grants.yaml: tenantNodes → roles/iam.serviceAccountUser)"
+    )
+
+
+def test_each_node_accounts_grants_are_what_iam_grants_yaml_gives_its_recorded_options(runs):
+    """The record's nodeGrants, read from the runs, are exactly config/iam_grants.yaml's tenantNodes
+    entries whose option (`when`) the tenant has, bound where the entry says; the options are the
+    instance's and the run's (persistentDisks: the instance's CSI property, monitoring: the tenant's
+    monitoring component)."""
+    from config.iam_grants import load_grants
+
+    seen = set()
+    for stack, data in P.STACKS.items():
+        for name, tenant in data["tenants"].items():
+            expected = set()
+            for g in load_grants():
+                if g.principal != "tenantNodes" or (g.when and not tenant[g.when]):
+                    continue
+                role = g.role if g.custom_role_key is None else f"projects/{tenant['project']}/roles/{data['roleIdPrefixes'][0]}_{g.custom_role_key}"
+                on = tenant["project"] if g.scope == "project" else tenant["nodeServiceAccount"]
+                expected.add((g.scope, role, on))
+            assert {(g["scope"], g["role"], g["on"]) for g in tenant["nodeGrants"]} == expected, (stack, name)
+            seen |= {(option, tenant[option]) for option in ("persistentDisks", "loadBalancerServices", "monitoring")}
+    assert {("persistentDisks", True), ("persistentDisks", False), ("monitoring", True)} <= seen  # both sides of an option are covered
+
+
+def test_the_grants_never_on_the_environments_project_are_those_of_the_options_refused_with_shared(stack_values):
+    """notOnEnvironmentProject (config/iam_grants.yaml) marks every project grant of the options the
+    program refuses for a shared tenant (whose project is the environment's), and only those."""
+    from config.iam_grants import load_grants
+    from shipped_stacks import problems
+
+    flagged = {g.when for g in load_grants() if g.not_on_environment_project}
+    for g in load_grants():
+        if g.principal == "tenantNodes" and g.scope == "project":
+            assert g.not_on_environment_project == (g.when in flagged), g
+    assert flagged == {"persistentDisks", "loadBalancerServices"}
+    for option in sorted(flagged):
+        values = stack_values("dev")
+        [nlp] = [t for t in values["gpu-platform:tenants"] if t["name"] == "nlp"]
+        assert nlp["isolation"] == "shared"
+        nlp[option] = True
+        assert any(f".{option}: true is not allowed with isolation: shared" in p for p in problems(values)), option
+
+
+@pytest.mark.parametrize(
+    "subnetwork, inputs",
+    [
+        ("dev-nlp-nodes", {}),
+        ("europe-west4/dev-nlp-nodes", {}),
+        ("acme-ml-dev/europe-west4/dev-nlp-nodes", {"project": None, "region": None}),
+        ("projects/acme-ml-dev/regions/europe-west4/subnetworks/dev-nlp-nodes", {}),
+        ("projects/acme-ml-dev/regions/europe-west4/subnetworks/dev-nlp-nodes", {"project": None, "region": None}),
+        ("https://www.googleapis.com/compute/v1/projects/acme-ml-dev/regions/europe-west4/subnetworks/dev-nlp-nodes", {}),
+    ],
+)
+def test_a_tenants_subnet_passes_in_every_form_the_provider_reads(runs, subnetwork, inputs):
+    run, reg = one(runs, "dev", "gcp:compute/subnetworkIAMMember:SubnetworkIAMMember", "tenant-nlp-gcp-platform-uses-subnet")
+    props = {**copy.deepcopy(reg.plain_inputs), "subnetwork": subnetwork, **inputs}
+    props = {k: v for k, v in props.items() if v is not None}
+    assert P.grant_allow_list.name not in names(rejected(args_of(run, reg, props=props)))
+
+
+SUBNETS = "the tenants' subnets of stack dev: projects/acme-ml-dev/regions/europe-west4/subnetworks/dev-nlp-nodes, projects/acme-ml-dev/regions/europe-west4/subnetworks/dev-speech-nodes"
+
+
+@pytest.mark.parametrize(
+    "subnetwork, inputs, expected",
+    [
+        # Another project's subnet of the same name, the grant's project and region kept.
+        (
+            "projects/mallory-ml/regions/europe-west4/subnetworks/dev-nlp-nodes",
+            {},
+            "is bound on no subnet the pack can tell: subnetwork 'projects/mallory-ml/regions/europe-west4/subnetworks/dev-nlp-nodes' names "
+            "project 'mallory-ml', and its project input is 'acme-ml-dev' (the provider binds on the path's); " + SUBNETS,
+        ),
+        # ... as a URL, the inputs left out: the path alone decides.
+        (
+            "https://www.googleapis.com/compute/v1/projects/mallory-ml/regions/europe-west4/subnetworks/dev-nlp-nodes",
+            {"project": None, "region": None},
+            "is bound on subnet projects/mallory-ml/regions/europe-west4/subnetworks/dev-nlp-nodes, not on a tenant's subnet of stack dev; "
+            "allowed: " + SUBNETS.split(": ", 1)[1],
+        ),
+        # Another region's subnet of the same name.
+        (
+            "europe-west1/dev-nlp-nodes",
+            {},
+            "is bound on no subnet the pack can tell: subnetwork 'europe-west1/dev-nlp-nodes' names region 'europe-west1', and its region "
+            "input is 'europe-west4' (the provider binds on the path's); " + SUBNETS,
+        ),
+        # The project left to the provider's default.
+        (
+            "dev-nlp-nodes",
+            {"project": None},
+            "is bound on no subnet the pack can tell: project: not set, and subnetwork 'dev-nlp-nodes' names none (the provider's default would "
+            "decide); allowed: the tenant's project, set; " + SUBNETS,
+        ),
+        # A spelling the pack does not read.
+        (
+            "//compute.googleapis.com/projects/acme-ml-dev/regions/europe-west4/subnetworks/dev-nlp-nodes",
+            {},
+            "is bound on no subnet the pack can tell: subnetwork '//compute.googleapis.com/projects/acme-ml-dev/regions/europe-west4/subnetworks/"
+            "dev-nlp-nodes' is not a subnet the pack can read; allowed: projects/<project>/regions/<region>/subnetworks/<name>",
+        ),
+    ],
+)
+def test_a_subnet_grant_is_judged_by_the_whole_subnet_it_names(runs, subnetwork, inputs, expected):
+    run, reg = one(runs, "dev", "gcp:compute/subnetworkIAMMember:SubnetworkIAMMember", "tenant-nlp-gcp-platform-uses-subnet")
+    props = {**copy.deepcopy(reg.plain_inputs), "subnetwork": subnetwork, **inputs}
+    props = {k: v for k, v in props.items() if v is not None}
+    message = only(rejected(args_of(run, reg, props=props)), P.grant_allow_list)
+    assert message.startswith(f"tenant-nlp-gcp-platform-uses-subnet (on subnetwork {subnetwork!r}): member: ") and expected in message, message
+
+
 # --- 2. Default deny ------------------------------------------------------------------------------------
 
 

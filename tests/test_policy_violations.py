@@ -152,7 +152,7 @@ def test_the_host_subnet_takes_no_grant_at_all(runs):
     on_host = {**tenant_grant.plain_inputs, "subnetwork": "gpu-dev-nodes"}
     # The right kind of grant, on no tenant's subnet: the exact identity data rejects it…
     [message] = violations(P.grant_allow_list, args_of(run, tenant_grant, props=on_host))
-    assert "is bound on subnet acme-ml-dev/europe-west4/gpu-dev-nodes, not on a tenant's subnet of stack dev" in message
+    assert "is bound on subnet projects/acme-ml-dev/regions/europe-west4/subnetworks/gpu-dev-nodes, not on a tenant's subnet of stack dev" in message
     extra = policy_resource(SUBNET_MEMBER, on_host, urn_of(SUBNET_MEMBER, "platform-uses-host-subnet"), "platform-uses-host-subnet")
     found = violations(P.no_grants_on_host_network, stack_args(run, [extra]))
     assert found == [

@@ -61,7 +61,13 @@ def _project_name(directory: Path) -> str:
 def _program_grants() -> list[dict[str, Any]]:
     out = []
     for g in load_grants():
-        optional = {"when": g.when, "target": g.target, "condition": g.condition, "ownProject": g.own_project or None}
+        optional = {
+            "when": g.when,
+            "target": g.target,
+            "condition": g.condition,
+            "ownProject": g.own_project or None,
+            "notOnEnvironmentProject": g.not_on_environment_project or None,
+        }
         out.append({"principal": g.principal, "member": g.member, "role": g.role, "scope": g.scope, **{k: v for k, v in optional.items() if v}})
     return out
 

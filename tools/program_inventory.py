@@ -27,6 +27,10 @@ ACCOUNT = "gcp:serviceaccount/account:Account"
 SUBNETWORK = "gcp:compute/subnetwork:Subnetwork"
 CUSTOM_ROLE = "gcp:projects/iAMCustomRole:IAMCustomRole"
 SERVICE_ACCOUNT_GRANT = "gcp:serviceaccount/iAMMember:IAMMember"
+PROJECT_GRANT = "gcp:projects/iAMMember:IAMMember"
+# The grant types the program binds a tenant's node account with: type → (scope, the input naming
+# where it is bound), as the pack reads them (policy/guardrails/common.py grant_scope).
+NODE_GRANT_TYPES = {PROJECT_GRANT: ("project", "project"), SERVICE_ACCOUNT_GRANT: ("serviceAccount", "serviceAccountId")}
 CLUSTER = "gcp:container/cluster:Cluster"
 # Kubernetes kinds whose every instance the pack compares with what the program makes.
 RBAC_KINDS = ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
@@ -41,6 +45,7 @@ PLATFORM_IDENTITY = "gpu-platform:iam:AutoNodesIdentity"
 HOST_CLUSTER = "gpu-platform:gke:Cluster"
 TENANT = "gpu-platform:tenants:VirtualCluster"
 TENANT_NETWORK = "gpu-platform:tenants:Network"
+TENANT_MONITORING = "gpu-platform:monitoring:Tenant"
 
 
 def resource_types(runs: Iterable[ProgramRun], *, references: bool = False) -> list[str]:
@@ -219,18 +224,41 @@ def _under(run: ProgramRun, ancestor_type: str) -> dict[str, list[Registration]]
     return found
 
 
-def _tenant(resources: list[Registration], environment_project: str | None) -> tuple[str, dict[str, Any]]:
-    from policy.vcluster_reader import TenantInstance
+def _tenant(run: ProgramRun, resources: list[Registration], environment_project: str | None) -> tuple[str, dict[str, Any]]:
+    from policy.vcluster_reader import PERSISTENT_DISKS, TenantInstance
 
     [instance] = [r for r in resources if r.type == INSTANCE]
     parsed = TenantInstance.parse(instance.input("spec") or {}, instance.input("metadata", "name"))
     entry: dict[str, Any] = {"project": parsed.project, **parsed.security_settings(environment_project)}
+    # The other options that add grants (config/iam_grants.yaml `when`), as the run shows them.
+    entry["persistentDisks"] = parsed.properties.get(PERSISTENT_DISKS) == "true"
+    entry["monitoring"] = any(r.type == TENANT_MONITORING for r in resources)
     accounts = [r for r in resources if r.type == ACCOUNT]
     subnets = [r for r in resources if r.type == SUBNETWORK]
     entry["nodeServiceAccount"] = _email(accounts[0]) if accounts else None
     entry["subnetwork"] = subnets[0].input("name") if subnets else None
     entry["region"] = subnets[0].input("region") if subnets else None
+    entry["nodeGrants"] = node_grants(run, entry["nodeServiceAccount"]) if accounts else []
     return str(parsed.name), entry
+
+
+def node_grants(run: ProgramRun, email: str) -> list[dict[str, str]]:
+    """Every grant the run makes to a tenant's node account: its scope, its exact role and where it
+    is bound (the project, or the account's e-mail): the pack allows these and no other."""
+    found = set()
+    member = f"serviceAccount:{email}"
+    for r in run.registrations:
+        if not (r.type.startswith("gcp:") and r.type.rsplit(":", 1)[-1].lower().endswith(("iammember", "iambinding", "iampolicy"))):
+            continue
+        inputs = r.plain_inputs
+        if member != inputs.get("member") and member not in (inputs.get("members") or []) and member not in str(inputs.get("policyData") or ""):
+            continue
+        if r.type not in NODE_GRANT_TYPES:
+            raise ValueError(f"{r.name}: the program binds node account {email} with a {r.type}, which NODE_GRANT_TYPES does not read")
+        scope, where = NODE_GRANT_TYPES[r.type]
+        on = str(inputs.get(where))
+        found.add((scope, str(inputs.get("role")), on.rsplit("/", 1)[-1] if scope == "serviceAccount" else on))
+    return [{"scope": scope, "role": role, "on": on} for scope, role, on in sorted(found)]
 
 
 def stack_identities(run: ProgramRun, environment: str, environment_stack: str, environment_entry: dict[str, Any] | None) -> dict[str, Any]:
@@ -268,7 +296,7 @@ def stack_identities(run: ProgramRun, environment: str, environment_stack: str, 
     entry["roleIdPrefixes"] = sorted(prefixes | set((environment_entry or {}).get("roleIdPrefixes", [])))
     tenants = {}
     for resources in _under(run, TENANT).values():
-        name, tenant = _tenant(resources, entry["project"])
+        name, tenant = _tenant(run, resources, entry["project"])
         tenant["vmNamePrefix"] = node_name_prefix(environment, name)
         tenant["hostNamespace"] = host_namespace(name)
         tenants[name] = tenant

@@ -2,7 +2,12 @@
 namespace with its volume data and Secrets, keeps its backups at least a day, and in prod is
 protected in Pulumi state with each backup undeletable for at least a day (components/tenant_backup.py,
 docs/reliability.md). A plan of all namespaces, or of the platform's, would put every team's
-Secrets into one backup readable by whoever may restore it."""
+Secrets into one backup readable by whoever may restore it.
+
+A plan's environment is its stack's (program_data.json `stacks`, from the URN), as for the other
+guardrails, never only what the plan says of itself: a prod plan without its label is still prod.
+The label the program sets (`gpu-platform-environment`) must agree with it; only for a stack the
+data does not know is the label read, and a plan that names none counts as prod."""
 
 from __future__ import annotations
 
@@ -10,7 +15,7 @@ import re
 
 from pulumi_policy import EnforcementLevel, ReportViolation, ResourceValidationArgs, Severity
 
-from .common import CLUSTER_ENVIRONMENT_LABEL, ResourcePolicy, as_list, get, not_allowed, show
+from .common import CLUSTER_ENVIRONMENT_LABEL, NON_PROD_ENVIRONMENTS, ResourcePolicy, as_list, environment_of_stack, get, not_allowed, show, stack_of
 
 BACKUP_PLAN = "gcp:gkebackup/backupPlan:BackupPlan"
 # A tenant's host namespace (components/tenant_vcluster.py host_namespace): vcluster-<tenant>.
@@ -38,20 +43,38 @@ def validate_backup_plan(args: ResourceValidationArgs, report_violation: ReportV
     retain = get(props, "retentionPolicy", "backupRetainDays")
     if not isinstance(retain, (int, float)) or retain < 1:
         report_violation(not_allowed("retentionPolicy.backupRetainDays", retain, "at least 1"), None)
-    if get(props, "labels", CLUSTER_ENVIRONMENT_LABEL) != "prod":
+    environment, why = _environment(args, report_violation)
+    if environment in NON_PROD_ENVIRONMENTS:
         return
     lock = get(props, "retentionPolicy", "backupDeleteLockDays")
     if not isinstance(lock, (int, float)) or lock < 1:
-        report_violation(not_allowed("retentionPolicy.backupDeleteLockDays", lock, "at least 1 in prod (a stolen deployer credential cannot delete the backups)"), None)
+        report_violation(not_allowed("retentionPolicy.backupDeleteLockDays", lock, f"at least 1 in prod ({why}; a stolen deployer credential cannot delete the backups)"), None)
     if args.opts is not None and not args.opts.protect:
-        report_violation(not_allowed("resource option protect", False, f"true in prod (labels[{CLUSTER_ENVIRONMENT_LABEL!r}] is {show('prod')})"), None)
+        report_violation(not_allowed("resource option protect", False, f"true in prod ({why})"), None)
+
+
+def _environment(args: ResourceValidationArgs, report_violation: ReportViolation) -> tuple[str | None, str]:
+    """The plan's environment and why: its stack's; for a stack the data does not know, its label
+    (prod when it has none). A label that is not its stack's environment is reported."""
+    label = get(args.props, "labels", CLUSTER_ENVIRONMENT_LABEL)
+    environment = environment_of_stack(args.urn)
+    if environment is None:
+        if label is None:
+            return None, f"stack {stack_of(args.urn)!r} is not in the pack's data and labels[{CLUSTER_ENVIRONMENT_LABEL!r}] is not set"
+        return str(label), f"labels[{CLUSTER_ENVIRONMENT_LABEL!r}] is {show(label)}"
+    if label is not None and label != environment:
+        report_violation(
+            not_allowed(f"labels[{CLUSTER_ENVIRONMENT_LABEL!r}]", label, f"{environment!r}, the environment of stack {stack_of(args.urn)} (or unset)"), None
+        )
+    return environment, f"stack {stack_of(args.urn)} is environment {environment!r}"
 
 
 backups_by_design = ResourcePolicy(
     name="tenant-backups-by-design",
     description=(
         "A Backup for GKE plan backs up exactly one tenant's host namespace (vcluster-<tenant>) with its volume data and "
-        "Secrets, keeps backups at least a day, and in prod locks each backup for at least a day and is protected."
+        "Secrets, keeps backups at least a day, and in prod (the stack's environment; its label must agree) locks each backup for at "
+        "least a day and is protected."
     ),
     validate=validate_backup_plan,
     enforcement_level=EnforcementLevel.MANDATORY,

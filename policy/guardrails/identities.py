@@ -9,7 +9,11 @@ identity, wrongly bound), so the most telling reason is reported. Program entrie
 of that stack name (`make policy-data`): the platform's account, the host nodes' account, the
 Workload Identity member, each tenant's node account, project, subnet and VM names, the custom
 role id prefixes. An account of another project or stack, however it is named, matches nothing;
-so does every grant of a stack the data does not know. Bootstrap entries (bootstrap/ci_roles.yaml,
+so does every grant of a stack the data does not know. A tenant's node account holds exactly the
+grants the run gives it (`nodeGrants`): an entry with `when` only while the tenant has that option
+(and in prod, for a security setting, the environment approves it), and a disk or load-balancer
+role never on the environment's project, which holds the host cluster's volumes and network.
+Bootstrap entries (bootstrap/ci_roles.yaml,
 bootstrap/Pulumi.ci.yaml): the member is one of the identities of that kind, bound on its
 environment's project, folder or billing account, and a federation binding names exactly the
 token subject the bootstrap configuration derives for the account.
@@ -21,7 +25,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from .common import DATA, account_of, get, show, stack_data, stack_of, unknown_stack
+from .common import DATA, NON_PROD_ENVIRONMENTS, account_of, get, show, stack_data, stack_of, unknown_stack
 
 CONDITIONS: dict[str, str] = DATA["conditions"]["expressions"]
 PREFIX_PLACEHOLDER: str = DATA["conditions"]["prefixPlaceholder"]
@@ -33,6 +37,30 @@ _NAME_PREFIX = rf"(?P<prefix>(?:{'|'.join(_ENVIRONMENTS)})-[a-z]([-a-z0-9]*[a-z0
 # principal://iam.googleapis.com/projects/<number>/locations/global/workloadIdentityPools/<pool>/subject/<sub>
 _FEDERATED = re.compile(r"^principal://iam\.googleapis\.com/projects/[^/]+/locations/global/workloadIdentityPools/(?P<pool>[^/]+)/subject/(?P<subject>.+)$")
 _CUSTOM_ROLE = re.compile(r"^projects/(?P<project>[^/]+)/roles/(?P<id>[A-Za-z0-9_.]+)$")
+# The tenant settings an environment approves in prod (config/tenant_security.py SETTINGS).
+_SAFE_SETTINGS: dict[str, Any] = DATA["tenantSecurity"]["safe"]
+
+# The forms a subnet grant's `subnetwork` may take, as the GCP provider reads them (pulumi-gcp
+# 10.2.0 bridges hashicorp/terraform-provider-google: google/services/compute/iam_compute_subnetwork.go
+# ComputeSubnetworkIamUpdaterProducer, read at commit 0937ec5ba25b4ce01df2705fbacee88aa96972c9; the
+# SDK's compute/subnetwork_iam_member.py lists the same forms under "Import"): the full path, or its
+# URL (the provider's patterns are unanchored, so a self link reads as the path in it),
+# project/region/name, region/name, name. A project or region the value leaves out comes from the
+# grant's `project` and `region` inputs; the path's, where it names them, wins over those inputs.
+# Anchored here: any other spelling is rejected rather than guessed at.
+_SUBNETWORK_FORMS = (
+    re.compile(
+        r"^(?:https://(?:www|compute)\.googleapis\.com/compute/(?:v1|beta)/)?"
+        r"projects/(?P<project>[^/]+)/regions/(?P<region>[^/]+)/subnetworks/(?P<name>[^/]+)$"
+    ),
+    re.compile(r"^(?P<project>[^/]+)/(?P<region>[^/]+)/(?P<name>[^/]+)$"),
+    re.compile(r"^(?P<region>[^/]+)/(?P<name>[^/]+)$"),
+    re.compile(r"^(?P<name>[^/]+)$"),
+)
+_SUBNETWORK_SPELLINGS = (
+    "projects/<project>/regions/<region>/subnetworks/<name>, its https://www.googleapis.com/compute/v1/… URL, "
+    "<project>/<region>/<name>, or <region>/<name> or <name> with the project and region inputs"
+)
 
 
 def _condition_pattern(name: str) -> re.Pattern[str]:
@@ -49,6 +77,27 @@ def email_of(member: Any) -> str | None:
 
 
 Problem = tuple[int, str]
+
+
+def subnetwork_of(props: Mapping[str, Any]) -> tuple[tuple[str, str, str] | None, str | None]:
+    """(project, region, name) of the subnet a subnet grant binds on, as the provider reads it, or
+    (None, why it cannot be told): a form the provider does not read, a path whose project or region
+    differs from the grant's own input, or a project or region named nowhere (the provider's default
+    would decide)."""
+    value = props.get("subnetwork")
+    found = next((m for form in _SUBNETWORK_FORMS if isinstance(value, str) for m in [form.match(value)] if m), None)
+    if found is None:
+        return None, f"subnetwork {show(value)} is not a subnet the pack can read; allowed: {_SUBNETWORK_SPELLINGS}"
+    named = found.groupdict()
+    where: dict[str, str] = {}
+    for key in ("project", "region"):
+        path, given = named.get(key), props.get(key)
+        if path is not None and given not in (None, "") and path != given:
+            return None, f"subnetwork {value!r} names {key} {path!r}, and its {key} input is {given!r} (the provider binds on the path's)"
+        where[key] = path or given
+        if not isinstance(where[key], str) or not where[key]:
+            return None, f"{key}: not set, and subnetwork {value!r} names none (the provider's default would decide); allowed: the tenant's {key}, set"
+    return (where["project"], where["region"], named["name"]), None
 
 
 def accounts_of(stack: Mapping[str, Any], principal: str) -> dict[str, Mapping[str, Any] | None]:
@@ -94,18 +143,51 @@ def program_problem(entry: Mapping[str, Any], urn: str, props: Mapping[str, Any]
             return 1, f"is bound on project {props.get('project')!r}, which holds no tenant of stack {stack_of(urn)}; allowed: {', '.join(projects) or 'none'}"
     if entry["scope"] == "subnetwork":
         subnets = {(t["project"], t["region"], t["subnetwork"]) for t in stack["tenants"].values() if t.get("subnetwork")}
-        where = (props.get("project"), props.get("region"), _last_segment(props.get("subnetwork")))
+        shown = ", ".join(f"projects/{p}/regions/{r}/subnetworks/{s}" for p, r, s in sorted(subnets)) or "none"
+        where, unreadable = subnetwork_of(props)
+        if where is None:
+            return 1, f"is bound on no subnet the pack can tell: {unreadable}; the tenants' subnets of stack {stack_of(urn)}: {shown}"
         if where not in subnets:
-            shown = ", ".join(f"{p}/{r}/{s}" for p, r, s in sorted(subnets)) or "none"
-            return 1, f"is bound on subnet {'/'.join(map(str, where))}, not on a tenant's subnet of stack {stack_of(urn)}; allowed: {shown}"
+            return 1, f"is bound on subnet projects/{where[0]}/regions/{where[1]}/subnetworks/{where[2]}, not on a tenant's subnet of stack {stack_of(urn)}; allowed: {shown}"
     if entry.get("target"):
         problem = _target_problem(entry, stack, urn, props, member)
-        return (1, problem) if problem else None
+        if problem:
+            return 1, problem
+    if tenant is not None:
+        problem = _node_grant_problem(entry, stack, urn, props, role, tenant)
+        if problem:
+            return 1, problem
     return None
 
 
-def _last_segment(value: Any) -> Any:
-    return value.rstrip("/").rsplit("/", 1)[-1] if isinstance(value, str) and value else value
+def _node_grant_problem(entry: Mapping[str, Any], stack: Mapping[str, Any], urn: str, props: Mapping[str, Any], role: Any, tenant: Mapping[str, Any]) -> str | None:
+    """Why a grant to a tenant's node account is not one the program gives it, or None."""
+    name = next(n for n, t in stack["tenants"].items() if t is tenant)
+    project = props.get("project")
+    if entry.get("notOnEnvironmentProject") and project == stack["project"]:
+        return (
+            f"is bound on the environment's project {project!r}, which holds the host cluster's volumes and network (every tenant's control "
+            "plane): a project-wide disk or load-balancer role there reaches them all; allowed: only on a project of the team's own (isolation: project)"
+        )
+    option = entry.get("when")
+    if option is not None and tenant.get(option) is not True:
+        return f"is granted only with {option}: true, and tenant {name} of stack {stack_of(urn)} has {option}: {show(tenant.get(option))}"
+    if option in _SAFE_SETTINGS and stack["environment"] not in NON_PROD_ENVIRONMENTS:
+        approved = get(stack.get("approvedTenantSecurity"), name, option)
+        if approved != tenant.get(option):
+            return (
+                f"is granted with {option}: {show(tenant.get(option))}, which {stack['environment']} has not approved for tenant {name}; allowed: only "
+                f"with platform.approvedTenantSecurity.{name}.{option}: {show(tenant.get(option))} in the environment stack"
+            )
+    on = account_of(props.get("serviceAccountId")) if entry["scope"] == "serviceAccount" else project
+    granted = tenant.get("nodeGrants") or []
+    if not any(g["scope"] == entry["scope"] and g["role"] == role and g["on"] == on for g in granted):
+        listed = "; ".join(f"{g['role']} on {g['on']}" for g in granted if g["scope"] == entry["scope"]) or "none"
+        return (
+            f"is not a grant the program gives tenant {name}'s node account in stack {stack_of(urn)} (on {show(on)}); allowed on a "
+            f"{entry['scope']}: {listed}"
+        )
+    return None
 
 
 def condition_problem(entry: Mapping[str, Any], urn: str, props: Mapping[str, Any], member: Any) -> str | None:
