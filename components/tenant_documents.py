@@ -80,8 +80,8 @@ def operator_values(operator: GpuOperator) -> dict[str, Any]:
 
 def gpu_operator_images(operator: GpuOperator, gpus: Iterable[str]) -> dict[str, list[str]]:
     """GPU type → the images the tenant's GPU Operator starts on a node of it (what the node pulls
-    ahead, config/gpu_operator.py), for each GPU type given; none for a chart release whose images
-    are not recorded there."""
+    ahead, config/gpu_operator.py), for each GPU type given; none for a chart release not recorded
+    under config/charts/."""
     gpu_types = load_catalog().gpus
     images: dict[str, list[str]] = {}
     for gpu in dict.fromkeys(gpus):

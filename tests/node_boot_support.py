@@ -10,7 +10,9 @@ The fakes:
 - `systemctl` and `poweroff` only record their calls, failing those that contain `command_fail`
   and hanging on those that contain `command_hang`;
 - `crictl` (or `ctr`) records when each pull starts and ends, taking `pull_seconds` per image,
-  failing images that contain `pull_fail`, hanging on those that contain `pull_hang`.
+  failing images that contain `pull_fail`, hanging on those that contain `pull_hang`, and failing
+  the first `flaky_failures` attempts of those that contain `pull_flaky` (as pulls in flight do
+  when containerd restarts).
 
 test_node_template.py imports it as `node_boot_support` (pytest puts tests/ on sys.path).
 """
@@ -91,7 +93,8 @@ case "$call" in *"${FAKE_COMMAND_HANG:-@none@}"*) exec sleep 30 ;; esac
 case "$call" in *"${FAKE_COMMAND_FAIL:-@none@}"*) exit 1 ;; esac
 exit 0
 """
-# The image is the last argument; start and end are written with the time in nanoseconds.
+# The image is the last argument; start and end are written with the time in nanoseconds. A
+# flaky image's attempts are its start lines so far (this one's included).
 FAKE_PULL = """#!/bin/sh
 for image; do :; done
 echo "start $image $(date +%s%N)" >>"$FAKE_PULLS"
@@ -102,6 +105,12 @@ esac
 sleep "${FAKE_PULL_SECONDS:-0}"
 case "$image" in
   *"${FAKE_PULL_FAIL:-@none@}"*) exit 1 ;;
+  *"${FAKE_PULL_FLAKY:-@none@}"*)
+    tried=0
+    while read -r what seen at; do
+      if [ "$what $seen" = "start $image" ]; then tried=$((tried + 1)); fi
+    done <"$FAKE_PULLS"
+    [ "$tried" -gt "${FAKE_FLAKY_FAILURES:-0}" ] || exit 1 ;;
 esac
 echo "end $image $(date +%s%N)" >>"$FAKE_PULLS"
 """
@@ -163,7 +172,7 @@ class Node:
         return self.dirs["lib_dir"]
 
     def env(self, *, fail: str = "", command_fail: str = "", command_hang: str = "", pull_seconds: str = "", pull_fail: str = "",
-            pull_hang: str = "") -> dict[str, str]:
+            pull_hang: str = "", pull_flaky: str = "", flaky_failures: str = "") -> dict[str, str]:
         fakes = {
             "FAKE_IPTABLES_FAIL": fail,
             "FAKE_COMMAND_FAIL": command_fail,
@@ -171,6 +180,8 @@ class Node:
             "FAKE_PULL_SECONDS": pull_seconds,
             "FAKE_PULL_FAIL": pull_fail,
             "FAKE_PULL_HANG": pull_hang,
+            "FAKE_PULL_FLAKY": pull_flaky,
+            "FAKE_FLAKY_FAILURES": flaky_failures,
         }
         return {
             "PATH": str(self.bin),
@@ -239,14 +250,21 @@ class Node:
 
         return all(run(c) == 0 for c in commands)
 
-    def pull(self, *, limit: int | None = None, **fakes: str) -> Run:
+    def pull(self, *, settings: dict[str, str] | None = None, **fakes: str) -> Run:
         """Run the pull script the prefetch boothook installed, as its service would, with its
-        time limit changed."""
+        `settings` lines (`limit`, `attempts`, `retry_seconds`) changed."""
         script = self.lib_dir / PULL_SCRIPT
-        if limit is not None:
-            script.write_text(with_settings(script.read_text(), {"limit": str(limit)}))
+        script.write_text(with_settings(script.read_text(), settings or {}))
         self.pulls.write_text("")
         return self._run(script, **fakes)
+
+    def pull_attempts(self) -> dict[str, int]:
+        """image → how many times the pull script started pulling it."""
+        attempts: dict[str, int] = {}
+        for line in self.pulls.read_text().splitlines():
+            what, image, _ = line.split()
+            attempts[image] = attempts.get(image, 0) + (what == "start")
+        return attempts
 
     def pull_times(self) -> dict[str, dict[str, int]]:
         """image → {"start": ns, "end": ns} (no "end" for a pull that failed or was stopped)."""

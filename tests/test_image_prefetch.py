@@ -1,28 +1,31 @@
 """The images a GPU node pulls ahead are the ones its GPU Operator will start there: the program's
 derivation (config/gpu_operator.py, through the tenant's rendered chart values) equals the set
-derived from our record of the pinned chart (tests/data/gpu-operator-v25.10.1-values.yaml,
-tests/gpu_operator_chart.py), for each tenant's GPU Operator settings. What the node template
+tests/gpu_operator_chart.py derives from the pinned chart's own files, recorded byte for byte from
+upstream under config/charts/, for each tenant's GPU Operator settings. What the node template
 makes of the list is tested in test_node_template.py."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
+import shutil
 
 import pytest
-from gpu_operator_chart import RECORD, gpu_node_images
+from gpu_operator_chart import CHART, CHART_DIR, NFD_CHART, NFD_VALUES, VALUES, gpu_node_images, image
 
 from components.tenant_documents import gpu_operator_images, gpu_operator_images_annotation, gpu_operator_values, operator_values
 from components.tenant_vcluster import GPU_OPERATOR_IMAGES_ANNOTATION
 from config.catalog import load_catalog
-from config.gpu_operator import CHARTS, node_images
+from config.gpu_operator import CHARTS_DIR, HEADER_END, RecordError, node_images, read_record, recorded_chart, recorded_versions
 from config.stack import load_stack
 from config.tenant import GpuOperator
 from config.versions import GPU_OPERATOR_VERSION
 from shipped_stacks import SHIPPED_DIR, problems, shipped_values
 
 VCI = "kubernetes:management.loft.sh/v1:VirtualClusterInstance"
-DCGM_EXPORTER = "nvcr.io/nvidia/k8s/dcgm-exporter:4.4.2-4.7.0-distroless"
-MIG_MANAGER = "nvcr.io/nvidia/cloud-native/k8s-mig-manager:v0.13.1"
+DCGM_EXPORTER = image(VALUES, "dcgmExporter")
+MIG_MANAGER = image(VALUES, "migManager")
 
 SETTINGS = {
     "defaults": GpuOperator(),
@@ -30,11 +33,62 @@ SETTINGS = {
     "MIG manager off": GpuOperator(mig_manager=False),
     "ServiceMonitor on": GpuOperator(service_monitor=True),
 }
+# What each recorded file is: its path in the upstream repository, at the release's tag, or, for
+# the published chart's Chart.yaml, inside the release's chart archive on the gh-pages branch.
+NFD = "charts/node-feature-discovery"
+RECORDED_FROM = {
+    "values.yaml": "deployments/gpu-operator/values.yaml",
+    "Chart.yaml": f"stable/gpu-operator-{GPU_OPERATOR_VERSION}.tgz, member gpu-operator/Chart.yaml",
+    f"{NFD}/Chart.yaml": f"deployments/gpu-operator/{NFD}/Chart.yaml",
+    f"{NFD}/values.yaml": f"deployments/gpu-operator/{NFD}/values.yaml",
+}
+
+
+def _header(path) -> dict[str, str]:
+    header = path.read_bytes().partition(HEADER_END)[0].decode()
+    return dict(re.findall(r"^# ([a-z0-9-]+): (.*)$", header, flags=re.M))
 
 
 def test_the_record_is_of_the_pinned_chart():
-    assert RECORD["chart"]["version"] == RECORD["chart"]["appVersion"] == GPU_OPERATOR_VERSION
-    assert set(CHARTS) == {GPU_OPERATOR_VERSION}
+    assert recorded_versions() == {GPU_OPERATOR_VERSION}
+    assert CHART["name"] == "gpu-operator" and CHART["version"] == CHART["appVersion"] == GPU_OPERATOR_VERSION
+    [nfd] = [d for d in CHART["dependencies"] if d["name"] == "node-feature-discovery"]
+    assert nfd["version"].removeprefix("v") == NFD_CHART["version"]
+    chart = recorded_chart(GPU_OPERATOR_VERSION)
+    assert (chart.app_version, chart.nfd_app_version, chart.nfd_condition) == (CHART["appVersion"], NFD_CHART["appVersion"], ("nfd", "enabled"))
+
+
+def test_each_recorded_file_is_the_upstream_file_its_header_names():
+    """Only comment lines are added, above the end-of-header line; below it the bytes have the
+    sha256 the header gives, computed from the upstream file when it was recorded."""
+    recorded = sorted(p.relative_to(CHART_DIR).as_posix() for p in CHARTS_DIR.rglob("*") if p.is_file())
+    assert recorded == sorted(RECORDED_FROM)
+    for name, source in RECORDED_FROM.items():
+        path = CHART_DIR / name
+        header, end, body = path.read_bytes().partition(HEADER_END)
+        assert end and all(line.startswith(b"#") for line in header.splitlines()), name
+        fields = _header(path)
+        assert fields["source-repo"] == "NVIDIA/gpu-operator" and fields["source-path"] == source, name
+        if name == "Chart.yaml":
+            assert re.fullmatch(r"branch gh-pages \(commit [0-9a-f]{40}\)", fields["source-ref"])
+        else:
+            assert re.fullmatch(rf"tag {GPU_OPERATOR_VERSION} \(commit [0-9a-f]{{40}}\)", fields["source-ref"])
+            assert fields["source-url"] == f"https://github.com/NVIDIA/gpu-operator/blob/{GPU_OPERATOR_VERSION}/{source}"
+        assert hashlib.sha256(body).hexdigest() == fields["sha256"], name
+
+
+def test_a_recorded_file_that_is_not_the_upstream_file_is_refused(tmp_path):
+    copy = tmp_path / "values.yaml"
+    shutil.copy(CHART_DIR / "values.yaml", copy)
+    claimed = _header(copy)["sha256"]
+    edited = copy.read_bytes() + b"\n"  # one byte more than upstream's
+    copy.write_bytes(edited)
+    actual = hashlib.sha256(edited.partition(HEADER_END)[2]).hexdigest()
+    with pytest.raises(RecordError, match=f"values.yaml: the upstream file's sha256 is {actual}, its header says {claimed}"):
+        read_record(copy)
+    copy.write_bytes(edited.partition(HEADER_END)[2])
+    with pytest.raises(RecordError, match="values.yaml: no header ending '# gpu-platform: end of header' with one '# sha256:' line"):
+        read_record(copy)
 
 
 @pytest.mark.parametrize("gpu", ["nvidia-l4", "nvidia-tesla-t4", "nvidia-tesla-a100", "nvidia-h100-80gb"])
@@ -57,19 +111,43 @@ def test_dcgm_off_leaves_out_the_exporter_and_mig_on_adds_the_mig_manager():
     assert set(a100) - set(l4) == {MIG_MANAGER}
 
 
+DIGEST = "sha256:" + "0" * 64
+
+
 @pytest.mark.parametrize(
     "overrides",
     [
-        {"driver": {"enabled": False}, "dcgm": {"enabled": True}, "nodeStatusExporter": {"enabled": True}},
-        {"driver": {"enabled": False}, "nfd": {"enabled": False}, "gfd": {"enabled": False}, "toolkit": {"enabled": False}},
+        {"dcgm": {"enabled": True}, "nodeStatusExporter": {"enabled": True}},
+        {"nfd": {"enabled": False}, "gfd": {"enabled": False}, "toolkit": {"enabled": False}},
+        {"devicePlugin": {"version": DIGEST}, "validator": {"version": "v25.10.0"}, "toolkit": {"repository": "mirror.example.com/nvidia"}},
+        {"node-feature-discovery": {"image": {"tag": "v0.18.3"}}},
+        {"node-feature-discovery": {"worker": {"enable": False}}},
     ],
-    ids=["standalone DCGM and node status exporter on", "NFD, GFD and toolkit off"],
+    ids=["standalone DCGM and node status exporter on", "NFD, GFD and toolkit off", "a digest, a version, a mirror", "NFD tag", "NFD worker off"],
 )
-def test_every_recorded_switch_derives_as_the_chart_does(overrides):
-    """Switches our settings never flip, flipped: the program's record and derivation still agree
-    with the chart's, key by key."""
+def test_every_switch_and_image_field_derives_as_the_chart_does(overrides):
+    """Values our settings never give, given: the program's derivation still agrees with the one
+    from the chart's files, key by key."""
+    overrides = {"driver": {"enabled": False}, **overrides}
     for mig_capable in (False, True):
-        assert set(node_images(GPU_OPERATOR_VERSION, overrides, mig_capable=mig_capable)) == gpu_node_images(overrides, mig_capable=mig_capable)
+        derived = node_images(GPU_OPERATOR_VERSION, overrides, mig_capable=mig_capable)
+        assert len(derived) == len(set(derived))
+        assert set(derived) == gpu_node_images(overrides, mig_capable=mig_capable)
+
+
+def test_the_image_fields_are_joined_as_the_operator_joins_them():
+    derived = node_images(GPU_OPERATOR_VERSION, {"driver": {"enabled": False}, "devicePlugin": {"version": DIGEST}}, mig_capable=False)
+    plugin = VALUES["devicePlugin"]
+    assert f"{plugin['repository']}/{plugin['image']}@{DIGEST}" in derived
+    # The validator's version is left unset in values.yaml: the chart's appVersion.
+    assert "version" not in VALUES["validator"]
+    assert f"{VALUES['validator']['repository']}/{VALUES['validator']['image']}:{CHART['appVersion']}" in derived
+    assert f"{NFD_VALUES['image']['repository']}:{NFD_CHART['appVersion']}" in derived
+
+
+def test_an_operand_without_a_version_names_the_key():
+    with pytest.raises(ValueError, match=f"GPU Operator {GPU_OPERATOR_VERSION}: toolkit has no repository, image and version to name its image by"):
+        node_images(GPU_OPERATOR_VERSION, {"driver": {"enabled": False}, "toolkit": {"version": ""}}, mig_capable=False)
 
 
 def test_an_enabled_driver_cannot_be_pulled_ahead():
@@ -93,6 +171,7 @@ def test_each_tenant_hands_its_nodes_the_list_of_its_settings(runs):
         for plan in loaded.tenants:
             tenant = plan.tenant
             annotations = runs[stack].one(VCI, tenant.name).input("metadata", "annotations")
+            assert annotations[GPU_OPERATOR_IMAGES_ANNOTATION] == gpu_operator_images_annotation(tenant.gpu_operator, [p.gpu for p in tenant.gpu_pools])
             handed = json.loads(annotations[GPU_OPERATOR_IMAGES_ANNOTATION])
             assert set(handed) == {p.gpu for p in tenant.gpu_pools}
             for gpu, images in handed.items():
@@ -114,7 +193,7 @@ def test_the_plan_says_what_each_tenants_gpu_nodes_pull_ahead(warm_plan):
     assert f"    image prefetch: each GPU node pulls its GPU Operator images at once as containerd starts (images per GPU type: nvidia-l4 {count})" in text
     unrecorded = dataclasses.replace(nlp, prefetch_images={}, gpu_operator_version="v25.3.4")
     assert _prefetch_line(unrecorded) == (
-        "image prefetch: none (the images of GPU Operator v25.3.4 are not recorded in config/gpu_operator.py; the kubelet pulls them one by one)"
+        "image prefetch: none (the images of GPU Operator v25.3.4 are not recorded in config/charts/; the kubelet pulls them one by one)"
     )
 
 

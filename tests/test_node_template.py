@@ -12,6 +12,7 @@ Two kinds of tests, neither needs a cloud:
 from __future__ import annotations
 
 import email
+import functools
 import email.message
 import json
 import re
@@ -23,6 +24,7 @@ import pytest
 from config import node_properties as props
 from config.catalog import BUILTIN, GUEST, load_catalog
 from config.stack import load_stack
+from shipped_stacks import SHIPPED_DIR, shipped_values
 from config.stack_files import read_stack_values
 from node_boot_support import DROPIN_DIR_LINE, FABRIC_MANAGER_DROPIN, PATH_UNIT, PULL_SCRIPT, SERVICE_UNIT, Node, images_of
 from components.showback import GPU_NODE_LABEL, TENANT_LABEL
@@ -491,6 +493,25 @@ def _prefetch(settings: str) -> dict[str, str]:
     return {GPU_OPERATOR_IMAGES_ANNOTATION: gpu_operator_images_annotation(PREFETCH_SETTINGS[settings], PREFETCH_GPUS)}
 
 
+# The node type sample of each GPU a shipped tenant's pools use.
+SAMPLE_OF_GPU = {"nvidia-tesla-t4": "t4-n1", "nvidia-l4": "l4-g2", "nvidia-tesla-a100": "a100-a2"}
+
+
+@functools.cache
+def _shipped_prefetch() -> dict[str, tuple[GpuOperator, str, dict[str, str]]]:
+    """scenario → (settings, GPU, annotation) for each GPU pool of each shipped inline tenant, the
+    annotation as TenantVCluster writes it for the tenant (test_image_prefetch.py checks that)."""
+    found = {}
+    for stack in ("dev", "prod"):
+        for plan in load_stack(shipped_values(stack), stack=stack, project_dir=SHIPPED_DIR).tenants:
+            tenant = plan.tenant
+            gpus = [pool.gpu for pool in tenant.gpu_pools]
+            annotation = {GPU_OPERATOR_IMAGES_ANNOTATION: gpu_operator_images_annotation(tenant.gpu_operator, gpus)}
+            for gpu in gpus:
+                found[f"prefetch-shipped-{stack}-{tenant.name}-{gpu}"] = (tenant.gpu_operator, gpu, annotation)
+    return found
+
+
 @pytest.fixture(scope="module")
 def evaluated(samples, instance, preconditions, local_values, tmp_path_factory):
     binary = require_tofu()
@@ -560,6 +581,9 @@ def evaluated(samples, instance, preconditions, local_values, tmp_path_factory):
             "prefetch-unsafe": _vcluster(l4, annotations={GPU_OPERATOR_IMAGES_ANNOTATION: json.dumps(
                 {"nvidia-l4": ["nvcr.io/nvidia/a:1;reboot", "$(reboot)", "a b:1", "nvcr.io/nvidia/k8s-device-plugin:v0.18.1", 7]})}),
         }
+    )
+    scenarios.update(
+        {name: _vcluster(dict(samples[SAMPLE_OF_GPU[gpu]].properties), annotations=annotation) for name, (_, gpu, annotation) in _shipped_prefetch().items()}
     )
     probe = {f"local.{name}": f"local.{name}" for name in local_values}
     probe.update({f"arg.{path}": expression for path, expression in _argument_expressions(instance).items()})
@@ -992,6 +1016,19 @@ def test_a_gpu_node_pulls_the_image_set_of_the_pinned_chart(evaluated, scenario,
     assert any("dcgm-exporter" in i for i in pulled) == (settings == "defaults")
 
 
+def test_each_shipped_tenants_gpu_nodes_pull_the_image_set_of_the_pinned_chart(evaluated):
+    """Every GPU pool of the shipped stacks' tenants: what its node's boothook pulls is the set
+    derived from the pinned chart's files for the tenant's settings."""
+    shipped = _shipped_prefetch()
+    assert {gpu for _, gpu, _ in shipped.values()} == set(SAMPLE_OF_GPU)
+    for scenario, (settings, gpu, _) in shipped.items():
+        result = evaluated[scenario]
+        assert failures(result) == [], scenario
+        pulled = images_of(_named_parts(result["arg.metadata"]["user-data"])["gpu-platform-image-prefetch"])
+        assert len(pulled) == len(set(pulled)), scenario
+        assert set(pulled) == gpu_node_images(operator_values(settings), mig_capable=load_catalog().gpus[gpu].mig), scenario
+
+
 def test_an_exposed_gpu_node_prefetches_too(evaluated):
     parts = _named_parts(evaluated["prefetch-exposed"]["arg.metadata"]["user-data"])
     assert list(parts) == ["gpu-platform-image-prefetch", "vcluster-platform"]
@@ -1092,7 +1129,8 @@ def test_the_gpu_nodes_page_states_the_prefetchs_bounds(prefetch_boothook, tmp_p
     pull_script = (node.lib_dir / PULL_SCRIPT).read_text().splitlines()
     assert "systemctl_seconds=30" in prefetch_boothook.splitlines() and "each `systemctl` call stopped after 30 s" in text
     assert "limit=600" in pull_script and "each is stopped after 600 s" in text
-    assert "TimeoutStartSec=660" in node.unit(SERVICE_UNIT) and "the service after 660 s" in text
+    assert {"attempts=3", "retry_seconds=10"} <= set(pull_script) and "tried up to 3 times, 10 s apart, within those 600 s" in text
+    assert "TimeoutStartSec=660" in node.unit(SERVICE_UNIT) and "the service is stopped after 660 s" in text
     assert "no unit is ordered after the prefetch or needs it" in text
 
 
@@ -1113,15 +1151,43 @@ def test_the_pulls_run_at_once_each_logged(prefetch_boothook, tmp_path):
     assert run.stdout.splitlines()[-1] == "gpu-platform prefetch: done"
 
 
+def _image(images: list[str], name: str) -> str:
+    [image] = [i for i in images if f"/{name}:" in i]
+    return image
+
+
 def test_a_failed_or_hanging_pull_is_logged_bounded_and_never_fails(prefetch_boothook, tmp_path):
+    """A limit of 1 s leaves no room for another attempt 10 s later: one attempt each."""
     node = Node(tmp_path)
     node.boot(prefetch_boothook)
-    run = node.pull(limit=1, pull_fail="dcgm-exporter", pull_hang="k8s-device-plugin")
+    images = images_of(prefetch_boothook)
+    run = node.pull(settings={"limit": "1"}, pull_fail="dcgm-exporter", pull_hang="k8s-device-plugin")
     assert run.status == 0
     assert run.seconds < 10  # the hanging pull is stopped at the limit, not after its 30 s
-    assert "gpu-platform prefetch: nvcr.io/nvidia/k8s-device-plugin:v0.18.1 not pulled (status 124" in run.stdout
-    assert "gpu-platform prefetch: nvcr.io/nvidia/k8s/dcgm-exporter:4.4.2-4.7.0-distroless not pulled (status 1 " in run.stdout
-    assert "gpu-platform prefetch: pulled nvcr.io/nvidia/gpu-operator:v25.10.1 in " in run.stdout
+    assert f"gpu-platform prefetch: {_image(images, 'k8s-device-plugin')} not pulled (status 124 " in run.stdout
+    assert f"gpu-platform prefetch: {_image(images, 'dcgm-exporter')} not pulled (status 1 " in run.stdout
+    assert ", 1 of 3 attempts, limit 1 s)" in run.stdout and "again in" not in run.stdout
+    assert f"gpu-platform prefetch: pulled {_image(images, 'gpu-operator')} in " in run.stdout
+    assert set(node.pull_attempts().values()) == {1}
+
+
+def test_a_pull_that_fails_is_tried_again_up_to_three_times(prefetch_boothook, tmp_path):
+    """Pulls in flight fail when the join restarts containerd: the next attempt, `retry_seconds`
+    later (10 s as rendered, none here), gets the image; one that keeps failing stops after three."""
+    node = Node(tmp_path)
+    node.boot(prefetch_boothook)
+    images = images_of(prefetch_boothook)
+    script = (node.lib_dir / PULL_SCRIPT).read_text().splitlines()
+    assert {"attempts=3", "retry_seconds=10", "limit=600"} <= set(script)
+    flaky, failing = _image(images, "k8s-device-plugin"), _image(images, "dcgm-exporter")
+    run = node.pull(settings={"retry_seconds": "0"}, pull_flaky="k8s-device-plugin", flaky_failures="2", pull_fail="dcgm-exporter")
+    assert run.status == 0
+    attempts = node.pull_attempts()
+    assert attempts == {image: 3 if image in (flaky, failing) else 1 for image in images}
+    assert f"gpu-platform prefetch: {flaky} attempt 2 failed (status 1), again in 0 s" in run.stdout
+    assert re.search(rf"^gpu-platform prefetch: pulled {re.escape(flaky)} in \d+ s \(attempt 3\)$", run.stdout, re.M)
+    assert re.search(rf"^gpu-platform prefetch: {re.escape(failing)} not pulled \(status 1 after \d+ s, 3 of 3 attempts, limit 600 s\)$", run.stdout, re.M)
+    assert run.stdout.splitlines()[-1] == "gpu-platform prefetch: done"
 
 
 def test_without_crictl_ctr_pulls_into_the_kubelets_namespace_and_without_either_nothing_fails(prefetch_boothook, tmp_path):

@@ -220,7 +220,7 @@ def _prefetch_line(tenant) -> str:
     if not images:
         return (
             f"image prefetch: none (the images of GPU Operator {tenant.gpu_operator_version or '?'} are not recorded in "
-            "config/gpu_operator.py; the kubelet pulls them one by one)"
+            "config/charts/; the kubelet pulls them one by one)"
         )
     counts = ", ".join(f"{gpu} {len(found)}" for gpu, found in images.items())
     return f"image prefetch: each GPU node pulls its GPU Operator images at once as containerd starts (images per GPU type: {counts})"

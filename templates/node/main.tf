@@ -356,10 +356,15 @@ locals {
     mkdir -p "$unit_dir" "$lib_dir" || skip "directories"
     cat >"$pull_script" <<'PULL' || skip "pull script"
     #!/bin/sh
-    # Every image at once, each bounded; logs each; exits 0 whatever happens.
+    # Every image at once, each bounded; logs each; exits 0 whatever happens. A failed pull is
+    # tried again, up to `attempts` times within the image's `limit`: a containerd restart by the
+    # join (whose script is not public) would fail the pulls in flight, and this service runs once
+    # per boot.
     images='${join(" ", local.prefetch_images)}'
     socket=/run/containerd/containerd.sock
     limit=600
+    attempts=3
+    retry_seconds=10
     if command -v crictl >/dev/null 2>&1; then
       pull="crictl --runtime-endpoint unix://$socket pull"
     elif command -v ctr >/dev/null 2>&1; then
@@ -372,12 +377,27 @@ locals {
     for image in $images; do
       (
         start=$(date +%s)
-        timeout "$limit" $pull "$image" >/dev/null 2>&1
-        status=$?
+        left=$limit
+        tried=0
+        while :; do
+          tried=$((tried + 1))
+          timeout "$left" $pull "$image" >/dev/null 2>&1
+          status=$?
+          if [ "$status" -eq 0 ] || [ "$tried" -ge "$attempts" ]; then
+            break
+          fi
+          # Another attempt only with time left after the wait (`timeout 0` would not stop it at all).
+          left=$((limit - ($(date +%s) - start) - retry_seconds))
+          if [ "$left" -le 0 ]; then
+            break
+          fi
+          echo "gpu-platform prefetch: $image attempt $tried failed (status $status), again in $retry_seconds s"
+          sleep "$retry_seconds"
+        done
         if [ "$status" -eq 0 ]; then
-          echo "gpu-platform prefetch: pulled $image in $(($(date +%s) - start)) s"
+          echo "gpu-platform prefetch: pulled $image in $(($(date +%s) - start)) s (attempt $tried)"
         else
-          echo "gpu-platform prefetch: $image not pulled (status $status after $(($(date +%s) - start)) s, limit $limit s)"
+          echo "gpu-platform prefetch: $image not pulled (status $status after $(($(date +%s) - start)) s, $tried of $attempts attempts, limit $limit s)"
         fi
       ) &
     done
