@@ -34,7 +34,14 @@ normal way: its node termination controller deletes the node's NodeClaim, drains
 the cloud provider delete the instance and only then lets the Node go (v1.14.1
 pkg/controllers/node/termination/controller.go `finalize`, `awaitInstanceTermination`), as
 `vcluster node delete` deletes a private node (loft-sh/vcluster v0.36.1
-cmd/vclusterctl/cmd/node/delete.go). A node without that finalizer is not Karpenter's (joined by
+cmd/vclusterctl/cmd/node/delete.go). The same holds where the claims list fine but none names
+the node as its own (`status.nodeName`): the finalizer says Karpenter registered it, and its
+termination controller finds the claim by the node's provider ID (v1.14.1 pkg/utils/node/node.go
+`NodeClaimForNode`), not by that name, which registration writes only after it has put the
+finalizer on the node (registration.go `Reconcile`: `syncNode`, then `Status.NodeName` once the
+registration hooks are done). Only if Karpenter finds no claim at all does it drain and release
+the Node without deleting an instance (`awaitInstanceTermination` has nothing to delete); the
+event then still names the node. A node without that finalizer is not Karpenter's (joined by
 hand): deleting it would drop the object and leave its VM running, so the watchdog leaves it and
 records why.
 
@@ -264,9 +271,10 @@ class Outcome:
 
 
 def remove(api: Api, removal: Removal, claims_error: ApiError | None) -> Outcome:
-    """Make the node go: its NodeClaim deleted, else (the NodeClaim API refusing: `claims_error`
-    for the list, 403/404 for the delete) the Node, when Karpenter's finalizer on it makes that
-    delete its claim and VM. A node no claim launched is left: neither delete would stop its VM."""
+    """Make the node go: its NodeClaim deleted, else the Node, when Karpenter's finalizer on it
+    makes that delete its claim and VM: where the NodeClaim API refuses (`claims_error` for the
+    list, 403/404 for the delete), or where the claims listed name none for the node. A node without
+    that finalizer and without a claim is left: neither delete would stop its VM."""
     refused = [str(claims_error)] if claims_error else []
     if removal.claim:
         try:
@@ -277,7 +285,16 @@ def remove(api: Api, removal: Removal, claims_error: ApiError | None) -> Outcome
                 raise
             refused.append(str(e))
     elif claims_error is None:
-        return Outcome(NOT_REMOVED, f"{removal.message}: not removed: no NodeClaim launched it (joined by hand?), so it is left for an operator", False)
+        if not removal.karpenter:
+            return Outcome(
+                NOT_REMOVED,
+                f"{removal.message}: not removed: no NodeClaim launched it and it has no {TERMINATION_FINALIZER} finalizer (joined by hand?), "
+                "so deleting the Node would leave its VM running; it is left for an operator",
+                False,
+            )
+        # Karpenter's node all the same: its claim may not name it yet (module docstring), and
+        # Karpenter finds the claim by the node's provider ID, not by name.
+        refused.append("no NodeClaim listed names it as its node")
     why = "; ".join(refused)
     if not removal.karpenter:
         return Outcome(

@@ -19,6 +19,7 @@ from config.platform_access import (
     OIDC_CLIENT_SECRET_ENV,
     OIDC_SECRET,
     OIDC_SECRET_KEY,
+    SOURCE_RANGE_ANNOTATION,
     Sso,
     oidc_config,
 )
@@ -72,10 +73,6 @@ if ! kubectl --kubeconfig "$kubeconfig" -n {PLATFORM_NAMESPACE} get secret {OIDC
   exit 1
 fi
 """
-# ingress-nginx reads an Ingress's allowed client ranges from this annotation (kubernetes/ingress-nginx
-# internal/ingress/annotations/ipallowlist/main.go: `whitelist-source-range`, the alias every release
-# reads; newer ones also `allowlist-source-range`; read at commit 38b133a1e8d446aa75ba6bb9288a4fc53d987d3c).
-SOURCE_RANGE_ANNOTATION = "nginx.ingress.kubernetes.io/whitelist-source-range"
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,8 @@ components/gpu_watchdog.py, shipped in a ConfigMap): its namespace, identity, le
 Deployment. Pure data, installed with the tenant's other objects (components/tenant_documents.py).
 
 What it may do, and nothing more: list and delete Nodes (their labels, finalizers, creation time and
-GPU capacity; a node is deleted only where the NodeClaim API refuses and Karpenter's finalizer on
-the node takes its claim and VM along), list and delete Karpenter NodeClaims (a deleted claim takes
+GPU capacity; a node is deleted only where the NodeClaim API refuses or lists no claim for it, and
+only when Karpenter's finalizer on the node takes its claim and VM along), list and delete Karpenter NodeClaims (a deleted claim takes
 its node and VM with it), create Events in `default` (where events about nodes go). It cannot read pods, secrets or anything namespaced, and
 runs as a non-root user with no capabilities and a read-only root filesystem: the Pod Security
 Standard `restricted`, which its namespace enforces, so it needs no exemption from the tenant's

@@ -157,7 +157,7 @@ class PlatformConfig(ConfigModel):
     sso: Sso | None = None
     """Log in to the platform through an OpenID Connect provider, and password login off; needs publicHost."""
     ingress_source_ranges: tuple[str, ...] | None = None
-    """With ingressClass: the source ranges (IPv4 CIDRs) the chart's Ingress admits; unset: every address."""
+    """With an ingress-nginx ingressClass (its name contains nginx; other controllers ignore the ranges): the source ranges (IPv4 CIDRs) the chart's Ingress admits, which needs the controller to see clients' own addresses (its Service with externalTrafficPolicy: Local, docs/security.md); unset: every address."""
 
 
 class Disk(ConfigModel):

@@ -34,6 +34,12 @@ OIDC_SECRET_KEY = "clientSecret"
 OIDC_CLIENT_SECRET_ENV = "OIDC_CLIENT_SECRET"
 OIDC_CALLBACK_PATH = "/auth/oidc/callback"
 
+# ingress-nginx reads an Ingress's allowed client ranges from this annotation (kubernetes/ingress-nginx
+# internal/ingress/annotations/ipallowlist/main.go: `whitelist-source-range`, the alias every release
+# reads; newer ones also `allowlist-source-range`; read at commit 38b133a1e8d446aa75ba6bb9288a4fc53d987d3c).
+# Other controllers ignore it: it takes effect only with an ingress-nginx class (`is_nginx_class`).
+SOURCE_RANGE_ANNOTATION = "nginx.ingress.kubernetes.io/whitelist-source-range"
+
 HTTPS_URL = Syntax(r"^https://[A-Za-z0-9.-]+(:[0-9]+)?(/[^\s]*)?$")
 CLAIM = Syntax(r"^[A-Za-z0-9_.:/-]{1,100}$")
 
@@ -68,6 +74,15 @@ def check_platform_access(platform: Any, problems: Problems) -> None:
                     "platform.ingressSourceRanges",
                     "applies only with platform.ingressClass (the chart's Ingress carries the ranges); set ingressClass and publicHost",
                 )
+            elif not is_nginx_class(platform.ingress_class):
+                problems.add(
+                    "platform.ingressSourceRanges",
+                    f"takes effect only under ingress-nginx (the ranges are its annotation {SOURCE_RANGE_ANNOTATION}), but "
+                    f"platform.ingressClass is {shown(platform.ingress_class)}, whose controller ignores it and would admit every address; "
+                    "allowed: an ingressClass of ingress-nginx (its name contains 'nginx', like the chart's default nginx), "
+                    "or leave ingressSourceRanges out (GCE ingress has no source-range annotation: limit it with a Cloud Armor "
+                    "policy of your own)",
+                )
             if not ranges:
                 problems.add("platform.ingressSourceRanges", "lists no range, so nobody could reach the UI; leave it out to admit every address")
             for i, cidr in enumerate(ranges):
@@ -83,6 +98,16 @@ def check_platform_access(platform: Any, problems: Problems) -> None:
             if quantity(text) is None:
                 example = "4 or 4000m" if resource == "cpu" else "8Gi"
                 problems.add(f"platform.controlPlaneMaximum.{resource}", f"{shown(text)} is not a Kubernetes quantity like {example}")
+
+
+def is_nginx_class(ingress_class: str) -> bool:
+    """Whether an IngressClass name is taken for one of ingress-nginx. The program cannot see which
+    controller serves a class (that is the cluster's IngressClass object), so it goes by the name:
+    ingress-nginx's chart names its class `nginx` (kubernetes/ingress-nginx tag
+    controller-v1.15.1, charts/ingress-nginx/values.yaml `controller.ingressClassResource.name`),
+    and a second controller's class is named after it by convention (docs/faq.md there:
+    `nginx-two`); `gce`, `gce-internal` and other controllers' classes are refused."""
+    return "nginx" in ingress_class
 
 
 def _check_sso(sso: Sso, platform: Any, problems: Problems) -> None:

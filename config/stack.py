@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from . import fabric_manager
 from .catalog import Catalog, load_catalog
 from .environment import (
     ENVIRONMENTS,
@@ -226,6 +227,7 @@ def _load_environment_stack(values, environment, stack, project_dir, catalog, pr
         problems.note("the GPU quota of all tenants together (quotaPolicy fail) is checked once the problems above are fixed")
     if problems:
         return None
+    plans = tuple(plan_tenant(t, facts) for t in tenants)
     return EnvironmentStack(
         stack=stack,
         environment=environment,
@@ -236,11 +238,12 @@ def _load_environment_stack(values, environment, stack, project_dir, catalog, pr
         node_provider=node_provider,
         offer=offer,
         facts=facts,
-        tenants=tuple(plan_tenant(t, facts) for t in tenants),
+        tenants=plans,
         warnings=(
             *environment_warnings(environment, cluster, node_provider),
             *image_family_warnings(node_provider, catalog),
             *(shared_warning(f"tenants[{i}]", t.name, project) for i, t in enumerate(tenants) if t.isolation == SHARED),
+            *(w for i, plan in enumerate(plans) for w in fabric_manager.warnings(f"tenants[{i}]", plan)),
             *quota_warnings,
         ),
         quota=quota,
@@ -292,9 +295,11 @@ def _load_tenant_stack(values, environment, stack, project_dir, catalog, problem
     warnings = _quota_verdict(quota, env.node_provider.quota_policy, lambda line: "tenant.gpuPools", problems)
     if problems:
         return None
+    plan = plan_tenant(tenant, env.facts)
+    warnings = (*fabric_manager.warnings("tenant", plan), *warnings)
     if tenant.isolation == SHARED:
         warnings = (shared_warning("tenant", tenant.name, env.project), *warnings)
-    return TenantStack(stack, env.environment, reference, env.facts, plan_tenant(tenant, env.facts), warnings, quota)
+    return TenantStack(stack, env.environment, reference, env.facts, plan, warnings, quota)
 
 
 def _environment_of(reference: Any, stack: str, project_dir: Path, catalog: Catalog, problems: Problems) -> EnvironmentStack | Broken:

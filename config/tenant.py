@@ -15,7 +15,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from . import isolation
+from . import fabric_manager, isolation
 from . import node_properties as props
 from .availability import load_availability
 from .base import DNS_LABEL, DURATION, ConfigModel, Duration, Syntax, duration_seconds, parse_cidr, quantity, read_cidr
@@ -65,6 +65,8 @@ class GpuPool(ConfigModel):
     """Nodes of the pool's cheapest shape kept running at all times, so a pod gets a GPU without waiting for a VM (they count against maxGpus and cost money while idle)."""
     spot_warm_nodes: bool = False
     """Allow warmNodes in a Spot pool, whose warm nodes Compute Engine may preempt at any moment."""
+    fabric_manager_verified: bool = False
+    """The GPU image is checked to ship NVIDIA Fabric Manager, which the pool's NVSwitch machine types (8 or 16 A100, H100 or H200) need; required in prod for them unless config/catalog.yaml records the image family's fabricManager: shipped (otherwise warned about: docs/gpu-nodes.md, "Fabric Manager")."""
 
 
 class CpuPool(ConfigModel):
@@ -547,6 +549,10 @@ def _check_pool(pool_path: str, i: int, pool: GpuPool, facts: EnvironmentFacts, 
         )
     with problems.checking(f"{pool_path}.machineTypes"):
         _check_shapes(pool_path, pool, per_node, facts, problems)
+    if facts.environment == "prod" and not problems.has_problems(f"{pool_path}.machineTypes", f"{pool_path}.maxVcpusPerGpu"):
+        problem = fabric_manager.prod_problem(pool_node_types(pool, per_node, facts), pool.fabric_manager_verified)
+        if problem:
+            problems.add(f"{pool_path}.{fabric_manager.KEY}", problem)
     quota = facts.gpu_quota.get(pool.gpu, 0)
     if pool.max_gpus > quota:
         problems.add(

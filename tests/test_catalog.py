@@ -295,6 +295,9 @@ def _load_variant(tmp_path: Path, change) -> None:
         # An N1 "whole VM" would get its attached GPUs added a second time.
         (lambda raw: raw["prices"]["europe-west4"]["machines"].update({"n1-standard-4": raw["prices"]["europe-west4"]["hosts"].pop("n1-standard-4")}), "prices.europe-west4.machines.n1-standard-4: has no built-in GPUs, so its price is a host price; move it to hosts"),
         (lambda raw: raw["prices"]["europe-west4"].update({"families": {"n1": {"vcpu": 0.03, "memoryGb": 0.004, "from": "ratio"}}}), "prices.europe-west4.families: not a price section; allowed: disks, forwardingRule, gpus, hosts, machines, read, sources"),
+        # What a Fabric Manager mark can mean (config/fabric_manager.py).
+        (lambda raw: raw["images"]["gpu"]["families"][raw["images"]["gpu"]["family"]].update(fabricManager="yes"), ".fabricManager: 'yes'; allowed: shipped, unknown"),
+        (lambda raw: raw["machines"]["e2-standard-4"].update(nvswitch=True), "machines.e2-standard-4: nvswitch without built-in GPUs"),
     ],
 )
 def test_impossible_pairings_cannot_enter_the_catalog(tmp_path, change, message):

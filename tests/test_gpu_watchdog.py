@@ -229,12 +229,43 @@ def test_a_node_without_karpenters_finalizer_is_never_deleted_as_a_node(capsys):
     assert err.startswith("gpu-watchdog: GPUNodeNotRemoved: ")
 
 
-def test_a_node_no_claim_launched_is_reported_and_left(capsys):
-    api = FakeApi([stale()], [claim("other", "n2")])
+def test_karpenters_node_that_no_listed_claim_names_is_deleted_as_a_node(capsys):
+    """The claims list fine, but none names n1 as its node (registration puts the finalizer on the
+    node before it writes status.nodeName): the finalizer says Karpenter registered it, and
+    deleting the Node has Karpenter find its claim by provider ID and delete the VM."""
+    api = FakeApi([stale()], [claim("other", "n2"), claim("unregistered", None)])
+    result, event, out, err = one_round(api, capsys)
+    assert api.requests("DELETE") == [NODE_N1] and result.failed == []
+    assert event["reason"] == "GPUNeverOffered"
+    assert event["message"] == (
+        f"{CAUSE}: deleted the Node instead (no NodeClaim listed names it as its node); "
+        "Karpenter's karpenter.sh/termination finalizer deletes its NodeClaim, then the platform deletes its VM"
+    )
+    assert out == f"gpu-watchdog: GPUNeverOffered: {event['message']}\n" and err == ""
+
+
+def test_karpenters_node_without_a_listed_claim_whose_delete_is_refused_fails_the_round(capsys):
+    api = FakeApi([stale()], [claim("other", "n2")], refused={("DELETE", NODE_N1): 403})
+    result, event, out, err = one_round(api, capsys)
+    assert api.requests("DELETE") == [NODE_N1] and result.failed == ["n1"]
+    assert event["reason"] == "GPUNodeNotRemoved"
+    assert event["message"] == (
+        f"{CAUSE}: not removed (no NodeClaim listed names it as its node; DELETE {NODE_N1} answered 403 Forbidden: not allowed); "
+        "its VM bills until an operator deletes its node claim in the platform"
+    )
+    assert out == "" and err == f"gpu-watchdog: GPUNodeNotRemoved: {event['message']}\n"
+
+
+def test_a_node_neither_a_claim_nor_karpenters_finalizer_claims_is_reported_and_left(capsys):
+    """Joined by hand: deleting the Node would drop it and leave its VM running."""
+    api = FakeApi([stale(karpenter=False)], [claim("other", "n2")])
     result, event, _, err = one_round(api, capsys)
     assert api.requests("DELETE") == [] and result.failed == []  # an operator's node, not the watchdog's failure
     assert event["reason"] == "GPUNodeNotRemoved"
-    assert event["message"] == f"{CAUSE}: not removed: no NodeClaim launched it (joined by hand?), so it is left for an operator"
+    assert event["message"] == (
+        f"{CAUSE}: not removed: no NodeClaim launched it and it has no karpenter.sh/termination finalizer (joined by hand?), "
+        "so deleting the Node would leave its VM running; it is left for an operator"
+    )
     assert err == f"gpu-watchdog: GPUNodeNotRemoved: {event['message']}\n"
 
 
@@ -302,6 +333,8 @@ BRANCHES = [  # what each branch of a round calls: its RBAC is the union
     FakeApi([stale()], [claim("c1", "n1")], refused={("DELETE", CLAIM_C1): 403}),
     FakeApi([stale()], [claim("c1", "n1")], refused={("DELETE", CLAIM_C1): 403, ("DELETE", NODE_N1): 403}),
     FakeApi([stale()], [], refused={("GET", wd.NODECLAIMS): 403}),
+    FakeApi([stale()], [claim("other", "n2")]),
+    FakeApi([stale(karpenter=False)], [claim("other", "n2")]),
 ]
 
 
@@ -383,7 +416,7 @@ def test_the_reliability_page_says_what_the_watchdog_does():
     [row] = [line for line in section("Reliability").splitlines() if line.startswith("| **A GPU node whose GPU never appears")]
     assert all(f"`{reason}`" in row for reason in (wd.NEVER_OFFERED, wd.LOST, wd.NOT_REMOVED))
     assert f"`reason={wd.NOT_REMOVED}`" in row
-    assert f"`{wd.TERMINATION_FINALIZER}` finalizer" in row and "(403, or 404)" in row and "it exits 1" in row
+    assert f"`{wd.TERMINATION_FINALIZER}` finalizer" in row and "(403, or 404), or lists no claim that names the node" in row and "it exits 1" in row
     assert f"kubectl get events -n {wd.EVENT_NAMESPACE} --field-selector reason={wd.NEVER_OFFERED}" in row
     assert f"`kubectl get pods -n {NAMESPACE}`" in row
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from config.catalog import load_catalog
 from config.stack import NS
 from config.stack_files import PROJECT_DIR, read_stack_values
 from shipped_stacks import SHIPPED_BOOTSTRAP, SHIPPED_STACKS, shipped_project
@@ -68,6 +69,40 @@ def test_a_team_that_cannot_be_added_gets_a_clear_error_and_nothing_is_written(p
     assert main(argv, project_dir=project) == 1
     err = capsys.readouterr().err
     assert err.startswith("error: ") and error in err and err.endswith("nothing was written\n")
+    assert files(project) == before
+
+
+def test_every_bad_argument_is_reported_at_once(project, capsys):
+    """`make team NAME=Bad! ENV=staging GPU=x MAX_GPUS=0`: four arguments wrong, four problems, each
+    named as its make variable with what is allowed; without an environment, GPU and MAX_GPUS are
+    judged by what holds in every one."""
+    before = files(project)
+    assert main(["--name", "Bad!", "--env", "staging", "--gpu", "x", "--max-gpus", "0"], project_dir=project) == 1
+    gpus = ", ".join(load_catalog().gpus)
+    assert capsys.readouterr().err == (
+        "error: 4 problems with the arguments:\n"
+        "  - NAME='Bad!' is not allowed; allowed: a DNS-1123 label (lowercase letters, digits and '-', starting with a letter) of at most 16 characters, not 'default'\n"
+        "  - ENV='staging' is not an environment stack of this project; allowed: dev, prod\n"
+        f"  - GPU='x' is not a GPU type of config/catalog.yaml; allowed: {gpus}\n"
+        "  - MAX_GPUS=0 is not allowed; allowed: at least 1, a multiple of the smallest shape of GPU in ENV\n"
+        "nothing was written\n"
+    )
+    assert files(project) == before
+
+
+def test_with_a_known_environment_each_argument_is_judged_by_it_and_all_are_reported(project, capsys):
+    before = files(project)
+    assert main(["--name", "nlp", "--env", "dev", "--gpu", "nvidia-h100-80gb", "--max-gpus", "0", "--cidr", "10.160.40.1/22"], project_dir=project) == 1
+    assert capsys.readouterr().err == (
+        "error: 4 problems with the arguments:\n"
+        "  - NAME='nlp' is taken in environment dev: tenants[0] of stack dev (Pulumi.dev.yaml) is a tenant of that name\n"
+        "  - GPU='nvidia-h100-80gb' is not offered by environment dev; allowed: nvidia-tesla-t4, nvidia-l4\n"
+        "  - MAX_GPUS=0 is not allowed; allowed: at least 1, a multiple of the smallest shape of GPU in ENV\n"
+        "  - CIDR='10.160.40.1/22' is malformed: host bits are set; did you mean 10.160.40.0/22?\n"
+        "nothing was written\n"
+    )
+    assert main(["--name", "robotics", "--env", "dev", "--gpu", "nvidia-l4", "--max-gpus", "0"], project_dir=project) == 1
+    assert "MAX_GPUS=0 is not allowed; allowed: a multiple of 1 (the smallest nvidia-l4 shape), at least 1\nnothing was written" in capsys.readouterr().err
     assert files(project) == before
 
 

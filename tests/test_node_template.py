@@ -940,10 +940,12 @@ def test_what_needs_the_node_identity_runs_with_host_network():
 
 
 def test_nvswitch_machine_types_equal_the_catalog(local_values):
-    """The full HGX boards: the A2 and A3 machine types with 8 or more GPUs."""
+    """The machines the catalog marks `nvswitch`, which are the full HGX boards: the A2 and A3
+    machine types with 8 or more GPUs."""
     catalog = load_catalog()
-    expected = sorted(m for m, machine in catalog.machines.items() if m.split("-")[0] in ("a2", "a3") and (machine.gpu_count or 0) >= 8)
-    assert sorted(unquote(v) for v in local_values["nvswitch_machine_types"]) == expected
+    marked = sorted(m for m, machine in catalog.machines.items() if machine.nvswitch)
+    assert marked == sorted(m for m, machine in catalog.machines.items() if m.split("-")[0] in ("a2", "a3") and (machine.gpu_count or 0) >= 8)
+    assert sorted(unquote(v) for v in local_values["nvswitch_machine_types"]) == marked
 
 
 def _fabric_manager_part(evaluated, scenario: str) -> str:

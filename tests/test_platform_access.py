@@ -12,7 +12,8 @@ import pytest
 from components.vcluster_platform import ENSURE_ADMIN_PASSWORD, REQUIRE_OIDC_SECRET, SOURCE_RANGE_ANNOTATION
 from config.platform_access import ADMIN_PASSWORD_KEY, ADMIN_PASSWORD_SECRET, OIDC_SECRET, OIDC_SECRET_KEY
 from fake_commands import install_fake
-from shipped_stacks import problems, run_shipped
+from config.stack import load_stack
+from shipped_stacks import SHIPPED_DIR, problems, run_shipped
 
 NS = "gpu-platform"
 RELEASE = "kubernetes:helm.sh/v3:Release"
@@ -156,3 +157,19 @@ def test_the_ui_ingress_admits_its_source_ranges_only(stack_values):
     assert problems({**values, f"{NS}:platform": {**values[f"{NS}:platform"], "ingressSourceRanges": []}}) == [
         "platform.ingressSourceRanges: lists no range, so nobody could reach the UI; leave it out to admit every address"
     ]
+
+
+def test_source_ranges_need_an_ingress_nginx_class(stack_values):
+    """The ranges are ingress-nginx's annotation: under GCE ingress (or any other controller) they
+    would be ignored and the UI left open to every address, so the pair is refused."""
+    tls = {"clusterIssuer": "letsencrypt"}
+    for ingress_class in ("gce", "gce-internal", "traefik"):
+        assert problems(_platform(stack_values, publicHost=HOST, ingressClass=ingress_class, ingressTls=tls, ingressSourceRanges=["203.0.113.0/24"])) == [
+            f"platform.ingressSourceRanges: takes effect only under ingress-nginx (the ranges are its annotation {SOURCE_RANGE_ANNOTATION}), "
+            f"but platform.ingressClass is {ingress_class!r}, whose controller ignores it and would admit every address; allowed: an "
+            "ingressClass of ingress-nginx (its name contains 'nginx', like the chart's default nginx), or leave ingressSourceRanges out "
+            "(GCE ingress has no source-range annotation: limit it with a Cloud Armor policy of your own)"
+        ]
+    # Another ingress-nginx controller's class, and any class without ranges, pass.
+    for platform in ({"ingressClass": "nginx-internal", "ingressSourceRanges": ["203.0.113.0/24"]}, {"ingressClass": "gce"}):
+        load_stack(_platform(stack_values, publicHost=HOST, ingressTls=tls, **platform), stack="dev", project_dir=SHIPPED_DIR)

@@ -31,7 +31,8 @@ from pathlib import Path
 
 import yaml
 
-from config.base import DNS_LABEL
+from config.base import DNS_LABEL, read_cidr
+from config.catalog import load_catalog
 from config.errors import ConfigError
 from config.quota import QUOTA_PAGE
 from config.stack import NS, EnvironmentStack, environment_claims, load_stack
@@ -70,37 +71,59 @@ def stack_name(name: str, environment: str) -> str:
 def plan_team(
     name: str, environment: str, *, gpu: str | None, max_gpus: int | None, project: str | None, project_dir: Path, cidr: str | None = None
 ) -> NewTeam:
-    """The new team's stack file, checked against everything in `project_dir`; raises TeamError."""
-    if not DNS_LABEL.match(name) or len(name) > MAX_TENANT_NAME or name == RESERVED_PLATFORM_PROJECT:
-        raise TeamError(
+    """The new team's stack file, checked against everything in `project_dir`; raises TeamError,
+    with every bad argument at once (each named as its make variable, with what is allowed)."""
+    problems: list[str] = []
+    name_ok = bool(DNS_LABEL.match(name)) and len(name) <= MAX_TENANT_NAME and name != RESERVED_PLATFORM_PROJECT
+    if not name_ok:
+        problems.append(
             f"NAME={name!r} is not allowed; allowed: a DNS-1123 label (lowercase letters, digits and '-', starting with a letter) "
             f"of at most {MAX_TENANT_NAME} characters, not {RESERVED_PLATFORM_PROJECT!r}"
         )
+    # Reported last, in the order of the make variables.
+    cidr_problem = [f"CIDR={problem}"] if cidr is not None and (problem := read_cidr(cidr, "10.160.40.0/22")[1]) else []
     environments = _environment_stacks(project_dir)
+    env = None
     if environment not in environments:
-        raise TeamError(f"ENV={environment!r} is not an environment stack of this project; allowed: {', '.join(environments) or 'none'}")
+        problems.append(f"ENV={environment!r} is not an environment stack of this project; allowed: {', '.join(environments) or 'none'}")
+    else:
+        try:
+            env = _load_environment(environment, project_dir)
+        except TeamError as e:
+            problems.append(str(e))
+    if env is None:
+        # No environment to judge GPU and MAX_GPUS by: what holds in every environment.
+        catalog_gpus = load_catalog().gpus
+        if gpu is not None and gpu not in catalog_gpus:
+            problems.append(f"GPU={gpu!r} is not a GPU type of config/catalog.yaml; allowed: {', '.join(catalog_gpus)}")
+        problems += _below_one(max_gpus)
+        raise TeamError(_each(problems + cidr_problem))
     stack = stack_name(name, environment)
-    if stack_file(project_dir, stack).exists():
-        raise TeamError(f"NAME={name!r} is taken: {stack_file(project_dir, stack).name} exists")
-    env = _load_environment(environment, project_dir)
     claims = environment_claims(env, project_dir)
-    taken = next((c for c in claims if c.name == name), None)
-    if taken is not None:
-        raise TeamError(f"NAME={name!r} is taken in environment {environment}: {taken.source} is a tenant of that name")
+    if name_ok and stack_file(project_dir, stack).exists():
+        problems.append(f"NAME={name!r} is taken: {stack_file(project_dir, stack).name} exists")
+    elif name_ok and (taken := next((c for c in claims if c.name == name), None)) is not None:
+        problems.append(f"NAME={name!r} is taken in environment {environment}: {taken.source} is a tenant of that name")
     offered = env.facts.gpu_types
     gpu = gpu or offered[0]
-    if gpu not in offered:
-        raise TeamError(f"GPU={gpu!r} is not offered by environment {environment}; allowed: {', '.join(offered)}")
     counts = sorted({nt.gpu_count for nt in env.facts.node_types_for(gpu, False)})
-    if not counts:
-        raise TeamError(f"GPU={gpu!r} has no on-demand node types in environment {environment}; allowed: {', '.join(g for g in offered if env.facts.node_types_for(g, False))}")
+    if gpu not in offered:
+        problems.append(f"GPU={gpu!r} is not offered by environment {environment}; allowed: {', '.join(offered)}")
+    elif not counts:
+        usable = ", ".join(g for g in offered if env.facts.node_types_for(g, False))
+        problems.append(f"GPU={gpu!r} has no on-demand node types in environment {environment}; allowed: {usable}")
+    elif max_gpus is not None and (max_gpus < 1 or max_gpus % counts[0]):
+        problems.append(f"MAX_GPUS={max_gpus} is not allowed; allowed: a multiple of {counts[0]} (the smallest {gpu} shape), at least {counts[0]}")
+    if gpu not in offered or not counts:
+        problems += _below_one(max_gpus)
+    problems += cidr_problem
+    if problems:
+        raise TeamError(_each(problems))
     max_gpus = max_gpus if max_gpus is not None else counts[0]
-    if max_gpus < 1 or max_gpus % counts[0]:
-        raise TeamError(f"MAX_GPUS={max_gpus} is not allowed; allowed: a multiple of {counts[0]} (the smallest {gpu} shape), at least {counts[0]}")
     if cidr is None:
         cidr = suggest_cidr(env.facts, claims)
         if not _is_cidr(cidr):
-                raise TeamError(f"environment {environment} has no free /22 left in {TENANT_CIDR_POOL} for a new team; name one with CIDR=<cidr>")
+            raise TeamError(f"environment {environment} has no free /22 left in {TENANT_CIDR_POOL} for a new team; name one with CIDR=<cidr>")
     created = None
     if project is None and env.platform.tenant_projects is not None:
         created = f"{env.platform.tenant_projects.prefix}-{env.environment}-{name}"
@@ -142,6 +165,20 @@ def stack_text(*, name: str, environment: str, environment_stack: str, cidr: str
         f"    access: {{teams: [{name}]}}   # the platform team that is cluster-admin inside",
     ]
     return "\n".join(lines) + "\n"
+
+
+def _below_one(max_gpus: int | None) -> list[str]:
+    """MAX_GPUS judged without a GPU type to size it by."""
+    if max_gpus is None or max_gpus >= 1:
+        return []
+    return [f"MAX_GPUS={max_gpus} is not allowed; allowed: at least 1, a multiple of the smallest shape of GPU in ENV"]
+
+
+def _each(problems: list[str]) -> str:
+    """One problem as it is; several as a list, every one at once."""
+    if len(problems) == 1:
+        return problems[0]
+    return f"{len(problems)} problems with the arguments:\n" + "\n".join(f"  - {p}" for p in problems)
 
 
 def _is_cidr(text: str) -> bool:

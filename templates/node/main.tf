@@ -243,11 +243,12 @@ locals {
   # GPU Operator runs Fabric Manager only inside its driver container (NVIDIA/gpu-operator tag
   # v25.10.1, assets/state-driver/0500_daemonset.yaml mounts /run/nvidia-fabricmanager there),
   # which driver.enabled=false leaves out; the node image must bring it. Whether the Deep Learning
-  # VM image ships and enables it is not documented, so, safe either way: a kubelet drop-in wants
-  # nvidia-fabricmanager.service, starts after it and checks it is active before the kubelet runs,
-  # and a node whose image has no such unit powers off before it joins (its claim fails; the pool's
-  # pods stay Pending, docs/reliability.md). Same list as config/catalog.yaml: the A2 and A3
-  # machine types with 8 or more GPUs (tests/test_node_template.py).
+  # VM image ships and enables it is not documented (config/catalog.yaml `images`), so, safe either
+  # way: a kubelet drop-in wants nvidia-fabricmanager.service, starts after it and checks it is
+  # active before the kubelet runs, and a node whose image has no such unit powers off before it
+  # joins (its claim fails; the pool's pods stay Pending, docs/reliability.md). The plan says so
+  # before deploy, and prod refuses such a pool unless it is verified (config/fabric_manager.py).
+  # Same list as the machines config/catalog.yaml marks `nvswitch` (tests/test_node_template.py).
   nvswitch_machine_types = ["a2-highgpu-8g", "a2-megagpu-16g", "a2-ultragpu-8g", "a3-highgpu-8g", "a3-ultragpu-8g"]
   fabric_manager         = local.gpu && contains(local.nvswitch_machine_types, local.instance_type)
   fabric_manager_script  = <<-EOT
