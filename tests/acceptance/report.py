@@ -13,8 +13,24 @@ from .leftovers import Leftover
 from .phases import ImagePull
 
 # The report.json format (report.schema.json beside this file): 2 added the GPU node's phases,
-# its images and whether it was a warm node.
-REPORT_VERSION = 2
+# its images and whether it was a warm node; 3 the monitoring checks and the watchdog drill.
+REPORT_VERSION = 3
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of the monitoring checks or of the watchdog drill: passed or not, what was seen, and
+    when it happened by whose clock (timings.SERVER, COMPUTE, MONITORING, POLLED); `at` is None
+    when it did not happen."""
+
+    name: str
+    ok: bool
+    seen: str
+    at: datetime | None
+    recorded_by: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"step": self.name, "ok": self.ok, "seen": self.seen, "at": None if self.at is None else self.at.isoformat(), "recordedBy": self.recorded_by}
 
 
 @dataclass
@@ -30,6 +46,8 @@ class Report:
     interrupted: str | None = None
     images: list[ImagePull] = field(default_factory=list)  # what the Job's GPU node needed, in order
     warm_node: bool | None = None  # the Job ran on a warm node; None: no GPU node was found
+    monitoring: list[Step] = field(default_factory=list)  # the collector, the DCGM exporter, the metrics
+    watchdog_drill: list[Step] | None = None  # None: not run (WATCHDOG_DRILL off)
 
     def add(self, finding: Finding, say: Callable[[str], None] | None = None) -> Finding:
         self.findings.append(finding)
@@ -60,6 +78,10 @@ class Report:
         node = "a warm node" if self.warm_node else "a node created for it" if self.warm_node is False else "no GPU node"
         lines += ["", f"### Phases of the GPU node ({node})", ""] + timings.render_phases(self.milestones, self.poll_seconds, warm=bool(self.warm_node))
         lines += ["", "### Images on the GPU node", ""] + render_images(self.images)
+        lines += ["", "### Monitoring", ""] + render_steps(self.monitoring, "No monitoring check ran.")
+        lines += ["", "### Watchdog drill", ""] + (
+            ["Not run (WATCHDOG_DRILL off)."] if self.watchdog_drill is None else render_steps(self.watchdog_drill, "No step of the drill ran.")
+        )
         lines += ["", "### Cleanup", "", self.cleanup]
         if self.leftovers:
             lines += ["", "Left in the project (delete in this order):"] + [f"    {item.command}" for item in self.leftovers]
@@ -81,6 +103,8 @@ class Report:
                 "phases": timings.phases_json(self.milestones, warm=bool(self.warm_node)),
                 "images": [image.to_json() for image in self.images],
             },
+            "monitoring": [step.to_json() for step in self.monitoring],
+            "watchdogDrill": None if self.watchdog_drill is None else [step.to_json() for step in self.watchdog_drill],
             "cleanup": {
                 "result": self.cleanup,
                 "complete": self.cleaned,
@@ -99,6 +123,16 @@ def render_images(images: list[ImagePull]) -> list[str]:
         ready = "—" if image.ready_at is None else image.ready_at.strftime("%H:%M:%S")
         seconds = "—" if image.seconds is None else f"{image.seconds:.1f}"
         lines.append(f"| {image.image} | {image.namespace}/{image.pod} | {pulling} | {ready} | {seconds} | {'yes' if image.already_present else 'no'} |")
+    return lines
+
+
+def render_steps(steps: list[Step], none: str) -> list[str]:
+    if not steps:
+        return [none]
+    lines = ["| step | result | at | recorded by | seen |", "|---|---|---|---|---|"]
+    for step in steps:
+        at = "—" if step.at is None else step.at.strftime("%H:%M:%S")
+        lines.append(f"| {step.name} | {'pass' if step.ok else 'FAIL'} | {at} | {step.recorded_by} | {_cell(step.seen)} |")
     return lines
 
 

@@ -46,7 +46,7 @@ from .settings import (
     run_names,
     stack_values,
 )
-from .shell import CommandError, Gcloud, Kubectl, write_private
+from .shell import CommandError, Gcloud, GoogleApi, Kubectl, write_private
 from .waiting import CheckFailed, InterruptGuard, Interrupted
 
 PASSED, CHECK_FAILED, BAD_SETTINGS, NOT_CLEANED, SKIPPED_REQUIRED, INTERRUPTED = 0, 1, 2, 3, 4, 130
@@ -79,6 +79,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--require", action="store_true", help="missing prerequisites fail instead of skipping (CI)")
     parser.add_argument("--cleanup", action="store_true", help="destroy every run under --out that is not cleaned up")
     parser.add_argument("--restore-drill", action="store_true", help="also back the tenant up, delete its host namespace, restore it and check it")
+    parser.add_argument("--watchdog-drill", action="store_true", help="also make a GPU node lose its GPU and check that the watchdog removes it")
     return parser.parse_args(argv)
 
 
@@ -97,6 +98,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         idle_margin_seconds=args.idle_margin,
         node_timeout_seconds=args.node_timeout,
         restore_drill=args.restore_drill,
+        watchdog_drill=args.watchdog_drill,
         warm_nodes=args.warm_nodes,
     )
 
@@ -159,7 +161,7 @@ class AcceptanceRun:
         self.save_record(cleaned=False)
         where = f"its own project {self.names.vm_project}" if self.names.isolation == "project" else "the same project, shared"
         say(f"run {self.run_id}: stack {self.names.stack} in project {self.names.project}, cluster {self.names.cluster}, tenant {self.names.tenant} in {where}")
-        for line in render_cost(cost_estimate(self.env, restore_drill=self.settings.restore_drill), self.env.facts.prices_read):
+        for line in render_cost(cost_estimate(self.env, restore_drill=self.settings.restore_drill, watchdog_drill=self.settings.watchdog_drill), self.env.facts.prices_read):
             say(line)
         say(f"state and program copy in {self.run_dir.root}; logs and report in {self.out_dir}")
         stack = None
@@ -200,6 +202,7 @@ class AcceptanceRun:
             host_gcloud=functools.partial(Gcloud(self.names.project).json, timeout=restore_drill.BACKUP_TIMEOUT_SECONDS),
             report=self.report,
             workdir=self.run_dir.root,
+            google_get=GoogleApi().get,  # the monitoring checks: Cloud Monitoring's query API
             gpu_machines=gpu_machines,
             say=say,
         )

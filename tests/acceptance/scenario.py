@@ -6,17 +6,17 @@ inspect); every other check is recorded and the run goes on, so one report shows
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from datetime import timedelta
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Callable
 
 from components.vcluster_values import WARM_LABEL
 from config.base import duration_seconds
 
-from . import gce, kube, metadata, phases, restore_drill
+from . import gce, kube, metadata, monitoring, phases, restore_drill, timings, watchdog_drill
 from .kube import Finding
-from .report import Report
+from .report import Report, Step
 from .settings import RunNames, Settings
 from .shell import CommandError, Gcloud, Kubectl, TenantAccess
 from .waiting import CheckFailed, Clock, wait_for
@@ -44,6 +44,7 @@ class Live:
     clock: Clock = field(default_factory=Clock)
     tenant_access: Callable[[Kubectl, str, str, Path], Any] = TenantAccess  # kubectl for the tenant
     host_gcloud: Callable[..., Any] | None = None  # gcloud in the host's project (the restore drill)
+    google_get: Callable[[str], tuple[int, dict[str, Any]]] | None = None  # GET on a Google API: (status, body)
 
     def settle(self, check: str, observe: Callable[[], Finding], *, timeout: float, interval: float = POLL_SECONDS) -> Finding:
         """Poll until `observe` reports ok; record the outcome. Raises CheckFailed when it never does."""
@@ -62,6 +63,23 @@ class Live:
             raise CheckFailed(f"{check}: {detail}") from None
         return self.report.add(Finding(check, True, seen.detail), self.say)
 
+    def settle_step(self, steps: list[Step], check: str, observe: Callable[[], Step], *, timeout: float, interval: float = POLL_SECONDS) -> Step:
+        """`settle` for a step of the monitoring checks or the watchdog drill: its outcome is also
+        one of `steps`, with when it happened by whose clock."""
+        seen: list[Step] = []
+
+        def probe() -> Finding:
+            seen[:] = [observe()]
+            return Finding("", seen[0].ok, seen[0].seen)
+
+        try:
+            self.settle(check, probe, timeout=timeout, interval=interval)
+        except CheckFailed:
+            steps.append(Step(check, False, self.report.findings[-1].detail, None, seen[0].recorded_by if seen else timings.POLLED))
+            raise
+        steps.append(replace(seen[0], name=check))
+        return steps[-1]
+
 
 def run_checks(live: Live, outputs: dict[str, Any]) -> None:
     names = live.names
@@ -73,6 +91,8 @@ def run_checks(live: Live, outputs: dict[str, Any]) -> None:
         live.settle("tenant API reachable", lambda: Finding("", True, f"{len(kube.items(tenant.json('get', 'nodes')))} node(s)"), timeout=300)
         check_metadata_concealment(live, tenant)
         check_gpu_job(live, tenant)
+        if live.settings.watchdog_drill:
+            check_watchdog_drill(live, tenant)
     if live.settings.restore_drill:
         check_restore(live, outputs["tenants"][names.tenant], namespace, release)
 
@@ -192,9 +212,19 @@ def check_gpu_job(live: Live, tenant: TenantAccess) -> None:
     applied = live.clock.now()
     await_gpu_node(live, smoke)
     vm = inspect_gpu_node(live, smoke)
-    deadline = float(smoke.job["spec"].get("activeDeadlineSeconds", 1800)) - (live.clock.now() - applied).total_seconds() + 60
-    await_job(live, smoke, timeout=max(deadline, 60))
-    record_node_phases(live, smoke)
+    node = smoke.node["metadata"]["name"]
+    hold = NodeHold(live, tenant, node) if live.names.monitoring else None
+    try:
+        deadline = float(smoke.job["spec"].get("activeDeadlineSeconds", 1800)) - (live.clock.now() - applied).total_seconds() + 60
+        job_ended = await_job(live, smoke, timeout=max(deadline, 60))
+        record_node_phases(live, smoke)
+        if hold is not None:
+            check_monitoring(live, tenant, node)
+        else:
+            live.report.notes.append("the tenant's monitoring is off: the collector, the DCGM exporter and the metrics are not checked")
+    finally:
+        released = hold.release() if hold is not None else None
+    live.report.mark("last_pod_gone", max(filter(None, (job_ended, released)), default=None))
     if live.report.warm_node:
         live.report.notes.append("the Job ran on a warm node, which stays running by design: its idle deletion is not checked")
     elif vm is not None:
@@ -296,7 +326,8 @@ def inspect_gpu_node(live: Live, smoke: SmokeJob) -> dict[str, Any] | None:
     return vm
 
 
-def await_job(live: Live, smoke: SmokeJob, *, timeout: float) -> None:
+def await_job(live: Live, smoke: SmokeJob, *, timeout: float) -> datetime | None:
+    """Returns when the Job's last pod on the node ended."""
     report = live.report
     try:
         live.settle("Job complete", lambda: _job_done(smoke.state()), timeout=timeout)
@@ -311,7 +342,7 @@ def await_job(live: Live, smoke: SmokeJob, *, timeout: float) -> None:
     node_name = smoke.node["metadata"]["name"]
     times = [kube.pod_times(p) for p in smoke.pods() if (p.get("spec") or {}).get("nodeName") == node_name]
     report.mark("pod_started", min((t["pod_started"] for t in times if t["pod_started"]), default=None))
-    report.mark("last_pod_gone", max((t["pod_finished"] for t in times if t["pod_finished"]), default=None))
+    return max((t["pod_finished"] for t in times if t["pod_finished"]), default=None)
 
 
 def _ready(node: dict[str, Any]) -> Finding:
@@ -377,3 +408,140 @@ def check_idle_deletion(live: Live, tenant: TenantAccess, node_name: str, vm: di
 
     remaining = (gone_since + timedelta(seconds=allowed) - live.clock.now()).total_seconds()
     live.settle(check, deleted, timeout=max(remaining, 0), interval=GCLOUD_POLL_SECONDS)
+
+
+# --- Monitoring -----------------------------------------------------------------------------------
+
+
+class NodeHold:
+    """A pod on the GPU node (tests/acceptance/monitoring.py hold_documents) from the moment it
+    offers its GPU until the monitoring checks end, so that it is not idle, and deleted, first."""
+
+    def __init__(self, live: Live, tenant: TenantAccess, node: str):
+        self.live, self.tenant = live, tenant
+        try:
+            tenant.apply(monitoring.hold_documents(node, live.names.run_id))
+            self.applied = True
+        except CommandError as e:  # the checks still run, racing the node's idle deletion
+            live.report.notes.append(f"the GPU node could not be held for the monitoring checks: {e}")
+            self.applied = False
+
+    def release(self) -> datetime | None:
+        """Deletes the pod; returns when it went by the API server (its deletionTimestamp), or when
+        the run saw it gone. None: there was none, or it could not be deleted (the destroy removes
+        it with the tenant)."""
+        if not self.applied:
+            return None
+        where = ("-n", monitoring.HOLD_NAMESPACE)
+        try:
+            self.tenant.text("delete", "pod", monitoring.HOLD_POD, *where, "--wait=false")
+        except CommandError as e:
+            self.live.report.notes.append(f"the GPU node's hold pod could not be deleted: {e}")
+            return None
+        try:
+            released = monitoring.hold_released(self.tenant.json("get", "pod", monitoring.HOLD_POD, *where))
+        except CommandError:  # gone already
+            released = None
+        try:
+            self.tenant.text("delete", "namespace", monitoring.HOLD_NAMESPACE, "--wait=false")
+        except CommandError as e:
+            self.live.say(f"could not delete namespace {monitoring.HOLD_NAMESPACE} (the destroy removes it with the tenant): {e}")
+        return released or self.live.clock.now()
+
+
+def check_monitoring(live: Live, tenant: TenantAccess, node: str) -> None:
+    """On the Job's GPU node: the DCGM exporter and the collector Ready, then Cloud Monitoring
+    answering the tenant's GPU utilization with a series from that node, in the tenant's project and
+    (project mode) through the environment's metrics scope. Each a step of the report; a failed one
+    ends them (the next depends on it), and the run goes on."""
+    names, steps = live.names, live.report.monitoring
+    try:
+        for workload in (monitoring.DCGM_EXPORTER, monitoring.METRICS_COLLECTOR):
+            live.settle_step(
+                steps,
+                f"{workload.what} Ready on the GPU node",
+                lambda w=workload: monitoring.ready(tenant.json("get", "pods", "-n", w.namespace), node, w),
+                timeout=monitoring.READY_TIMEOUT,
+            )
+        query = monitoring.gpu_utilization_query(names.tenant)
+        assert live.google_get is not None, "the monitoring checks query Cloud Monitoring"
+        for project, why in monitoring.query_projects(names):
+            live.settle_step(
+                steps,
+                f"{query} answered by Cloud Monitoring ({why}, {project})",
+                lambda p=project: monitoring.series(*live.google_get(monitoring.query_url(p, query)), tenant=names.tenant, node=node, project=p),
+                timeout=monitoring.query_timeout(duration_seconds(names.scrape_interval)),
+                interval=monitoring.QUERY_POLL_SECONDS,
+            )
+    except CheckFailed:
+        pass  # recorded: the report says which step and what it saw
+
+
+# --- The watchdog drill ---------------------------------------------------------------------------
+
+
+def check_watchdog_drill(live: Live, tenant: TenantAccess) -> None:
+    """WATCHDOG_DRILL=1 (tests/acceptance/watchdog_drill.py): a GPU node for the drill's pod, its
+    device plugin withdrawn, then the watchdog's event, the node gone within the pool's gpuTimeout
+    plus a margin, and its VM deleted. Each a step of the report; the run goes on after a failure."""
+    names, drill = live.names, watchdog_drill
+    steps = live.report.watchdog_drill = []
+    tenant.apply(drill.documents(names.run_id))
+    try:
+        found: dict[str, Any] = {}
+
+        def running() -> Step:
+            step, found["node"] = drill.running(tenant.json("get", "pods", "-n", drill.NAMESPACE))
+            return step
+
+        timeout = live.settings.node_timeout_seconds + READY_TIMEOUT + GPU_TIMEOUT + JOB_RUN_TIMEOUT
+        live.settle_step(steps, "watchdog drill: a GPU node runs the drill's pod", running, timeout=timeout)
+        node = found["node"]
+        try:
+            vm = gce.vm_for_node(tenant_vms(live), tenant.json("get", "node", node))
+        except CommandError as e:
+            vm = None
+            live.report.notes.append(f"watchdog drill: the node's VM was not found, its deletion is not checked: {e}")
+        # The operator's label: the device plugin's DaemonSet leaves the node; its pod goes at once.
+        tenant.text("label", "node", node, f"{drill.DEVICE_PLUGIN_DEPLOY_LABEL}=false", "--overwrite")
+        withdrawn_at = live.clock.now()
+        for pod in drill.device_plugin_pods(tenant.json("get", "pods", "-n", drill.GPU_OPERATOR_NAMESPACE), node):
+            tenant.text("delete", "pod", pod, "-n", drill.GPU_OPERATOR_NAMESPACE, "--wait=false")
+        bound = drill.removal_bound_seconds(names.gpu_timeout)
+
+        def left() -> float:
+            return max(bound - (live.clock.now() - withdrawn_at).total_seconds(), 0)
+
+        live.settle_step(
+            steps,
+            f"watchdog drill: node {node} stops offering {kube.GPU_RESOURCE}",
+            lambda: drill.withdrawn(tenant.json("get", "node", node), tenant.json("get", "pods", "-n", drill.GPU_OPERATOR_NAMESPACE), live.clock.now()),
+            timeout=drill.WITHDRAW_TIMEOUT,
+        )
+        within = f"within gpuTimeout {names.gpu_timeout} + {bound - duration_seconds(names.gpu_timeout)} s"
+        events = ("get", "events", "-n", drill.EVENT_NAMESPACE)
+        live.settle_step(steps, f"watchdog drill: the watchdog's event on the node {within}", lambda: drill.watchdog_event(tenant.json(*events), node), timeout=left())
+        deleting: dict[str, datetime | None] = {"since": None}
+
+        def removed() -> Step:
+            step, deleting["since"] = drill.removed(tenant.json("get", "nodes"), node, deleting["since"], live.clock.now())
+            if step.ok and step.at is not None:
+                step = replace(step, seen=f"{step.seen}, {(step.at - withdrawn_at).total_seconds():.0f} s after its device plugin was withdrawn")
+            return step
+
+        live.settle_step(steps, f"watchdog drill: the node removed {within}", removed, timeout=left())
+        if vm is not None:
+            check = f"watchdog drill: its VM {vm['name']} deleted within {live.settings.idle_margin_seconds} s"
+
+            def deleted() -> Step:
+                present = any(v.get("name") == vm["name"] for v in tenant_vms(live))
+                return Step("", not present, f"VM {vm['name']} {'still exists' if present else 'deleted'}", None if present else live.clock.now(), timings.POLLED)
+
+            live.settle_step(steps, check, deleted, timeout=live.settings.idle_margin_seconds, interval=GCLOUD_POLL_SECONDS)
+    except CheckFailed:
+        pass  # recorded
+    finally:
+        try:
+            tenant.text("delete", "namespace", drill.NAMESPACE, "--wait=false")
+        except CommandError as e:
+            live.say(f"could not delete namespace {drill.NAMESPACE} (the destroy removes it with the tenant): {e}")

@@ -22,6 +22,8 @@ from components.tenant_network import tenant_resource_name
 from components.tenant_vcluster import host_namespace
 from config.catalog import load_catalog
 from config.isolation import placement
+from config.monitoring import DEFAULT_SCRAPE_INTERVAL
+from config.reliability import GPU_TIMEOUT
 from config.stack import NS, EnvironmentStack, load_stack
 from config.stack_files import PROJECT_DIR, project_defaults
 from tools.plan_costs import NOT_INCLUDED, environment_costs
@@ -42,6 +44,11 @@ GPU_VM_MINUTES = 15
 # and the control plane back take about 30 minutes. Backup for GKE's own charges (per protected
 # pod and per GiB of backup) are not in the catalog and not included.
 RESTORE_DRILL_HOURS = 0.5
+# The watchdog drill: a GPU VM for its pod (boot, the GPU offered, then at most the pool's
+# gpuTimeout of 10 minutes, usually the kubelet's five: tests/acceptance/watchdog_drill.py, and the
+# VM's deletion), and the environment up that much longer.
+WATCHDOG_DRILL_GPU_VM_MINUTES = 25
+WATCHDOG_DRILL_HOURS = 0.5
 
 
 @dataclass(frozen=True)
@@ -60,6 +67,7 @@ class Settings:
     idle_margin_seconds: int = 600  # VM deleted within idleAfter plus this
     node_timeout_seconds: int = 1200  # a GPU node must register within this after the Job
     restore_drill: bool = False  # back up, delete the tenant's host namespace, restore, check (off by default)
+    watchdog_drill: bool = False  # a GPU node made to lose its GPU, removed by the watchdog (off by default)
     warm_nodes: int = 0  # the GPU pool's warmNodes: 1 measures a pod's wait on a warm node
 
     @property
@@ -184,6 +192,10 @@ class RunNames:
     # Records of runs from before project mode lack these: they were shared.
     isolation: str = SHARED_MODE
     tenant_project: str = ""  # the tenant's GCP project; "" = `project`
+    # Records of runs from before the monitoring checks lack these: the defaults of then.
+    gpu_timeout: str = GPU_TIMEOUT  # the GPU pool's: how long the watchdog lets its node go without GPUs
+    monitoring: bool = True  # the tenant's GPU metrics collector runs
+    scrape_interval: str = DEFAULT_SCRAPE_INTERVAL
 
     @property
     def vm_project(self) -> str:
@@ -230,6 +242,9 @@ def run_names(env: EnvironmentStack, run_id: str) -> RunNames:
         idle_after=pool.idle_after,
         isolation=plan.tenant.isolation,
         tenant_project=placement(plan.tenant, environment=env.environment, host_project=env.project, tenant_projects=env.facts.tenant_projects).project,
+        gpu_timeout=pool.gpu_timeout,
+        monitoring=plan.monitoring.enabled,
+        scrape_interval=plan.monitoring.scrape_interval,
     )
 
 
@@ -239,10 +254,11 @@ class CostItem:
     usd: float | None  # None: the catalog has no price for it in the region
 
 
-def cost_estimate(env: EnvironmentStack, *, restore_drill: bool = False) -> list[CostItem]:
+def cost_estimate(env: EnvironmentStack, *, restore_drill: bool = False, watchdog_drill: bool = False) -> list[CostItem]:
     """List-price estimate of one run: the offline plan's cost lines (tools/plan_costs.py) of the
-    run's stack, its always-on parts for ENVIRONMENT_HOURS (and RESTORE_DRILL_HOURS more with the
-    drill) and its GPU pool's one VM for GPU_VM_MINUTES."""
+    run's stack, its always-on parts for ENVIRONMENT_HOURS (and RESTORE_DRILL_HOURS,
+    WATCHDOG_DRILL_HOURS more with a drill) and its GPU pool's one VM for GPU_VM_MINUTES (and the
+    watchdog drill's for WATCHDOG_DRILL_GPU_VM_MINUTES)."""
     costs = environment_costs(load_catalog(), env)
     gpu_pools = {pool.name: pool for plan in env.tenants for pool in plan.gpu_pools}
     items = [
@@ -250,17 +266,29 @@ def cost_estimate(env: EnvironmentStack, *, restore_drill: bool = False) -> list
         for line in costs.lines
         if line.always_on != 0.0  # the GPU pools: nothing while idle, priced below
     ]
-    for pool in costs.pools:
-        # A warm node is priced with the always-on parts above, for the whole run.
-        if pool.pool in gpu_pools and not gpu_pools[pool.pool].warm_nodes:
-            minutes = None if pool.expected is None else pool.expected * GPU_VM_MINUTES / 60
-            plan = gpu_pools[pool.pool]
-            shape = f"{', '.join(pool.machine_types)} with {plan.gpus_per_node} × {plan.gpu}"
-            items.append(CostItem(f"GPU VM ({shape}), {GPU_VM_MINUTES} min", minutes))
-    if restore_drill:
+    # A warm node is priced with the always-on parts above, for the whole run (the watchdog drill's
+    # pod runs on it, and a new warm node replaces it).
+    cold = [(pool, gpu_pools[pool.pool]) for pool in costs.pools if pool.pool in gpu_pools and not gpu_pools[pool.pool].warm_nodes]
+
+    def gpu_vm(what: str, minutes: int) -> list[CostItem]:
+        return [
+            CostItem(
+                f"{what}GPU VM ({', '.join(pool.machine_types)} with {plan.gpus_per_node} × {plan.gpu}), {minutes} min",
+                None if pool.expected is None else pool.expected * minutes / 60,
+            )
+            for pool, plan in cold
+        ]
+
+    def longer(what: str, hours: float) -> CostItem:
         always_on = [line.always_on for line in costs.lines if line.always_on != 0.0]
-        usd = None if any(a is None for a in always_on) else sum(always_on) * RESTORE_DRILL_HOURS
-        items.append(CostItem(f"restore drill: the environment {RESTORE_DRILL_HOURS:g} h longer (Backup for GKE's own charges not included)", usd))
+        return CostItem(f"{what}: the environment {hours:g} h longer", None if any(a is None for a in always_on) else sum(always_on) * hours)
+
+    items += gpu_vm("", GPU_VM_MINUTES)
+    if restore_drill:
+        drill = longer("restore drill", RESTORE_DRILL_HOURS)
+        items.append(CostItem(f"{drill.what} (Backup for GKE's own charges not included)", drill.usd))
+    if watchdog_drill:
+        items += [longer("watchdog drill", WATCHDOG_DRILL_HOURS), *gpu_vm("watchdog drill: its ", WATCHDOG_DRILL_GPU_VM_MINUTES)]
     return items
 
 

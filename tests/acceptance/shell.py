@@ -1,5 +1,6 @@
-"""The run's only contact with kubectl and gcloud: commands in their own session (so a Ctrl-C in the
-terminal reaches the runner, which decides what stops), JSON in, errors with the command's stderr."""
+"""The run's only contact with kubectl, gcloud and Google's APIs: commands in their own session (so a
+Ctrl-C in the terminal reaches the runner, which decides what stops), JSON in, errors with the
+command's stderr; and Cloud Monitoring's query API over HTTPS with gcloud's credentials."""
 
 from __future__ import annotations
 
@@ -8,8 +9,10 @@ import os
 import socket
 import subprocess
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from .kube import VCLUSTER_SERVICE_PORT, kubeconfig_secret_name, tenant_kubeconfig
 
@@ -48,6 +51,36 @@ class Gcloud:
 
     def json(self, *args: str, timeout: float = 180) -> Any:
         return json.loads(run(["gcloud", *args, f"--project={self.project}", "--format=json", "--quiet"], timeout=timeout) or "null")
+
+
+def gcloud_access_token() -> str:
+    """An OAuth access token of gcloud's account (the one the prerequisites check), kept in memory:
+    nothing of it is written anywhere."""
+    return run(["gcloud", "auth", "print-access-token", "--quiet"], timeout=60).strip()
+
+
+class GoogleApi:
+    """GET on a Google API as gcloud's account, a fresh token each call (a run outlives one).
+    Returns the HTTP status and the JSON body, errors included: their bodies say why."""
+
+    def __init__(self, token: Callable[[], str] = gcloud_access_token, timeout: float = 60):
+        self.token, self.timeout = token, timeout
+
+    def get(self, url: str) -> tuple[int, dict[str, Any]]:
+        request = urllib.request.Request(url, headers={"Authorization": f"Bearer {self.token()}", "Accept": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310 - an https URL of ours
+                return response.status, _json_body(response.read())
+        except urllib.error.HTTPError as e:
+            return e.code, _json_body(e.read())
+
+
+def _json_body(raw: bytes) -> dict[str, Any]:
+    try:
+        body = json.loads(raw or b"{}")
+    except ValueError:
+        return {"error": raw.decode(errors="replace")[:600]}
+    return body if isinstance(body, dict) else {"error": str(body)[:600]}
 
 
 class Kubectl:

@@ -155,7 +155,7 @@ def test_what_the_report_writes_follows_the_schema():
     report.warm_node = False
     document = report.to_json()
     jsonschema.validate(document, SCHEMA)
-    assert document["reportVersion"] == 2
+    assert document["reportVersion"] == 3
     assert [p["phase"] for p in document["gpuNode"]["phases"]] == [name for name, _, _ in timings.PHASES]
     assert document["gpuNode"]["images"][1] == {
         "image": VALIDATOR,
@@ -181,10 +181,30 @@ def test_what_the_report_writes_follows_the_schema():
 def test_the_schema_refuses_what_is_not_a_report(tmp_path, edit, where):
     document = json.loads((DATA / "reports" / "fixture-report-t4-on-demand.json").read_text())
     edit(document)
+    refused(tmp_path, document, where)
+
+
+def refused(tmp_path, document, where):
     path = tmp_path / "report.json"
     path.write_text(json.dumps(document))
     with pytest.raises(compare.ReportError, match=re.escape(f"not an acceptance report: {where}: ")):
         compare.load_report(path)
+
+
+@pytest.mark.parametrize(
+    "edit, where",
+    [
+        (lambda d: d.pop("monitoring"), "(top)"),
+        (lambda d: d["monitoring"][0].update(recordedBy="a stopwatch"), "monitoring/0/recordedBy"),
+        (lambda d: d["watchdogDrill"][2].pop("at"), "watchdogDrill/2"),
+    ],
+    ids=["version 3 without its monitoring steps", "an unknown recorder", "a step without its time"],
+)
+def test_the_schema_refuses_a_version_3_report_without_its_steps(tmp_path, edit, where):
+    document = json.loads((DATA / "reports" / "fixture-report-t4-watchdog-drill.json").read_text())
+    assert document["reportVersion"] == 3 and document["watchdogDrill"] and document["monitoring"]
+    edit(document)
+    refused(tmp_path, document, where)
 
 
 # --- two runs side by side (COMPARE) -------------------------------------------------------------
@@ -200,6 +220,14 @@ def test_two_runs_side_by_side():
     assert "| pod pending → pod running | 575 | — |  |" in lines
     assert "| node Ready → operands scheduled | 23 | 23 | +0 |" in lines
     assert f"| {VALIDATOR} | pulled in 18 s | pulled in 18 s |" in lines
+
+
+def test_a_version_2_report_beside_a_version_3_one():
+    earlier = compare.load_report(DATA / "reports" / "fixture-report-t4-on-demand.json")
+    later = compare.load_report(DATA / "reports" / "fixture-report-t4-watchdog-drill.json")
+    assert "monitoring" not in earlier and later["reportVersion"] == 3
+    lines = compare.side_by_side(earlier, later)
+    assert "| pod pending → pod running | 575 | 575 | +0 |" in lines
 
 
 def test_an_earlier_version_1_report_has_timings_only():

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.acceptance import timings
+from tests.acceptance import monitoring, timings
 from tests.acceptance.recorded import load
 from tests.acceptance.report import Report
 from tests.acceptance.scenario import Live, run_checks
@@ -43,9 +43,15 @@ class World:
     job_fails: bool = False  # the container cannot reach the GPU
     metadata_exposed: bool = False  # the node's concealment does not hold
     warm: bool = False  # the GPU node is a warm one: Ready with its GPU before the Job exists
+    metrics_after: float = 600  # Cloud Monitoring answers with the GPU node's series from then on
+    metrics_refused: bool = False  # the run's identity may not read the tenant's project
     applied: list[dict[str, Any]] | None = None
     probes: list[dict[str, Any]] | None = None  # the metadata probe's documents
+    hold: list[dict[str, Any]] | None = None  # the monitoring checks' hold on the GPU node
+    held_at: float | None = None
+    released_at: float | None = None
     deleted: list[str] | None = None
+    queries: list[str] | None = None
 
     @property
     def since(self) -> float | None:
@@ -91,11 +97,26 @@ class World:
             return copy.deepcopy(next(n for n in self.nodes()["items"] if n["metadata"]["name"] == GPU_NODE))
         if args == ("get", "pods", "-n", "gpu-operator"):
             return load("kubectl/fixture-gpu-operator-pods.json")
+        if args == ("get", "pods", "-n", "gpu-platform-monitoring"):
+            return load("kubectl/fixture-monitoring-pods.json")
+        if args == ("get", "pod", "gpu-node-hold", "-n", "gpu-platform-acceptance-hold"):
+            assert self.released_at is not None, "the hold read before it was deleted"
+            # Terminating: the API server's deletionTimestamp, the delete's time plus one second's grace.
+            deleted = APPLIED_AT + timedelta(seconds=self.released_at + 1)
+            return {"kind": "Pod", "metadata": {"name": "gpu-node-hold", "deletionTimestamp": deleted.isoformat().replace("+00:00", "Z")}}
         if args == ("get", "events", "-n", "gpu-operator"):
             return load("kubectl/fixture-gpu-operator-events.json")
         if args == ("get", "job", "-n", "gpu-smoke-test", "nvidia-smi"):
             return load("kubectl/job-running.json" if running else "kubectl/job-failed.json" if self.job_fails else "kubectl/job-complete.json")
         raise AssertionError(f"unexpected kubectl {args}")
+
+    def google(self, url: str) -> tuple[int, dict[str, Any]]:
+        """Cloud Monitoring's query API."""
+        self.queries = [*(self.queries or []), url]
+        if self.metrics_refused:
+            return 403, load("monitoring/fixture-query-403-permission-denied.json")
+        arrived = self.since is not None and self.since >= self.metrics_after
+        return 200, load("monitoring/fixture-query-gpu-util.json" if arrived else "monitoring/fixture-query-empty.json")
 
     def gcloud(self, *args: str) -> Any:
         if args[:3] == ("compute", "operations", "list"):
@@ -119,6 +140,8 @@ class FakeTenant(Fake):
     def text(self, *args: str) -> str:
         if args[:1] == ("delete",):
             self.world.deleted = [*(self.world.deleted or []), " ".join(args)]
+            if args[:3] == ("delete", "pod", "gpu-node-hold"):
+                self.world.released_at = self.world.clock.t
             return ""
         if args in (("logs", "metadata-from-pod", "-n", "gpu-platform-acceptance"), ("logs", "metadata-from-host", "-n", "gpu-platform-acceptance")):
             pod_log = "exposed" if self.world.metadata_exposed else "concealed"
@@ -133,6 +156,9 @@ class FakeTenant(Fake):
         return None
 
     def apply(self, documents):
+        if documents[0]["metadata"]["name"] == monitoring.HOLD_NAMESPACE:
+            self.world.hold, self.world.held_at = documents, self.world.clock.t
+            return
         if not any(d["kind"] == "Job" for d in documents):
             self.world.probes = documents
             return
@@ -154,6 +180,7 @@ def live_run(world: World, tmp_path: Path) -> Live:
         say=lambda line: None,
         clock=world.clock,
         tenant_access=lambda host, namespace, release, workdir: FakeTenant(world),
+        google_get=world.google,
     )
 
 
@@ -178,7 +205,7 @@ def test_a_healthy_run_passes_every_check_and_measures_every_span(tmp_path):
     ]
     # Both probes on the tenant's CPU node, before the GPU Job; their namespace removed after.
     assert {p["spec"]["nodeName"] for p in world.probes if p["kind"] == "Pod"} == {"acc-k3x9q2-cpu-r2n7d-9be14a"}
-    assert world.deleted == ["delete namespace gpu-platform-acceptance --wait=false"]
+    assert world.deleted[0] == "delete namespace gpu-platform-acceptance --wait=false"
     assert {"GPU node initialized by the cloud controller manager", "Job logs show nvidia-smi", "node in the zone the Job asked for"} <= {
         f.check for f in live.report.findings
     }
@@ -204,10 +231,33 @@ def test_a_healthy_run_passes_every_check_and_measures_every_span(tmp_path):
     assert live.report.warm_node is False
     assert [i.image for i in live.report.images][-1] == "nvcr.io/nvidia/k8s/dcgm-exporter:4.4.2-4.7.0-distroless"
     assert any(n.startswith("GPU Operator images on node acc-k3x9q2-gpu-8w2mf-3f9a1c: 5, pulled by the kubelet: ") for n in live.report.notes)
+    # Monitoring, on the Job's GPU node: each step with its time by whose clock.
+    assert [(s.name, s.ok, s.at, s.recorded_by) for s in live.report.monitoring] == [
+        ("DCGM exporter Ready on the GPU node", True, datetime.fromisoformat("2026-11-30T13:20:26+00:00"), "tenant API server"),
+        ("GPU metrics collector Ready on the GPU node", True, datetime.fromisoformat("2026-11-30T13:17:26+00:00"), "tenant API server"),
+        (
+            'DCGM_FI_DEV_GPU_UTIL{tenant="acc-k3x9q2"} answered by Cloud Monitoring (the tenant\'s project, acme-acceptance)',
+            True,
+            datetime.fromisoformat("2026-11-30T13:22:31+00:00"),
+            "Cloud Monitoring",
+        ),
+    ]
+    assert world.queries[-1] == (
+        "https://monitoring.googleapis.com/v1/projects/acme-acceptance/location/global/prometheus/api/v1/query"
+        "?query=DCGM_FI_DEV_GPU_UTIL%7Btenant%3D%22acc-k3x9q2%22%7D"
+    )
+    # The node was held from its GPU's arrival (t = 500) through the Job's end (576) until the
+    # metrics came (600 on); its idle deletion counts from the hold's end, the node's last pod.
+    [hold] = [d for d in world.hold if d["kind"] == "Pod"]
+    assert hold["spec"]["nodeName"] == GPU_NODE and "nvidia.com/gpu" not in str(hold["spec"]["containers"][0]["resources"])
+    assert 500 <= world.held_at < 576 < 600 <= world.released_at < 600 + monitoring.QUERY_POLL_SECONDS
+    assert world.deleted[1:] == ["delete pod gpu-node-hold -n gpu-platform-acceptance-hold --wait=false", "delete namespace gpu-platform-acceptance-hold --wait=false"]
+    assert live.report.milestones["last_pod_gone"] == APPLIED_AT + timedelta(seconds=world.released_at + 1)
+    assert live.report.watchdog_drill is None  # off by default
 
 
 def test_on_a_warm_node_the_job_runs_at_once_and_the_run_says_why_idle_deletion_is_not_checked(tmp_path):
-    world = World(FakeClock(), warm=True)
+    world = World(FakeClock(), warm=True, metrics_after=60)  # the warm node has run its collector for a while
     live = live_run(world, tmp_path)
     run_checks(live, OUTPUTS)
     assert [f for f in live.report.findings if not f.ok] == []
@@ -242,8 +292,8 @@ def test_a_vm_that_outlives_idle_after_plus_the_margin_fails(tmp_path):
         run_checks(live, OUTPUTS)
     last = live.report.findings[-1]
     assert not last.ok and "still exists" in last.detail
-    # Allowed: from the last pod's end (13:21:56, t = 576) plus 60 s + 600 s.
-    assert world.clock.t == pytest.approx(576 + 660, abs=15)
+    # Allowed: from the node's last pod's end (the monitoring checks' hold, t = 611) plus 60 s + 600 s.
+    assert world.clock.t == pytest.approx(world.released_at + 1 + 660, abs=15)
 
 
 def test_a_gpu_node_the_ccm_never_initializes_stops_the_run_with_what_is_missing(tmp_path):

@@ -77,7 +77,10 @@ def test_runs_share_no_name():
     a = run_names(load_run_stack(DEFAULTS, "aaaaaa"), "aaaaaa").to_dict()
     b = run_names(load_run_stack(DEFAULTS, "bbbbbb"), "bbbbbb").to_dict()
     shared = {k for k in a if a[k] == b[k]}
-    assert shared == {"project", "region", "zones", "environment", "cluster_location", "gpu", "gpus_per_node", "idle_after", "isolation", "tenant_project"}
+    assert shared == {
+        "project", "region", "zones", "environment", "cluster_location", "gpu", "gpus_per_node", "idle_after", "isolation", "tenant_project",
+        "gpu_timeout", "monitoring", "scrape_interval",
+    }
 
 
 def test_run_names_survive_the_run_record(names, team_names):
@@ -86,6 +89,9 @@ def test_run_names_survive_the_run_record(names, team_names):
     # A record written before project mode existed reads as shared, in its one project.
     old = {k: v for k, v in names.to_dict().items() if k not in ("isolation", "tenant_project")}
     assert (RunNames.from_dict(old).isolation, RunNames.from_dict(old).projects) == ("shared", ("acme-acceptance",))
+    # One written before the monitoring checks, with the defaults of then.
+    older = {k: v for k, v in names.to_dict().items() if k not in ("gpu_timeout", "monitoring", "scrape_interval")}
+    assert RunNames.from_dict(older) == names and (names.gpu_timeout, names.monitoring, names.scrape_interval) == ("10m", True, "60s")
 
 
 def test_without_a_team_project_the_tenant_shares_the_runs_project(names):

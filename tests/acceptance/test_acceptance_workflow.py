@@ -190,13 +190,14 @@ def test_make_never_pastes_a_value_into_the_shell(variable):
 
 def test_every_readme_example_is_a_valid_run_configuration():
     flags = {"PROJECT": "--project", "TEAM_PROJECT": "--team-project", "ISOLATION": "--isolation", "REGION": "--region", "ZONES": "--zones", "GPU": "--gpu", "GPU_QUOTA": "--gpu-quota", "GPUS_PER_NODE": "--gpus-per-node", "WARM_NODES": "--warm-nodes", "COMPARE": "--compare"}
+    switches = {"RESTORE_DRILL": "--restore-drill", "WATCHDOG_DRILL": "--watchdog-drill"}  # make passes the flag when set
     placeholders = {"PROJECT": "acme-acceptance", "TEAM_PROJECT": "acme-acceptance-team"}
     examples = re.findall(r"^make acceptance (PROJECT=.*?)(?:\s+#.*)?$", "\n".join(sh_lines()), flags=re.MULTILINE)
     assert len(examples) >= 3 and any("TEAM_PROJECT=" in e for e in examples)
     for example in examples:
         argv = []
         for name, value in re.findall(r"([A-Z_]+)=(\S+)", example):
-            argv += [flags[name], placeholders.get(name, value)]
+            argv += [switches[name]] if name in switches else [flags[name], placeholders.get(name, value)]
         settings = settings_from(parse_args(argv))
         assert settings.problems() == [], example
         load_run_stack(settings, "k3x9q2")  # raises ConfigError naming the key if the example is wrong

@@ -14,6 +14,7 @@ from typing import Any
 
 SERVER = "tenant API server"
 COMPUTE = "Compute Engine"
+MONITORING = "Cloud Monitoring"  # the monitoring checks: when a query first answered with a series
 POLLED = "polled"
 
 # key → (what happened, who recorded the time)
