@@ -88,7 +88,7 @@ from guardrails.iam import (  # noqa: F401
     role_key,
     workload_identity_members,
 )
-from guardrails.platform_objects import one_node_provider, platform_objects_by_design  # noqa: F401
+from guardrails.platform_objects import one_node_provider, platform_access_by_design, platform_objects_by_design  # noqa: F401
 from guardrails.public_ranges import public_ranges_nonprod, public_ranges_prod  # noqa: F401
 from guardrails.supply_chain import helm_release_version, instance_chart_versions, node_provider_templates  # noqa: F401
 from guardrails.tenancy import (  # noqa: F401
@@ -100,7 +100,7 @@ from guardrails.tenancy import (  # noqa: F401
 )
 from guardrails.targets import data_targets_by_design  # noqa: F401
 from guardrails.tenant_placement import control_plane_resources, one_tenant_per_project, tenant_placement_by_design  # noqa: F401
-from guardrails.vcluster_values import control_plane_isolation, values_by_design  # noqa: F401
+from guardrails.vcluster_values import control_plane_isolation, nat_addresses, values_by_design  # noqa: F401
 
 POLICIES = [
     *by_design.POLICIES,

@@ -84,11 +84,16 @@ def warm_run(warm_plan) -> ProgramRun:
 
 
 @pytest.fixture(scope="session")
-def legacy_dev_run():
+def legacy_dev_values() -> dict:
     """dev as shipped in the opt-in legacy mode (the official infrastructure template and its broad role)."""
     values = shipped_values("dev")
     values["gpu-platform:nodeProvider"]["legacyInfrastructure"] = True
-    return run_program(values, stack="dev", project_dir=SHIPPED_DIR)
+    return values
+
+
+@pytest.fixture(scope="session")
+def legacy_dev_run(legacy_dev_values):
+    return run_program(legacy_dev_values, stack="dev", project_dir=SHIPPED_DIR)
 
 
 @pytest.fixture(scope="session")

@@ -805,7 +805,7 @@ def test_the_committed_stacks_pass_the_pack_served_from_a_copy_of_policy_alone(t
                 assert [d.message for d in diagnostics if d.enforcementLevel == analyzer_pb2.MANDATORY] == [], (stack, reg.name)
                 if reg.custom:
                     properties = struct_pb2.Struct()
-                    properties.update(json.loads(json.dumps(reg.plain_inputs, default=str)))
+                    properties.update(json.loads(json.dumps(reg.final_state, default=str)))  # its final outputs, as after `pulumi up`
                     options = analyzer_pb2.AnalyzerResourceOptions(protect=reg.protect)
                     resources.append(analyzer_pb2.AnalyzerResource(type=reg.type, properties=properties, urn=reg.urn, name=reg.name, options=options))
             stack_diagnostics = analyzer.AnalyzeStack(analyzer_pb2.AnalyzeStackRequest(resources=resources), timeout=60).diagnostics

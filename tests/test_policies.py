@@ -350,8 +350,13 @@ def test_real_custom_roles_hold_no_forbidden_permission(runs):
         assert violations(P.custom_role_permissions, args_of(run, reg)) == [], reg.name
 
 
-def test_legacy_mode_role_violates_on_purpose(legacy_dev_run):
+def test_legacy_mode_role_violates_on_purpose(legacy_dev_run, legacy_dev_values):
     run = legacy_dev_run
+    # Judged by its own record, as once `make policy-data` recorded the stack in legacy mode (no
+    # network, node account or NAT addresses of ours for its instances to name).
+    from tools.policy_data import stack_entry
+
+    record = {**P.STACKS, "dev": stack_entry("dev", run, legacy_dev_values, None)}
     role = run.one(P.CUSTOM_ROLES[0], "auto-nodes-role")
     forbidden = load_roles().forbidden_in_any_role
     held = [p for p in role.plain_inputs["permissions"] if p in forbidden]
@@ -362,15 +367,16 @@ def test_legacy_mode_role_violates_on_purpose(legacy_dev_run):
     # What the legacy stack violates is its broad role, its unconditioned binding and the control
     # planes open to any joining node (the official template's NAT addresses are Google's pick);
     # lowering those four policies through policy config (docs/guardrails.md "Guardrails") clears the way.
-    assert sorted({(p, n) for p, n, _ in mandatory(analyze(run))}) == [
-        (P.custom_role_least_privilege.name, "auto-nodes-role"),
-        (P.custom_role_permissions.name, "auto-nodes-role"),
-        (P.conditioned_grants.name, "auto-nodes-role-binding"),
-        (P.control_plane_isolation.name, "tenant-nlp-instance"),
-        (P.control_plane_isolation.name, "tenant-speech-instance"),
-    ]
-    lowered = {p.name: EnforcementLevel.ADVISORY for p in P.LEGACY_MODE_POLICIES}
-    assert mandatory(analyze(run, lowered)) == []
+    with pack_stacks(record):
+        assert sorted({(p, n) for p, n, _ in mandatory(analyze(run))}) == [
+            (P.custom_role_least_privilege.name, "auto-nodes-role"),
+            (P.custom_role_permissions.name, "auto-nodes-role"),
+            (P.conditioned_grants.name, "auto-nodes-role-binding"),
+            (P.control_plane_isolation.name, "tenant-nlp-instance"),
+            (P.control_plane_isolation.name, "tenant-speech-instance"),
+        ]
+        lowered = {p.name: EnforcementLevel.ADVISORY for p in P.LEGACY_MODE_POLICIES}
+        assert mandatory(analyze(run, lowered)) == []
     assert "legacyInfrastructure" in P.custom_role_permissions.description
 
 

@@ -132,6 +132,7 @@ def test_every_policy_the_readme_table_needs_is_a_resource_or_stack_policy():
     assert [p.name for p in P.POLICIES if isinstance(p, StackValidationPolicy)] == [
         P.no_grants_on_host_network.name,
         P.one_tenant_per_project.name,
+        P.nat_addresses.name,
         P.one_node_provider.name,
     ]
 

@@ -114,7 +114,8 @@ def test_the_message_names_what_is_allowed_near_the_key(runs):
         (
             lambda d: d["controlPlane"]["service"]["spec"]["loadBalancerSourceRanges"].append("0.0.0.0/0"),
             # after the NAT address and the host cluster's pod and node ranges
-            "controlPlane.service.spec.loadBalancerSourceRanges[3]: '0.0.0.0/0' is not allowed; allowed: one address",
+            "controlPlane.service.spec.loadBalancerSourceRanges[3]: '0.0.0.0/0' is not allowed; allowed: the host cluster's pod and node "
+            "ranges (10.4.0.0/14, 10.0.0.0/20) and the tenant's NAT addresses, each one external address <address>/32",
         ),
         (
             lambda d: d["controlPlane"]["service"]["spec"].update(type="NodePort"),

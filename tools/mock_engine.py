@@ -56,6 +56,19 @@ class Registration:
     replace_on_changes: list[str] = field(default_factory=list)
     delete_before_replace: bool = False
     retain_on_delete: bool = False
+    encoded_outputs: Any = None  # the mock provider's state for it (PlatformMocks), decoded on first use
+
+    @functools.cached_property
+    def outputs(self) -> dict[str, Any]:
+        """What the mock provider returned: the scalar inputs echoed and what the cloud would
+        compute (addresses, e-mails, …), secrets still wrapped."""
+        return rpc.deserialize_properties(self.encoded_outputs) if self.encoded_outputs is not None else {}
+
+    @property
+    def final_state(self) -> dict[str, Any]:
+        """Inputs and outputs together, plain: a resource as the engine hands it to stack policies
+        after `pulumi up` (its final outputs, which a provider's state holds with its inputs)."""
+        return plain({**self.inputs, **self.outputs})
 
     @functools.cached_property
     def inputs(self) -> dict[str, Any]:
@@ -125,6 +138,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
                     replace_on_changes=list(request.replaceOnChanges),
                     delete_before_replace=bool(request.deleteBeforeReplace),
                     retain_on_delete=bool(request.retainOnDelete),
+                    encoded_outputs=response.object if request.custom else None,
                 )
             )
         return response

@@ -116,8 +116,10 @@ def policy_resource(resource_type: str, props: dict[str, Any], urn: str, name: s
 
 
 def stack_args(run: ProgramRun, extra: list[PolicyResource] = ()) -> StackValidationArgs:
-    """Every custom resource of a run (plus `extra`), as a stack policy sees the stack."""
-    resources = [policy_resource(r.type, r.plain_inputs, r.urn, r.name) for r in run.registrations if r.custom]
+    """Every custom resource of a run (plus `extra`), as a stack policy sees the stack at `pulumi
+    up`: with its final outputs (pulumi/pulumi tag v3.187.0 pkg/resource/deploy/step_generator.go,
+    AnalyzeResources), here the mock provider's state over its inputs."""
+    resources = [policy_resource(r.type, r.final_state, r.urn, r.name) for r in run.registrations if r.custom]
     return StackValidationArgs(resources=[*resources, *extra])
 
 

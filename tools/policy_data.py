@@ -25,7 +25,7 @@ from types import ModuleType
 from typing import Any, Callable
 
 from components import loft_api
-from components.platform_project import INSTANCE_VERBS, MEMBER_ROLE
+from components.platform_project import INSTANCE_VERBS, LOCAL_CLUSTER, MEMBER_ROLE
 from components.tenant_network import HEALTH_CHECK_RANGES, IAP_RANGE
 from components.vcluster_values import GPU_RESOURCE, GPU_TAINT
 from config import node_properties as props
@@ -271,8 +271,9 @@ def stack_data(runs: dict[str, ProgramRun], values: dict[str, dict[str, Any]]) -
     return out
 
 
-# What a team stack takes from its environment's entry: the environment's decisions about its tenants.
-ENVIRONMENT_DECISIONS = ("approvedTenantSecurity", "controlPlaneMaximum", "allowSharedWithProjectTenants", "hostCluster")
+# What a team stack takes from its environment's entry: the environment's decisions about its
+# tenants, and the host cluster they run on (its name, the private ranges its clients come from).
+ENVIRONMENT_DECISIONS = ("approvedTenantSecurity", "controlPlaneMaximum", "allowSharedWithProjectTenants", "hostCluster", "hostClientRanges")
 
 
 def stack_entry(stack: str, run: ProgramRun, values: dict[str, Any], environment_entry: dict[str, Any] | None) -> dict[str, Any]:
@@ -285,6 +286,9 @@ def stack_entry(stack: str, run: ProgramRun, values: dict[str, Any], environment
         entry["controlPlaneMaximum"] = facts.get("controlPlaneMaximum")
         entry["allowSharedWithProjectTenants"] = facts.get("allowSharedWithProjectTenants", False)
         entry["hostCluster"] = facts.get("hostCluster")
+        # The host's pod and node ranges every control plane's LoadBalancer admits beside the
+        # tenant's NAT addresses (components/tenant_vcluster.py).
+        entry["hostClientRanges"] = list(facts.get("hostClientCidrs") or [])
     else:
         assert environment_entry is not None, f"stack {stack}: its environment's entry first"
         entry.update({key: environment_entry[key] for key in ENVIRONMENT_DECISIONS})
@@ -355,6 +359,7 @@ def build(evaluated: Evaluated | None = None) -> dict[str, Any]:
             "memberKinds": ["User", "Team"],
             "instanceVerbs": list(INSTANCE_VERBS),
             "projectNamespacePrefix": project_namespace(""),
+            "localCluster": LOCAL_CLUSTER,
             "projectSpecFields": _spec_fields(loft_api.ProjectSpec),
             "instanceSpecFields": _spec_fields(loft_api.VirtualClusterInstanceSpec),
             "instanceTemplateFields": _spec_fields(loft_api.VirtualClusterTemplate),

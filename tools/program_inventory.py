@@ -17,14 +17,18 @@ import yaml
 
 from config import node_properties as props
 from components.tenant_vcluster import host_namespace
+from config.facts import project_namespace
 from config.isolation import node_name_prefix
 from tools.mock_engine import ProgramRun, Registration
 
 COMMAND = "command:local:Command"
 RELEASE = "kubernetes:helm.sh/v3:Release"
 INSTANCE = "kubernetes:management.loft.sh/v1:VirtualClusterInstance"
+PLATFORM_PROJECT = "kubernetes:management.loft.sh/v1:Project"
 ACCOUNT = "gcp:serviceaccount/account:Account"
+NETWORK = "gcp:compute/network:Network"
 SUBNETWORK = "gcp:compute/subnetwork:Subnetwork"
+ADDRESS = "gcp:compute/address:Address"
 CUSTOM_ROLE = "gcp:projects/iAMCustomRole:IAMCustomRole"
 SERVICE_ACCOUNT_GRANT = "gcp:serviceaccount/iAMMember:IAMMember"
 PROJECT_GRANT = "gcp:projects/iAMMember:IAMMember"
@@ -46,6 +50,13 @@ HOST_CLUSTER = "gpu-platform:gke:Cluster"
 TENANT = "gpu-platform:tenants:VirtualCluster"
 TENANT_NETWORK = "gpu-platform:tenants:Network"
 TENANT_MONITORING = "gpu-platform:monitoring:Tenant"
+# The fields of a tenant's platform objects that say who reaches it and what it may use (loft-sh/loft
+# tag v4.11.2 api/openapi-spec/swagger.json: management.v1.ProjectSpec `members`, `allowedClusters`,
+# `allowedNodeTypes`; management.v1.VirtualClusterInstanceSpec `access` (the object itself),
+# `extraAccessRules` and `template.access` (inside the virtual cluster)). Recorded per tenant as the
+# program writes them; the pack allows exactly those (platform-access-by-design).
+PROJECT_ACCESS_FIELDS = ("members", "allowedClusters", "allowedNodeTypes")
+INSTANCE_ACCESS_FIELDS = ("access", "extraAccessRules", "template.access")
 
 
 def resource_types(runs: Iterable[ProgramRun], *, references: bool = False) -> list[str]:
@@ -235,10 +246,23 @@ def _tenant(run: ProgramRun, resources: list[Registration], environment_project:
     entry["monitoring"] = any(r.type == TENANT_MONITORING for r in resources)
     accounts = [r for r in resources if r.type == ACCOUNT]
     subnets = [r for r in resources if r.type == SUBNETWORK]
+    networks = [r for r in resources if r.type == NETWORK]
     entry["nodeServiceAccount"] = _email(accounts[0]) if accounts else None
+    # What the instance's auto-nodes properties name (components/tenant_vcluster.py): the account
+    # by its id, the network and subnet by name. None in legacy mode, whose network is not ours.
+    entry["nodeServiceAccountId"] = accounts[0].input("accountId") if accounts else None
+    entry["network"] = networks[0].input("name") if networks else None
     entry["subnetwork"] = subnets[0].input("name") if subnets else None
     entry["region"] = subnets[0].input("region") if subnets else None
     entry["nodeGrants"] = node_grants(run, entry["nodeServiceAccount"]) if accounts else []
+    # The static NAT addresses its nodes leave from, by name: their addresses are Google's pick,
+    # known once they exist (vcluster-control-plane-nat-addresses compares them then).
+    entry["natAddresses"] = sorted(r.input("name") for r in resources if r.type == ADDRESS)
+    [project] = [r for r in resources if r.type == PLATFORM_PROJECT]
+    entry["platformAccess"] = {
+        "project": {field: _at(project.input("spec"), field) for field in PROJECT_ACCESS_FIELDS},
+        "instance": {field: _at(instance.input("spec"), field) for field in INSTANCE_ACCESS_FIELDS},
+    }
     return str(parsed.name), entry
 
 
@@ -259,6 +283,12 @@ def node_grants(run: ProgramRun, email: str) -> list[dict[str, str]]:
         on = str(inputs.get(where))
         found.add((scope, str(inputs.get("role")), on.rsplit("/", 1)[-1] if scope == "serviceAccount" else on))
     return [{"scope": scope, "role": role, "on": on} for scope, role, on in sorted(found)]
+
+
+def _at(value: Any, dotted: str) -> Any:
+    for key in dotted.split("."):
+        value = value.get(key) if isinstance(value, dict) else None
+    return value
 
 
 def stack_identities(run: ProgramRun, environment: str, environment_stack: str, environment_entry: dict[str, Any] | None) -> dict[str, Any]:
@@ -299,6 +329,7 @@ def stack_identities(run: ProgramRun, environment: str, environment_stack: str, 
         name, tenant = _tenant(run, resources, entry["project"])
         tenant["vmNamePrefix"] = node_name_prefix(environment, name)
         tenant["hostNamespace"] = host_namespace(name)
+        tenant["projectNamespace"] = project_namespace(name)
         tenants[name] = tenant
     entry["tenants"] = dict(sorted(tenants.items()))
     return entry
@@ -311,4 +342,7 @@ def node_property_names() -> dict[str, str]:
         "loadBalancerProperty": props.CCM_LB_ENABLED,
         "persistentDisksProperty": props.CSI_ENABLED,
         "projectProperty": props.PROJECT,
+        "networkProperty": props.NETWORK,
+        "subnetworkProperty": props.SUBNETWORK,
+        "nodeServiceAccountProperty": props.NODE_SERVICE_ACCOUNT,
     }

@@ -43,6 +43,7 @@ NODE_PROVIDER = "kubernetes:management.loft.sh/v1:NodeProvider"
 VIRTUAL_CLUSTER_INSTANCE = "kubernetes:management.loft.sh/v1:VirtualClusterInstance"
 PLATFORM_PROJECT = "kubernetes:management.loft.sh/v1:Project"
 FIREWALL = "gcp:compute/firewall:Firewall"
+ADDRESS = "gcp:compute/address:Address"
 NETWORK_PEERINGS = ("gcp:compute/networkPeering:NetworkPeering", "gcp:compute/networkPeeringRoutesConfig:NetworkPeeringRoutesConfig")
 PROJECT = "gcp:organizations/project:Project"
 WORKLOAD_IDENTITY_PROVIDER = "gcp:iam/workloadIdentityPoolProvider:WorkloadIdentityPoolProvider"
@@ -73,6 +74,16 @@ def is_list(value: Any) -> bool:
 
 def as_list(value: Any) -> list[Any]:
     return list(value) if is_list(value) else []
+
+
+def plain(value: Any) -> Any:
+    """`value` as plain dicts and lists (props are read-only proxies), for comparing with data.
+    Touching a value unknown during preview raises UnknownValueError, as any read does."""
+    if isinstance(value, Mapping):
+        return {k: plain(value[k]) for k in value}
+    if is_list(value):
+        return [plain(v) for v in value]
+    return value
 
 
 def show(value: Any) -> str:
@@ -109,6 +120,24 @@ def unknown_stack(urn: str) -> str:
         f"stack {stack_of(urn)!r} is not in the pack's data, so nothing of it is known; allowed: the stacks of "
         f"policy/program_data.json ({', '.join(sorted(STACKS)) or 'none'}): commit the stack file, run `make policy-data` and publish the pack"
     )
+
+
+def tenant_record(urn: str, name: Any, report_violation: ReportViolation) -> tuple[Mapping[str, Any], Mapping[str, Any]] | None:
+    """(the stack's record, tenant `name`'s record in it) for a tenant's platform object; None, and
+    reported, for a stack or a tenant the data does not know."""
+    stack = stack_data(urn)
+    if stack is None:
+        report_violation(unknown_stack(urn), None)
+        return None
+    tenant = stack["tenants"].get(name)
+    if tenant is None:
+        report_violation(
+            f"metadata.name: tenant {show(name)} is not a tenant of stack {stack_of(urn)} in the pack's data; allowed: "
+            f"{', '.join(sorted(stack['tenants'])) or 'none'} (a new tenant flows in with make policy-data)",
+            None,
+        )
+        return None
+    return stack, tenant
 
 
 def environment_of_stack(urn: str) -> str | None:
@@ -252,6 +281,7 @@ def environment_of_instance(props: Mapping[str, Any]) -> str | None:
 _OBJECTS: dict[str, tuple[str, tuple[str, ...]]] = {
     GKE_CLUSTER: ("cluster", ("name",)),
     FIREWALL: ("firewall rule", ("name",)),
+    ADDRESS: ("address", ("name",)),
     PROJECT: ("project", ("projectId",)),
     SERVICE_ACCOUNT_KEY: ("key of", ("serviceAccountId",)),
     WORKLOAD_IDENTITY_PROVIDER: ("provider", ("workloadIdentityPoolProviderId",)),

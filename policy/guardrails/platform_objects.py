@@ -3,6 +3,8 @@ builds them (components/platform_project.py, components/loft_api.py): a team's `
 members the viewer role only and its node claims the environment's NodeProvider only; the team's
 VirtualClusterInstance lets them see and connect to it, nothing more, and takes its whole
 configuration inline (no `templateRef` or `parameters` that would bring values the pack never sees).
+Who those members and users are is each tenant's record: the pack allows exactly the members,
+clusters, node types and access rules the program writes for it.
 """
 
 from __future__ import annotations
@@ -20,7 +22,22 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
-from .common import DATA, NODE_PROVIDER, PLATFORM_PROJECT, VIRTUAL_CLUSTER_INSTANCE, ResourcePolicy, Values, as_list, described, get, is_list, show
+from .common import (
+    DATA,
+    NODE_PROVIDER,
+    PLATFORM_PROJECT,
+    VIRTUAL_CLUSTER_INSTANCE,
+    ResourcePolicy,
+    Values,
+    as_list,
+    described,
+    get,
+    is_list,
+    plain,
+    show,
+    stack_of,
+    tenant_record,
+)
 
 OBJECTS = DATA["platformObjects"]
 MEMBER_ROLE: str = OBJECTS["memberRole"]
@@ -98,6 +115,56 @@ platform_objects_by_design = ResourcePolicy(
 )
 
 
+# Why each recorded field is exactly the program's (components/platform_project.py): the tenant's
+# access config (`access.users`, `access.teams`) decides who reaches it, nothing else does.
+_ACCESS_WHY = {
+    "members": "the tenant's access.users and access.teams, as project viewers",
+    "allowedClusters": "the platform's own cluster only",
+    "allowedNodeTypes": "the environment's NodeProvider only",
+    "access": "get and use of the instance for the tenant's access.users and access.teams",
+    "extraAccessRules": "gpu-platform grants no access beyond spec.access and spec.template.access",
+    "template.access": "cluster-admin inside the virtual cluster for the tenant's access.users and access.teams only",
+}
+_ACCESS_OF = {PLATFORM_PROJECT: "project", VIRTUAL_CLUSTER_INSTANCE: "instance"}
+
+
+def validate_platform_access(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
+    """Who reaches a tenant: its Project's members, clusters and node types, its instance's access
+    rules (on the object and inside the virtual cluster), exactly as the program writes them for
+    that tenant (program_data.json `stacks.<stack>.tenants.<tenant>.platformAccess`)."""
+    kind = _ACCESS_OF.get(args.resource_type)
+    if kind is None:
+        return
+    name = get(args.props, "metadata", "name")
+    found = tenant_record(args.urn, name, report_violation)
+    if found is None:
+        return
+    spec = get(args.props, "spec")
+    for field, recorded in found[1]["platformAccess"][kind].items():
+        value = plain(get(spec, *field.split(".")))
+        if value == recorded:
+            continue
+        allowed = "not set" if recorded is None else f"exactly {show(recorded)}"
+        report_violation(
+            f"spec.{field}: {show(value)} is not what gpu-platform writes for tenant {name} of stack {stack_of(args.urn)}; "
+            f"allowed: {allowed} ({_ACCESS_WHY.get(field, 'the tenant record of make policy-data')})",
+            None,
+        )
+
+
+platform_access_by_design = ResourcePolicy(
+    name="platform-access-by-design",
+    description=(
+        "A tenant's management.loft.sh/v1 Project (members, allowedClusters, allowedNodeTypes) and VirtualClusterInstance "
+        "(access, extraAccessRules, template.access) say exactly what the program writes for that tenant: no other user or "
+        "team, no '*', no other cluster, no extra access rule."
+    ),
+    validate=validate_platform_access,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    severity=Severity.CRITICAL,
+)
+
+
 def validate_one_node_provider(args: StackValidationArgs, report_violation: ReportViolation) -> None:
     """Within a stack, each team's Project, its VirtualClusterInstance and (environment stacks) the
     environment's NodeProvider name the same provider."""
@@ -140,4 +207,4 @@ one_node_provider = StackValidationPolicy(
     severity=Severity.HIGH,
 )
 
-POLICIES = [platform_objects_by_design, one_node_provider]
+POLICIES = [platform_objects_by_design, platform_access_by_design, one_node_provider]

@@ -30,13 +30,30 @@ from .common import (
     Values,
     described,
     get,
+    plain,
     show,
     stack_data,
     stack_of,
+    tenant_record,
     unknown_stack,
 )
 
 PROD = "prod"
+LOCAL_CLUSTER: str = DATA["platformObjects"]["localCluster"]
+_PROPERTIES = DATA["tenantInstance"]
+# The auto-nodes properties that name the tenant's own GCP objects (config/node_properties.py; the
+# environment template builds the tenant's VMs from them), each with the tenant record's field and
+# what another tenant's value would do: (property, field of the record, what it is, why).
+NODE_OBJECTS: tuple[tuple[str, str, str, str], ...] = (
+    (
+        _PROPERTIES["nodeServiceAccountProperty"],
+        "nodeServiceAccountId",
+        "node account",
+        "its VMs would run as that account: the platform may act as every tenant's node account",
+    ),
+    (_PROPERTIES["networkProperty"], "network", "network", "its VMs would start in that network"),
+    (_PROPERTIES["subnetworkProperty"], "subnetwork", "subnet", "its VMs would start in that subnet"),
+)
 # The safe value of each security setting, and values stricter still (config/tenant_security.py).
 SAFE: dict[str, Any] = DATA["tenantSecurity"]["safe"]
 STRICTER: dict[str, list[Any]] = DATA["tenantSecurity"]["stricter"]
@@ -45,17 +62,9 @@ GCP_PROJECT_ANNOTATION = "gpu-platform/gcp-project"
 
 def _instance(props: Mapping[str, Any]) -> TenantInstance | None:
     try:
-        return TenantInstance.parse(_plain(get(props, "spec") or {}), get(props, "metadata", "name"))
+        return TenantInstance.parse(plain(get(props, "spec") or {}), get(props, "metadata", "name"))
     except (yaml.YAMLError, ValueError, TypeError, AttributeError):
         return None  # vcluster-private-nodes-isolation and tenant-objects-by-design report unreadable documents
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {k: _plain(value[k]) for k in value}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
 
 
 def _yaml(value: Any) -> str:
@@ -75,22 +84,11 @@ def _environment_tenants(stack: Mapping[str, Any]) -> list[tuple[str, str, Mappi
 def validate_tenant_placement(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
     if args.resource_type != VIRTUAL_CLUSTER_INSTANCE:
         return
-    stack = stack_data(args.urn)
-    if stack is None:
-        report_violation(unknown_stack(args.urn), None)
-        return
+    found = tenant_record(args.urn, get(args.props, "metadata", "name"), report_violation)
     instance = _instance(args.props)
-    if instance is None:
+    if found is None or instance is None:
         return
-    name, here = instance.name, stack_of(args.urn)
-    expected = stack["tenants"].get(name)
-    if expected is None:
-        report_violation(
-            f"metadata.name: tenant {show(name)} is not a tenant of stack {here} in the pack's data; allowed: "
-            f"{', '.join(sorted(stack['tenants'])) or 'none'} (a new tenant flows in with make policy-data)",
-            None,
-        )
-        return
+    (stack, expected), name, here = found, instance.name, stack_of(args.urn)
     settings = instance.security_settings(stack["project"])
     if instance.project != expected["project"]:
         report_violation(
@@ -98,6 +96,7 @@ def validate_tenant_placement(args: ResourceValidationArgs, report_violation: Re
             f"of stack {here}; allowed: {expected['project']!r}",
             None,
         )
+    _report_where_it_runs(args.props, instance, expected, f"tenant {name} of stack {here}", report_violation)
     if settings["isolation"] == "project":
         for other_stack, tenant, data in ((s, t, d) for s, e in STACKS.items() for t, d in e["tenants"].items()):
             if data["project"] == instance.project and (other_stack, tenant) != (here, name):
@@ -131,10 +130,51 @@ def validate_tenant_placement(args: ResourceValidationArgs, report_violation: Re
             )
 
 
+def _report_where_it_runs(
+    props: Mapping[str, Any], instance: TenantInstance, expected: Mapping[str, Any], whose: str, report_violation: ReportViolation
+) -> None:
+    """The instance's own platform project namespace, host namespace and GCP objects, exactly as
+    the tenant's record has them (components/tenant_vcluster.py)."""
+    namespace = get(props, "metadata", "namespace")
+    if namespace != expected["projectNamespace"]:
+        report_violation(
+            f"metadata.namespace: {show(namespace)} is not the platform project namespace of {whose}; allowed: "
+            f"{expected['projectNamespace']!r} (another team's project would give that team its instance)",
+            None,
+        )
+    cluster_ref = plain(get(props, "spec", "clusterRef"))
+    wanted = {"cluster": LOCAL_CLUSTER, "namespace": expected["hostNamespace"]}
+    why = {
+        "cluster": ("cluster", "the platform's own cluster"),
+        "namespace": ("host namespace", "the tenant's backup plan selects that one, and no two control planes share one"),
+    }
+    if not isinstance(cluster_ref, Mapping):
+        report_violation(f"spec.clusterRef: {show(cluster_ref)}; allowed: {wanted}", None)
+    else:
+        for key in sorted(set(cluster_ref) | set(wanted)):
+            if cluster_ref.get(key) == wanted.get(key):
+                continue
+            if key in wanted:
+                what, reason = why[key]
+                report_violation(f"spec.clusterRef.{key}: {show(cluster_ref.get(key))} is not the {what} of {whose}; allowed: {wanted[key]!r} ({reason})", None)
+            else:
+                report_violation(f"spec.clusterRef.{key}: is not a field gpu-platform sets; allowed: cluster, namespace", None)
+    properties = instance.properties
+    for key, field, what, consequence in NODE_OBJECTS:
+        value, recorded = properties.get(key), expected.get(field)
+        if value != recorded:
+            report_violation(
+                f'{Values.FIELD} privateNodes.autoNodes[0].properties["{key}"]: {show(value)} is not the {what} of {whose}; '
+                f"allowed: {show(recorded) if recorded is not None else 'not set (the legacy template builds the network)'} ({consequence})",
+                None,
+            )
+
+
 tenant_placement_by_design = ResourcePolicy(
     name="tenant-placement-by-design",
     description=(
-        "Each VirtualClusterInstance is a tenant of its stack in the project the data gives it; one tenant per team project across "
+        "Each VirtualClusterInstance is a tenant of its stack in the project the data gives it, in its own platform project "
+        "namespace and host namespace, its VMs in its own network and subnet as its own node account; one tenant per team project across "
         "all stacks; no shared tenant beside tenants with projects of their own unless the environment allows it; in prod, "
         "isolation, loadBalancerServices, nodeMetadata and podSecurityStandard beyond the safe values only as the environment approves."
     ),
