@@ -13,12 +13,12 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
+from config.facts import PLATFORM_NAMESPACE
 from config.permissions import AUTO_NODES, LEGACY_AUTO_NODES, TENANT_DISKS, TENANT_LOAD_BALANCERS, TENANT_SUBNET_USE, load_roles, role_id
 
 from .options import depends_on_of
 
-# The platform pod's Kubernetes service account (chart defaults: namespace vcluster-platform, SA loft).
-PLATFORM_NAMESPACE = "vcluster-platform"
+# The platform pod's Kubernetes service account (chart defaults: namespace PLATFORM_NAMESPACE, SA loft).
 PLATFORM_KSA = "loft"
 
 
