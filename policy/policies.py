@@ -20,6 +20,7 @@ from guardrails import (
     cost,
     gke,
     iam,
+    kubeconfigs,
     platform_objects,
     public_ranges,
     supply_chain,
@@ -53,6 +54,7 @@ from guardrails.common import (  # noqa: F401  (re-exported for the tests and th
 from guardrails.by_design import (  # noqa: F401
     commands_by_design,
     kubernetes_rbac_by_design,
+    kubernetes_secrets_by_design,
     load_balancer_services,
     node_pool_service_account,
     release_by_design,
@@ -88,6 +90,7 @@ from guardrails.iam import (  # noqa: F401
     role_key,
     workload_identity_members,
 )
+from guardrails.kubeconfigs import KUBERNETES_PROVIDER, kubernetes_providers_by_design  # noqa: F401
 from guardrails.platform_objects import one_node_provider, platform_access_by_design, platform_objects_by_design  # noqa: F401
 from guardrails.public_ranges import public_ranges_nonprod, public_ranges_prod  # noqa: F401
 from guardrails.supply_chain import helm_release_version, instance_chart_versions, node_provider_templates  # noqa: F401
@@ -104,6 +107,7 @@ from guardrails.vcluster_values import control_plane_isolation, nat_addresses, v
 
 POLICIES = [
     *by_design.POLICIES,
+    *kubeconfigs.POLICIES,
     *gke.POLICIES,
     *public_ranges.POLICIES,
     *iam.POLICIES,

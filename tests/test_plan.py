@@ -591,6 +591,11 @@ def test_tenant_stack_with_an_environment_outputs_file(tmp_path, suffix, dev_run
     code, out, err = plan("--stack", "team-vision-dev", "--environment-outputs", str(path))
     assert code == 0, err
     assert f"environment outputs: from {path}" in out
+    # The pack cannot see the kubeconfig the file hides, so the policy that reads it says so.
+    assert (
+        "kubernetes-providers-by-design (advisory): host: can't run here: string value at .kubeconfig can't be known during preview; "
+        "the pack runs it when Pulumi has the value (`pulumi up`)"
+    ) in out
     assert "placeholders from an offline evaluation" not in out
     # The program compared the file's outputs with the stack file and said so.
     assert re.search(r"WARNING \(program\): environment acme/gpu-platform/dev is deployed with a different configuration.*zones", out)

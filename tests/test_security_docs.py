@@ -235,3 +235,13 @@ def test_every_upstream_property_names_its_source():
 def test_every_policy_the_page_names_is_in_the_pack():
     named = set(re.findall(r"`([a-z0-9]+(?:-[a-z0-9]+)*-(?:by-design|resources|prod|per-project))`", page("docs/security.md")))
     assert named and sorted(named - {p.name for p in P.POLICIES}) == []
+
+
+def test_the_licenses_is_the_only_secret_pulumi_makes_and_the_pack_holds_it_so():
+    """The page's "Secrets": the pack records exactly the license's Secret (what it then rejects:
+    tests/test_guardrails_deployer.py)."""
+    from components.vcluster_platform import LICENSE_SECRET
+
+    recorded = P.INVENTORY[P.PROGRAM_PROJECT]["kubernetesSecrets"]
+    assert [(s["metadata"]["name"], s["keys"]) for s in recorded] == [(LICENSE_SECRET, ["token"])]
+    assert "The license's is the only Kubernetes Secret Pulumi makes, and the pack rejects any other (`kubernetes-secrets-by-design`" in words(section("Secrets"))

@@ -198,8 +198,10 @@ def _check_policy(plan: StackPlan, values: dict[str, Any], environment_entry: di
     exact identities and tenants of each committed stack); a stack the file records otherwise, or
     not at all, is judged by what this run makes of it, and warned about: the pack in the file,
     and the published one, would judge it by the old record."""
+    # An environment output an outputs file shows as [secret] (the kubeconfig) is, to the pack,
+    # a value it cannot see: the policies that read it say they cannot run here.
     if plan.kind == "tenant" and environment_entry is None:
-        plan.policy = policy_check.check(plan.run, levels)  # no environment to start its entry from
+        plan.policy = policy_check.check(plan.run, levels, hidden=SECRET)  # no environment to start its entry from
     else:
         plan.pack_entry = policy_data.stack_entry(plan.stack, plan.run, values, environment_entry)
         recorded = policy_check.P.STACKS.get(plan.stack)
@@ -214,7 +216,7 @@ def _check_policy(plan: StackPlan, values: dict[str, Any], environment_entry: di
                 )
             )
         with policy_check.judging_stacks({plan.stack: plan.pack_entry}):
-            plan.policy = policy_check.check(plan.run, levels)
+            plan.policy = policy_check.check(plan.run, levels, hidden=SECRET)
     plan.warnings += [("policy", f"{v.policy} (advisory): {v.message}") for v in plan.policy if not v.mandatory]
 
 

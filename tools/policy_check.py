@@ -39,7 +39,7 @@ from pulumi_policy import (  # noqa: E402
     StackValidationArgs,
     StackValidationPolicy,
 )
-from pulumi_policy.proxy import unknown_checking_proxy  # noqa: E402
+from pulumi_policy.proxy import UNKNOWN_STRING_VALUE, UnknownValueError, unknown_checking_proxy  # noqa: E402
 
 from tools.mock_engine import ProgramRun, Registration  # noqa: E402
 
@@ -129,7 +129,11 @@ def reports(policy: Policy, args: ResourceValidationArgs | StackValidationArgs) 
     urn, or the stack when it names none), its name taken from that URN, and the message. Runs an
     awaitable validator to completion like the analyzer."""
     found: list[tuple[str, str]] = []
+    _validate(policy, args, found)
+    return found
 
+
+def _validate(policy: Policy, args: ResourceValidationArgs | StackValidationArgs, found: list[tuple[str, str]]) -> None:
     def report(message: str, urn: str | None = None) -> None:
         attached = args.urn if isinstance(args, ResourceValidationArgs) else urn
         found.append((attached.rsplit("::", 1)[-1] if attached else "<stack>", message))
@@ -141,7 +145,20 @@ def reports(policy: Policy, args: ResourceValidationArgs | StackValidationArgs) 
             loop.run_until_complete(result)
         finally:
             loop.close()
-    return found
+
+
+def _judged(policy: Policy, level: EnforcementLevel, args: ResourceValidationArgs) -> list[Violation]:
+    """What a resource policy reports on one resource; one that reads a value unknown here (a
+    secret output the plan was handed as [secret]) is deferred as the analyzer defers it during a
+    preview, with an advisory note after what it reported first (pulumi/pulumi-policy
+    sdk/python/lib/pulumi_policy/policy.py: UnknownValueError → "can't run policy … during preview")."""
+    found: list[tuple[str, str]] = []
+    try:
+        _validate(policy, args, found)
+    except UnknownValueError as e:
+        note = f"{args.name}: can't run here: {e.message}; the pack runs it when Pulumi has the value (`pulumi up`)"
+        return [*(Violation(level, policy.name, r, m) for r, m in found), Violation(EnforcementLevel.ADVISORY, policy.name, args.name, note)]
+    return [Violation(level, policy.name, r, m) for r, m in found]
 
 
 @contextlib.contextmanager
@@ -159,13 +176,26 @@ def judging_stacks(stacks: dict[str, Any], *, replace: bool = False):
         P.STACKS.update(saved)
 
 
-def check(run: ProgramRun, levels: dict[str, EnforcementLevel] | None = None) -> list[Violation]:
+def _unknown(value: Any, hidden: str) -> Any:
+    """`value` with every string `hidden` made unknown, as the SDK marks a value unknown during a preview."""
+    if isinstance(value, dict):
+        return {k: _unknown(v, hidden) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_unknown(v, hidden) for v in value]
+    return UNKNOWN_STRING_VALUE if value == hidden else value
+
+
+def check(run: ProgramRun, levels: dict[str, EnforcementLevel] | None = None, hidden: str | None = None) -> list[Violation]:
     """Every violation of every policy of the pack over a run (a policy at `levels` DISABLED is
-    skipped): resource policies on every custom resource, stack policies on the whole stack."""
+    skipped): resource policies on every custom resource, stack policies on the whole stack. A
+    value the run was handed as `hidden` (a secret output an outputs file does not show) is unknown
+    to the pack, which defers a policy that reads it (_judged)."""
     found = []
     # Each resource's arguments built once for every policy: validators see them through the
     # SDK's read-only proxy, so no policy can change what the next one sees.
-    resources = [args_of(run, reg) for reg in run.registrations if reg.custom]
+    resources = [
+        args_of(run, reg, props=_unknown(reg.plain_inputs, hidden) if hidden is not None else None) for reg in run.registrations if reg.custom
+    ]
     stack = stack_args(run)
     for policy in P.POLICIES:
         level = (levels or {}).get(policy.name, policy.enforcement_level)
@@ -175,7 +205,7 @@ def check(run: ProgramRun, levels: dict[str, EnforcementLevel] | None = None) ->
             found += [Violation(level, policy.name, resource, m, stack_policy=True) for resource, m in reports(policy, stack)]
             continue
         for args in resources:
-            found += [Violation(level, policy.name, resource, m) for resource, m in reports(policy, args)]
+            found += _judged(policy, level, args)
     return found
 
 

@@ -306,6 +306,8 @@ def _program(evaluated: Evaluated) -> dict[str, Any]:
         "resourceTypes": inventory.resource_types(runs, references=True),
         "commands": inventory.commands(runs),
         "helmReleases": inventory.helm_releases(runs),
+        "helmReleaseInputs": inventory.helm_release_inputs(runs),
+        "kubeconfigs": inventory.kubeconfigs(runs),
         "instanceCharts": inventory.instance_charts(runs),
         "tenantObjects": inventory.tenant_objects(runs),
         "tenantImages": inventory.tenant_images(runs),
@@ -313,6 +315,7 @@ def _program(evaluated: Evaluated) -> dict[str, Any]:
         "tenantWorkloads": inventory.tenant_workloads(runs),
         "kubernetesRbac": inventory.kubernetes_objects(runs, inventory.RBAC_KINDS),
         "kubernetesServices": inventory.kubernetes_objects(runs, ("Service",)),
+        "kubernetesSecrets": inventory.kubernetes_secrets(runs),
     }
 
 

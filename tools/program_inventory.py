@@ -19,10 +19,13 @@ from config import node_properties as props
 from components.tenant_vcluster import host_namespace
 from config.facts import project_namespace
 from config.isolation import node_name_prefix
-from tools.mock_engine import ProgramRun, Registration
+from policy.kubernetes_reader import entries, read_kubeconfig, secret_shape
+from tools.mock_engine import PLACEHOLDER, ProgramRun, Registration
 
 COMMAND = "command:local:Command"
 RELEASE = "kubernetes:helm.sh/v3:Release"
+KUBERNETES_PROVIDER = "pulumi:providers:kubernetes"
+SECRET = "kubernetes:core/v1:Secret"
 INSTANCE = "kubernetes:management.loft.sh/v1:VirtualClusterInstance"
 PLATFORM_PROJECT = "kubernetes:management.loft.sh/v1:Project"
 ACCOUNT = "gcp:serviceaccount/account:Account"
@@ -75,18 +78,90 @@ def resource_types(runs: Iterable[ProgramRun], *, references: bool = False) -> l
 
 
 def commands(runs: Iterable[ProgramRun]) -> list[dict[str, Any]]:
-    """Each distinct local command: its scripts, and the names of the environment it gets."""
+    """Each distinct local command: its scripts, the names of the environment it gets, and the form
+    of each of those values (`environmentForms`: see environment_form)."""
     found: dict[str, dict[str, Any]] = {}
     for run in runs:
         for r in run.of_type(COMMAND):
             inputs = r.plain_inputs
+            environment = inputs.get("environment") or {}
             entry = {
                 "create": inputs.get("create"),
                 "update": inputs.get("update"),
                 "delete": inputs.get("delete"),
-                "environment": sorted((inputs.get("environment") or {}).keys()),
+                "environment": sorted(environment),
+                "environmentForms": {name: environment_form(r, name, environment[name]) for name in sorted(environment)},
             }
             found[repr(sorted(entry.items()))] = entry
+    return [found[k] for k in sorted(found)]
+
+
+def environment_form(r: Registration, name: str, value: Any) -> Any:
+    """What the pack requires of an environment value: "kubeconfig" (of the form `kubeconfigs`
+    records, for the stack's own cluster), or {"equals": the value} for a constant. A value the
+    cloud computes (a mock placeholder in it) has no form yet: say which, rather than pin a placeholder."""
+    document, _ = read_kubeconfig(value)
+    if document is not None:
+        return "kubeconfig"
+    if PLACEHOLDER in str(value):
+        raise ValueError(
+            f"{r.name}: environment {name} is computed by the cloud ({value!r}) and is no kubeconfig: give it a form in "
+            "tools/program_inventory.py environment_form and policy/guardrails/by_design.py validate_commands"
+        )
+    return {"equals": value}
+
+
+def kubeconfigs(runs: Iterable[ProgramRun]) -> dict[str, Any]:
+    """The form of every kubeconfig the program passes on, a Kubernetes provider's `kubeconfig` and
+    a command's environment (components/kubeconfig.py writes them all): the fields it sets at each
+    level, and each user's exec plugin whole. The server is the cluster's DNS endpoint, which the
+    cloud names (the pack checks its form against the stack's host cluster)."""
+    documents = []
+    for run in runs:
+        for r in run.registrations:
+            if r.type == KUBERNETES_PROVIDER:
+                values = [r.input("kubeconfig")]
+            elif r.type == COMMAND:
+                values = list((r.input("environment") or {}).values())
+            else:
+                continue
+            documents += [d for d, _ in map(read_kubeconfig, values) if d is not None]
+    keys: dict[str, set[str]] = {"keys": set(), "clusterKeys": set(), "userKeys": set(), "contextKeys": set()}
+    execs: dict[str, Any] = {}
+    for document in documents:
+        keys["keys"] |= set(document)
+        for section, field in (("clusters", "clusterKeys"), ("users", "userKeys"), ("contexts", "contextKeys")):
+            for _, _, body in entries(document, section):
+                keys[field] |= set(body)
+        for _, _, user in entries(document, "users"):
+            if "exec" in user:
+                execs[json.dumps(user["exec"], sort_keys=True)] = user["exec"]
+    return {**{k: sorted(v) for k, v in keys.items()}, "exec": [execs[k] for k in sorted(execs)]}
+
+
+def helm_release_inputs(runs: Iterable[ProgramRun]) -> dict[str, list[str]]:
+    """Per Helm release type, every input the program sets on one (`repositoryOpts.<field>` for the
+    fields of its repository options): the pack rejects any other, e.g. a post-renderer or values
+    files beside `values`."""
+    found: dict[str, set[str]] = {}
+    for run in runs:
+        for r in run.of_type(RELEASE):
+            inputs = r.plain_inputs
+            names = found.setdefault(r.type, set())
+            names |= set(inputs)
+            names |= {f"repositoryOpts.{k}" for k in inputs.get("repositoryOpts") or {}}
+    return {t: sorted(names) for t, names in sorted(found.items())}
+
+
+def kubernetes_secrets(runs: Iterable[ProgramRun]) -> list[dict[str, Any]]:
+    """Every Secret the program makes on a host cluster, as the pack compares them
+    (policy/kubernetes_reader.py secret_shape: namespace, name, type and every field whole, of its
+    data only the keys): the license's, with the option that sets one."""
+    found: dict[str, dict[str, Any]] = {}
+    for run in runs:
+        for r in run.of_type(SECRET):
+            shape = secret_shape(r.plain_inputs)
+            found[json.dumps(shape, sort_keys=True)] = shape
     return [found[k] for k in sorted(found)]
 
 

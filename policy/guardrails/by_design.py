@@ -7,13 +7,18 @@ command another change adds is allowed once the data is regenerated, and nothing
 - Types: anything the runs never register is rejected, whatever it is: a host ClusterRoleBinding,
   a LoadBalancer Service in front of the platform, a network firewall policy rule.
 - Local commands run on the deployer's machine with its credentials: only the program's own
-  scripts, with the environment variables the program gives them.
+  scripts, with the environment variables the program gives them, each of the program's form: a
+  kubeconfig exactly as the program writes it (guardrails/kubeconfigs.py: kubectl runs its exec
+  plugin).
 - Host RBAC and Services: exactly the objects the program makes (today none of either: the
   platform chart's own RBAC is inside its release).
 - Node pools run as the host nodes' own service account (without one, GKE runs them as the
   Compute Engine default account, which holds Editor on the project).
-- The Helm release: only value paths the program writes for that chart, and single sign-on only
-  with password login off.
+- The Helm release: only the inputs the program sets (no post-renderer, which Helm runs on the
+  deployer's machine, no values files beside `values`), only value paths the program writes for
+  that chart, and single sign-on only with password login off.
+- Kubernetes Secrets: exactly the program's (namespace, name, type, keys): any other sits in the
+  stack's state, which whoever may read the stack decrypts, previews included.
 - Inside tenants: only the objects the program puts there, host access only in the namespaces
   the product needs it in, and only the program's images.
 """
@@ -25,16 +30,19 @@ from collections.abc import Mapping
 from typing import Any
 
 import yaml
+from kubernetes_reader import plain as _plain
+from kubernetes_reader import secret_shape
 from pulumi_policy import EnforcementLevel, ReportViolation, ResourceValidationArgs, Severity
 from vcluster_reader import host_access
 
-from . import value_paths
+from . import kubeconfigs, value_paths
 from .common import (
     DATA,
     GKE_CLUSTER,
     GKE_NODE_POOL,
     HELM_RELEASES,
     INVENTORY,
+    KUBERNETES_SECRET,
     VIRTUAL_CLUSTER_INSTANCE,
     ResourcePolicy,
     as_list,
@@ -103,26 +111,38 @@ def validate_commands(args: ResourceValidationArgs, report_violation: ReportViol
         report_violation(f"{key}: is not an input gpu-platform sets on a command; allowed: {', '.join(COMMAND_INPUTS)}", None)
     scripts = {key: props.get(key) for key in ("create", "update", "delete")}
     environment = sorted(props.get("environment") or {}) if isinstance(props.get("environment"), Mapping) else None
-    for known in inventory["commands"]:
-        if all(known[k] == scripts[k] for k in scripts) and known["environment"] == environment:
-            return
     matching = [c for c in inventory["commands"] if all(c[k] == scripts[k] for k in scripts)]
-    if matching:
+    if not matching:
+        changed = next((k for k in ("create", "update", "delete") if scripts[k] not in {c[k] for c in inventory["commands"]}), "create")
+        report_violation(
+            f"{changed}: {_first_line(scripts[changed])} is not a script gpu-platform runs (a command runs on the deployer's machine, "
+            f"with its credentials); allowed: the program's {len(inventory['commands'])} commands ({SOURCE})",
+            None,
+        )
+        return
+    known = next((c for c in matching if c["environment"] == environment), None)
+    if known is None:
         report_violation(
             f"environment: {environment} is not what gpu-platform gives this command; allowed: {matching[0]['environment']}", None
         )
         return
-    changed = next((k for k in ("create", "update", "delete") if scripts[k] not in {c[k] for c in inventory["commands"]}), "create")
-    report_violation(
-        f"{changed}: {_first_line(scripts[changed])} is not a script gpu-platform runs (a command runs on the deployer's machine, "
-        f"with its credentials); allowed: the program's {len(inventory['commands'])} commands ({SOURCE})",
-        None,
-    )
+    # Last, as they read the values: one unknown during preview (a new cluster's kubeconfig) defers
+    # the policy to `pulumi up` once the checks above have reported.
+    for name, form in known["environmentForms"].items():
+        value = props["environment"][name]
+        if form == "kubeconfig":
+            for problem in kubeconfigs.problems(value, args.urn):
+                report_violation(f"environment.{name}: {problem}", None)
+        elif value != form["equals"]:
+            report_violation(f"environment.{name}: {show(value)} is not the value gpu-platform gives this command; allowed: {show(form['equals'])}", None)
 
 
 commands_by_design = ResourcePolicy(
     name="commands-by-design",
-    description="A command resource runs only the program's own scripts (create, update, delete), with the environment the program gives it.",
+    description=(
+        "A command resource runs only the program's own scripts (create, update, delete), with the environment the program gives it: "
+        "a kubeconfig exactly as the program writes it, for the stack's host cluster (kubectl runs its exec plugin)."
+    ),
     validate=validate_commands,
     enforcement_level=EnforcementLevel.MANDATORY,
     severity=Severity.CRITICAL,
@@ -135,14 +155,6 @@ def _kind(resource_type: str) -> str:
 
 def _recorded(args: ResourceValidationArgs, key: str) -> list[Mapping[str, Any]]:
     return [e["inputs"] for e in (_inventory(args) or {}).get(key, []) if e["type"] == args.resource_type]
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {k: _plain(value[k]) for k in value}
-    if is_list(value):
-        return [_plain(v) for v in value]
-    return value
 
 
 def validate_kubernetes_rbac(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
@@ -193,6 +205,57 @@ load_balancer_services = ResourcePolicy(
 )
 
 
+# A Secret of this type gets a token of the service account its annotation names, filled in by
+# Kubernetes (https://kubernetes.io/docs/concepts/configuration/secret/#serviceaccount-token-secrets).
+SERVICE_ACCOUNT_TOKEN = "kubernetes.io/service-account-token"
+SERVICE_ACCOUNT_ANNOTATION = "kubernetes.io/service-account.name"
+
+
+def _secret_summary(shape: Mapping[str, Any], named: bool = True) -> str:
+    keys = f"type {show(shape['type'])}, keys {', '.join(map(str, as_list(shape.get('keys')))) or 'none'}"
+    where = "/".join(str(p) for p in (get(shape, "metadata", "namespace"), get(shape, "metadata", "name")) if p)
+    return f"{where or 'unnamed'} ({keys})" if named else keys
+
+
+def validate_secrets(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
+    """A Secret is exactly one the program makes: whatever Pulumi puts in a Secret sits in the
+    stack's state, which whoever may read the stack decrypts (dev's previews, every branch's)."""
+    if args.resource_type != KUBERNETES_SECRET:
+        return
+    shape = secret_shape(args.props)
+    recorded = (_inventory(args) or {}).get("kubernetesSecrets", [])
+    if shape in recorded:
+        return
+    notes = []
+    if shape["type"] == SERVICE_ACCOUNT_TOKEN:
+        account = get(shape, "metadata", "annotations", SERVICE_ACCOUNT_ANNOTATION)
+        notes.append(f"Kubernetes fills it with a token of service account {get(shape, 'metadata', 'namespace')}/{account}")
+    where = (get(shape, "metadata", "namespace"), get(shape, "metadata", "name"))
+    same = [r for r in recorded if (get(r, "metadata", "namespace"), get(r, "metadata", "name")) == where]
+    if same:
+        differ = sorted(k for k in {*shape, *same[0]} if shape.get(k) != same[0].get(k))
+        notes.append(f"it differs from the program's in {', '.join(differ)}")
+    else:
+        notes.append("whatever it holds sits in the stack's state, which whoever may read the stack decrypts: dev's previews included")
+    report_violation(
+        f"a Secret of {_secret_summary(shape, named=False)} is not one gpu-platform makes ({'; '.join(notes)}); allowed: exactly the Secrets of {SOURCE}: "
+        f"{'; '.join(_secret_summary(r) for r in recorded) or 'none'}",
+        None,
+    )
+
+
+kubernetes_secrets_by_design = ResourcePolicy(
+    name="kubernetes-secrets-by-design",
+    description=(
+        "A Kubernetes Secret only exactly as the program makes it (namespace, name, type, keys): the license's. No admin password "
+        "of one's choosing, no service-account token."
+    ),
+    validate=validate_secrets,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    severity=Severity.CRITICAL,
+)
+
+
 def validate_node_pool_account(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
     if args.resource_type not in (GKE_NODE_POOL, GKE_CLUSTER):
         return
@@ -222,11 +285,52 @@ node_pool_service_account = ResourcePolicy(
 )
 
 
+# Why a Helm release input the program never sets matters (pulumi-kubernetes tag v4.34.2,
+# sdk/python/pulumi_kubernetes/helm/v3/Release.py).
+_RELEASE_INPUTS = {
+    "postrender": "a command Helm runs on the deployer's machine, with its credentials",
+    "valueYamlFiles": "values merged with `values`, beyond the value paths checked here",
+    "keyring": "a file of the deployer's machine",
+}
+
+
+def _is_set(value: Any) -> bool:
+    """Whether an input holds more than its zero value. The engine hands the pack a resource's
+    inputs as its provider's Check returns them (pulumi/pulumi pkg/resource/deploy/step_generator.go:
+    `inputs = resp.Properties`, then "Send the resource off to any Analyzers", read at commit
+    1b5949891b3cefcb9974752b24a5ecef0acc86c8), and a release's Check re-encodes every field of its
+    Release type, the unset ones at their zero value: `postrender: ""`, `atomic: false`
+    (pulumi/pulumi-kubernetes provider/pkg/provider/helm_release.go Check, `resource.NewPropertyMap`,
+    read at commit 94977969d64112b04e19945818a7d5d5f38f631d; pulumi/pulumi
+    sdk/go/common/util/mapper/mapper_encode.go keeps zero values). It also merges `valueYamlFiles`
+    into `values`, which the value paths below then judge."""
+    if isinstance(value, Mapping) or is_list(value):
+        return len(value) > 0
+    return value not in (None, "", False, 0)
+
+
+def _check_release_inputs(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
+    """Only the inputs the program sets on a release of this type, and of its repository options only the fields it sets."""
+    allowed = ((_inventory(args) or {}).get("helmReleaseInputs") or {}).get(args.resource_type, [])
+    props = args.props
+    found = [(name, props[name]) for name in props if name not in allowed]
+    repository = props.get("repositoryOpts") if "repositoryOpts" in allowed else None
+    if isinstance(repository, Mapping):
+        found += [(f"repositoryOpts.{k}", repository[k]) for k in repository if f"repositoryOpts.{k}" not in allowed]
+    for name, value in found:
+        if _is_set(value):
+            why = f" ({_RELEASE_INPUTS[name]})" if name in _RELEASE_INPUTS else ""
+            report_violation(
+                f"{name}: is not an input gpu-platform sets on a Helm release{why}; allowed: {', '.join(allowed) or 'none'} ({SOURCE})", None
+            )
+
+
 def validate_release_values(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
     """The chart and repository of a Helm release are ones the program installs (pinned by source as
     well as version), and its values use only the paths the program writes for that chart."""
     if args.resource_type not in HELM_RELEASES:
         return
+    _check_release_inputs(args, report_violation)
     releases = (_inventory(args) or {}).get("helmReleases", [])
     chart, repository = args.props.get("chart"), get(args.props, "repositoryOpts", "repo")
     known = [r for r in releases if r["chart"] == chart and r["repository"] == repository]
@@ -256,8 +360,9 @@ def validate_release_values(args: ResourceValidationArgs, report_violation: Repo
 release_by_design = ResourcePolicy(
     name="helm-release-by-design",
     description=(
-        "A Helm release installs a chart the program installs, from the same repository, and sets only the value paths the program "
-        "writes for it (e.g. no service.type LoadBalancer, no admin.password); with single sign-on, password login is disabled."
+        "A Helm release sets only the inputs the program sets (no postrender, no valueYamlFiles), installs a chart the program installs, "
+        "from the same repository, and sets only the value paths the program writes for it (e.g. no service.type LoadBalancer, no "
+        "admin.password); with single sign-on, password login is disabled."
     ),
     validate=validate_release_values,
     enforcement_level=EnforcementLevel.MANDATORY,
@@ -403,6 +508,7 @@ POLICIES = [
     commands_by_design,
     kubernetes_rbac_by_design,
     load_balancer_services,
+    kubernetes_secrets_by_design,
     node_pool_service_account,
     release_by_design,
     tenant_objects_by_design,

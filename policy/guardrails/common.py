@@ -41,6 +41,7 @@ CUSTOM_ROLES = ("gcp:projects/iAMCustomRole:IAMCustomRole", "gcp:organizations/i
 HELM_RELEASES = ("kubernetes:helm.sh/v3:Release", "kubernetes:helm.sh/v4:Chart")
 NODE_PROVIDER = "kubernetes:management.loft.sh/v1:NodeProvider"
 VIRTUAL_CLUSTER_INSTANCE = "kubernetes:management.loft.sh/v1:VirtualClusterInstance"
+KUBERNETES_SECRET = "kubernetes:core/v1:Secret"
 PLATFORM_PROJECT = "kubernetes:management.loft.sh/v1:Project"
 FIREWALL = "gcp:compute/firewall:Firewall"
 ADDRESS = "gcp:compute/address:Address"
@@ -296,6 +297,8 @@ _OBJECTS: dict[str, tuple[str, tuple[str, ...]]] = {
     "gcp:bigquery/table:Table": ("table", ("tableId",)),
     "gcp:monitoring/monitoredProject:MonitoredProject": ("monitored project", ("name",)),
 }
+# Namespaced objects, named `<namespace>/<name>`.
+_NAMESPACED = {VIRTUAL_CLUSTER_INSTANCE: "instance", KUBERNETES_SECRET: "Secret"}
 # Where an IAM grant is bound: the property naming it, per scope (else the property named as the scope:
 # subnetwork, bucket, repository, …).
 _GRANT_TARGETS = {"serviceAccount": "serviceAccountId", "organization": "orgId", "billingAccount": "billingAccountId"}
@@ -334,11 +337,12 @@ def _what(resource_type: str, props: Mapping[str, Any]) -> str | None:
     if resource_type == GKE_NODE_POOL:
         pool, cluster = _named("node pool", _peek(props, "name")), _named("cluster", _peek(props, "cluster"))
         return " of ".join(p for p in (pool, cluster) if p) or None
-    if resource_type == VIRTUAL_CLUSTER_INSTANCE:
+    if resource_type in _NAMESPACED:
+        label = _NAMESPACED[resource_type]
         namespace, name = _peek(props, "metadata", "namespace"), _peek(props, "metadata", "name")
         if _UNKNOWN in (namespace, name):
-            return _named("instance", _UNKNOWN)
-        return _named("instance", "/".join(str(p) for p in (namespace, name) if p) or None)
+            return _named(label, _UNKNOWN)
+        return _named(label, "/".join(str(p) for p in (namespace, name) if p) or None)
     if resource_type in _OBJECTS:
         label, path = _OBJECTS[resource_type]
         return _named(label, _peek(props, *path))

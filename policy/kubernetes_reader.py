@@ -1,0 +1,89 @@
+"""Kubernetes documents the pack compares with the program's, read one way by the pack and by
+tools/program_inventory.py (which records the program's own in program_data.json): a kubeconfig as
+kubectl and the Kubernetes provider read it, and a Secret without its values.
+
+Self-contained like vcluster_reader.py: it imports nothing of the pack or of the program.
+
+A kubeconfig's fields are client-go's (kubernetes/kubernetes
+staging/src/k8s.io/client-go/tools/clientcmd/api/v1/types.go, read at commit
+b15a9909cc24883d31f93e53d62b8e728b71741c): `clusters`, `users` and `contexts` are lists of
+`{name, cluster|user|context}`; a user's `exec` is a command kubectl runs to get credentials,
+`auth-provider` a plugin of kubectl's own, `tokenFile`, `client-key` and the like are files of the
+machine it runs on; a cluster's `proxy-url` sends every request, credentials included, through
+another host.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Iterator
+
+import yaml
+
+KUBECONFIG_KIND = "Config"
+# Each list of a kubeconfig → the key of its entries' bodies.
+SECTIONS = {"clusters": "cluster", "users": "user", "contexts": "context"}
+# Secret fields whose values are the secret itself: compared by their keys only.
+SECRET_VALUE_FIELDS = ("data", "stringData")
+# What the API server makes of a Secret without a type (https://kubernetes.io/docs/concepts/configuration/secret/#secret-types).
+DEFAULT_SECRET_TYPE = "Opaque"
+
+
+def plain(value: Any) -> Any:
+    """A copy made of dicts and lists of a value the analyzer hands over as read-only proxies."""
+    if isinstance(value, Mapping):
+        return {k: plain(value[k]) for k in value}
+    if _is_list(value):
+        return [plain(v) for v in value]
+    return value
+
+
+def _is_list(value: Any) -> bool:
+    return isinstance(value, Sequence) and not isinstance(value, (str, bytes))
+
+
+def read_kubeconfig(value: Any) -> tuple[dict[str, Any] | None, str | None]:
+    """(the kubeconfig document, None), or (None, why `value` is not one)."""
+    if not isinstance(value, str):
+        return None, f"a {type(value).__name__} is not a kubeconfig document"
+    try:
+        document = yaml.safe_load(value)
+    except yaml.YAMLError as e:
+        return None, f"is not YAML ({str(e).splitlines()[0]})"
+    if isinstance(document, str) and "\n" not in value.strip():
+        # The provider takes a path as well as contents: a file of the deployer's machine.
+        return None, f"{value.strip()!r} is no kubeconfig document but the path of a file on the deployer's machine, which nobody reviews"
+    if not isinstance(document, Mapping) or document.get("kind") != KUBECONFIG_KIND:
+        return None, f"is not a kubeconfig document (kind: {KUBECONFIG_KIND})"
+    for section, body in SECTIONS.items():
+        entries = document.get(section) or []
+        if not _is_list(entries) or not all(isinstance(e, Mapping) and isinstance(e.get(body) or {}, Mapping) for e in entries):
+            return None, f"{section}: is not a list of {{name, {body}}}"
+    return dict(document), None
+
+
+def entries(document: Mapping[str, Any], section: str) -> Iterator[tuple[int, Any, Mapping[str, Any]]]:
+    """(index, name, body) of each entry of a kubeconfig's `clusters`, `users` or `contexts`."""
+    for i, entry in enumerate(document.get(section) or []):
+        yield i, entry.get("name"), entry.get(SECTIONS[section]) or {}
+
+
+def secret_shape(props: Mapping[str, Any]) -> dict[str, Any]:
+    """A Secret as the pack compares it with the program's: every field whole but `data` and
+    `stringData`, of which only the keys, together as `keys` (their values are the stack's
+    secrets: never recorded, never read, so one unknown during preview holds nothing up). Together,
+    because the Kubernetes provider's Check, whose result the pack is handed, moves `stringData`
+    into `data` (pulumi/pulumi-kubernetes provider/pkg/clients/unstructured.go normalizeSecret,
+    read at commit 71e0961387fdca919e8404e3a874981147ef209c), as the API server does. `type` as
+    the API server defaults it."""
+    shape: dict[str, Any] = {k: plain(props[k]) for k in props if k not in SECRET_VALUE_FIELDS}
+    keys: set[str] = set()
+    for field in SECRET_VALUE_FIELDS:
+        value = props.get(field)
+        if isinstance(value, Mapping):
+            keys |= {str(k) for k in value}
+        elif value is not None:
+            shape[field] = plain(value)  # not a mapping: kept whole, so it matches nothing the program makes
+    shape["keys"] = sorted(keys)
+    shape["type"] = shape.get("type") or DEFAULT_SECRET_TYPE
+    return shape
