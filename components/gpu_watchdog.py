@@ -49,12 +49,31 @@ Every outcome is one Event on the node and one log line saying what was done and
 deletes it tried were all refused, it also exits non-zero after that round, so the pod restarts
 visibly (`kubectl get pods -n gpu-platform-system`: restarts, last exit code 1) and tries again.
 
-The decision is `decide`: nodes, their node claims, the time and the per-pool limits in; the nodes
-to remove out. Two clocks:
-- never offered (the kubelet reports no `nvidia.com/gpu` capacity: the device plugin never
-  registered): from the node's creation, so a restarted watchdog keeps the same deadline;
-- lost (capacity, but nothing allocatable: the device plugin marked the GPUs unhealthy): from when
-  this watchdog first saw it so; a restart starts that clock again, which only waits longer.
+The decision is `decide`: nodes, their node claims, the time, the per-pool limits and what the
+earlier rounds saw in; the nodes to remove and what this round saw out. Two clocks:
+- lost: a node the watchdog has seen offering its GPUs (allocatable), or that reports GPU capacity
+  with none allocatable (its device plugin registered them, then they turned unhealthy), from the
+  round that first saw it without them. It stays lost, on that clock, when its capacity drops to 0
+  too: the kubelet keeps a withdrawn device plugin's GPUs as unhealthy capacity for five minutes
+  (`endpointStopGracePeriod`), then drops the resource and reports a capacity of 0
+  (kubernetes/kubernetes pkg/kubelet/cm/devicemanager/manager.go `PluginDisconnected`,
+  `GetCapacity`, read at commit 7510f32987feb7efbaced9aec1ca15303dea252b). Its GPUs back, the clock
+  is forgotten.
+- never offered: any other node without GPUs (no capacity, never seen offering: the device plugin
+  never registered): from the node's creation.
+
+What the earlier rounds saw is kept in memory only (the watchdog is one replica). A durable record
+would need a right the watchdog is not given: patching the Node or a ConfigMap, or listing events,
+which besides expire (kube-apiserver `--event-ttl`, 1h by default:
+https://kubernetes.io/docs/reference/command-line-tools-reference/kube-apiserver/), sooner than a
+long gpuTimeout. So a restarted watchdog (its exit after refused deletes, its pod moved or
+upgraded) has seen nothing:
+- a lost node that still reports capacity starts its clock again, which only waits longer;
+- a lost node whose capacity is already 0 (its device plugin gone for more than those five
+  minutes) is judged never offered, from its creation: if it joined more than gpuTimeout ago, the
+  first round removes it, as GPUNeverOffered "since it joined", up to gpuTimeout sooner after the
+  loss than otherwise. No VM bills longer for it; what is cut short is the grace a running pod on
+  it (whose GPUs, allocated before, may still work) had left.
 """
 
 from __future__ import annotations
@@ -67,7 +86,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 GPU_RESOURCE = "nvidia.com/gpu"
 # Node labels every GPU pool sets (components/vcluster_values.py POOL_LABEL, GPU_LABEL).
@@ -158,31 +177,47 @@ def claims_by_node(claims: list[dict]) -> dict[str, str]:
     }
 
 
+@dataclass(frozen=True)
+class Seen:
+    """What earlier rounds saw of the GPU nodes (in memory: module docstring), by Node uid: a name
+    can come back as another Node, which has offered nothing yet."""
+
+    offering: frozenset[str] = frozenset()  # nodes last seen offering their GPUs (allocatable)
+    lost_since: dict[str, dt.datetime] = field(default_factory=dict)  # nodes lost: since when seen so
+
+
 def decide(
     nodes: list[GpuNode],
     claims: dict[str, str],
     limits: dict[str, int],
     default_limit: int,
     now: dt.datetime,
-    lost_since: dict[str, dt.datetime],
-) -> tuple[list[Removal], dict[str, dt.datetime]]:
-    """The GPU nodes to remove now, and when each node still without its GPUs was first seen so
-    (the state to pass next time). `limits`: seconds per pool name. `claims`: claims_by_node, empty
-    when the claims could not be listed."""
+    seen: Seen,
+) -> tuple[list[Removal], Seen]:
+    """The GPU nodes to remove now, and what this round saw (the `seen` to pass next time, of the
+    nodes listed now only: a node gone is forgotten). `limits`: seconds per pool name. `claims`:
+    claims_by_node, empty when the claims could not be listed.
+
+    A node offering any of its GPUs is remembered as offering, and a clock of its loss forgotten.
+    A node offering none is lost (LOST, timed from the round that first saw it so, whatever its
+    capacity now) if it was seen offering, is timed as lost already, or reports GPU capacity
+    (unhealthy GPUs); else never offered (NEVER_OFFERED, timed from its creation)."""
     removals: list[Removal] = []
-    still_lost: dict[str, dt.datetime] = {}
+    offering: set[str] = set()
+    lost_since: dict[str, dt.datetime] = {}
     for node in nodes:
-        if node.deleting or node.allocatable > 0 or claims.get(node.name) == GOING:
+        if node.allocatable > 0:
+            offering.add(node.uid)
             continue
-        limit = limits.get(node.pool, default_limit)
-        if node.capacity > 0:
-            since = lost_since.get(node.name, now)
-            still_lost[node.name] = since
-            reason, what = LOST, f"has offered no {GPU_RESOURCE} since {since.isoformat()} (its {node.capacity} GPUs are unhealthy)"
+        if node.uid in seen.offering or node.uid in seen.lost_since or node.capacity > 0:
+            since = lost_since[node.uid] = seen.lost_since.get(node.uid, now)
+            left = f"its {node.capacity} GPUs are unhealthy" if node.capacity > 0 else "its GPUs are gone from its capacity too"
+            reason, what = LOST, f"has offered no {GPU_RESOURCE} since {since.isoformat()} ({left})"
         else:
             since = node.created
             reason, what = NEVER_OFFERED, f"has offered no {GPU_RESOURCE} since it joined at {since.isoformat()}"
-        if (now - since).total_seconds() < limit:
+        limit = limits.get(node.pool, default_limit)
+        if node.deleting or claims.get(node.name) == GOING or (now - since).total_seconds() < limit:
             continue
         removals.append(
             Removal(
@@ -190,7 +225,7 @@ def decide(
                 f"GPU node {node.name} of pool {node.pool or '(none)'} {what}, longer than {limit} s",
             )
         )
-    return removals, still_lost
+    return removals, Seen(frozenset(offering), lost_since)
 
 
 # --- talking to the tenant's API server (in-cluster service account) -------------------------------
@@ -312,13 +347,13 @@ def remove(api: Api, removal: Removal, claims_error: ApiError | None) -> Outcome
 
 @dataclass
 class Round:
-    """One round's result: the state for the next round, and the nodes whose removal failed."""
+    """One round's result: what it saw, for the next round, and the nodes whose removal failed."""
 
-    lost_since: dict[str, dt.datetime]
+    seen: Seen
     failed: list[str]
 
 
-def run_once(api: Api, config: dict, lost_since: dict[str, dt.datetime], reported: set[str], now: dt.datetime | None = None) -> Round:
+def run_once(api: Api, config: dict, seen: Seen, reported: set[str], now: dt.datetime | None = None) -> Round:
     now = now or dt.datetime.now(dt.timezone.utc)
     nodes = gpu_nodes(api.call("GET", NODES).get("items") or [])
     claims_error = None
@@ -328,7 +363,7 @@ def run_once(api: Api, config: dict, lost_since: dict[str, dt.datetime], reporte
         if e.status not in CLAIMS_REFUSED:
             raise
         claims, claims_error = {}, e
-    removals, lost_since = decide(nodes, claims, config["poolLimitSeconds"], config["defaultLimitSeconds"], now, lost_since)
+    removals, seen = decide(nodes, claims, config["poolLimitSeconds"], config["defaultLimitSeconds"], now, seen)
     failed = []
     for removal in removals:
         try:
@@ -346,7 +381,7 @@ def run_once(api: Api, config: dict, lost_since: dict[str, dt.datetime], reporte
             except ApiError as e:  # the log line above still says it
                 print(f"gpu-watchdog: could not record the event: {e}", file=sys.stderr, flush=True)
     reported &= {n.name for n in nodes}
-    return Round(lost_since, failed)
+    return Round(seen, failed)
 
 
 def main(argv: list[str], api: Api | None = None) -> int:
@@ -354,17 +389,17 @@ def main(argv: list[str], api: Api | None = None) -> int:
     next start tries again)."""
     with open(argv[1]) as f:
         config = json.load(f)
-    api, lost_since, reported = api or Api.in_cluster(), {}, set()
+    api, seen, reported = api or Api.in_cluster(), Seen(), set()
     while True:
         try:
-            result = run_once(api, config, lost_since, reported)
+            result = run_once(api, config, seen, reported)
         except (OSError, urllib.error.URLError, ApiError, ValueError, KeyError) as e:  # the API is briefly away: try again
             print(f"gpu-watchdog: {e!r}", file=sys.stderr, flush=True)
         else:
             if result.failed:
                 print(f"gpu-watchdog: could not remove {', '.join(result.failed)}: exiting 1", file=sys.stderr, flush=True)
                 return 1
-            lost_since = result.lost_since
+            seen = result.seen
         time.sleep(config["intervalSeconds"])
 
 

@@ -52,8 +52,8 @@ def minutes(n: float) -> dt.timedelta:
     return dt.timedelta(minutes=n)
 
 
-def decide(nodes, claims=(), *, now, lost_since=None, limits=None):
-    return wd.decide(wd.gpu_nodes(list(nodes)), wd.claims_by_node(list(claims)), limits or {"l4-1x": 600}, 600, now, lost_since or {})
+def decide(nodes, claims=(), *, now, seen=None, limits=None):
+    return wd.decide(wd.gpu_nodes(list(nodes)), wd.claims_by_node(list(claims)), limits or {"l4-1x": 600}, 600, now, seen or wd.Seen())
 
 
 # --- the decision ---------------------------------------------------------------------------------
@@ -79,19 +79,70 @@ def test_a_gpu_node_that_never_offered_its_gpu_goes_after_the_limit(capacity, al
         assert r.message == "GPU node n1 of pool l4-1x has offered no nvidia.com/gpu since it joined at 2026-03-02T09:00:00+00:00, longer than 600 s"
 
 
-def test_a_node_that_lost_its_gpus_goes_the_limit_after_it_was_first_seen_so():
-    lost = node("n1", capacity=1, allocatable=0, created=T0 - minutes(600))
-    first_seen = T0 + minutes(1)
-    removals, state = decide([lost], [claim("c1", "n1")], now=first_seen)
-    assert removals == [] and state == {"n1": first_seen}  # old node, but the clock starts when the loss is seen
-    removals, state = decide([lost], [claim("c1", "n1")], now=first_seen + minutes(9), lost_since=state)
-    assert removals == [] and state == {"n1": first_seen}
-    removals, state = decide([lost], [claim("c1", "n1")], now=first_seen + minutes(10), lost_since=state)
-    assert [(r.node, r.reason) for r in removals] == [("n1", wd.LOST)]
-    assert "since 2026-03-02T09:01:00+00:00 (its 1 GPUs are unhealthy)" in removals[0].message
-    # The GPU comes back before the limit: the clock is forgotten.
-    healthy = node("n1", capacity=1, allocatable=1, created=T0 - minutes(600))
-    assert decide([healthy], now=first_seen + minutes(5), lost_since={"n1": first_seen}) == ([], {})
+OLD = T0 - minutes(600)  # a node that joined long before its GPUs went: its age must not count
+
+
+def rounds(states: list[tuple[float, dict]], seen=None) -> tuple[list[list[wd.Removal]], wd.Seen]:
+    """n1 (of OLD), round after round: (minutes after T0, its capacity and allocatable); the
+    removals of each round and what the last one saw."""
+    removals = []
+    for at_minute, gpus in states:
+        removed, seen = decide([node("n1", created=OLD, **gpus)], [claim("c1", "n1")], now=T0 + minutes(at_minute), seen=seen)
+        removals.append(removed)
+    return removals, seen
+
+
+OFFERING, UNHEALTHY, DROPPED = {"capacity": 1, "allocatable": 1}, {"capacity": 1, "allocatable": 0}, {"capacity": 0, "allocatable": 0}
+
+
+def test_a_node_that_lost_its_gpus_goes_the_limit_after_it_was_first_seen_so_whatever_its_capacity_then():
+    """The kubelet keeps a withdrawn device plugin's GPUs as unhealthy capacity, then five minutes
+    later drops them to a capacity of 0: the node stays lost, on the clock of the first round that
+    saw it without them, and is not taken for never offered since it joined."""
+    removals, seen = rounds([(0, OFFERING), (1, UNHEALTHY), (5.5, UNHEALTHY), (6.5, DROPPED), (10.9, DROPPED)])
+    assert removals == [[]] * 5 and seen == wd.Seen(frozenset(), {"uid-n1": T0 + minutes(1)})
+    [removal], seen = decide([node("n1", created=OLD, **DROPPED)], [claim("c1", "n1")], now=T0 + minutes(11), seen=seen)
+    assert (removal.reason, removal.claim) == (wd.LOST, "c1")
+    assert removal.message == (
+        "GPU node n1 of pool l4-1x has offered no nvidia.com/gpu since 2026-03-02T09:01:00+00:00 (its GPUs are gone from its capacity too), longer than 600 s"
+    )
+    # While the capacity is still there, the message says the GPUs are unhealthy.
+    [[], [removal]], _ = rounds([(0, UNHEALTHY), (10, UNHEALTHY)])
+    assert removal.reason == wd.LOST and "since 2026-03-02T09:00:00+00:00 (its 1 GPUs are unhealthy)" in removal.message
+
+
+def test_a_node_seen_offering_that_goes_straight_to_capacity_0_is_lost_from_when_that_was_seen():
+    removals, seen = rounds([(0, OFFERING), (1, DROPPED), (10.9, DROPPED)])
+    assert removals == [[]] * 3 and seen.lost_since == {"uid-n1": T0 + minutes(1)}
+    [[removal]], _ = rounds([(11, DROPPED)], seen)
+    assert removal.reason == wd.LOST and "since 2026-03-02T09:01:00+00:00 (its GPUs are gone from its capacity too)" in removal.message
+
+
+def test_a_node_never_seen_offering_is_timed_from_when_it_joined():
+    """Also what a restarted watchdog, which has seen nothing, makes of a lost node whose capacity
+    is 0 already (module docstring): removed at its first round, as never offered."""
+    [[removal]], seen = rounds([(0, DROPPED)])
+    assert removal.reason == wd.NEVER_OFFERED and "since it joined at 2026-03-01T23:00:00+00:00" in removal.message
+    assert seen == wd.Seen()  # nothing to remember: its clock is its creation
+
+
+def test_a_node_whose_gpus_come_back_has_its_loss_forgotten():
+    removals, seen = rounds([(0, OFFERING), (1, UNHEALTHY), (5, OFFERING)])
+    assert removals == [[]] * 3 and seen == wd.Seen(frozenset({"uid-n1"}), {})
+    # Lost again later: a new clock, from the round that sees it so.
+    removals, seen = rounds([(8, DROPPED), (17.9, DROPPED), (18, DROPPED)], seen)
+    assert removals[:2] == [[], []] and [r.reason for r in removals[2]] == [wd.LOST] and seen.lost_since == {"uid-n1": T0 + minutes(8)}
+
+
+def test_a_node_gone_is_dropped_from_what_it_remembers():
+    seen = wd.Seen(frozenset({"uid-gone", "uid-n1"}), {"uid-lost-gone": T0, "uid-n2": T0})
+    _, seen = decide([node("n1", **OFFERING), node("n2", **DROPPED)], now=T0 + minutes(1), seen=seen)
+    assert seen == wd.Seen(frozenset({"uid-n1"}), {"uid-n2": T0})
+    # A Node of the same name but another uid is another node: it has offered nothing yet.
+    reborn = node("n1", created=OLD, **DROPPED)
+    reborn["metadata"]["uid"] = "uid-n1-again"
+    [removal], seen = decide([reborn], now=T0 + minutes(2), seen=seen)
+    assert removal.reason == wd.NEVER_OFFERED and seen == wd.Seen()
 
 
 def test_each_pool_has_its_own_limit():
@@ -106,7 +157,7 @@ def test_each_pool_has_its_own_limit():
 def test_cpu_nodes_and_nodes_already_going_are_left_alone():
     nodes = [node("cpu", gpu=False, pool="system"), node("going", deleting=True), node("draining")]
     claims = [claim("c1", "cpu"), claim("c2", "going"), claim("c3", "draining", deleting=True)]  # c3: deleted, Karpenter drains
-    assert decide(nodes, claims, now=T0 + minutes(60)) == ([], {})
+    assert decide(nodes, claims, now=T0 + minutes(60)) == ([], wd.Seen())
 
 
 def test_a_node_no_claim_launched_has_no_claim_to_delete():
@@ -155,7 +206,7 @@ def stale(**kwargs) -> dict:
 
 def one_round(api: FakeApi, capsys) -> tuple[wd.Round, dict, str, str]:
     """One round: its result, the one event it recorded (checked as Kubernetes reads it), stdout, stderr."""
-    result = wd.run_once(api, CONFIG, {}, set(), now=T0)
+    result = wd.run_once(api, CONFIG, wd.Seen(), set(), now=T0)
     [event] = api.events()
     kubernetes_validate.validate(event, K8S_VERSION, strict=True)
     assert api.requests("POST") == ["/api/v1/namespaces/default/events"]
@@ -175,7 +226,7 @@ def test_a_removal_deletes_the_node_claim_and_records_one_event(capsys):
     # Karpenter drains the node now: the next round deletes nothing more and records no second event.
     reported = {"n1"}
     api.claims[0]["metadata"]["deletionTimestamp"] = T0.isoformat()
-    assert wd.run_once(api, CONFIG, {}, reported, now=T0).failed == [] and api.requests("DELETE") == [CLAIM_C1] and len(api.events()) == 1
+    assert wd.run_once(api, CONFIG, wd.Seen(), reported, now=T0).failed == [] and api.requests("DELETE") == [CLAIM_C1] and len(api.events()) == 1
 
 
 @pytest.mark.parametrize("status", [403, 404])
@@ -217,6 +268,34 @@ def test_when_both_deletes_are_refused_it_says_so_and_exits_non_zero(capsys, tmp
     joined = node("n1", created=dt.datetime.now(dt.timezone.utc) - minutes(20))
     assert wd.main(["gpu_watchdog.py", str(config)], api=FakeApi([joined], [claim("c1", "n1")], refused=refused)) == 1
     assert capsys.readouterr().err.endswith("gpu-watchdog: could not remove n1: exiting 1\n")
+
+
+class ChangingApi(FakeApi):
+    """A FakeApi whose node list is the next of `lists` at each round (the last one stays)."""
+
+    def __init__(self, lists: list[list[dict]], *args, **kwargs):
+        super().__init__(lists[0], *args, **kwargs)
+        self.lists = lists
+
+    def call(self, method: str, path: str, body: dict | None = None) -> dict:
+        if (method, path) == ("GET", wd.NODES):
+            self.nodes = self.lists.pop(0) if len(self.lists) > 1 else self.lists[0]
+        return super().call(method, path, body)
+
+
+def test_each_round_goes_on_from_what_the_last_one_saw(capsys, tmp_path):
+    """The program's loop hands each round what the last one saw: n1 offers its GPU, then, old
+    and with a capacity of 0, is lost since that round (a limit of 0 removes it at once), not
+    never offered since it joined. Its deletes are refused, so the loop ends after that round."""
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({**CONFIG, "poolLimitSeconds": {"l4-1x": 0}, "intervalSeconds": 0}))
+    lists = [[node("n1", created=OLD, **OFFERING)], [node("n1", created=OLD, **DROPPED)]]
+    api = ChangingApi(lists, [claim("c1", "n1")], refused={("DELETE", CLAIM_C1): 403, ("DELETE", NODE_N1): 403})
+    assert wd.main(["gpu_watchdog.py", str(config)], api=api) == 1
+    assert api.requests("GET") == [wd.NODES, wd.NODECLAIMS] * 2
+    [event] = api.events()
+    assert event["reason"] == wd.NOT_REMOVED and "(its GPUs are gone from its capacity too), longer than 0 s: not removed" in event["message"]
+    capsys.readouterr()
 
 
 def test_a_node_without_karpenters_finalizer_is_never_deleted_as_a_node(capsys):
@@ -271,7 +350,7 @@ def test_a_node_neither_a_claim_nor_karpenters_finalizer_claims_is_reported_and_
 
 def test_a_server_error_on_the_claim_is_tried_again_next_round(capsys):
     api = FakeApi([stale()], [claim("c1", "n1")], refused={("DELETE", CLAIM_C1): 500})
-    result = wd.run_once(api, CONFIG, {}, reported := set(), now=T0)
+    result = wd.run_once(api, CONFIG, wd.Seen(), reported := set(), now=T0)
     assert api.requests("DELETE") == [CLAIM_C1] and result.failed == [] and api.events() == [] and reported == set()
     assert capsys.readouterr().err == f"gpu-watchdog: {CAUSE}: DELETE {CLAIM_C1} answered 500 InternalError: try again; trying again next round\n"
 
@@ -320,7 +399,7 @@ def test_the_api_client_turns_a_refusal_into_its_status(capsys, tmp_path):
         token = tmp_path / "token"
         token.write_text("a-test-token\n")
         api = wd.Api(f"http://127.0.0.1:{server.server_port}", str(token), None)
-        result = wd.run_once(api, CONFIG, {}, set(), now=T0)
+        result = wd.run_once(api, CONFIG, wd.Seen(), set(), now=T0)
     finally:
         server.shutdown()
         server.server_close()
@@ -352,7 +431,7 @@ def test_its_rbac_is_exactly_what_its_calls_need(dev_run):
     needed = set()
     for api in BRANCHES:
         api.calls.clear()
-        wd.run_once(api, CONFIG, {}, set(), now=T0)
+        wd.run_once(api, CONFIG, wd.Seen(), set(), now=T0)
         needed |= {(resource(p), verbs[m]) for m, p, _ in api.calls}
     objects = tenant_objects(dev_run, "nlp")
     cluster_role = named(objects, "ClusterRole", f"gpu-platform:{NAME}")
@@ -419,4 +498,7 @@ def test_the_reliability_page_says_what_the_watchdog_does():
     assert f"`{wd.TERMINATION_FINALIZER}` finalizer" in row and "(403, or 404), or lists no claim that names the node" in row and "it exits 1" in row
     assert f"kubectl get events -n {wd.EVENT_NAMESPACE} --field-selector reason={wd.NEVER_OFFERED}" in row
     assert f"`kubectl get pods -n {NAMESPACE}`" in row
+    # The loss clock, and what a restart does to it (test_a_node_never_seen_offering_is_timed_from_when_it_joined).
+    assert "counts from the first poll that saw it without them, also once the kubelet drops them from its capacity" in row
+    assert f"after it restarts, a node whose lost GPUs are gone from its capacity already counts from when it joined, so if that was more than `gpuTimeout` ago it is removed at the first poll, as `{wd.NEVER_OFFERED}`" in row
 

@@ -44,9 +44,9 @@ GPU_VM_MINUTES = 15
 # and the control plane back take about 30 minutes. Backup for GKE's own charges (per protected
 # pod and per GiB of backup) are not in the catalog and not included.
 RESTORE_DRILL_HOURS = 0.5
-# The watchdog drill: a GPU VM for its pod (boot, the GPU offered, then at most the pool's
-# gpuTimeout of 10 minutes, usually the kubelet's five: tests/acceptance/watchdog_drill.py, and the
-# VM's deletion), and the environment up that much longer.
+# The watchdog drill: a GPU VM for its pod (boot, the GPU offered, then the pool's gpuTimeout of
+# 10 minutes and the watchdog's polls: tests/acceptance/watchdog_drill.py, and the VM's deletion),
+# and the environment up that much longer.
 WATCHDOG_DRILL_GPU_VM_MINUTES = 25
 WATCHDOG_DRILL_HOURS = 0.5
 

@@ -43,6 +43,8 @@ CPU_NODE = "acc-k3x9q2-cpu-r2n7d-9be14a"
 K8S_VERSION = "1.33.0"  # as tests/test_tenants.py
 SCHEMA = json.loads((Path(drill.__file__).with_name("report.schema.json")).read_text())
 START = datetime.fromisoformat("2026-11-30T13:26:00+00:00")  # t = 0: the drill's pod applied
+WATCHDOG_EVENT_AT = datetime.fromisoformat("2026-11-30T13:43:40+00:00")  # the fixture's event: gpuTimeout after the loss was first seen
+EVENT_T = (WATCHDOG_EVENT_AT - START).total_seconds()
 
 
 def at(text: str) -> datetime:
@@ -86,33 +88,58 @@ def test_the_node_has_lost_its_gpu_when_no_plugin_runs_there_and_nothing_is_allo
 
 def test_the_watchdogs_event_on_the_node_and_nothing_else():
     step = drill.watchdog_event(load("kubectl/fixture-watchdog-events.json"), NODE)
-    assert (step.ok, step.at, step.recorded_by) == (True, at("2026-11-30T13:39:22+00:00"), "tenant API server")
-    assert step.seen.startswith(f"Warning GPUNeverOffered: GPU node {NODE} of pool t4-1x has offered no nvidia.com/gpu")
+    assert (step.ok, step.at, step.recorded_by) == (True, WATCHDOG_EVENT_AT, "tenant API server")
+    assert step.seen.startswith(f"Warning GPULost: GPU node {NODE} of pool t4-1x has offered no nvidia.com/gpu since 2026-11-30T13:33:40+00:00")
     # The kubelet's, Karpenter's and the node controller's events, and none on another node.
     assert not drill.watchdog_event(load("kubectl/fixture-watchdog-events.json"), "acc-k3x9q2-gpu-8w2mf-3f9a1c").ok
     with pytest.raises(CheckFailed, match=f"the watchdog could not remove node {NODE}: .*answered 403 Forbidden"):
         drill.watchdog_event(load("kubectl/fixture-watchdog-events-not-removed.json"), NODE)
 
 
-def test_the_watchdog_itself_removes_the_node_the_drill_leaves():
-    """The fixture's event is what components/gpu_watchdog.py decides for the drill's node: lost
-    (capacity, nothing allocatable) from when it first sees it; once the kubelet drops the resource
-    (capacity 0), never offered since the node joined, which is past gpuTimeout by then."""
-    limits = {"t4-1x": 600}
-    lost = gpu_watchdog.gpu_nodes([load("kubectl/fixture-drill-node-gpu-lost.json")])
-    first_seen = at("2026-11-30T13:33:40+00:00")
-    removals, lost_since = gpu_watchdog.decide(lost, {}, limits, 600, first_seen, {})
-    assert removals == [] and lost_since == {NODE: first_seen}
-    [removal], _ = gpu_watchdog.decide(lost, {NODE: "t4-1x-h6p2w"}, limits, 600, first_seen + timedelta(seconds=600), lost_since)
+def test_a_removal_as_never_offered_fails_the_drill_at_once():
+    """The watchdog judged the node from its creation, not from the loss it saw: it had restarted."""
+    events = load("kubectl/fixture-watchdog-events.json")
+    [mine] = [e for e in events["items"] if e["source"]["component"] == gpu_watchdog.EVENT_SOURCE]
+    mine.update(reason=gpu_watchdog.NEVER_OFFERED, message=f"GPU node {NODE} of pool t4-1x has offered no nvidia.com/gpu since it joined at 2026-11-30T13:29:10+00:00")
+    with pytest.raises(CheckFailed, match=f"the watchdog removed node {NODE} as never offered since it joined, .*kubectl get pods -n gpu-platform-system"):
+        drill.watchdog_event(events, NODE)
+
+
+def capacity_dropped(node: dict) -> dict:
+    """The drill's node five minutes after its device plugin went: the kubelet has dropped the
+    plugin's resource, a capacity of 0 (watchdog_drill.py)."""
+    node = copy.deepcopy(node)
+    node["status"]["capacity"][gpu_watchdog.GPU_RESOURCE] = "0"
+    return node
+
+
+@pytest.mark.parametrize("offering_seen", [True, False], ids=["seen offering", "first seen unhealthy"])
+def test_the_watchdog_itself_removes_the_node_the_drill_leaves(offering_seen):
+    """The fixture's event is what components/gpu_watchdog.py decides for the drill's node, round
+    after round: lost (capacity, nothing allocatable) from the round that first sees it so, and
+    still lost, on that clock, once the kubelet drops the resource (capacity 0), also where no
+    round saw it offering before; removed as GPULost gpuTimeout after that, within the drill's
+    bound from the label."""
+    limits, claims = {"t4-1x": 600}, {NODE: "t4-1x-h6p2w"}
+    offering = load("kubectl/fixture-drill-node.json")
+    lost = load("kubectl/fixture-drill-node-gpu-lost.json")
+    labelled, first_seen = at("2026-11-30T13:33:00+00:00"), at("2026-11-30T13:33:40+00:00")
+    seen = gpu_watchdog.Seen()
+    if offering_seen:
+        _, seen = gpu_watchdog.decide(gpu_watchdog.gpu_nodes([offering]), claims, limits, 600, labelled - timedelta(seconds=10), seen)
+    removals = []
+    for round_at in range(0, 600, WATCHDOG_POLL_SECONDS):  # every round before the deadline
+        now = first_seen + timedelta(seconds=round_at)
+        node = lost if now < labelled + timedelta(seconds=20 + 300) else capacity_dropped(lost)  # the plugin gone 20 s after the label, its resource 5 min later
+        removals, seen = gpu_watchdog.decide(gpu_watchdog.gpu_nodes([node]), claims, limits, 600, now, seen)
+        assert removals == [], round_at
+    assert seen.lost_since == {lost["metadata"]["uid"]: first_seen}
+    [removal], _ = gpu_watchdog.decide(gpu_watchdog.gpu_nodes([capacity_dropped(lost)]), claims, limits, 600, first_seen + timedelta(seconds=600), seen)
     assert removal.reason == gpu_watchdog.LOST
-    # Five minutes after the plugin went, the kubelet reports a capacity of 0.
-    dropped = copy.deepcopy(load("kubectl/fixture-drill-node-gpu-lost.json"))
-    dropped["status"]["capacity"]["nvidia.com/gpu"] = "0"
-    [removal], _ = gpu_watchdog.decide(gpu_watchdog.gpu_nodes([dropped]), {NODE: "t4-1x-h6p2w"}, limits, 600, at("2026-11-30T13:39:22+00:00"), lost_since)
-    assert removal.reason == gpu_watchdog.NEVER_OFFERED
-    event = next(e for e in load("kubectl/fixture-watchdog-events.json")["items"] if e["reason"] == gpu_watchdog.NEVER_OFFERED)
-    assert event["message"].startswith(f"{removal.message}: deleted its NodeClaim t4-1x-h6p2w")
-    assert event["metadata"]["name"] == gpu_watchdog.event(NODE, removal.uid, removal.reason, "", at("2026-11-30T13:39:22+00:00"))["metadata"]["name"]
+    [event] = [e for e in load("kubectl/fixture-watchdog-events.json")["items"] if e["source"]["component"] == gpu_watchdog.EVENT_SOURCE]
+    assert event["reason"] == removal.reason and event["message"] == f"{removal.message}: deleted its NodeClaim t4-1x-h6p2w; Karpenter drains the node, then the platform deletes its VM"
+    assert event["metadata"]["name"] == gpu_watchdog.event(NODE, removal.uid, removal.reason, "", WATCHDOG_EVENT_AT)["metadata"]["name"]
+    assert WATCHDOG_EVENT_AT == first_seen + timedelta(seconds=600) and WATCHDOG_EVENT_AT - labelled <= timedelta(seconds=drill.removal_bound_seconds("10m"))
 
 
 def test_the_node_removed_at_its_deletion_timestamp():
@@ -138,8 +165,8 @@ def test_the_bound_is_gpu_timeout_two_watchdog_polls_and_the_margin():
 
 class Tenant:
     """What kubectl and gcloud answer as the drill goes: the drill's pod runs at t = 420, the node
-    loses its GPU 20 s after the label, the watchdog's event comes at 13:39:22 (t = 802), the node
-    goes 40 s later and its VM a minute after that."""
+    loses its GPU 20 s after the label and its capacity five minutes later, the watchdog's event
+    comes at WATCHDOG_EVENT_AT (t = 1060), the node goes 40 s later and its VM a minute after that."""
 
     def __init__(self, outcome: str = "removed"):
         self.outcome = outcome  # removed | not removed | stays
@@ -164,13 +191,14 @@ class Tenant:
         return ""
 
     def node(self) -> dict | None:
-        event_at = 802
-        if self.outcome == "removed" and self.t >= event_at + 40:
+        if self.outcome == "removed" and self.t >= EVENT_T + 40:
             return None
-        lost = self.labelled_at is not None and self.t >= self.labelled_at + 20
-        node = load("kubectl/fixture-drill-node-gpu-lost.json" if lost else "kubectl/fixture-drill-node.json")
-        if self.outcome == "removed" and self.t >= event_at + 1:
-            node["metadata"]["deletionTimestamp"] = "2026-11-30T13:39:23Z"
+        since_label = -1.0 if self.labelled_at is None else self.t - self.labelled_at
+        node = load("kubectl/fixture-drill-node-gpu-lost.json" if since_label >= 20 else "kubectl/fixture-drill-node.json")
+        if since_label >= 20 + 300:
+            node = capacity_dropped(node)
+        if self.outcome == "removed" and self.t >= EVENT_T + 1:
+            node["metadata"]["deletionTimestamp"] = "2026-11-30T13:43:41Z"
         return node
 
     def json(self, *args: str):
@@ -186,14 +214,14 @@ class Tenant:
                 pods["items"] = [p for p in pods["items"] if p["metadata"]["labels"]["app"] != "nvidia-device-plugin-daemonset"]
             return pods
         if args == ("get", "events", "-n", "default"):
-            if self.outcome == "stays" or self.t < 802:
+            if self.outcome == "stays" or self.t < EVENT_T:
                 return {"kind": "List", "items": []}
             return load("kubectl/fixture-watchdog-events-not-removed.json" if self.outcome == "not removed" else "kubectl/fixture-watchdog-events.json")
         raise AssertionError(f"unexpected kubectl {args}")
 
     def gcloud(self, *args: str):
         assert args == ("compute", "instances", "list", "--filter=labels.vcluster=acc-k3x9q2"), args
-        gone = self.outcome == "removed" and self.t >= 900
+        gone = self.outcome == "removed" and self.t >= EVENT_T + 100
         return load("gcloud/instances-list-tenant-after-idle.json" if gone else "gcloud/fixture-instances-list-drill.json")
 
 
@@ -235,11 +263,11 @@ def test_the_drill_withdraws_the_gpu_and_sees_the_watchdog_remove_the_node_and_i
         (f"watchdog drill: its VM {NODE} deleted within 600 s", True, "polled"),
     ]
     # The servers' times as recorded; the polled ones within a poll of the change.
-    assert [s.at for s in steps[::2]] == [at("2026-11-30T13:33:05+00:00"), at("2026-11-30T13:39:22+00:00"), steps[4].at]
-    assert steps[3].at == at("2026-11-30T13:39:23+00:00")
+    assert [s.at for s in steps[::2]] == [at("2026-11-30T13:33:05+00:00"), WATCHDOG_EVENT_AT, steps[4].at]
+    assert steps[3].at == at("2026-11-30T13:43:41+00:00")
     assert timedelta(seconds=440) <= steps[1].at - START < timedelta(seconds=450)
-    assert timedelta(seconds=900) <= steps[4].at - START < timedelta(seconds=915)
-    assert live.report.findings[3].detail.endswith(f"{(at('2026-11-30T13:39:23+00:00') - START).total_seconds() - 420:.0f} s after its device plugin was withdrawn")
+    assert timedelta(seconds=EVENT_T + 100) <= steps[4].at - START < timedelta(seconds=EVENT_T + 115)
+    assert live.report.findings[3].detail.endswith(f"{(at('2026-11-30T13:43:41+00:00') - START).total_seconds() - 420:.0f} s after its device plugin was withdrawn")
     # The operator's label, then the plugin's pod; the drill's namespace goes at the end.
     assert tenant.commands == [
         f"label node {NODE} nvidia.com/gpu.deploy.device-plugin=false --overwrite",
@@ -254,7 +282,7 @@ def test_the_drill_withdraws_the_gpu_and_sees_the_watchdog_remove_the_node_and_i
         "step": f"watchdog drill: the watchdog's event on the node {within}",
         "ok": True,
         "seen": live.report.watchdog_drill[2].seen,
-        "at": "2026-11-30T13:39:22+00:00",
+        "at": "2026-11-30T13:43:40+00:00",
         "recordedBy": "tenant API server",
     }
 
@@ -265,7 +293,7 @@ def test_a_watchdog_that_cannot_remove_the_node_fails_the_drill_at_once(tmp_path
     check_watchdog_drill(live, tenant)  # type: ignore[arg-type]
     steps = live.report.watchdog_drill
     assert [s.ok for s in steps] == [True, True, False] and "could not remove node" in steps[-1].seen
-    assert tenant.t == pytest.approx(802, abs=10)  # not waited out
+    assert tenant.t == pytest.approx(EVENT_T, abs=10)  # not waited out
     assert tenant.commands[-1] == f"delete namespace {drill.NAMESPACE} --wait=false"
     assert not live.report.checks_passed
 

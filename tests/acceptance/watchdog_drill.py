@@ -19,11 +19,13 @@ the drill deletes it too. Cordoning would not do: it stops new pods, not the plu
 What the kubelet then reports (kubernetes/kubernetes pkg/kubelet/cm/devicemanager/manager.go
 `PluginDisconnected`, `GetCapacity`, read at commit 7510f32987feb7efbaced9aec1ca15303dea252b;
 pkg/kubelet/nodestatus/setters.go `MachineInfo`): the plugin's GPUs turn unhealthy, so
-`nvidia.com/gpu` stays in capacity with none allocatable (the watchdog's "lost": reason GPULost,
-timed from when it first sees it); five minutes later (`endpointStopGracePeriod`) the resource is
-dropped and its capacity reads 0 (the watchdog's "never offered": reason GPUNeverOffered, timed from
-the node's creation, by then long past). Either reason is the watchdog removing the node; which one
-depends on whether gpuTimeout is shorter than those five minutes, and the report says which.
+`nvidia.com/gpu` stays in capacity with none allocatable; five minutes later
+(`endpointStopGracePeriod`) the resource is dropped and its capacity reads 0. The watchdog has seen
+the node offering its GPU (the drill's pod got it), and in any case sees the unhealthy capacity
+first, so it judges the node lost throughout, from the round that first saw it without its GPU,
+and removes it as GPULost gpuTimeout after that: the bound below. A GPUNeverOffered instead says
+the watchdog judged it from its creation, which it does only when it has not seen the loss: it
+restarted meanwhile (components/gpu_watchdog.py module docstring), and the drill fails.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from datetime import datetime
 from typing import Any
 
 from components import gpu_watchdog
+from components.watchdog_documents import NAMESPACE as WATCHDOG_NAMESPACE
 from config import versions
 from config.base import duration_seconds
 from config.reliability import WATCHDOG_POLL_SECONDS
@@ -46,10 +49,9 @@ NAMESPACE = "gpu-platform-acceptance-drill"
 POD = "watchdog-drill"
 EVENT_NAMESPACE = gpu_watchdog.EVENT_NAMESPACE  # where the watchdog's events about nodes go
 DEVICE_PLUGIN_DEPLOY_LABEL = "nvidia.com/gpu.deploy.device-plugin"
-REMOVALS = (gpu_watchdog.LOST, gpu_watchdog.NEVER_OFFERED)
 # Beyond gpuTimeout and the watchdog's two polls (the first to see the loss, the first past the
-# deadline): the kubelet's node status update, Karpenter's drain of the drill's pod and the Node's
-# finalizer.
+# deadline): the device plugin's pod ending, the kubelet's node status update, and for the node,
+# the deletion Karpenter starts once its claim is deleted.
 REMOVAL_MARGIN_SECONDS = 300
 WITHDRAW_TIMEOUT = 300  # the plugin's pod gone and the kubelet's node status updated
 HOLD_SECONDS = 7200  # a backstop: the drill's pod ends by itself should the run die without its cleanup
@@ -116,7 +118,8 @@ def withdrawn(node: dict[str, Any], operator_pods: dict[str, Any], now: datetime
 
 def watchdog_event(events: dict[str, Any], node: str) -> Step:
     """The watchdog's event on the node (one per node: components/gpu_watchdog.py `run_once`), at
-    the API server's creation time. Its could-not-remove reason will not get better: CheckFailed."""
+    the API server's creation time. A could-not-remove, or a removal as never offered, will not get
+    better: CheckFailed."""
     mine = [
         e
         for e in items(events)
@@ -130,8 +133,13 @@ def watchdog_event(events: dict[str, Any], node: str) -> Step:
     reason, message = event.get("reason", ""), event.get("message", "")
     if reason == gpu_watchdog.NOT_REMOVED:
         raise CheckFailed(f"the watchdog could not remove node {node}: {message}")
-    if reason not in REMOVALS:
-        return Step("", False, f"an event {reason!r} of {gpu_watchdog.EVENT_SOURCE}, not one of {', '.join(REMOVALS)}: {message}", None, SERVER)
+    if reason == gpu_watchdog.NEVER_OFFERED:
+        raise CheckFailed(
+            f"the watchdog removed node {node} as never offered since it joined, not as lost since it saw the loss "
+            f"(it had restarted? kubectl get pods -n {WATCHDOG_NAMESPACE}): {message}"
+        )
+    if reason != gpu_watchdog.LOST:
+        return Step("", False, f"an event {reason!r} of {gpu_watchdog.EVENT_SOURCE}, not {gpu_watchdog.LOST}: {message}", None, SERVER)
     return Step("", True, f"{event.get('type', '')} {reason}: {message}".strip(), parse_time(event["metadata"]["creationTimestamp"]), SERVER)
 
 
