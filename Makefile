@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 STACK  ?= dev
 
-.PHONY: venv test plan plan-all bench constraints policy-data docs team clean acceptance acceptance-cleanup
+.PHONY: venv test plan plan-all bench constraints policy-data docs verify-records team clean acceptance acceptance-cleanup
 
 $(STAMP): requirements.txt constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -97,6 +97,11 @@ policy-data: $(STAMP)
 ## the config models' docstrings; a test fails when either is stale.
 docs: $(STAMP)
 	$(BIN)/python -m tools.config_reference
+
+## Check each GPU Operator chart record (config/charts/) against the upstream files it names, downloaded
+## at their pinned commits (docs/development.md "Bumping the GPU Operator"). Needs network access.
+verify-records: $(STAMP)
+	$(BIN)/python -m tools.verify_chart_record
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis plan-out

@@ -1,10 +1,11 @@
-"""The images a GPU node runs for given chart values, derived here from the pinned chart's own files
-as recorded from upstream (config/charts/gpu-operator-<version>/: values.yaml, Chart.yaml, the NFD
-subchart's) and the DaemonSets the operator runs on a GPU node, read from its source below.
+"""The images a GPU node runs for given chart values, derived here from our record of the pinned
+chart release (config/charts/gpu-operator-<version>.yaml: the values' defaults, appVersion and the
+NFD subchart's, as read from upstream; tools/verify_chart_record.py checks them against upstream)
+and the DaemonSets the operator runs on a GPU node, read from its source below.
 
 Independent of config/gpu_operator.py's derivation on purpose, per DaemonSet rather than per
 operand: the tests compare the program's list (and what the node pulls) with this one. Shared with
-it are only the reading of a recorded file (checked against its sha256) and Helm's merge of values.
+it are only the loading of the record (its shape checked) and Helm's merge of values.
 test_image_prefetch.py and test_node_template.py import it as `gpu_operator_chart`.
 """
 
@@ -12,15 +13,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from config.gpu_operator import CHARTS_DIR, merged, read_record
+from config.gpu_operator import merged, recorded_chart
 from config.versions import GPU_OPERATOR_VERSION
 
-CHART_DIR = CHARTS_DIR / f"gpu-operator-{GPU_OPERATOR_VERSION}"
+RECORD = recorded_chart(GPU_OPERATOR_VERSION)
 NFD = "node-feature-discovery"
-CHART: dict[str, Any] = read_record(CHART_DIR / "Chart.yaml")
-VALUES: dict[str, Any] = read_record(CHART_DIR / "values.yaml")
-NFD_CHART: dict[str, Any] = read_record(CHART_DIR / "charts" / NFD / "Chart.yaml")
-NFD_VALUES: dict[str, Any] = read_record(CHART_DIR / "charts" / NFD / "values.yaml")
+VALUES: dict[str, Any] = dict(RECORD.values)
+NFD_VALUES: dict[str, Any] = dict(RECORD.nfd_values)
 
 # The DaemonSets the operator runs on a GPU node of the default workload configuration "container"
 # (NVIDIA/gpu-operator tag v25.10.1, controllers/state_manager.go `gpuStateLabels`,
@@ -30,7 +29,8 @@ NFD_VALUES: dict[str, Any] = read_record(CHART_DIR / "charts" / NFD / "values.ya
 # state-device-plugin/0500, state-dcgm/0400_dcgm.yml, state-dcgm-exporter/0800,
 # gpu-feature-discovery/0500, state-mig-manager/0600, state-node-status-exporter/0700, their images
 # filled in by controllers/object_controls.go: `*-validation` init containers run the validator's,
-# config-manager containers the device plugin's).
+# config-manager containers the device plugin's). The record has no driver image: the program
+# refuses an enabled driver, which could not be pulled ahead.
 GPU_NODE_DAEMONSETS: tuple[tuple[str, str | None, bool, tuple[str, ...]], ...] = (
     ("nvidia-driver-daemonset", "driver", False, ("driver",)),
     ("nvidia-container-toolkit-daemonset", "toolkit", False, ("validator", "toolkit")),
@@ -49,21 +49,20 @@ def image(values: dict[str, Any], key: str) -> str:
     node status exporter's version defaulting to the appVersion); api/nvidia/v1/clusterpolicy_types.go
     `imagePath` joins them, `@` before a sha256 digest."""
     spec = values[key]
-    version = str(spec.get("version") or (CHART["appVersion"] if key in ("validator", "nodeStatusExporter") else ""))
+    version = str(spec.get("version") or (RECORD.app_version if key in ("validator", "nodeStatusExporter") else ""))
     assert spec["repository"] and spec["image"] and version, f"{key} names no image"
     return f"{spec['repository']}/{spec['image']}{'@' if version.startswith('sha256:') else ':'}{version}"
 
 
 def nfd_worker_image(values: dict[str, Any]) -> str | None:
-    """The subchart, switched by Chart.yaml's `condition`, gets the parent's `node-feature-discovery`
-    values over its own; templates/worker.yaml: `worker.enable`, `image.repository`:`image.tag`,
-    the subchart's appVersion for no tag."""
-    [dependency] = [d for d in CHART["dependencies"] if d["name"] == NFD]
-    switch, field = dependency["condition"].split(".")
+    """The subchart, switched by Chart.yaml's dependency `condition`, gets the parent's
+    `node-feature-discovery` values over its own; templates/worker.yaml: `worker.enable`,
+    `image.repository`:`image.tag`, the subchart's appVersion for no tag."""
+    switch, field = RECORD.nfd_condition
     subchart = merged(NFD_VALUES, values.get(NFD, {}))
     if not (values[switch][field] and subchart["worker"]["enable"]):
         return None
-    return f"{subchart['image']['repository']}:{subchart['image'].get('tag') or NFD_CHART['appVersion']}"
+    return f"{subchart['image']['repository']}:{subchart['image'].get('tag') or RECORD.nfd_app_version}"
 
 
 def gpu_node_images(overrides: dict[str, Any], *, mig_capable: bool) -> set[str]:

@@ -1,23 +1,22 @@
 """The images a GPU node pulls ahead are the ones its GPU Operator will start there: the program's
 derivation (config/gpu_operator.py, through the tenant's rendered chart values) equals the set
-tests/gpu_operator_chart.py derives from the pinned chart's own files, recorded byte for byte from
-upstream under config/charts/, for each tenant's GPU Operator settings. What the node template
-makes of the list is tested in test_node_template.py."""
+tests/gpu_operator_chart.py derives from our record of the pinned chart release
+(config/charts/gpu-operator-<version>.yaml), for each tenant's GPU Operator settings. What the node
+template makes of the list is tested in test_node_template.py; the record against upstream in
+test_verify_chart_record.py."""
 
 from __future__ import annotations
 
-import hashlib
 import json
-import re
-import shutil
 
 import pytest
-from gpu_operator_chart import CHART, CHART_DIR, NFD_CHART, NFD_VALUES, VALUES, gpu_node_images, image
+import yaml
+from gpu_operator_chart import NFD_VALUES, RECORD, VALUES, gpu_node_images, image
 
 from components.tenant_documents import gpu_operator_images, gpu_operator_images_annotation, gpu_operator_values, operator_values
 from components.tenant_vcluster import GPU_OPERATOR_IMAGES_ANNOTATION
 from config.catalog import load_catalog
-from config.gpu_operator import CHARTS_DIR, HEADER_END, RecordError, node_images, read_record, recorded_chart, recorded_versions
+from config.gpu_operator import CHARTS_DIR, RecordError, load_record, node_images, record_path, recorded_versions
 from config.stack import load_stack
 from config.tenant import GpuOperator
 from config.versions import GPU_OPERATOR_VERSION
@@ -33,62 +32,78 @@ SETTINGS = {
     "MIG manager off": GpuOperator(mig_manager=False),
     "ServiceMonitor on": GpuOperator(service_monitor=True),
 }
-# What each recorded file is: its path in the upstream repository, at the release's tag, or, for
-# the published chart's Chart.yaml, inside the release's chart archive on the gh-pages branch.
-NFD = "charts/node-feature-discovery"
-RECORDED_FROM = {
-    "values.yaml": "deployments/gpu-operator/values.yaml",
-    "Chart.yaml": f"stable/gpu-operator-{GPU_OPERATOR_VERSION}.tgz, member gpu-operator/Chart.yaml",
-    f"{NFD}/Chart.yaml": f"deployments/gpu-operator/{NFD}/Chart.yaml",
-    f"{NFD}/values.yaml": f"deployments/gpu-operator/{NFD}/values.yaml",
-}
+RECORD_FILE = record_path(GPU_OPERATOR_VERSION)
 
 
-def _header(path) -> dict[str, str]:
-    header = path.read_bytes().partition(HEADER_END)[0].decode()
-    return dict(re.findall(r"^# ([a-z0-9-]+): (.*)$", header, flags=re.M))
-
-
-def test_the_record_is_of_the_pinned_chart():
+def test_the_record_is_of_the_pinned_chart_and_the_only_file_under_charts():
     assert recorded_versions() == {GPU_OPERATOR_VERSION}
-    assert CHART["name"] == "gpu-operator" and CHART["version"] == CHART["appVersion"] == GPU_OPERATOR_VERSION
-    [nfd] = [d for d in CHART["dependencies"] if d["name"] == "node-feature-discovery"]
-    assert nfd["version"].removeprefix("v") == NFD_CHART["version"]
-    chart = recorded_chart(GPU_OPERATOR_VERSION)
-    assert (chart.app_version, chart.nfd_app_version, chart.nfd_condition) == (CHART["appVersion"], NFD_CHART["appVersion"], ("nfd", "enabled"))
+    assert sorted(p.name for p in CHARTS_DIR.rglob("*")) == [RECORD_FILE.name]
+    assert RECORD.version == RECORD.app_version == GPU_OPERATOR_VERSION and RECORD.nfd_condition == ("nfd", "enabled")
 
 
-def test_each_recorded_file_is_the_upstream_file_its_header_names():
-    """Only comment lines are added, above the end-of-header line; below it the bytes have the
-    sha256 the header gives, computed from the upstream file when it was recorded."""
-    recorded = sorted(p.relative_to(CHART_DIR).as_posix() for p in CHARTS_DIR.rglob("*") if p.is_file())
-    assert recorded == sorted(RECORDED_FROM)
-    for name, source in RECORDED_FROM.items():
-        path = CHART_DIR / name
-        header, end, body = path.read_bytes().partition(HEADER_END)
-        assert end and all(line.startswith(b"#") for line in header.splitlines()), name
-        fields = _header(path)
-        assert fields["source-repo"] == "NVIDIA/gpu-operator" and fields["source-path"] == source, name
-        if name == "Chart.yaml":
-            assert re.fullmatch(r"branch gh-pages \(commit [0-9a-f]{40}\)", fields["source-ref"])
+def test_each_group_names_its_upstream_file():
+    """Repository, tag or branch with its commit, path, a URL to read it at, its sha256."""
+    groups = load_record(RECORD_FILE)["groups"]
+    for name, group in groups.items():
+        source = group["source"]
+        assert source["repo"] == "NVIDIA/gpu-operator", name
+        if name == "chart":  # the published archive: the tag's own Chart.yaml has a development version
+            assert source["ref"] == "branch gh-pages" and source["path"] == f"stable/gpu-operator-{GPU_OPERATOR_VERSION}.tgz"
+            assert source["member"] == "gpu-operator/Chart.yaml"
+            assert source["url"] == f"https://github.com/NVIDIA/gpu-operator/blob/{source['commit']}/{source['path']}"
         else:
-            assert re.fullmatch(rf"tag {GPU_OPERATOR_VERSION} \(commit [0-9a-f]{{40}}\)", fields["source-ref"])
-            assert fields["source-url"] == f"https://github.com/NVIDIA/gpu-operator/blob/{GPU_OPERATOR_VERSION}/{source}"
-        assert hashlib.sha256(body).hexdigest() == fields["sha256"], name
+            assert source["ref"] == f"tag {GPU_OPERATOR_VERSION}" and source["path"].startswith("deployments/gpu-operator/"), name
+            assert source["url"] == f"https://github.com/NVIDIA/gpu-operator/blob/{GPU_OPERATOR_VERSION}/{source['path']}", name
 
 
-def test_a_recorded_file_that_is_not_the_upstream_file_is_refused(tmp_path):
-    copy = tmp_path / "values.yaml"
-    shutil.copy(CHART_DIR / "values.yaml", copy)
-    claimed = _header(copy)["sha256"]
-    edited = copy.read_bytes() + b"\n"  # one byte more than upstream's
-    copy.write_bytes(edited)
-    actual = hashlib.sha256(edited.partition(HEADER_END)[2]).hexdigest()
-    with pytest.raises(RecordError, match=f"values.yaml: the upstream file's sha256 is {actual}, its header says {claimed}"):
-        read_record(copy)
-    copy.write_bytes(edited.partition(HEADER_END)[2])
-    with pytest.raises(RecordError, match="values.yaml: no header ending '# gpu-platform: end of header' with one '# sha256:' line"):
-        read_record(copy)
+def _broken(tmp_path, change) -> str:
+    """The error loading the shipped record after `change` edits it."""
+    record = yaml.safe_load(RECORD_FILE.read_text())
+    change(record)
+    path = tmp_path / RECORD_FILE.name
+    path.write_text(yaml.safe_dump(record))
+    with pytest.raises(RecordError) as raised:
+        load_record(path)
+    return str(raised.value)
+
+
+def test_a_record_of_the_wrong_shape_is_refused_with_every_problem_and_its_key(tmp_path):
+    def change(record):
+        groups = record["groups"]
+        groups["values"]["facts"]["toolkit"]["version"] = 1181
+        del groups["values"]["facts"]["devicePlugin"]["image"]
+        groups["values"]["facts"]["driver"]["image"] = "driver"
+        groups["nfd-values"]["source"]["sha256"] = "f" * 63
+        del groups["nfd-chart"]
+
+    message = _broken(tmp_path, change)
+    assert message.splitlines() == [
+        f"{tmp_path / RECORD_FILE.name} is not a GPU Operator chart record:",
+        "  groups.nfd-chart: missing",
+        "  groups.values.facts.devicePlugin.image: missing (a string)",
+        "  groups.values.facts.driver.image: not a fact config/gpu_operator.py reads",
+        "  groups.values.facts.toolkit.version: 1181 is not a string or null",
+        f"  groups.nfd-values.source.sha256: {'f' * 63!r} does not match [0-9a-f]{{64}}",
+    ]
+
+
+def test_a_record_of_another_release_or_of_a_subchart_the_chart_does_not_depend_on_is_refused(tmp_path):
+    def change(record):
+        record["groups"]["nfd-chart"]["facts"]["version"] = "0.18.3"
+        record["groups"]["chart"]["facts"]["version"] = "v25.10.0"
+
+    message = _broken(tmp_path, change)
+    assert "groups.chart.facts.version: 'v25.10.0', but the file is named for v25.10.1" in message
+    assert "groups.nfd-chart.facts.version: '0.18.3', but the chart depends on 'v0.18.2'" in message
+
+
+def test_the_subchart_switch_is_where_the_dependency_condition_says(tmp_path):
+    def change(record):
+        record["groups"]["chart"]["facts"]["dependencies"]["node-feature-discovery"]["condition"] = "nfd.install"
+
+    message = _broken(tmp_path, change)
+    assert "groups.values.facts.nfd.install: missing (true or false)" in message
+    assert "groups.values.facts.nfd.enabled: not a fact config/gpu_operator.py reads" in message
 
 
 @pytest.mark.parametrize("gpu", ["nvidia-l4", "nvidia-tesla-t4", "nvidia-tesla-a100", "nvidia-h100-80gb"])
@@ -139,10 +154,10 @@ def test_the_image_fields_are_joined_as_the_operator_joins_them():
     derived = node_images(GPU_OPERATOR_VERSION, {"driver": {"enabled": False}, "devicePlugin": {"version": DIGEST}}, mig_capable=False)
     plugin = VALUES["devicePlugin"]
     assert f"{plugin['repository']}/{plugin['image']}@{DIGEST}" in derived
-    # The validator's version is left unset in values.yaml: the chart's appVersion.
-    assert "version" not in VALUES["validator"]
-    assert f"{VALUES['validator']['repository']}/{VALUES['validator']['image']}:{CHART['appVersion']}" in derived
-    assert f"{NFD_VALUES['image']['repository']}:{NFD_CHART['appVersion']}" in derived
+    # The validator's version is left unset in values.yaml: the chart's appVersion; NFD's tag likewise.
+    assert VALUES["validator"]["version"] is None and NFD_VALUES["image"]["tag"] is None
+    assert f"{VALUES['validator']['repository']}/{VALUES['validator']['image']}:{RECORD.app_version}" in derived
+    assert f"{NFD_VALUES['image']['repository']}:{RECORD.nfd_app_version}" in derived
 
 
 def test_an_operand_without_a_version_names_the_key():
