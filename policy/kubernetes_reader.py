@@ -30,7 +30,8 @@ DEFAULT_SECRET_TYPE = "Opaque"
 
 
 def plain(value: Any) -> Any:
-    """A copy made of dicts and lists of a value the analyzer hands over as read-only proxies."""
+    """A copy made of dicts and lists of a value the analyzer hands over as read-only proxies.
+    Touching a value unknown during preview raises UnknownValueError, as any read does."""
     if isinstance(value, Mapping):
         return {k: plain(value[k]) for k in value}
     if _is_list(value):

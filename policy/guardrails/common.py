@@ -22,6 +22,7 @@ from typing import Any, Iterator
 import yaml
 from pulumi_policy import ReportViolation, ResourceValidationArgs, ResourceValidationPolicy
 from pulumi_policy.proxy import UnknownValueError
+from kubernetes_reader import plain  # noqa: F401 - `plain` of the guardrails: read-only proxies as dicts and lists
 from vcluster_reader import VClusterValues
 
 DATA: dict[str, Any] = json.loads((Path(__file__).resolve().parent.parent / "program_data.json").read_text())
@@ -75,16 +76,6 @@ def is_list(value: Any) -> bool:
 
 def as_list(value: Any) -> list[Any]:
     return list(value) if is_list(value) else []
-
-
-def plain(value: Any) -> Any:
-    """`value` as plain dicts and lists (props are read-only proxies), for comparing with data.
-    Touching a value unknown during preview raises UnknownValueError, as any read does."""
-    if isinstance(value, Mapping):
-        return {k: plain(value[k]) for k in value}
-    if is_list(value):
-        return [plain(v) for v in value]
-    return value
 
 
 def show(value: Any) -> str:
