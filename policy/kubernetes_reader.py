@@ -1,6 +1,7 @@
 """Kubernetes documents the pack compares with the program's, read one way by the pack and by
 tools/program_inventory.py (which records the program's own in program_data.json): a kubeconfig as
-kubectl and the Kubernetes provider read it, and a Secret without its values.
+kubectl and the Kubernetes provider read it, a Secret without its values, and Helm chart values
+given as one YAML string.
 
 Self-contained like vcluster_reader.py: it imports nothing of the pack or of the program.
 
@@ -43,14 +44,21 @@ def _is_list(value: Any) -> bool:
     return isinstance(value, Sequence) and not isinstance(value, (str, bytes))
 
 
-def read_kubeconfig(value: Any) -> tuple[dict[str, Any] | None, str | None]:
-    """(the kubeconfig document, None), or (None, why `value` is not one)."""
+def _load(value: Any, what: str) -> tuple[Any, str | None]:
+    """(the YAML document a string holds, None), or (None, why there is none)."""
     if not isinstance(value, str):
-        return None, f"a {type(value).__name__} is not a kubeconfig document"
+        return None, f"a {type(value).__name__} is not a {what}"
     try:
-        document = yaml.safe_load(value)
+        return yaml.safe_load(value), None
     except yaml.YAMLError as e:
         return None, f"is not YAML ({str(e).splitlines()[0]})"
+
+
+def read_kubeconfig(value: Any) -> tuple[dict[str, Any] | None, str | None]:
+    """(the kubeconfig document, None), or (None, why `value` is not one)."""
+    document, problem = _load(value, "kubeconfig document")
+    if problem is not None:
+        return None, problem
     if isinstance(document, str) and "\n" not in value.strip():
         # The provider takes a path as well as contents: a file of the deployer's machine.
         return None, f"{value.strip()!r} is no kubeconfig document but the path of a file on the deployer's machine, which nobody reviews"
@@ -60,6 +68,21 @@ def read_kubeconfig(value: Any) -> tuple[dict[str, Any] | None, str | None]:
         entries = document.get(section) or []
         if not _is_list(entries) or not all(isinstance(e, Mapping) and isinstance(e.get(body) or {}, Mapping) for e in entries):
             return None, f"{section}: is not a list of {{name, {body}}}"
+    return dict(document), None
+
+
+def read_chart_values(value: Any) -> tuple[dict[str, Any] | None, str | None]:
+    """(the values document, None), or (None, why `value` is not one): the values of a chart a
+    VirtualClusterInstance installs inside its tenant (`spec.template.charts[].values`), one YAML
+    string that Helm reads into a map, none ("" or null) being no values (helm/helm
+    pkg/chartutil/values.go `ReadValues`, read at commit 00b3f0b198bfa855a0eb4db3f61b8ee4059c26eb)."""
+    document, problem = _load(value, "values document (one YAML string)") if value is not None else (None, None)
+    if problem is not None:
+        return None, problem
+    if document is None:
+        return {}, None
+    if not isinstance(document, Mapping):
+        return None, f"is not a YAML mapping (Helm reads the values as a map of keys), but a {type(document).__name__}"
     return dict(document), None
 
 

@@ -53,6 +53,7 @@ from guardrails.common import (  # noqa: F401  (re-exported for the tests and th
 )
 from guardrails.by_design import (  # noqa: F401
     commands_by_design,
+    instance_charts_by_design,
     kubernetes_rbac_by_design,
     kubernetes_secrets_by_design,
     load_balancer_services,

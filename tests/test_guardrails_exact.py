@@ -565,6 +565,134 @@ def test_a_chart_inside_an_instance_from_another_repository_is_rejected(runs, wh
     assert message.startswith(f"tenant-vision-instance (instance 'p-vision/vision'): {expected} is not a chart source the program installs; allowed: ")
 
 
+def _chart_props(reg, values):
+    """The instance's props with its GPU Operator chart's values replaced by `values` (a YAML string, or not)."""
+    props = copy.deepcopy(reg.plain_inputs)
+    [chart] = props["spec"]["template"]["charts"]
+    assert chart["name"] == "gpu-operator", chart
+    chart["values"] = values
+    return props
+
+
+def _gpu_operator_values(reg) -> dict:
+    return yaml.safe_load(reg.plain_inputs["spec"]["template"]["charts"][0]["values"])
+
+
+def test_a_driver_from_another_registry_inside_a_tenant_is_rejected(runs):
+    """The review's probe: the GPU Operator would run a privileged driver container from an
+    attacker's registry on the team's GPU nodes. Chart, repository and version are the program's."""
+    run, reg = one(runs, "team-vision-dev", VCI)
+    found = rejected(args_of(run, reg, props=_chart_props(reg, "driver:\n  enabled: true\n  repository: ghcr.io/mallory\n")))
+    assert found == [
+        (
+            P.instance_charts_by_design.name,
+            "tenant-vision-instance (instance 'p-vision/vision'): spec.template.charts[0].values driver.repository: 'ghcr.io/mallory' is not a "
+            "value gpu-platform sets for chart gpu-operator; allowed: the paths of policy/program_data.json inventory (make policy-data), "
+            "here driver.enabled",
+        )
+    ]
+
+
+@pytest.mark.parametrize(
+    "edit, expected",
+    [
+        # The DCGM exporter in the node's process namespace.
+        (lambda v: v["dcgmExporter"].update(hostPID=True), "spec.template.charts[0].values dcgmExporter.hostPID: true is not a value"),
+        # Every operand's host root somewhere else.
+        (lambda v: v.update(hostPaths={"rootFS": "/var/lib/mallory"}), "spec.template.charts[0].values hostPaths.rootFS: '/var/lib/mallory' is not a value"),
+        # The validator from another registry: a path the program never writes, whatever the registry.
+        (lambda v: v.update(validator={"repository": "nvcr.io/nvidia"}), "spec.template.charts[0].values validator.repository: 'nvcr.io/nvidia' is not a value"),
+    ],
+)
+def test_gpu_operator_values_the_program_never_writes_are_rejected(runs, edit, expected):
+    run, reg = one(runs, "dev", VCI, "nlp")
+    values = _gpu_operator_values(reg)
+    edit(values)
+    message = only(rejected(args_of(run, reg, props=_chart_props(reg, yaml.safe_dump(values)))), P.instance_charts_by_design)
+    assert message.startswith(f"tenant-nlp-instance (instance 'p-nlp/nlp'): {expected} gpu-platform sets for chart gpu-operator; allowed: "), message
+
+
+@pytest.mark.parametrize("release", [False, True], ids=["gpu-operator in a tenant", "vcluster-platform release"])
+def test_an_image_value_the_program_writes_is_pinned_not_only_allowed(runs, monkeypatch, release):
+    """Where the program writes a value that chooses an image or registry, the path is allowed and
+    its value pinned: the same path with another repository is rejected. Today the program writes
+    none (the charts' defaults pin the images with the chart version), so the record here is
+    `make policy-data`'s of a program that also writes the chart's default for one: recorded by the
+    inventory's own reader from that document, the program's values beside it."""
+    run, reg = one(runs, "dev", RELEASE if release else VCI, "" if release else "nlp")
+    key, image, path = ("helmReleases", "ghcr.io/loft-sh", ("image", "registry")) if release else ("tenantCharts", "nvcr.io/nvidia", ("validator", "repository"))
+    program = reg.plain_inputs["values"] if release else _gpu_operator_values(reg)
+    pinned = {**copy.deepcopy(program), path[0]: {path[1]: image}}
+    [entry] = P.INVENTORY[P.PROGRAM_PROJECT][key]
+    recorded = {**entry, **inventory.chart_values([program, pinned])}
+    assert ".".join(path) in recorded["valuePaths"] and recorded["imageValues"] == {".".join(path): [image]}
+    monkeypatch.setitem(P.INVENTORY[P.PROGRAM_PROJECT], key, [recorded])
+    policy = P.release_by_design if release else P.instance_charts_by_design
+
+    def props(value):
+        changed = {**copy.deepcopy(program), path[0]: {path[1]: value}}
+        return {**copy.deepcopy(reg.plain_inputs), "values": changed} if release else _chart_props(reg, yaml.safe_dump(changed))
+
+    assert policy.name not in names(rejected(args_of(run, reg, props=props(image))))
+    message = only(rejected(args_of(run, reg, props=props("ghcr.io/mallory"))), policy)
+    field = "values." if release else "spec.template.charts[0].values "
+    assert message.endswith(
+        f"{field}{'.'.join(path)}: 'ghcr.io/mallory' is not what gpu-platform sets there for chart {entry['chart']} (it chooses an image or the "
+        f"registry one is pulled from); allowed: exactly {image!r} (policy/program_data.json inventory (make policy-data))"
+    ), message
+
+
+@pytest.mark.parametrize(
+    "edit, expected",
+    [
+        (
+            lambda c: c.update(insecureSkipTlsVerify=True),
+            "spec.template.charts[0].insecureSkipTlsVerify: is not a field gpu-platform sets on chart gpu-operator (the chart downloaded without "
+            "checking the repository's certificate, so anyone on the way serves another chart); allowed: name, releaseName, releaseNamespace, "
+            "repoURL, values, version (policy/program_data.json inventory (make policy-data))",
+        ),
+        (
+            lambda c: c.update(values="- driver\n"),
+            "spec.template.charts[0].values: is not a YAML mapping (Helm reads the values as a map of keys), but a list; allowed: the chart's "
+            "values as one YAML mapping, as gpu-platform writes them",
+        ),
+        (lambda c: c.update(values="driver: [\n"), "spec.template.charts[0].values: is not YAML (while parsing a flow node)"),
+    ],
+)
+def test_a_gpu_operator_chart_field_or_document_of_another_form_is_rejected(runs, edit, expected):
+    run, reg = one(runs, "dev", VCI, "speech")
+    props = copy.deepcopy(reg.plain_inputs)
+    edit(props["spec"]["template"]["charts"][0])
+    message = only(rejected(args_of(run, reg, props=props)), P.instance_charts_by_design)
+    assert message.startswith(f"tenant-speech-instance (instance 'p-speech/speech'): {expected}"), message
+
+
+def test_every_gpu_operator_values_document_the_program_renders_passes(runs):
+    """Every combination of the tenant's gpuOperator settings (DCGM exporter off, MIG manager off,
+    ServiceMonitor on) and of its monitoring (the DCGM metric list on or off) that the renderer
+    writes passes, not only the committed stacks' (which the pack's runs all pass)."""
+    import itertools
+
+    from components.tenant_documents import gpu_operator_values_yaml
+
+    run, reg = one(runs, "dev", VCI, "nlp")
+    rendered = {
+        flags: gpu_operator_values_yaml(flags[0], flags[1], dcgm_exporter_enabled=flags[2], mig_manager=flags[3])
+        for flags in itertools.product([False, True], repeat=4)
+    }
+    assert reg.plain_inputs["spec"]["template"]["charts"][0]["values"] in rendered.values()  # the program's renderer
+    for flags, text in rendered.items():
+        assert P.instance_charts_by_design.name not in names(rejected(args_of(run, reg, props=_chart_props(reg, text)))), flags
+
+
+def test_gpu_operator_values_unknown_during_preview_defer_the_policy(runs):
+    from pulumi_policy.proxy import UNKNOWN_STRING_VALUE, UnknownValueError
+
+    run, reg = one(runs, "dev", VCI, "nlp")
+    with pytest.raises(UnknownValueError):
+        reports(P.instance_charts_by_design, args_of(run, reg, props=_chart_props(reg, UNKNOWN_STRING_VALUE)))
+
+
 # --- 4. No public range by any split --------------------------------------------------------------------
 
 
@@ -786,6 +914,11 @@ def test_the_inventory_is_what_the_runs_register(runs):
     assert {"pulumi:providers:command", "pulumi:pulumi:Stack", "gcp:organizations/project:Project"} <= types
     assert not any(t.startswith(("kubernetes:rbac.", "random:")) or t == "kubernetes:core/v1:Service" for t in types)
     assert inventory.value_paths({"a": {"b/c": [1, {"d": 2}]}, "e": []}) == {'a["b/c"][]', 'a["b/c"][].d', "e"}
+    document = {"op": {"enabled": True, "repository": "r", "imagePullSecrets": [{"name": "s"}]}, "nfd": {"image": {"tag": "v1"}}}
+    assert inventory.chart_values([document, {"op": {"repository": "r2"}}]) == {
+        "valuePaths": ["nfd.image.tag", "op.enabled", "op.imagePullSecrets[].name", "op.repository"],
+        "imageValues": {"nfd.image.tag": ["v1"], "op.imagePullSecrets[].name": ["s"], "op.repository": ["r", "r2"]},
+    }
 
 
 def test_the_committed_stacks_pass_the_pack_served_from_a_copy_of_policy_alone(tmp_path, committed_runs):

@@ -54,6 +54,22 @@ def test_the_exempt_namespaces_are_the_programs():
     assert "the GPU watchdog's namespace `gpu-platform-system` enforces `restricted`" in words(section("Pod Security"))
 
 
+def test_what_runs_in_the_gpu_operators_namespace_is_the_programs_chart():
+    """The data the pack judges the GPU Operator chart by; the probes (a driver from another
+    registry, a path the program never writes, another image value) are tests/test_guardrails_exact.py's."""
+    from guardrails import value_paths
+
+    from config import versions
+    from tools.program_inventory import IMAGE_KEYS
+
+    assert "What runs privileged in `gpu-operator` is the program's chart" in words(section("Pod Security"))
+    [chart] = P.INVENTORY[P.PROGRAM_PROJECT]["tenantCharts"]
+    assert (chart["chart"], chart["repository"]) == (versions.GPU_OPERATOR_CHART, versions.GPU_OPERATOR_CHART_REPO)
+    # The images are the chart version's own defaults: the program writes no value that chooses one.
+    assert chart["imageValues"] == {}
+    assert [p for p in chart["valuePaths"] if {name for _, name in value_paths.parse(p)} & IMAGE_KEYS] == []
+
+
 def test_the_watchdogs_namespace_needs_no_exemption(dev_run):
     [namespace] = [d for d in tenant_documents(dev_run, "nlp") if d["kind"] == "Namespace" and d["metadata"]["name"] == watchdog.NAMESPACE]
     assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"

@@ -309,6 +309,7 @@ def _program(evaluated: Evaluated) -> dict[str, Any]:
         "helmReleaseInputs": inventory.helm_release_inputs(runs),
         "kubeconfigs": inventory.kubeconfigs(runs),
         "instanceCharts": inventory.instance_charts(runs),
+        "tenantCharts": inventory.tenant_charts(runs),
         "tenantObjects": inventory.tenant_objects(runs),
         "tenantImages": inventory.tenant_images(runs),
         "tenantRbac": inventory.tenant_rbac(runs),

@@ -19,7 +19,7 @@ from config import node_properties as props
 from components.tenant_vcluster import host_namespace
 from config.facts import project_namespace
 from config.isolation import node_name_prefix
-from policy.kubernetes_reader import entries, read_kubeconfig, secret_shape
+from policy.kubernetes_reader import entries, read_chart_values, read_kubeconfig, secret_shape
 from tools.mock_engine import PLACEHOLDER, ProgramRun, Registration
 
 COMMAND = "command:local:Command"
@@ -166,32 +166,79 @@ def kubernetes_secrets(runs: Iterable[ProgramRun]) -> list[dict[str, Any]]:
 
 
 _PLAIN_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+# Chart value keys that choose which image runs or where it is pulled from: under every operand of
+# the GPU Operator chart `repository`, `image`, `version` and `imagePullSecrets` (the driver's
+# manager and the operator's init container alike), NFD's `image.repository`/`image.tag` and its
+# `imagePullSecrets`, the Kata artifacts' `url` and `pullSecret` (NVIDIA/gpu-operator tag v25.10.1,
+# deployments/gpu-operator/values.yaml and charts/node-feature-discovery/values.yaml, recorded
+# under config/charts/), and the driver's package mirror `repoConfig`; `registry` and `digest`
+# as other charts spell the same. A path through one of these keys is pinned to the values the
+# program writes there, not only allowed.
+IMAGE_KEYS = frozenset({"repository", "image", "version", "tag", "digest", "registry", "imagePullSecrets", "pullSecret", "url", "repoConfig"})
 
 
-def value_paths(document: Any, prefix: str = "") -> set[str]:
-    """The key paths of a document in the allow-list syntax of the pack (policy/guardrails/value_paths.py):
-    `a.b`, `a[]` for list items, `["k/x"]` for a key that is not a plain word."""
+def _leaves(document: Any, prefix: str = "", image: bool = False) -> Iterable[tuple[str, Any, bool]]:
+    """(key path in the allow-list syntax of the pack, value, whether a key on the way is one of
+    IMAGE_KEYS) of every scalar, empty map and empty list of a document."""
     if isinstance(document, dict) and document:
-        found: set[str] = set()
         for key, child in document.items():
             key = str(key)
             step = (f".{key}" if prefix else key) if _PLAIN_KEY.match(key) else f'["{key}"]'
-            found |= value_paths(child, prefix + step)
-        return found
-    if isinstance(document, list) and document:
-        return set().union(*(value_paths(item, prefix + "[]") for item in document))
-    return {prefix}
+            yield from _leaves(child, prefix + step, image or key in IMAGE_KEYS)
+    elif isinstance(document, list) and document:
+        for item in document:
+            yield from _leaves(item, prefix + "[]", image)
+    else:
+        yield prefix, document, image
+
+
+def value_paths(document: Any) -> set[str]:
+    """The key paths of a document in the allow-list syntax of the pack (policy/guardrails/value_paths.py):
+    `a.b`, `a[]` for list items, `["k/x"]` for a key that is not a plain word."""
+    return {path for path, _, _ in _leaves(document)}
+
+
+def chart_values(documents: Iterable[Any]) -> dict[str, Any]:
+    """What the program writes in one chart's values, across its runs: every value path
+    (`valuePaths`), and at each path through an IMAGE_KEYS key the values it writes there
+    (`imageValues`), which the pack allows exactly."""
+    paths: set[str] = set()
+    images: dict[str, dict[str, Any]] = {}
+    for document in documents:
+        for path, value, image in _leaves(document):
+            paths.add(path)
+            if image:
+                images.setdefault(path, {})[json.dumps(value, sort_keys=True)] = value
+    return {"valuePaths": sorted(paths), "imageValues": {p: [v[k] for k in sorted(v)] for p, v in sorted(images.items())}}
 
 
 def helm_releases(runs: Iterable[ProgramRun]) -> list[dict[str, Any]]:
-    """Per chart the program installs with a Helm release: its repository, and every value path it sets."""
-    found: dict[tuple[str, str], set[str]] = {}
+    """Per chart the program installs with a Helm release: its repository, and what it writes in its values (chart_values)."""
+    found: dict[tuple[str, str], list[Any]] = {}
     for run in runs:
         for r in run.of_type(RELEASE):
             inputs = r.plain_inputs
             key = (inputs.get("chart"), (inputs.get("repositoryOpts") or {}).get("repo"))
-            found.setdefault(key, set()).update(value_paths(inputs.get("values") or {}))
-    return [{"chart": c, "repository": repo, "valuePaths": sorted(paths)} for (c, repo), paths in sorted(found.items())]
+            found.setdefault(key, []).append(inputs.get("values") or {})
+    return [{"chart": c, "repository": repo, **chart_values(documents)} for (c, repo), documents in sorted(found.items())]
+
+
+def tenant_charts(runs: Iterable[ProgramRun]) -> list[dict[str, Any]]:
+    """Per chart a VirtualClusterInstance installs inside its tenant (`spec.template.charts[]`: the
+    GPU Operator): its repository, the fields the program sets on it, and what it writes in its
+    values (chart_values), read as the pack reads them (policy/kubernetes_reader.py)."""
+    fields: dict[tuple[str, str], set[str]] = {}
+    documents: dict[tuple[str, str], list[Any]] = {}
+    for run in runs:
+        for r in run.of_type(INSTANCE):
+            for chart in r.input("spec", "template", "charts") or []:
+                key = (chart.get("name"), chart.get("repoURL"))
+                fields.setdefault(key, set()).update(chart)
+                document, problem = read_chart_values(chart.get("values"))
+                if problem is not None:
+                    raise ValueError(f"{r.name}: the values of chart {key[0]} {problem}")
+                documents.setdefault(key, []).append(document)
+    return [{"chart": c, "repository": repo, "fields": sorted(fields[(c, repo)]), **chart_values(documents[(c, repo)])} for c, repo in sorted(fields)]
 
 
 def instance_charts(runs: Iterable[ProgramRun]) -> list[dict[str, str]]:

@@ -17,6 +17,9 @@ command another change adds is allowed once the data is regenerated, and nothing
 - The Helm release: only the inputs the program sets (no post-renderer, which Helm runs on the
   deployer's machine, no values files beside `values`), only value paths the program writes for
   that chart, and single sign-on only with password login off.
+- Charts inside tenants (the GPU Operator): only the fields the program sets on them, only the
+  value paths the program writes for each, and values that choose an image or registry exactly
+  as the program writes them.
 - Kubernetes Secrets: exactly the program's (namespace, name, type, keys): any other sits in the
   stack's state, which whoever may read the stack decrypts, previews included.
 - Inside tenants: only the objects the program puts there, host access only in the namespaces
@@ -31,7 +34,7 @@ from typing import Any
 
 import yaml
 from kubernetes_reader import plain as _plain
-from kubernetes_reader import secret_shape
+from kubernetes_reader import read_chart_values, secret_shape
 from pulumi_policy import EnforcementLevel, ReportViolation, ResourceValidationArgs, Severity
 from vcluster_reader import host_access
 
@@ -50,6 +53,7 @@ from .common import (
     is_list,
     project_of,
     show,
+    show_short,
     stack_data,
     unknown_stack,
 )
@@ -325,6 +329,30 @@ def _check_release_inputs(args: ResourceValidationArgs, report_violation: Report
             )
 
 
+def _check_chart_values(
+    field: str, document: Any, chart: Any, recorded: Mapping[str, Any], report_violation: ReportViolation, notes: Mapping[str, str] | None = None
+) -> None:
+    """A chart's values use only the paths the program writes for that chart (`recorded`, its
+    record of the inventory), and where those choose an image or registry, only the values it
+    writes there. `field`: what a path is shown after, `notes`: why a path matters, by path."""
+    paths = recorded["valuePaths"]
+    for path, value, wanted in value_paths.judge(document, paths, recorded.get("imageValues") or {}):
+        shown = value_paths.show(path)
+        note = (notes or {}).get(shown, "")
+        if wanted is None:
+            report_violation(
+                f"{field}{shown}: {show_short(value)}{note} is not a value gpu-platform sets for chart {chart}; allowed: the paths of {SOURCE}, "
+                f"here {value_paths.near(path, paths)}",
+                None,
+            )
+        else:
+            report_violation(
+                f"{field}{shown}: {show_short(value)} is not what gpu-platform sets there for chart {chart} (it chooses an image or the registry "
+                f"one is pulled from); allowed: exactly {' or '.join(show(v) for v in wanted)} ({SOURCE})",
+                None,
+            )
+
+
 def validate_release_values(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
     """The chart and repository of a Helm release are ones the program installs (pinned by source as
     well as version), and its values use only the paths the program writes for that chart."""
@@ -342,13 +370,9 @@ def validate_release_values(args: ResourceValidationArgs, report_violation: Repo
             None,
         )
         return
-    patterns = [value_paths.parse(p) for p in known[0]["valuePaths"]]
     values = args.props.get("values")
-    for path, value in value_paths.leaves(_plain(values) if isinstance(values, Mapping) else {}):
-        if not value_paths.allowed(path, value, patterns):
-            shown = value_paths.show(path)
-            note = " (a LoadBalancer or NodePort in front of the platform)" if shown == "service.type" else ""
-            report_violation(f"values.{shown}: {show(value)}{note} is not a value gpu-platform sets for chart {chart}; allowed: the paths of {SOURCE}", None)
+    notes = {"service.type": " (a LoadBalancer or NodePort in front of the platform)"}
+    _check_chart_values("values.", _plain(values) if isinstance(values, Mapping) else {}, chart, known[0], report_violation, notes)
     if get(values, "config", "auth", "oidc") is not None and get(values, "config", "auth", "password", "disabled") is not True:
         report_violation(
             "values.config.auth.password.disabled: not true while single sign-on is configured; allowed: true (with SSO, nobody logs in "
@@ -365,6 +389,59 @@ release_by_design = ResourcePolicy(
         "admin.password); with single sign-on, password login is disabled."
     ),
     validate=validate_release_values,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    severity=Severity.CRITICAL,
+)
+
+
+# Fields of a chart inside an instance (loft-sh/loft tag v4.11.2 api/openapi-spec/swagger.json,
+# storage.v1.TemplateHelmChart) that the program never sets, and what setting one would do.
+_CHART_FIELDS = {
+    "insecureSkipTlsVerify": "the chart downloaded without checking the repository's certificate, so anyone on the way serves another chart",
+    "username": "credentials for another chart repository than the program's public one",
+    "password": "credentials for another chart repository than the program's public one",
+    "usernameRef": "credentials for another chart repository than the program's public one",
+    "passwordRef": "credentials for another chart repository than the program's public one",
+}
+
+
+def validate_instance_charts(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
+    """Each chart an instance installs inside its tenant (`spec.template.charts[]`) sets only the
+    fields the program sets on it, and values only as the program writes them for that chart: its
+    value paths, and where a value chooses an image or registry, exactly the program's. A chart
+    from a source the program never installs is vcluster-instance-pinned-charts' to report."""
+    if args.resource_type != VIRTUAL_CLUSTER_INSTANCE:
+        return
+    recorded = (_inventory(args) or {}).get("tenantCharts", [])
+    for i, entry in enumerate(as_list(get(args.props, "spec", "template", "charts"))):
+        if not isinstance(entry, Mapping):
+            continue
+        name, field = get(entry, "name"), f"spec.template.charts[{i}]"
+        known = [c for c in recorded if c["chart"] == name and c["repository"] == get(entry, "repoURL")]
+        if not known:
+            continue
+        for key in sorted(k for k in entry if k not in known[0]["fields"]):
+            if _is_set(entry[key]):
+                why = f" ({_CHART_FIELDS[key]})" if key in _CHART_FIELDS else ""
+                report_violation(
+                    f"{field}.{key}: is not a field gpu-platform sets on chart {name}{why}; allowed: {', '.join(known[0]['fields'])} ({SOURCE})", None
+                )
+        document, problem = read_chart_values(entry.get("values"))
+        if problem is not None:
+            report_violation(f"{field}.values: {problem}; allowed: the chart's values as one YAML mapping, as gpu-platform writes them", None)
+            continue
+        _check_chart_values(f"{field}.values ", document, name, known[0], report_violation)
+
+
+instance_charts_by_design = ResourcePolicy(
+    name="instance-charts-by-design",
+    description=(
+        "A chart a VirtualClusterInstance installs inside its tenant (the GPU Operator) sets only the fields the program sets on it "
+        "(no insecureSkipTlsVerify, no credentials) and only the value paths the program writes for that chart, and a value that "
+        "chooses an image or registry (repository, image, version, imagePullSecrets, …) only as the program writes it: no driver "
+        "container from another registry on the team's GPU nodes."
+    ),
+    validate=validate_instance_charts,
     enforcement_level=EnforcementLevel.MANDATORY,
     severity=Severity.CRITICAL,
 )
@@ -511,5 +588,6 @@ POLICIES = [
     kubernetes_secrets_by_design,
     node_pool_service_account,
     release_by_design,
+    instance_charts_by_design,
     tenant_objects_by_design,
 ]

@@ -85,6 +85,11 @@ def show(value: Any) -> str:
     return str(value).lower() if isinstance(value, bool) else repr(value)
 
 
+def show_short(value: Any) -> str:
+    """`show`, a long text (a config file, a certificate) cut short."""
+    return show(value) if not isinstance(value, str) or len(value) <= 60 else repr(value[:57] + "...")
+
+
 def not_allowed(path: str, value: Any, allowed: str) -> str:
     """`path: 'x' is not allowed; allowed: …` (or `path: not set; allowed: …`), like config errors."""
     got = "not set" if value is None else f"{show(value)} is not allowed"

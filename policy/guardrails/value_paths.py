@@ -6,6 +6,8 @@ A pattern is keys separated by dots, `[]` for every item of a list, `*` for any 
 
 from __future__ import annotations
 
+import functools
+import json
 import re
 from collections.abc import Mapping
 from typing import Any, Iterator
@@ -18,6 +20,7 @@ KEY, ITEM, ANY = "key", "item", "any"
 _TOKEN = re.compile(r'\[\]|\["(?P<literal>[^"]+)"\]|\.?(?P<key>[A-Za-z0-9_-]+|\*)')
 
 
+@functools.lru_cache(maxsize=None)
 def parse(pattern: str) -> tuple[Token, ...]:
     tokens: list[Token] = []
     position = 0
@@ -80,3 +83,31 @@ def allowed(path: tuple[Token, ...], value: Any, patterns: list[tuple[Token, ...
         return True
     empty = value is None or ((isinstance(value, Mapping) or is_list(value)) and not value)
     return empty and any(_matches(path, p[: len(path)]) for p in patterns if len(p) > len(path))
+
+
+def near(path: tuple[Token, ...], paths: list[str]) -> str:
+    """The allowed paths under the same top-level key as `path`, or the allowed top-level keys."""
+    top = path[0] if path else None
+    found = [p for p in paths if parse(p)[:1] == (top,)]
+    if found:
+        return ", ".join(found)
+    return "keys under " + ", ".join(sorted({str(parse(p)[0][1]) for p in paths if parse(p)}))
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True)
+
+
+def judge(document: Any, paths: list[str], exact: Mapping[str, list[Any]]) -> Iterator[tuple[tuple[Token, ...], Any, list[Any] | None]]:
+    """Each leaf of a chart's values that the program's record does not allow: (path, value, None)
+    at a path no pattern of `paths` names; (path, value, the values the program writes there) at a
+    path of `exact` (those that choose an image or registry) holding another value."""
+    patterns = [parse(p) for p in paths]
+    pinned = [(parse(p), values) for p, values in exact.items()]
+    for path, value in leaves(document):
+        if not allowed(path, value, patterns):
+            yield path, value, None
+            continue
+        wanted = [v for pattern, values in pinned if _matches(path, pattern) for v in values]
+        if any(_matches(path, pattern) for pattern, _ in pinned) and _canonical(value) not in {_canonical(v) for v in wanted}:
+            yield path, value, wanted

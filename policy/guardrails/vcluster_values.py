@@ -34,6 +34,7 @@ from .common import (
     get,
     instance_values,
     show,
+    show_short,
     stack_data,
     stack_of,
 )
@@ -43,15 +44,6 @@ _PATTERNS = [value_paths.parse(p) for p in ALLOWED_PATHS]
 PATHS_FILE = "components/vcluster_value_paths.yaml"
 
 
-def _allowed_near(path: tuple) -> str:
-    """The allowed paths under the same top-level key as `path`, or the allowed top-level keys."""
-    top = path[0] if path else None
-    near = [p for p, tokens in zip(ALLOWED_PATHS, _PATTERNS) if tokens[:1] == (top,)]
-    if near:
-        return ", ".join(near)
-    return "keys under " + ", ".join(sorted({str(t[0][1]) for t in _PATTERNS}))
-
-
 def validate_values_by_design(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
     values = instance_values(args)
     if values is None:
@@ -59,10 +51,9 @@ def validate_values_by_design(args: ResourceValidationArgs, report_violation: Re
     for path, value in value_paths.leaves(values.document):
         if value_paths.allowed(path, value, _PATTERNS):
             continue
-        shown = show(value) if not isinstance(value, str) or len(value) <= 60 else repr(value[:57] + "...")
         report_violation(
-            f"{Values.FIELD} {value_paths.show(path)}: {shown} is not a key gpu-platform writes (it may act on the host cluster); "
-            f"allowed: the paths of {PATHS_FILE}, here {_allowed_near(path)}",
+            f"{Values.FIELD} {value_paths.show(path)}: {show_short(value)} is not a key gpu-platform writes (it may act on the host cluster); "
+            f"allowed: the paths of {PATHS_FILE}, here {value_paths.near(path, ALLOWED_PATHS)}",
             None,
         )
 
