@@ -98,7 +98,7 @@ def team_dashboard(plan: TenantPlan, *, environment: str, project: str, cost_vie
         [(_text("About", f"Team **{name}** in environment **{environment}**. GPU pools: {pools}. {where}{cost}"), 48)],
         [
             (_scorecard("GPUs allocated", q.gpus_allocated(name)), 12),
-            (_scorecard("Pending GPU pods", f"sum({q.pending_gpu_pods(name)}) or vector(0)"), 12),
+            (_scorecard("GPU pods waiting for a node", f"sum({q.pending_gpu_pods(name)}) or vector(0)"), 12),
             (_scorecard("GPU VMs", f"count({q.gpu_nodes(name)}) or vector(0)"), 12),
             (_scorecard("Average GPU utilization", q.team_utilization(name)), 12),
         ],
@@ -127,7 +127,7 @@ def environment_dashboard(*, environment: str, project: str, teams: tuple[str, .
         [(_text("About", f"Environment **{environment}**: metrics of project `{project}` and every team project in its metrics scope. Teams: {', '.join(teams) or 'none yet'}.{cost}"), 48)],
         [
             (_chart("GPUs allocated per team", q.gpus_allocated(), legend=by_team, stacked=True), 16),
-            (_chart("Pending GPU pods per team", q.pending_gpu_pods(), legend=by_team, stacked=True), 16),
+            (_chart("GPU pods waiting for a node, per team", q.pending_gpu_pods(), legend=by_team, stacked=True), 16),
             (_chart("Average GPU utilization per team", q.team_utilization(), legend=by_team, unit="%"), 16),
         ],
         [

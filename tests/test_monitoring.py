@@ -519,7 +519,7 @@ def test_waiting_for_a_gpu_means_not_scheduled_yet(tenant_run, dev_run):
     waiting = {
         where: query
         for where, query in queries.items()
-        if where.endswith(("Pending GPU pods", "Pending GPU pods per team", "at its limit while pods wait"))
+        if where.endswith(("GPU pods waiting for a node", "GPU pods waiting for a node, per team", "at its limit while pods wait"))
     }
     assert len(waiting) >= 6  # vision's tile and alert; nlp's and speech's tiles; the per-team chart; dev's alerts
     for where, query in waiting.items():
@@ -533,7 +533,7 @@ def test_waiting_for_a_gpu_means_not_scheduled_yet(tenant_run, dev_run):
         assert any(m.name == "resource" and m.value == docs.KSM_GPU_RESOURCE for m in requests.matchers.matchers), where
         # No pod is counted by its phase.
         assert all(s.name != "kube_pod_status_phase" for s in selectors(query)), where
-    tile = queries["tenant-vision-monitoring-dashboard: Pending GPU pods"]
+    tile = queries["tenant-vision-monitoring-dashboard: GPU pods waiting for a node"]
     alert = queries["monitoring-pool-at-limit-vision: GPU pool of vision at its limit while pods wait"]
     assert q.pending_gpu_pods("vision") in tile and q.pending_gpu_pods("vision") in alert
     # Each pod's series carries the labels the join matches on (tenant: the collector's), and
@@ -581,7 +581,7 @@ def test_a_teams_dashboard_draws_the_plans_expected_and_ceiling(tenant_run, stac
         "ceiling": round(stack.tenant.gpu_usd_per_hour_ceiling, 4),
     }
     titles = {t["widget"]["title"] for t in tiles}
-    assert {"GPUs allocated", "Pending GPU pods", "GPU VMs by pool", "GPU utilization (DCGM_FI_DEV_GPU_UTIL)", "GPU memory used"} <= titles
+    assert {"GPUs allocated", "GPU pods waiting for a node", "GPU VMs by pool", "GPU utilization (DCGM_FI_DEV_GPU_UTIL)", "GPU memory used"} <= titles
     # One series per pool of the team, named after it.
     [pools] = [t["widget"] for t in tiles if t["widget"]["title"] == "GPU VMs by pool"]
     query = pools["xyChart"]["dataSets"][0]["timeSeriesQuery"]["prometheusQuery"]
