@@ -586,11 +586,97 @@ def test_a_driver_from_another_registry_inside_a_tenant_is_rejected(runs):
     assert found == [
         (
             P.instance_charts_by_design.name,
+            "tenant-vision-instance (instance 'p-vision/vision'): spec.template.charts[0].values driver.enabled: true is not what gpu-platform "
+            "sets there for chart gpu-operator (a switch gpu-platform writes one way under every configuration); allowed: exactly false "
+            "(policy/program_data.json inventory (make policy-data))",
+        ),
+        (
+            P.instance_charts_by_design.name,
             "tenant-vision-instance (instance 'p-vision/vision'): spec.template.charts[0].values driver.repository: 'ghcr.io/mallory' is not a "
             "value gpu-platform sets for chart gpu-operator; allowed: the paths of policy/program_data.json inventory (make policy-data), "
             "here driver.enabled",
-        )
+        ),
     ]
+
+
+@pytest.mark.parametrize(
+    "path, value, allowed",
+    [
+        # The chart's privileged driver container on the team's GPU nodes, beside the node image's driver.
+        (("driver", "enabled"), True, "false"),
+        (("toolkit", "enabled"), False, "true"),
+        (("devicePlugin", "enabled"), False, "true"),
+        # Monitoring's DCGM metric list: the exporter would point at a ConfigMap nobody creates.
+        (("dcgmExporter", "config", "create"), False, "true"),
+    ],
+)
+def test_a_switch_the_program_writes_one_way_is_pinned_to_that_value(runs, path, value, allowed):
+    """Of the GPU Operator's switches the program writes one way under every configuration, each
+    is pinned: the other value is rejected with the path, the value and what is allowed."""
+    run, reg = one(runs, "dev", VCI, "nlp")
+    values = _gpu_operator_values(reg)
+    *parents, key = path
+    node = values
+    for parent in parents:
+        node = node[parent]
+    assert node[key] is not value  # the program's own is the other one
+    node[key] = value
+    message = only(rejected(args_of(run, reg, props=_chart_props(reg, yaml.safe_dump(values)))), P.instance_charts_by_design)
+    assert message == (
+        f"tenant-nlp-instance (instance 'p-nlp/nlp'): spec.template.charts[0].values {'.'.join(path)}: {str(value).lower()} is not what "
+        "gpu-platform sets there for chart gpu-operator (a switch gpu-platform writes one way under every configuration); allowed: exactly "
+        f"{allowed} (policy/program_data.json inventory (make policy-data))"
+    )
+
+
+def _renderer_variants() -> dict[tuple[bool, ...], dict]:
+    """Every values document the GPU Operator renderer writes: each combination of its switches
+    (every parameter of components/tenant_documents.py gpu_operator_values, all of them booleans:
+    the tenant's gpuOperator settings and its monitoring)."""
+    import inspect
+    import itertools
+
+    from components.tenant_documents import gpu_operator_values
+
+    parameters = inspect.signature(gpu_operator_values).parameters
+    assert all(p.annotation in (bool, "bool") for p in parameters.values()), parameters
+    return {
+        flags: gpu_operator_values(**dict(zip(parameters, flags)))
+        for flags in itertools.product([False, True], repeat=len(parameters))
+    }
+
+
+def test_the_pinned_switches_are_those_the_renderer_writes_one_way_under_every_configuration():
+    """The inventory's runs cover both values of every switch an option turns (the DCGM exporter,
+    its ServiceMonitor, the MIG manager, monitoring), so what it records as fixed is what the
+    renderer writes one way whatever its arguments: no more (a variant would be rejected), no less."""
+    [record] = P.INVENTORY[P.PROGRAM_PROJECT]["tenantCharts"]
+    assert record["fixedSwitches"] == inventory.fixed_switches(_renderer_variants().values())
+    assert record["fixedSwitches"]["driver.enabled"] is False
+
+
+@pytest.mark.parametrize(
+    "key, value, why",
+    [
+        ("insecureSkipTlsVerify", True, "the chart downloaded without checking the repository's certificate, so anyone on the way serves another chart"),
+        ("username", "mallory", "credentials for another chart repository than the program's public one"),
+        ("password", "hunter2", "credentials for another chart repository than the program's public one"),
+        ("usernameRef", {"name": "creds", "key": "username"}, "credentials for another chart repository than the program's public one"),
+        ("passwordRef", {"name": "creds", "key": "password"}, "credentials for another chart repository than the program's public one"),
+    ],
+)
+def test_a_vcluster_chart_field_the_program_never_sets_is_rejected(runs, key, value, why):
+    """The vcluster chart entry (spec.template.helmRelease.chart) sets only the fields the program
+    sets on it, recorded from its runs; chart, repository and version stay the program's."""
+    run, reg = one(runs, "team-vision-dev", VCI)
+    props = copy.deepcopy(reg.plain_inputs)
+    props["spec"]["template"]["helmRelease"]["chart"][key] = value
+    [record] = P.INVENTORY[P.PROGRAM_PROJECT]["instanceReleaseCharts"]
+    assert record["fields"] == sorted(reg.plain_inputs["spec"]["template"]["helmRelease"]["chart"]) == ["name", "repo", "version"]
+    assert only(rejected(args_of(run, reg, props=props)), P.instance_charts_by_design) == (
+        f"tenant-vision-instance (instance 'p-vision/vision'): spec.template.helmRelease.chart.{key}: is not a field gpu-platform sets on chart "
+        f"vcluster ({why}); allowed: name, repo, version (policy/program_data.json inventory (make policy-data))"
+    )
 
 
 @pytest.mark.parametrize(
@@ -670,16 +756,12 @@ def test_a_gpu_operator_chart_field_or_document_of_another_form_is_rejected(runs
 def test_every_gpu_operator_values_document_the_program_renders_passes(runs):
     """Every combination of the tenant's gpuOperator settings (DCGM exporter off, MIG manager off,
     ServiceMonitor on) and of its monitoring (the DCGM metric list on or off) that the renderer
-    writes passes, not only the committed stacks' (which the pack's runs all pass)."""
-    import itertools
-
-    from components.tenant_documents import gpu_operator_values_yaml
+    writes passes, not only the committed stacks' (which the pack's runs all pass): no switch an
+    option turns is pinned."""
+    from config import yaml_io
 
     run, reg = one(runs, "dev", VCI, "nlp")
-    rendered = {
-        flags: gpu_operator_values_yaml(flags[0], flags[1], dcgm_exporter_enabled=flags[2], mig_manager=flags[3])
-        for flags in itertools.product([False, True], repeat=4)
-    }
+    rendered = {flags: yaml_io.dump(document) for flags, document in _renderer_variants().items()}
     assert reg.plain_inputs["spec"]["template"]["charts"][0]["values"] in rendered.values()  # the program's renderer
     for flags, text in rendered.items():
         assert P.instance_charts_by_design.name not in names(rejected(args_of(run, reg, props=_chart_props(reg, text)))), flags
@@ -742,6 +824,34 @@ def test_the_platform_ingress_ranges_and_a_control_plane_are_judged_too(runs):
     run, reg = one(runs, "prod", VCI)
     props = edit_values(reg.plain_inputs, lambda d: d["controlPlane"]["service"]["spec"].update(loadBalancerSourceRanges=["0.0.0.0/1", "128.0.0.0/1"]))
     assert "together admit public address space" in only(rejected(args_of(run, reg, props=props)), P.public_ranges_prod)
+
+
+def test_a_control_plane_is_judged_by_its_stacks_environment_whatever_its_label_says(runs):
+    """A prod tenant labelled dev is still prod (public-ranges-prod rejects it, tenant-gpu-ceiling-prod
+    the label); a dev tenant labelled prod is still dev (advisory). Only for a stack the pack's
+    record does not know does the label decide, a missing one counting as prod."""
+    wide = ["0.0.0.0/1", "128.0.0.0/1"]
+    run, reg = one(runs, "prod", VCI)
+    props = edit_values(reg.plain_inputs, lambda d: d["controlPlane"]["service"]["spec"].update(loadBalancerSourceRanges=wide))
+    props["metadata"]["labels"][P.INSTANCE_ENVIRONMENT_LABEL] = "dev"
+    found = rejected(args_of(run, reg, props=props))
+    assert "together admit public address space" in only(found, P.public_ranges_prod)
+    assert only(found, P.gpu_ceiling_prod) == (
+        "tenant-research-instance (instance 'p-research/research'): metadata.labels['gpu-platform/environment']: 'dev' is not allowed; "
+        "allowed: 'prod', the environment of stack prod (or unset)"
+    )
+    assert reports(P.public_ranges_nonprod, args_of(run, reg, props=props)) == []
+    unknown = urn_of(VCI, reg.name, stack="mallory")
+    assert reports(P.public_ranges_prod, args_of(run, reg, props=props, urn=unknown)) == []  # labelled dev
+    del props["metadata"]["labels"][P.INSTANCE_ENVIRONMENT_LABEL]
+    assert len(reports(P.public_ranges_prod, args_of(run, reg, props=props, urn=unknown))) == 1
+
+    run, reg = one(runs, "dev", VCI, "nlp")
+    props = edit_values(reg.plain_inputs, lambda d: d["controlPlane"]["service"]["spec"].update(loadBalancerSourceRanges=wide))
+    props["metadata"]["labels"][P.INSTANCE_ENVIRONMENT_LABEL] = "prod"
+    assert reports(P.public_ranges_prod, args_of(run, reg, props=props)) == []
+    [(_, advisory)] = reports(P.public_ranges_nonprod, args_of(run, reg, props=props))
+    assert advisory.startswith("tenant-nlp-instance (instance 'p-nlp/nlp'): spec.template.helmRelease.values controlPlane.service.spec.loadBalancerSourceRanges: ")
 
 
 def test_a_control_plane_open_to_the_host_clusters_private_ranges_is_no_public_range(runs):
@@ -914,6 +1024,10 @@ def test_the_inventory_is_what_the_runs_register(runs):
     assert {"pulumi:providers:command", "pulumi:pulumi:Stack", "gcp:organizations/project:Project"} <= types
     assert not any(t.startswith(("kubernetes:rbac.", "random:")) or t == "kubernetes:core/v1:Service" for t in types)
     assert inventory.value_paths({"a": {"b/c": [1, {"d": 2}]}, "e": []}) == {'a["b/c"][]', 'a["b/c"][].d', "e"}
+    # A switch is fixed when every document that has it writes it one way; list items count each.
+    assert inventory.fixed_switches(
+        [{"on": True, "op": {"enabled": False}, "items": [{"x": True}, {"x": False}], "name": "n"}, {"on": True, "op": {"enabled": True}}, {}]
+    ) == {"on": True}
     document = {"op": {"enabled": True, "repository": "r", "imagePullSecrets": [{"name": "s"}]}, "nfd": {"image": {"tag": "v1"}}}
     assert inventory.chart_values([document, {"op": {"repository": "r2"}}]) == {
         "valuePaths": ["nfd.image.tag", "op.enabled", "op.imagePullSecrets[].name", "op.repository"],

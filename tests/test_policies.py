@@ -28,6 +28,7 @@ from policy_support import (
     real,
     requirement_pins,
     served_pack,
+    urn_of,
     violations,
 )
 from pulumi_policy import EnforcementLevel, ResourceValidationPolicy, StackValidationPolicy
@@ -200,24 +201,63 @@ def test_prod_cluster_without_deletion_protection(runs):
     props = {**cluster.plain_inputs, "deletionProtection": False}
     assert violations(P.gke_prod_deletion_protection, args_of(run, cluster, props=props)) == [
         "gke-cluster (cluster 'gpu-prod'): deletionProtection: false is not allowed; allowed: true for a prod cluster "
-        "(resourceLabels['gpu-platform-environment'] is 'prod')"
+        "(stack prod is environment 'prod')"
     ]
     assert violations(P.gke_prod_deletion_protection, args_of(run, cluster, protect=False)) == [
         "gke-cluster (cluster 'gpu-prod'): resource option protect: false is not allowed; allowed: true for a prod cluster "
-        "(resourceLabels['gpu-platform-environment'] is 'prod')"
+        "(stack prod is environment 'prod')"
     ]
 
 
-def test_prod_label_from_the_provider_default_labels(runs):
+def test_a_prod_cluster_is_prod_by_its_stack_whatever_its_label_says(runs):
+    """Without its label (nor the provider's default one), or labelled dev, a cluster of stack prod
+    is still prod; and a label that disagrees with the stack is rejected itself."""
     run, cluster = one(runs, "prod", P.GKE_CLUSTER)
     props = copy.deepcopy(cluster.plain_inputs)
     del props["resourceLabels"][P.CLUSTER_ENVIRONMENT_LABEL]
     props["deletionProtection"] = False
-    found = violations(P.gke_prod_deletion_protection, args_of(run, cluster, props=props))
-    assert found == [
+    assert violations(P.gke_prod_deletion_protection, args_of(run, cluster, props=props, provider=None, protect=False)) == [
+        "gke-cluster (cluster 'gpu-prod'): deletionProtection: false is not allowed; allowed: true for a prod cluster (stack prod is environment 'prod')",
+        "gke-cluster (cluster 'gpu-prod'): resource option protect: false is not allowed; allowed: true for a prod cluster (stack prod is environment 'prod')",
+    ]
+    props["resourceLabels"][P.CLUSTER_ENVIRONMENT_LABEL] = "dev"
+    assert violations(P.gke_prod_deletion_protection, args_of(run, cluster, props=props)) == [
+        "gke-cluster (cluster 'gpu-prod'): resourceLabels['gpu-platform-environment']: 'dev' is not allowed; allowed: 'prod', the environment "
+        "of stack prod (or unset)",
+        "gke-cluster (cluster 'gpu-prod'): deletionProtection: false is not allowed; allowed: true for a prod cluster (stack prod is environment 'prod')",
+    ]
+
+
+def test_a_dev_cluster_labelled_prod_is_rejected_for_its_label_only(runs):
+    run, cluster = one(runs, "dev", P.GKE_CLUSTER)
+    props = copy.deepcopy(cluster.plain_inputs)
+    props["resourceLabels"][P.CLUSTER_ENVIRONMENT_LABEL] = "prod"
+    assert violations(P.gke_prod_deletion_protection, args_of(run, cluster, props=props)) == [
+        "gke-cluster (cluster 'gpu-dev'): resourceLabels['gpu-platform-environment']: 'prod' is not allowed; allowed: 'dev', the environment "
+        "of stack dev (or unset)"
+    ]
+
+
+def test_for_a_stack_the_data_does_not_know_the_label_decides(runs):
+    """The cluster's own label, else the provider's default one; neither: prod (fail closed)."""
+    run, cluster = one(runs, "prod", P.GKE_CLUSTER)
+    unknown = urn_of(cluster.type, cluster.name, stack="mallory")
+    props = copy.deepcopy(cluster.plain_inputs)
+    del props["resourceLabels"][P.CLUSTER_ENVIRONMENT_LABEL]
+    props["deletionProtection"] = False
+    provider = run.by_urn()[cluster.provider.rsplit("::", 1)[0]]
+    assert json.loads(provider.plain_inputs["defaultLabels"])[P.CLUSTER_ENVIRONMENT_LABEL] == "prod"  # JSON-encoded, as the engine sends it
+    assert violations(P.gke_prod_deletion_protection, args_of(run, cluster, props=props, urn=unknown)) == [
         "gke-cluster (cluster 'gpu-prod'): deletionProtection: false is not allowed; allowed: true for a prod cluster "
         "(the GCP provider's defaultLabels['gpu-platform-environment'] is 'prod')"
     ]
+    assert violations(P.gke_prod_deletion_protection, args_of(run, cluster, props=props, urn=unknown, provider=None)) == [
+        "gke-cluster (cluster 'gpu-prod'): deletionProtection: false is not allowed; allowed: true for a prod cluster (stack 'mallory' is not "
+        "in the pack's data and resourceLabels['gpu-platform-environment'] (nor the GCP provider's defaultLabels['gpu-platform-environment']) "
+        "is not set)"
+    ]
+    dev_run, dev_cluster = one(runs, "dev", P.GKE_CLUSTER)
+    assert violations(P.gke_prod_deletion_protection, args_of(dev_run, dev_cluster, urn=urn_of(dev_cluster.type, dev_cluster.name, stack="mallory"))) == []
 
 
 def test_dev_cluster_may_go_without_deletion_protection(runs):
@@ -642,11 +682,17 @@ def _relabel(props: dict, environment: str | None) -> dict:
     return props
 
 
+def _unknown_stack(reg) -> str:
+    """The instance's URN in a stack the pack's record does not know: its label then decides."""
+    return urn_of(reg.type, reg.name, stack="mallory")
+
+
 def test_real_tenants_are_within_the_default_ceiling(runs):
-    for run, reg in real(runs, P.VIRTUAL_CLUSTER_INSTANCE, ("dev", "team-vision-dev")):
+    for run, reg in real(runs, P.VIRTUAL_CLUSTER_INSTANCE):
         for policy in (P.gpu_ceiling_nonprod, P.gpu_ceiling_prod):
             assert violations(policy, args_of(run, reg)) == [], (policy.name, reg.name)
-            assert violations(policy, args_of(run, reg, props=_relabel(reg.plain_inputs, "prod"))) == []
+            judged_as_prod = args_of(run, reg, props=_relabel(reg.plain_inputs, "prod"), urn=_unknown_stack(reg))
+            assert violations(policy, judged_as_prod) == [], (policy.name, reg.name)
 
 
 def test_ceiling_config_and_environment_class(runs):
@@ -656,18 +702,45 @@ def test_ceiling_config_and_environment_class(runs):
     found = violations(P.gpu_ceiling_nonprod, dev)
     assert found == [
         "tenant-vision-instance (instance 'p-vision/vision'): spec.template.helmRelease.values privateNodes.autoNodes[] pools: the tenant's GPU "
-        "limit is 6 (dynamic l4-2x=4, dynamic t4-1x-spot=2) for environment 'dev'; allowed: at most 5 "
+        "limit is 6 (dynamic l4-2x=4, dynamic t4-1x-spot=2) for environment 'dev' (stack team-vision-dev is environment 'dev'); allowed: at most 5 "
         "(policy config tenant-gpu-ceiling-nonprod.maxGpusPerTenant), with an nvidia.com/gpu limit on every dynamic GPU pool "
         "and a static pool's GPUs per node fixed by its nodeTypeSelector"
     ]
     assert violations(P.gpu_ceiling_prod, dev) == []  # a dev instance is only the advisory policy's business
     assert violations(P.gpu_ceiling_nonprod, args_of(run, reg, config={P.MAX_GPUS_CONFIG: 6})) == []
 
-    for environment in ("prod", None, "qa"):  # missing or unexpected labels count as prod (fail closed)
+    # For a stack the pack's record does not know, the label decides; a missing or unexpected one
+    # counts as prod (fail closed).
+    for environment in ("prod", None, "qa"):
         props = _relabel(reg.plain_inputs, environment)
-        assert violations(P.gpu_ceiling_nonprod, args_of(run, reg, props=props, config=config)) == []
-        found = violations(P.gpu_ceiling_prod, args_of(run, reg, props=props, config=config))
+        assert violations(P.gpu_ceiling_nonprod, args_of(run, reg, props=props, config=config, urn=_unknown_stack(reg))) == []
+        found = violations(P.gpu_ceiling_prod, args_of(run, reg, props=props, config=config, urn=_unknown_stack(reg)))
         assert len(found) == 1 and "the tenant's GPU limit is 6" in found[0], environment
+
+
+def test_an_instance_is_of_its_stacks_environment_whatever_its_label_says(runs):
+    """A dev tenant labelled prod is judged as dev, a prod tenant labelled dev (or not at all) as
+    prod; the label that disagrees with its stack is rejected (by the mandatory policy, once)."""
+    run, reg = one(runs, "team-vision-dev", P.VIRTUAL_CLUSTER_INSTANCE)
+    config = {P.MAX_GPUS_CONFIG: 5}
+    labelled_prod = args_of(run, reg, props=_relabel(reg.plain_inputs, "prod"), config=config)
+    [advisory] = violations(P.gpu_ceiling_nonprod, labelled_prod)
+    assert "the tenant's GPU limit is 6 (dynamic l4-2x=4, dynamic t4-1x-spot=2) for environment 'dev' (stack team-vision-dev is environment 'dev')" in advisory
+    assert violations(P.gpu_ceiling_prod, labelled_prod) == [
+        "tenant-vision-instance (instance 'p-vision/vision'): metadata.labels['gpu-platform/environment']: 'prod' is not allowed; allowed: 'dev', "
+        "the environment of stack team-vision-dev (or unset)"
+    ]
+
+    run, reg = one(runs, "prod", P.VIRTUAL_CLUSTER_INSTANCE)  # research: a100 8 GPUs, l4 spot 4
+    for environment in ("dev", None):
+        judged = args_of(run, reg, props=_relabel(reg.plain_inputs, environment), config={P.MAX_GPUS_CONFIG: 11})
+        assert violations(P.gpu_ceiling_nonprod, judged) == []
+        found = violations(P.gpu_ceiling_prod, judged)
+        label = [] if environment is None else [
+            "tenant-research-instance (instance 'p-research/research'): metadata.labels['gpu-platform/environment']: 'dev' is not allowed; "
+            "allowed: 'prod', the environment of stack prod (or unset)"
+        ]
+        assert found[:-1] == label and "the tenant's GPU limit is 12 " in found[-1] and "(stack prod is environment 'prod')" in found[-1], found
 
 
 def test_default_ceiling_is_16(runs):
@@ -688,7 +761,7 @@ def test_default_ceiling_is_16(runs):
 def test_gpu_pool_without_a_gpu_limit_is_unbounded(runs):
     run, reg = one(runs, "team-vision-dev", P.VIRTUAL_CLUSTER_INSTANCE)
     props = edit_values(reg.plain_inputs, lambda d: pools_of(d)["t4-1x-spot"]["limits"].pop("nvidia.com/gpu"))
-    found = violations(P.gpu_ceiling_prod, args_of(run, reg, props=_relabel(props, "prod")))
+    found = violations(P.gpu_ceiling_prod, args_of(run, reg, props=_relabel(props, "prod"), urn=_unknown_stack(reg)))
     assert len(found) == 1 and "GPU limit is unbounded (dynamic l4-2x=4, dynamic t4-1x-spot=unbounded)" in found[0]
 
 

@@ -375,14 +375,11 @@ VISION = f"tenant-vision-instance (instance 'p-vision/vision'): {FIELD}"
 NLP = f"tenant-nlp-instance (instance 'p-nlp/nlp'): {FIELD}"
 
 
-def _relabel_prod(props: dict) -> dict:
-    props = copy.deepcopy(props)
-    props["metadata"]["labels"][P.INSTANCE_ENVIRONMENT_LABEL] = "prod"
-    return props
+RESEARCH = f"tenant-research-instance (instance 'p-research/research'): {FIELD}"
 
 
 def test_a_static_pool_of_64_h100s_counts_against_the_ceiling(runs):
-    run, reg = one(runs, "team-vision-dev", P.VIRTUAL_CLUSTER_INSTANCE)
+    run, reg = one(runs, "prod", P.VIRTUAL_CLUSTER_INSTANCE)
 
     def add_static(document):
         entry = document["privateNodes"]["autoNodes"][0]
@@ -395,29 +392,29 @@ def test_a_static_pool_of_64_h100s_counts_against_the_ceiling(runs):
             }
         ]
 
-    props = _relabel_prod(edit_values(reg.plain_inputs, add_static))
+    props = edit_values(reg.plain_inputs, add_static)
     message = only(rejected(args_of(run, reg, props=props)), P.gpu_ceiling_prod)
     assert message.startswith(
-        f"{VISION} privateNodes.autoNodes[] pools: the tenant's GPU limit is 70 (dynamic l4-2x=4, dynamic t4-1x-spot=2, static h100-reserved=64)"
+        f"{RESEARCH} privateNodes.autoNodes[] pools: the tenant's GPU limit is 76 (dynamic a100-1x=8, dynamic l4-1x-spot=4, static h100-reserved=64)"
     )
 
 
 def test_a_static_pool_whose_gpus_the_selector_leaves_open_is_unbounded(runs):
-    run, reg = one(runs, "team-vision-dev", P.VIRTUAL_CLUSTER_INSTANCE)
+    run, reg = one(runs, "prod", P.VIRTUAL_CLUSTER_INSTANCE)
 
     def add_static(document):
         document["privateNodes"]["autoNodes"][0]["static"] = [
             {"name": "any", "nodeTypeSelector": [{"property": "gpu-platform/capacity-type", "value": "on-demand"}], "quantity": 1}
         ]
 
-    props = _relabel_prod(edit_values(reg.plain_inputs, add_static))
+    props = edit_values(reg.plain_inputs, add_static)
     found = rejected(args_of(run, reg, props=props))
-    assert only(found, P.gpu_ceiling_prod).startswith(f"{VISION} privateNodes.autoNodes[] pools: the tenant's GPU limit is unbounded (")
+    assert only(found, P.gpu_ceiling_prod).startswith(f"{RESEARCH} privateNodes.autoNodes[] pools: the tenant's GPU limit is unbounded (")
     assert "static any=unbounded" in only(found, P.gpu_ceiling_prod)
     # A pool that may get GPU nodes must carry the GPU taint, static or not; a static one must fix
     # its GPUs per node.
     isolation = sorted(m for name, m in found if name == P.tenant_isolation.name)
-    where = f"{VISION} privateNodes.autoNodes[provider='gcp-gpu'].static[name='any']"
+    where = f"{RESEARCH} privateNodes.autoNodes[provider='gcp-gpu'].static[name='any']"
     assert [m.split(";")[0] for m in isolation] == [
         f"{where}.nodeTypeSelector: leaves the GPUs per node open",
         f"{where}.taints: none lacks the GPU taint",
@@ -425,20 +422,20 @@ def test_a_static_pool_whose_gpus_the_selector_leaves_open_is_unbounded(runs):
 
 
 def test_a_static_cpu_pool_holds_no_gpus(runs):
-    run, reg = one(runs, "team-vision-dev", P.VIRTUAL_CLUSTER_INSTANCE)
+    run, reg = one(runs, "prod", P.VIRTUAL_CLUSTER_INSTANCE)
 
     def add_static(document):
         document["privateNodes"]["autoNodes"][0]["static"] = [
             {"name": "cpu", "nodeTypeSelector": [{"property": "gpu-platform/instance-type", "values": ["e2-standard-4"]}], "quantity": 3}
         ]
 
-    props = _relabel_prod(edit_values(reg.plain_inputs, add_static))
+    props = edit_values(reg.plain_inputs, add_static)
     # No GPU against the ceiling, which therefore cannot bound it: the program writes static pools
     # only for warm GPU nodes, and the pack holds a static pool to that.
     found = rejected(args_of(run, reg, props=props))
     assert {name for name, _ in found} == {P.tenant_isolation.name}
     assert only(found, P.tenant_isolation).startswith(
-        f"{VISION} privateNodes.autoNodes[provider='gcp-gpu'].static[name='cpu'].nodeTypeSelector: selects no GPU node type; "
+        f"{RESEARCH} privateNodes.autoNodes[provider='gcp-gpu'].static[name='cpu'].nodeTypeSelector: selects no GPU node type; "
         "allowed: a static pool only as a GPU pool's warm nodes"
     )
 

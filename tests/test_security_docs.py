@@ -68,6 +68,8 @@ def test_what_runs_in_the_gpu_operators_namespace_is_the_programs_chart():
     # The images are the chart version's own defaults: the program writes no value that chooses one.
     assert chart["imageValues"] == {}
     assert [p for p in chart["valuePaths"] if {name for _, name in value_paths.parse(p)} & IMAGE_KEYS] == []
+    # No driver container: the one value the program writes for the switch is pinned.
+    assert chart["fixedSwitches"]["driver.enabled"] is False
 
 
 def test_the_watchdogs_namespace_needs_no_exemption(dev_run):

@@ -183,6 +183,8 @@ def _all_options(values: dict[str, Any]) -> dict[str, Any] | None:
     for tenant in values.get(f"{NS}:tenants") or []:
         tenant.update(smokeTest=True, podSecurityStandard="privileged")
         tenant.setdefault("network", {})["iapSsh"] = True
+        # The DCGM exporter's ServiceMonitor, beside the exporter and the MIG manager (on by default).
+        tenant.setdefault("gpuOperator", {}).update(serviceMonitor=True, dcgmExporter=True, migManager=True)
         if tenant.get("isolation") != "shared":
             tenant.update(loadBalancerServices=True, persistentDisks=True)
     platform["approvedTenantSecurity"] = {
@@ -193,19 +195,27 @@ def _all_options(values: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def _legacy(values: dict[str, Any]) -> dict[str, Any] | None:
-    """The opt-in legacy mode (the official infrastructure template), which needs shared tenants."""
+    """The opt-in legacy mode (the official infrastructure template), which needs shared tenants;
+    and, the other way than `_all_options`, every switch of the tenants' GPU Operator that an option
+    turns: no monitoring (legacy mode's default), so no DCGM exporter, no ServiceMonitor, no MIG
+    manager. The runs then see both values of each, and instance-charts-by-design pins only the
+    switches the program writes one way under every configuration (tools/program_inventory.py
+    fixed_switches)."""
     values.setdefault(f"{NS}:nodeProvider", {})["legacyInfrastructure"] = True
     platform = values.setdefault(f"{NS}:platform", {})
     platform.update(allowSharedIsolation=True, allowSharedWithProjectTenants=True)
     for tenant in values.get(f"{NS}:tenants") or []:
         tenant.pop("gcpProject", None)
         tenant.update(isolation="shared", persistentDisks=False, loadBalancerServices=False)
+        tenant.setdefault("monitoring", {})["enabled"] = False
+        tenant.setdefault("gpuOperator", {}).update(serviceMonitor=False, dcgmExporter=False, migManager=False)
     platform["approvedTenantSecurity"] = {t["name"]: {"isolation": "shared"} for t in values.get(f"{NS}:tenants") or []}
     return values
 
 
 # Variants of each committed environment stack whose runs add to what the committed stacks alone
-# register: the pack allows what the program makes under any configuration, not only the committed one.
+# register: the pack allows what the program makes under any configuration, not only the committed
+# one. Between them each option that turns a value the program writes is on in one and off in the other.
 COVERAGE_VARIANTS: dict[str, Callable[[dict[str, Any]], dict[str, Any] | None]] = {"all options": _all_options, "legacy mode": _legacy}
 
 
@@ -309,6 +319,7 @@ def _program(evaluated: Evaluated) -> dict[str, Any]:
         "helmReleaseInputs": inventory.helm_release_inputs(runs),
         "kubeconfigs": inventory.kubeconfigs(runs),
         "instanceCharts": inventory.instance_charts(runs),
+        "instanceReleaseCharts": inventory.release_charts(runs),
         "tenantCharts": inventory.tenant_charts(runs),
         "tenantObjects": inventory.tenant_objects(runs),
         "tenantImages": inventory.tenant_images(runs),

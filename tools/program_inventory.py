@@ -223,33 +223,73 @@ def helm_releases(runs: Iterable[ProgramRun]) -> list[dict[str, Any]]:
     return [{"chart": c, "repository": repo, **chart_values(documents)} for (c, repo), documents in sorted(found.items())]
 
 
-def tenant_charts(runs: Iterable[ProgramRun]) -> list[dict[str, Any]]:
-    """Per chart a VirtualClusterInstance installs inside its tenant (`spec.template.charts[]`: the
-    GPU Operator): its repository, the fields the program sets on it, and what it writes in its
-    values (chart_values), read as the pack reads them (policy/kubernetes_reader.py)."""
-    fields: dict[tuple[str, str], set[str]] = {}
-    documents: dict[tuple[str, str], list[Any]] = {}
+def fixed_switches(documents: Iterable[Any]) -> dict[str, bool]:
+    """The boolean switches the program writes one way in every one of a chart's documents that
+    has them (`driver.enabled: false` of the GPU Operator, whatever the tenant's options): the pack
+    allows exactly that value there. A switch an option turns (the DCGM exporter, the MIG manager)
+    has both values among the runs' documents, so the runs must cover each such option both ways
+    (tools/policy_data.py COVERAGE_VARIANTS)."""
+    seen: dict[str, set[str]] = {}
+    for document in documents:
+        for path, value, _ in _leaves(document):
+            seen.setdefault(path, set()).add(json.dumps(value))
+    found = {path: json.loads(next(iter(values))) for path, values in seen.items() if len(values) == 1}
+    return {path: value for path, value in sorted(found.items()) if isinstance(value, bool)}
+
+
+# Where a VirtualClusterInstance names a chart (loft-sh/loft tag v4.11.2 api/openapi-spec/swagger.json):
+# its vcluster chart, spec.template.helmRelease.chart (storage.v1.VirtualClusterHelmChart, the
+# repository in `repo`), and the charts it installs inside the tenant, spec.template.charts[]
+# (storage.v1.TemplateHelmChart, the repository in `repoURL`).
+RELEASE_CHART, TENANT_CHARTS = "helmRelease.chart", "charts"
+_REPOSITORY_FIELD = {RELEASE_CHART: "repo", TENANT_CHARTS: "repoURL"}
+
+
+def _instance_chart_entries(runs: Iterable[ProgramRun], where: str) -> dict[tuple[str, str], list[tuple[Registration, dict[str, Any]]]]:
+    """(chart, repository) → (instance, chart entry) of every chart entry the runs' instances carry
+    at `where` (RELEASE_CHART or TENANT_CHARTS)."""
+    found: dict[tuple[str, str], list[tuple[Registration, dict[str, Any]]]] = {}
     for run in runs:
         for r in run.of_type(INSTANCE):
-            for chart in r.input("spec", "template", "charts") or []:
-                key = (chart.get("name"), chart.get("repoURL"))
-                fields.setdefault(key, set()).update(chart)
-                document, problem = read_chart_values(chart.get("values"))
-                if problem is not None:
-                    raise ValueError(f"{r.name}: the values of chart {key[0]} {problem}")
-                documents.setdefault(key, []).append(document)
-    return [{"chart": c, "repository": repo, "fields": sorted(fields[(c, repo)]), **chart_values(documents[(c, repo)])} for c, repo in sorted(fields)]
+            template = r.input("spec", "template") or {}
+            entries = [(template.get("helmRelease") or {}).get("chart") or {}] if where == RELEASE_CHART else template.get("charts") or []
+            for entry in entries:
+                found.setdefault((entry.get("name"), entry.get(_REPOSITORY_FIELD[where])), []).append((r, entry))
+    return found
+
+
+def _chart_fields(key: tuple[str, str], entries: list[tuple[Registration, dict[str, Any]]]) -> dict[str, Any]:
+    """A chart's record: its name, repository and every field the program sets on its entries."""
+    return {"chart": key[0], "repository": key[1], "fields": sorted(set().union(*(entry for _, entry in entries)))}
+
+
+def release_charts(runs: Iterable[ProgramRun]) -> list[dict[str, Any]]:
+    """Per vcluster chart an instance deploys its virtual cluster with (`spec.template.helmRelease.chart`):
+    its repository and the fields the program sets on it (no credentials, no insecureSkipTlsVerify)."""
+    return [_chart_fields(key, entries) for key, entries in sorted(_instance_chart_entries(runs, RELEASE_CHART).items())]
+
+
+def tenant_charts(runs: Iterable[ProgramRun]) -> list[dict[str, Any]]:
+    """Per chart a VirtualClusterInstance installs inside its tenant (`spec.template.charts[]`: the
+    GPU Operator): its repository, the fields the program sets on it, what it writes in its values
+    (chart_values) and the switches it always writes one way (fixed_switches), read as the pack
+    reads them (policy/kubernetes_reader.py)."""
+    out = []
+    for key, entries in sorted(_instance_chart_entries(runs, TENANT_CHARTS).items()):
+        documents = []
+        for r, chart in entries:
+            document, problem = read_chart_values(chart.get("values"))
+            if problem is not None:
+                raise ValueError(f"{r.name}: the values of chart {key[0]} {problem}")
+            documents.append(document)
+        out.append({**_chart_fields(key, entries), **chart_values(documents), "fixedSwitches": fixed_switches(documents)})
+    return out
 
 
 def instance_charts(runs: Iterable[ProgramRun]) -> list[dict[str, str]]:
     """The charts a VirtualClusterInstance installs: the vcluster chart and those inside the tenant."""
-    found = set()
-    for run in runs:
-        for r in run.of_type(INSTANCE):
-            template = r.input("spec", "template") or {}
-            chart = (template.get("helmRelease") or {}).get("chart") or {}
-            found.add((chart.get("name"), chart.get("repo")))
-            found |= {(c.get("name"), c.get("repoURL")) for c in template.get("charts") or []}
+    runs = list(runs)
+    found = {key for where in (RELEASE_CHART, TENANT_CHARTS) for key in _instance_chart_entries(runs, where)}
     return [{"name": n, "repository": repo} for n, repo in sorted(found)]
 
 

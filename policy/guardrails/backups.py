@@ -15,7 +15,7 @@ import re
 
 from pulumi_policy import EnforcementLevel, ReportViolation, ResourceValidationArgs, Severity
 
-from .common import CLUSTER_ENVIRONMENT_LABEL, NON_PROD_ENVIRONMENTS, ResourcePolicy, as_list, environment_of_stack, get, not_allowed, show, stack_of
+from .common import CLUSTER_ENVIRONMENT_LABEL, NON_PROD_ENVIRONMENTS, ResourcePolicy, as_list, environment_by_stack, get, not_allowed
 
 BACKUP_PLAN = "gcp:gkebackup/backupPlan:BackupPlan"
 # A tenant's host namespace (components/tenant_vcluster.py host_namespace): vcluster-<tenant>.
@@ -43,7 +43,8 @@ def validate_backup_plan(args: ResourceValidationArgs, report_violation: ReportV
     retain = get(props, "retentionPolicy", "backupRetainDays")
     if not isinstance(retain, (int, float)) or retain < 1:
         report_violation(not_allowed("retentionPolicy.backupRetainDays", retain, "at least 1"), None)
-    environment, why = _environment(args, report_violation)
+    label = get(props, "labels", CLUSTER_ENVIRONMENT_LABEL)
+    environment, why = environment_by_stack(args.urn, label, f"labels[{CLUSTER_ENVIRONMENT_LABEL!r}]", report_violation)
     if environment in NON_PROD_ENVIRONMENTS:
         return
     lock = get(props, "retentionPolicy", "backupDeleteLockDays")
@@ -51,22 +52,6 @@ def validate_backup_plan(args: ResourceValidationArgs, report_violation: ReportV
         report_violation(not_allowed("retentionPolicy.backupDeleteLockDays", lock, f"at least 1 in prod ({why}; a stolen deployer credential cannot delete the backups)"), None)
     if args.opts is not None and not args.opts.protect:
         report_violation(not_allowed("resource option protect", False, f"true in prod ({why})"), None)
-
-
-def _environment(args: ResourceValidationArgs, report_violation: ReportViolation) -> tuple[str | None, str]:
-    """The plan's environment and why: its stack's; for a stack the data does not know, its label
-    (prod when it has none). A label that is not its stack's environment is reported."""
-    label = get(args.props, "labels", CLUSTER_ENVIRONMENT_LABEL)
-    environment = environment_of_stack(args.urn)
-    if environment is None:
-        if label is None:
-            return None, f"stack {stack_of(args.urn)!r} is not in the pack's data and labels[{CLUSTER_ENVIRONMENT_LABEL!r}] is not set"
-        return str(label), f"labels[{CLUSTER_ENVIRONMENT_LABEL!r}] is {show(label)}"
-    if label is not None and label != environment:
-        report_violation(
-            not_allowed(f"labels[{CLUSTER_ENVIRONMENT_LABEL!r}]", label, f"{environment!r}, the environment of stack {stack_of(args.urn)} (or unset)"), None
-        )
-    return environment, f"stack {stack_of(args.urn)} is environment {environment!r}"
 
 
 backups_by_design = ResourcePolicy(

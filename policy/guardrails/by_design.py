@@ -17,9 +17,10 @@ command another change adds is allowed once the data is regenerated, and nothing
 - The Helm release: only the inputs the program sets (no post-renderer, which Helm runs on the
   deployer's machine, no values files beside `values`), only value paths the program writes for
   that chart, and single sign-on only with password login off.
-- Charts inside tenants (the GPU Operator): only the fields the program sets on them, only the
-  value paths the program writes for each, and values that choose an image or registry exactly
-  as the program writes them.
+- Charts of an instance (its vcluster chart, the GPU Operator inside the tenant): only the fields
+  the program sets on them; inside tenants only the value paths the program writes for each chart,
+  and values that choose an image or registry, and switches the program writes one way under
+  every configuration, exactly as the program writes them.
 - Kubernetes Secrets: exactly the program's (namespace, name, type, keys): any other sits in the
   stack's state, which whoever may read the stack decrypts, previews included.
 - Inside tenants: only the objects the program puts there, host access only in the namespaces
@@ -333,10 +334,15 @@ def _check_chart_values(
     field: str, document: Any, chart: Any, recorded: Mapping[str, Any], report_violation: ReportViolation, notes: Mapping[str, str] | None = None
 ) -> None:
     """A chart's values use only the paths the program writes for that chart (`recorded`, its
-    record of the inventory), and where those choose an image or registry, only the values it
-    writes there. `field`: what a path is shown after, `notes`: why a path matters, by path."""
+    record of the inventory); where those choose an image or registry, only the values it writes
+    there; and a switch it writes one way under every configuration (`fixedSwitches`, charts
+    inside tenants), only that way. `field`: what a path is shown after, `notes`: why a path
+    matters, by path."""
     paths = recorded["valuePaths"]
-    for path, value, wanted in value_paths.judge(document, paths, recorded.get("imageValues") or {}):
+    images = recorded.get("imageValues") or {}
+    switches = recorded.get("fixedSwitches") or {}
+    exact = {**{p: [v] for p, v in switches.items()}, **images}
+    for path, value, wanted in value_paths.judge(document, paths, exact):
         shown = value_paths.show(path)
         note = (notes or {}).get(shown, "")
         if wanted is None:
@@ -345,12 +351,14 @@ def _check_chart_values(
                 f"here {value_paths.near(path, paths)}",
                 None,
             )
-        else:
-            report_violation(
-                f"{field}{shown}: {show_short(value)} is not what gpu-platform sets there for chart {chart} (it chooses an image or the registry "
-                f"one is pulled from); allowed: exactly {' or '.join(show(v) for v in wanted)} ({SOURCE})",
-                None,
-            )
+            continue
+        image = any(value_paths.matches(path, p) for p in images)
+        why = "it chooses an image or the registry one is pulled from" if image else "a switch gpu-platform writes one way under every configuration"
+        report_violation(
+            f"{field}{shown}: {show_short(value)}{note} is not what gpu-platform sets there for chart {chart} ({why}); allowed: exactly "
+            f"{' or '.join(show(v) for v in wanted)} ({SOURCE})",
+            None,
+        )
 
 
 def validate_release_values(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
@@ -394,7 +402,8 @@ release_by_design = ResourcePolicy(
 )
 
 
-# Fields of a chart inside an instance (loft-sh/loft tag v4.11.2 api/openapi-spec/swagger.json,
+# Fields of an instance's chart entries (loft-sh/loft tag v4.11.2 api/openapi-spec/swagger.json:
+# the vcluster chart's storage.v1.VirtualClusterHelmChart, the charts inside the tenant's
 # storage.v1.TemplateHelmChart) that the program never sets, and what setting one would do.
 _CHART_FIELDS = {
     "insecureSkipTlsVerify": "the chart downloaded without checking the repository's certificate, so anyone on the way serves another chart",
@@ -405,41 +414,62 @@ _CHART_FIELDS = {
 }
 
 
+def _check_chart_fields(field: str, entry: Mapping[str, Any], recorded: Mapping[str, Any], report_violation: ReportViolation) -> None:
+    """A chart entry of an instance sets only the fields the program sets on that chart (`recorded`)."""
+    for key in sorted(k for k in entry if k not in recorded["fields"]):
+        if _is_set(entry[key]):
+            why = f" ({_CHART_FIELDS[key]})" if key in _CHART_FIELDS else ""
+            report_violation(
+                f"{field}.{key}: is not a field gpu-platform sets on chart {recorded['chart']}{why}; allowed: {', '.join(recorded['fields'])} ({SOURCE})",
+                None,
+            )
+
+
+def _recorded_chart(records: list[Mapping[str, Any]], entry: Mapping[str, Any], repository_field: str) -> Mapping[str, Any] | None:
+    """The inventory's record of a chart entry's chart from its repository, or None (a source the
+    program never installs: vcluster-instance-pinned-charts reports it)."""
+    found = [c for c in records if c["chart"] == get(entry, "name") and c["repository"] == get(entry, repository_field)]
+    return found[0] if found else None
+
+
 def validate_instance_charts(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
-    """Each chart an instance installs inside its tenant (`spec.template.charts[]`) sets only the
-    fields the program sets on it, and values only as the program writes them for that chart: its
-    value paths, and where a value chooses an image or registry, exactly the program's. A chart
-    from a source the program never installs is vcluster-instance-pinned-charts' to report."""
+    """The vcluster chart an instance deploys its virtual cluster with (`spec.template.helmRelease.chart`)
+    and each chart it installs inside its tenant (`spec.template.charts[]`) set only the fields the
+    program sets on them; the latter's values are only as the program writes them for that chart:
+    its value paths, and where a value chooses an image or registry or is a switch the program
+    writes one way, exactly the program's. A chart from a source the program never installs is
+    vcluster-instance-pinned-charts' to report."""
     if args.resource_type != VIRTUAL_CLUSTER_INSTANCE:
         return
-    recorded = (_inventory(args) or {}).get("tenantCharts", [])
+    inventory = _inventory(args) or {}
+    release_chart = get(args.props, "spec", "template", "helmRelease", "chart")
+    if isinstance(release_chart, Mapping):
+        recorded = _recorded_chart(inventory.get("instanceReleaseCharts", []), release_chart, "repo")
+        if recorded is not None:
+            _check_chart_fields("spec.template.helmRelease.chart", release_chart, recorded, report_violation)
     for i, entry in enumerate(as_list(get(args.props, "spec", "template", "charts"))):
         if not isinstance(entry, Mapping):
             continue
-        name, field = get(entry, "name"), f"spec.template.charts[{i}]"
-        known = [c for c in recorded if c["chart"] == name and c["repository"] == get(entry, "repoURL")]
-        if not known:
+        field = f"spec.template.charts[{i}]"
+        recorded = _recorded_chart(inventory.get("tenantCharts", []), entry, "repoURL")
+        if recorded is None:
             continue
-        for key in sorted(k for k in entry if k not in known[0]["fields"]):
-            if _is_set(entry[key]):
-                why = f" ({_CHART_FIELDS[key]})" if key in _CHART_FIELDS else ""
-                report_violation(
-                    f"{field}.{key}: is not a field gpu-platform sets on chart {name}{why}; allowed: {', '.join(known[0]['fields'])} ({SOURCE})", None
-                )
+        _check_chart_fields(field, entry, recorded, report_violation)
         document, problem = read_chart_values(entry.get("values"))
         if problem is not None:
             report_violation(f"{field}.values: {problem}; allowed: the chart's values as one YAML mapping, as gpu-platform writes them", None)
             continue
-        _check_chart_values(f"{field}.values ", document, name, known[0], report_violation)
+        _check_chart_values(f"{field}.values ", document, recorded["chart"], recorded, report_violation)
 
 
 instance_charts_by_design = ResourcePolicy(
     name="instance-charts-by-design",
     description=(
-        "A chart a VirtualClusterInstance installs inside its tenant (the GPU Operator) sets only the fields the program sets on it "
-        "(no insecureSkipTlsVerify, no credentials) and only the value paths the program writes for that chart, and a value that "
-        "chooses an image or registry (repository, image, version, imagePullSecrets, …) only as the program writes it: no driver "
-        "container from another registry on the team's GPU nodes."
+        "A VirtualClusterInstance's vcluster chart and each chart it installs inside its tenant (the GPU Operator) set only the fields "
+        "the program sets on them (no insecureSkipTlsVerify, no credentials); the latter only the value paths the program writes for "
+        "that chart, a value that chooses an image or registry (repository, image, version, imagePullSecrets, …) and a switch the "
+        "program writes one way (driver.enabled: false) only as the program writes them: no driver container, nor one from another "
+        "registry, on the team's GPU nodes."
     ),
     validate=validate_instance_charts,
     enforcement_level=EnforcementLevel.MANDATORY,

@@ -143,6 +143,22 @@ def environment_of_stack(urn: str) -> str | None:
     return data["environment"] if data else None
 
 
+def environment_by_stack(urn: str, label: Any, where: str, report_violation: ReportViolation | None) -> tuple[str | None, str]:
+    """A resource's environment and why: its stack's (the pack's record, from the URN), whatever
+    its label `where` says, so a prod resource without its label, or labelled dev, is still prod.
+    Only for a stack the record does not know is the label read (None without one: the callers
+    count that as prod). A label other than its stack's environment is reported to
+    `report_violation` (None: to nobody, where another policy reports it)."""
+    environment = environment_of_stack(urn)
+    if environment is None:
+        if label is None:
+            return None, f"stack {stack_of(urn)!r} is not in the pack's data and {where} is not set"
+        return str(label), f"{where} is {show(label)}"
+    if label is not None and label != environment and report_violation is not None:
+        report_violation(not_allowed(where, label, f"{environment!r}, the environment of stack {stack_of(urn)} (or unset)"), None)
+    return environment, f"stack {stack_of(urn)} is environment {environment!r}"
+
+
 def wildcard_problem(value: Any) -> str | None:
     """Why a project/region property value is not one concrete name, or None."""
     if not isinstance(value, str):
@@ -268,7 +284,11 @@ def instance_values(args: Any) -> VClusterValues | None:
     return Values(args.props).values
 
 
+INSTANCE_LABEL_FIELD = f"metadata.labels[{INSTANCE_ENVIRONMENT_LABEL!r}]"
+
+
 def environment_of_instance(props: Mapping[str, Any]) -> str | None:
+    """The environment label of a VirtualClusterInstance (INSTANCE_LABEL_FIELD)."""
     return get(props, "metadata", "labels", INSTANCE_ENVIRONMENT_LABEL)
 
 

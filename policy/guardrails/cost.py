@@ -3,8 +3,7 @@ pool kind (a dynamic pool by its nvidia.com/gpu limit, a static pool by quantity
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Callable
+from typing import Callable
 
 from pulumi_policy import (
     EnforcementLevel,
@@ -15,11 +14,20 @@ from pulumi_policy import (
 )
 from vcluster_reader import GPU_RESOURCE, VClusterValues
 
-from .common import INSTANCE_ENVIRONMENT_LABEL, NON_PROD_ENVIRONMENTS, VIRTUAL_CLUSTER_INSTANCE, ResourcePolicy, Values, environment_of_instance, show
+from .common import (
+    INSTANCE_ENVIRONMENT_LABEL,
+    INSTANCE_LABEL_FIELD,
+    NON_PROD_ENVIRONMENTS,
+    VIRTUAL_CLUSTER_INSTANCE,
+    ResourcePolicy,
+    Values,
+    environment_by_stack,
+    environment_of_instance,
+    show,
+)
 
 DEFAULT_MAX_GPUS_PER_TENANT = 16
 MAX_GPUS_CONFIG = "maxGpusPerTenant"
-
 
 
 def tenant_gpu_limit(values: VClusterValues) -> tuple[int | None, list[str]]:
@@ -33,14 +41,15 @@ def tenant_gpu_limit(values: VClusterValues) -> tuple[int | None, list[str]]:
     return total, notes
 
 
-def _is_prod_instance(props: Mapping[str, Any]) -> bool:
-    """dev and staging are non-prod; prod, a missing label and any other value count as prod."""
-    return environment_of_instance(props) not in NON_PROD_ENVIRONMENTS
-
-
 def _gpu_ceiling_validator(policy_name: str, prod: bool) -> Callable[[ResourceValidationArgs, ReportViolation], None]:
     def validate(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
-        if args.resource_type != VIRTUAL_CLUSTER_INSTANCE or _is_prod_instance(args.props) != prod:
+        if args.resource_type != VIRTUAL_CLUSTER_INSTANCE:
+            return
+        # The mandatory policy reports a label that disagrees with the stack (once, for every policy
+        # that reads the label: public-ranges-prod judges by the same environment).
+        label = environment_of_instance(args.props)
+        environment, why = environment_by_stack(args.urn, label, INSTANCE_LABEL_FIELD, report_violation if prod else None)
+        if (environment not in NON_PROD_ENVIRONMENTS) != prod:
             return
         parsed = Values(args.props)
         if parsed.values is None:
@@ -52,11 +61,10 @@ def _gpu_ceiling_validator(policy_name: str, prod: bool) -> Callable[[ResourceVa
             return  # reported by vcluster-private-nodes-isolation
         if total is not None and total <= ceiling:
             return
-        environment = environment_of_instance(args.props)
         shown = "unbounded" if total is None else str(total)
         report_violation(
             f"{Values.FIELD} privateNodes.autoNodes[] pools: the tenant's GPU limit is "
-            f"{shown} ({', '.join(notes)}) for environment {show(environment)}; allowed: at most {ceiling} "
+            f"{shown} ({', '.join(notes)}) for environment {show(environment)} ({why}); allowed: at most {ceiling} "
             f"(policy config {policy_name}.{MAX_GPUS_CONFIG}), with an {GPU_RESOURCE} limit on every dynamic GPU pool "
             "and a static pool's GPUs per node fixed by its nodeTypeSelector",
             None,
@@ -65,7 +73,8 @@ def _gpu_ceiling_validator(policy_name: str, prod: bool) -> Callable[[ResourceVa
     validate.__name__ = f"validate_{policy_name.replace('-', '_')}"
     validate.__doc__ = (
         "Flags a tenant whose GPU pools may together hold more GPUs than the ceiling; reports only "
-        f"for {'prod' if prod else 'dev and staging'} instances (label {INSTANCE_ENVIRONMENT_LABEL})."
+        f"for {'prod' if prod else 'dev and staging'} instances (their stack's environment; label {INSTANCE_ENVIRONMENT_LABEL} "
+        "only for a stack the pack's record does not know)."
     )
     return validate
 
@@ -85,10 +94,10 @@ def _ceiling_schema() -> PolicyConfigSchema:
 
 # Why two policies for one rule: CrossGuard attaches the enforcement level to a policy, not to a
 # violation, so one policy cannot be advisory for dev/staging and mandatory for prod. The two share
-# one validator; each reports only for its environment class (a VirtualClusterInstance's
-# gpu-platform/environment label; anything but dev/staging, a missing label included, counts as
-# prod, so the mandatory one fails closed) and each has its own maxGpusPerTenant, so prod may be
-# given a different ceiling than dev.
+# one validator; each reports only for its environment class (the instance's stack's environment;
+# for a stack the pack's record does not know, its gpu-platform/environment label; anything but
+# dev/staging, a missing label included, counts as prod, so the mandatory one fails closed) and
+# each has its own maxGpusPerTenant, so prod may be given a different ceiling than dev.
 GPU_CEILING_NON_PROD = "tenant-gpu-ceiling-nonprod"
 GPU_CEILING_PROD = "tenant-gpu-ceiling-prod"
 validate_gpu_ceiling_nonprod = _gpu_ceiling_validator(GPU_CEILING_NON_PROD, prod=False)

@@ -18,9 +18,11 @@ from .common import (
     GKE_CLUSTER,
     GKE_NODE_POOL,
     NETWORK_PEERINGS,
+    NON_PROD_ENVIRONMENTS,
     PROJECT,
     ResourcePolicy,
     as_list,
+    environment_by_stack,
     get,
     is_list,
     is_open_range,
@@ -92,34 +94,51 @@ gke_hardening = ResourcePolicy(
 )
 
 
+def _cluster_label(args: ResourceValidationArgs) -> tuple[Any, str]:
+    """The cluster's environment label and where it is set: its resourceLabels, else the GCP
+    provider's defaultLabels, which the provider merges into the labels of every resource, a
+    resource's own label of the same key winning (Terraform provider for Google Cloud 5.0 labels
+    model: https://googlecloudplatform.github.io/magic-modules/best-practices/labels-and-annotations/;
+    pulumi-gcp bridges it)."""
+    where = f"resourceLabels[{CLUSTER_ENVIRONMENT_LABEL!r}]"
+    label = get(args.props, "resourceLabels", CLUSTER_ENVIRONMENT_LABEL)
+    if label is not None:
+        return label, where
+    labels = args.provider.props.get("defaultLabels") if args.provider is not None else None
+    if isinstance(labels, str):  # provider config objects travel JSON-encoded
+        try:
+            labels = json.loads(labels)
+        except ValueError:
+            labels = None
+    default = f"the GCP provider's defaultLabels[{CLUSTER_ENVIRONMENT_LABEL!r}]"
+    label = get(labels, CLUSTER_ENVIRONMENT_LABEL)
+    return (label, default) if label is not None else (None, f"{where} (nor {default})")
+
+
 def validate_prod_deletion_protection(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
-    """A cluster labelled gpu-platform-environment=prod (in resourceLabels, or through the GCP
-    provider's defaultLabels) has deletionProtection true and is protected in Pulumi state."""
+    """A prod cluster has deletionProtection true and is protected in Pulumi state. Prod is the
+    stack's environment (the pack's record, from the URN), whatever the cluster's label says: a
+    label other than that is reported; for a stack the record does not know the label decides,
+    and a cluster without one counts as prod."""
     if args.resource_type != GKE_CLUSTER:
         return
-    environment = get(args.props, "resourceLabels", CLUSTER_ENVIRONMENT_LABEL)
-    where = f"resourceLabels[{CLUSTER_ENVIRONMENT_LABEL!r}]"
-    if environment is None and args.provider is not None:
-        labels = args.provider.props.get("defaultLabels")
-        if isinstance(labels, str):  # provider config objects travel JSON-encoded
-            try:
-                labels = json.loads(labels)
-            except ValueError:
-                labels = None
-        environment = get(labels, CLUSTER_ENVIRONMENT_LABEL)
-        where = f"the GCP provider's defaultLabels[{CLUSTER_ENVIRONMENT_LABEL!r}]"
-    if environment != "prod":
+    label, where = _cluster_label(args)
+    environment, why = environment_by_stack(args.urn, label, where, report_violation)
+    if environment in NON_PROD_ENVIRONMENTS:
         return
     protection = args.props.get("deletionProtection")
     if protection is not True:
-        report_violation(not_allowed("deletionProtection", protection, f"true for a prod cluster ({where} is 'prod')"), None)
+        report_violation(not_allowed("deletionProtection", protection, f"true for a prod cluster ({why})"), None)
     if args.opts is not None and not args.opts.protect:
-        report_violation(not_allowed("resource option protect", False, f"true for a prod cluster ({where} is 'prod')"), None)
+        report_violation(not_allowed("resource option protect", False, f"true for a prod cluster ({why})"), None)
 
 
 gke_prod_deletion_protection = ResourcePolicy(
     name="gke-prod-deletion-protection",
-    description="A GKE cluster labelled gpu-platform-environment=prod has deletionProtection on and is protected in Pulumi state.",
+    description=(
+        "A prod GKE cluster (its stack's environment; its gpu-platform-environment label must agree) has deletionProtection on and is "
+        "protected in Pulumi state."
+    ),
     validate=validate_prod_deletion_protection,
     enforcement_level=EnforcementLevel.MANDATORY,
     severity=Severity.CRITICAL,

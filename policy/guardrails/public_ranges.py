@@ -23,13 +23,14 @@ from .common import (
     FIREWALL,
     GKE_CLUSTER,
     HELM_RELEASES,
+    INSTANCE_LABEL_FIELD,
     NON_PROD_ENVIRONMENTS,
     VIRTUAL_CLUSTER_INSTANCE,
     ResourcePolicy,
     Values,
     as_list,
+    environment_by_stack,
     environment_of_instance,
-    environment_of_stack,
     get,
     show,
 )
@@ -129,10 +130,11 @@ def _policy_rule(path: str, rule: Any) -> list[tuple[str, list[Any], list[Any]]]
 
 
 def _is_prod(args: ResourceValidationArgs) -> bool:
-    """dev and staging are non-prod; prod, an unknown stack and anything else count as prod."""
-    environment = environment_of_stack(args.urn)
-    if environment is None and args.resource_type == VIRTUAL_CLUSTER_INSTANCE:
-        environment = environment_of_instance(args.props)
+    """The stack's environment decides (an instance's label only for a stack the pack's record does
+    not know; tenant-gpu-ceiling-prod reports a label that disagrees with its stack): dev and
+    staging are non-prod; prod, an unknown stack without a label and anything else count as prod."""
+    label = environment_of_instance(args.props) if args.resource_type == VIRTUAL_CLUSTER_INSTANCE else None
+    environment, _ = environment_by_stack(args.urn, label, INSTANCE_LABEL_FIELD, None)
     return environment not in NON_PROD_ENVIRONMENTS
 
 

@@ -77,6 +77,11 @@ def _matches(path: tuple[Token, ...], pattern: tuple[Token, ...]) -> bool:
     return True
 
 
+def matches(path: tuple[Token, ...], pattern: str) -> bool:
+    """Whether a concrete path is one `pattern` names."""
+    return _matches(path, parse(pattern))
+
+
 def allowed(path: tuple[Token, ...], value: Any, patterns: list[tuple[Token, ...]]) -> bool:
     """A value is allowed at a path a pattern names; nothing (null, {}, []) also on the way to one."""
     if any(_matches(path, p) for p in patterns):
@@ -101,7 +106,8 @@ def _canonical(value: Any) -> str:
 def judge(document: Any, paths: list[str], exact: Mapping[str, list[Any]]) -> Iterator[tuple[tuple[Token, ...], Any, list[Any] | None]]:
     """Each leaf of a chart's values that the program's record does not allow: (path, value, None)
     at a path no pattern of `paths` names; (path, value, the values the program writes there) at a
-    path of `exact` (those that choose an image or registry) holding another value."""
+    path of `exact` (those that choose an image or registry, the switches it writes one way)
+    holding another value."""
     patterns = [parse(p) for p in paths]
     pinned = [(parse(p), values) for p, values in exact.items()]
     for path, value in leaves(document):
