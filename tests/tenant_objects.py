@@ -14,8 +14,13 @@ def tenant_instance(run, tenant: str):
     return found
 
 
+def instance_objects(vci) -> list[dict]:
+    """The objects of a VirtualClusterInstance, as the platform applies them."""
+    return [o for o in yaml.safe_load_all(vci.input("spec", "template", "objects")) if o]
+
+
 def tenant_objects(run, tenant: str) -> list[dict]:
-    return [o for o in yaml.safe_load_all(tenant_instance(run, tenant).input("spec", "template", "objects")) if o]
+    return instance_objects(tenant_instance(run, tenant))
 
 
 def named(objects: list[dict], kind: str, name: str, namespace: str | None = None) -> dict:

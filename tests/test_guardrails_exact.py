@@ -26,6 +26,7 @@ from policy_support import (
     stack_args,
     urn_of,
 )
+from tenant_objects import named
 
 from config.stack_files import PROJECT_DIR
 from tools import program_inventory as inventory
@@ -477,13 +478,8 @@ def _edit_objects(reg, edit) -> dict:
     return props
 
 
-def _object(objects: list[dict], kind: str, name: str, namespace: str | None = None) -> dict:
-    [found] = [o for o in objects if o["kind"] == kind and o["metadata"]["name"] == name and o["metadata"].get("namespace") == namespace]
-    return found
-
-
 def _privileged_collector(objects: list[dict]) -> None:
-    pod = _object(objects, "DaemonSet", "gpu-metrics-collector", "gpu-platform-monitoring")["spec"]["template"]["spec"]
+    pod = named(objects, "DaemonSet", "gpu-metrics-collector", "gpu-platform-monitoring")["spec"]["template"]["spec"]
     [prometheus] = [c for c in pod["containers"] if c["name"] == "prometheus"]
     prometheus["securityContext"] = {**prometheus["securityContext"], "privileged": True}
     pod.setdefault("volumes", []).append({"name": "root", "hostPath": {"path": "/"}})
@@ -494,7 +490,7 @@ def _privileged_collector(objects: list[dict]) -> None:
     [
         # The watchdog's ClusterRole widened under its own name.
         (
-            lambda objects: _object(objects, "ClusterRole", "gpu-platform:gpu-watchdog")["rules"].append(
+            lambda objects: named(objects, "ClusterRole", "gpu-platform:gpu-watchdog")["rules"].append(
                 {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list"]}
             ),
             "(ClusterRole gpu-platform:gpu-watchdog): its rules, role or subjects are not the ones gpu-platform grants; allowed: exactly "
@@ -502,7 +498,7 @@ def _privileged_collector(objects: list[dict]) -> None:
         ),
         # The collector's discovery binding given to every service account of the tenant.
         (
-            lambda objects: _object(objects, "RoleBinding", "gpu-metrics-collector-discovery", "gpu-operator")["subjects"].append(
+            lambda objects: named(objects, "RoleBinding", "gpu-metrics-collector-discovery", "gpu-operator")["subjects"].append(
                 {"kind": "Group", "name": "system:serviceaccounts", "apiGroup": "rbac.authorization.k8s.io"}
             ),
             "(RoleBinding gpu-operator/gpu-metrics-collector-discovery): its rules, role or subjects are not the ones gpu-platform grants",
@@ -516,17 +512,17 @@ def _privileged_collector(objects: list[dict]) -> None:
         ),
         # The watchdog on the host network (the metadata server, the node identity's token).
         (
-            lambda objects: _object(objects, "Deployment", "gpu-watchdog", "gpu-platform-system")["spec"]["template"]["spec"].update(hostNetwork=True),
+            lambda objects: named(objects, "Deployment", "gpu-watchdog", "gpu-platform-system")["spec"]["template"]["spec"].update(hostNetwork=True),
             "(Deployment gpu-platform-system/gpu-watchdog): its pods' host access (hostNetwork, service account gpu-watchdog) is not what "
             "gpu-platform gives them; allowed: service account gpu-watchdog",
         ),
         # Pod Security that fails open, or only audits.
         (
-            lambda objects: _object(objects, "ValidatingAdmissionPolicy", "gpu-platform-pod-security")["spec"].update(failurePolicy="Ignore"),
+            lambda objects: named(objects, "ValidatingAdmissionPolicy", "gpu-platform-pod-security")["spec"].update(failurePolicy="Ignore"),
             POD_SECURITY_SET_REJECTED.split(": ", 1)[1],
         ),
         (
-            lambda objects: _object(objects, "ValidatingAdmissionPolicyBinding", "gpu-platform-pod-security")["spec"].update(validationActions=["Audit"]),
+            lambda objects: named(objects, "ValidatingAdmissionPolicyBinding", "gpu-platform-pod-security")["spec"].update(validationActions=["Audit"]),
             POD_SECURITY_SET_REJECTED.split(": ", 1)[1],
         ),
     ],

@@ -24,6 +24,7 @@ from sqlglot.optimizer.qualify import qualify
 
 from components import monitoring_documents as docs
 from components import monitoring_queries as q
+from components import watchdog_documents as watchdog
 from components.showback import GPU_NODE_LABEL, VIEW_COLUMNS, TeamCost, cost_per_team_query, cost_view_sql
 from components.templates import KUBERNETES_IMAGES
 from components.vcluster_values import VClusterValues
@@ -35,6 +36,7 @@ from config.stack import load_stack
 from docs_support import page, section
 from hcl_support import require
 from shipped_stacks import SHIPPED_DIR, refused, run_shipped, shipped_values
+from tenant_objects import instance_objects, named
 from tools.mock_engine import run_program
 
 NS = "gpu-platform"
@@ -54,18 +56,9 @@ OWN_CHANNELS = "allowed: projects/acme-ml-dev/notificationChannels/<id>, a chann
 VIEW_TYPES = ["DATE", "STRING", "FLOAT64", "STRING", "FLOAT64", "FLOAT64", "FLOAT64"]
 
 
-def objects_of(vci) -> list[dict]:
-    return list(yaml.safe_load_all(vci.input("spec", "template", "objects")))
-
-
 def gpu_operator_values(vci) -> dict:
     [chart] = vci.input("spec", "template", "charts")
     return yaml.safe_load(chart["values"])
-
-
-def named(objects: list[dict], kind: str, name: str) -> dict:
-    [found] = [o for o in objects if o["kind"] == kind and o["metadata"]["name"] == name]
-    return found
 
 
 @pytest.fixture(scope="module")
@@ -88,8 +81,8 @@ def configured_run():
 @pytest.mark.parametrize("run_name, tenant, project", [("dev_run", "nlp", "acme-ml-dev"), ("tenant_run", "vision", "acme-ml-dev-vision")])
 def test_every_gpu_node_runs_the_collector(request, run_name, tenant, project):
     vci = request.getfixturevalue(run_name).one(VCI, tenant)
-    objects = objects_of(vci)  # valid Kubernetes objects: tests/test_tenants.py validates them
-    collector = named(objects, "DaemonSet", docs.COLLECTOR)
+    objects = instance_objects(vci)  # valid Kubernetes objects: tests/test_tenants.py validates them
+    collector = named(objects, "DaemonSet", docs.COLLECTOR, docs.MONITORING_NAMESPACE)
     assert collector["metadata"]["namespace"] == docs.MONITORING_NAMESPACE
     pod = collector["spec"]["template"]["spec"]
     # Every node, GPU nodes included: it tolerates each GPU pool's taint and selects no node type.
@@ -107,7 +100,7 @@ def test_every_gpu_node_runs_the_collector(request, run_name, tenant, project):
     assert prometheus["image"] == versions.GMP_PROMETHEUS_IMAGE
     assert f"--web.listen-address=127.0.0.1:{docs.COLLECTOR_PORT}" in prometheus["args"]
     # Its configuration: the team's labels on every series, this node's targets only.
-    config = yaml.safe_load(named(objects, "ConfigMap", docs.COLLECTOR)["data"]["config.yaml"])
+    config = yaml.safe_load(named(objects, "ConfigMap", docs.COLLECTOR, docs.MONITORING_NAMESPACE)["data"]["config.yaml"])
     assert config["global"]["external_labels"] == {"project_id": project, "location": "europe-west4", "cluster": tenant, "tenant": tenant, "environment": "dev"}
     assert config["global"]["scrape_interval"] == "60s"
     jobs = {job["job_name"]: job for job in config["scrape_configs"]}
@@ -120,12 +113,12 @@ def test_every_gpu_node_runs_the_collector(request, run_name, tenant, project):
     roles = [o for o in objects if o["kind"] in ("Role", "ClusterRole") and o["metadata"]["name"].startswith(docs.COLLECTOR)]
     assert sorted(r["metadata"]["namespace"] for r in roles) == sorted(["gpu-operator", docs.MONITORING_NAMESPACE])
     assert all(r["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}] for r in roles)
-    ksm = named(objects, "Deployment", docs.KUBE_STATE_METRICS)["spec"]["template"]["spec"]
+    ksm = named(objects, "Deployment", docs.KUBE_STATE_METRICS, docs.MONITORING_NAMESPACE)["spec"]["template"]["spec"]
     assert "hostNetwork" not in ksm and ksm["containers"][0]["image"] == versions.KUBE_STATE_METRICS_IMAGE
 
 
 def test_the_collector_namespace_is_privileged_for_host_network_only(dev_run):
-    objects = objects_of(dev_run.one(VCI, "nlp"))
+    objects = instance_objects(dev_run.one(VCI, "nlp"))
     namespace = named(objects, "Namespace", docs.MONITORING_NAMESPACE)
     assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
     pods = [o["spec"]["template"]["spec"] for o in objects if o["kind"] in ("DaemonSet", "Deployment") and o["metadata"].get("namespace") == docs.MONITORING_NAMESPACE]
@@ -134,7 +127,7 @@ def test_the_collector_namespace_is_privileged_for_host_network_only(dev_run):
 
 def test_the_scrape_interval_follows_the_tenant_then_the_environment(configured_run):
     def interval(tenant: str) -> str:
-        config = named(objects_of(configured_run.one(VCI, tenant)), "ConfigMap", docs.COLLECTOR)["data"]["config.yaml"]
+        config = named(instance_objects(configured_run.one(VCI, tenant)), "ConfigMap", docs.COLLECTOR, docs.MONITORING_NAMESPACE)["data"]["config.yaml"]
         return yaml.safe_load(config)["global"]["scrape_interval"]
 
     assert interval("nlp") == "30s" and interval("speech") == "15s"
@@ -182,7 +175,7 @@ def test_prometheus_accepts_the_collectors_configuration(dev_run, tenant_run, tm
     promtool = require_promtool()
     configs = {}
     for run, tenant in ((dev_run, "nlp"), (tenant_run, "vision")):
-        text = named(objects_of(run.one(VCI, tenant)), "ConfigMap", docs.COLLECTOR)["data"]["config.yaml"]
+        text = named(instance_objects(run.one(VCI, tenant)), "ConfigMap", docs.COLLECTOR, docs.MONITORING_NAMESPACE)["data"]["config.yaml"]
         # As the ConfigMap holds it, and as the init container writes it on a node.
         configs[f"{tenant}-template"] = text
         configs[f"{tenant}-on-a-node"] = text.replace(docs.NODE_NAME_PLACEHOLDER, f"{tenant}-gpu-l4-abcde")
@@ -253,8 +246,8 @@ def test_the_metric_file_check_catches_what_stops_the_exporter():
 def test_only_the_collector_may_read_kube_state_metrics(dev_run):
     """The tenant's default network enforces no NetworkPolicy (docs/security.md), so what keeps the
     team's pods out is kube-state-metrics' auth filter, which only the collector's token passes."""
-    objects = objects_of(dev_run.one(VCI, "nlp"))
-    ksm = named(objects, "Deployment", docs.KUBE_STATE_METRICS)["spec"]["template"]
+    objects = instance_objects(dev_run.one(VCI, "nlp"))
+    ksm = named(objects, "Deployment", docs.KUBE_STATE_METRICS, docs.MONITORING_NAMESPACE)["spec"]["template"]
     [container] = ksm["spec"]["containers"]
     assert "--auth-filter" in container["args"]
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
@@ -272,9 +265,9 @@ def test_only_the_collector_may_read_kube_state_metrics(dev_run):
     binding = named(objects, "ClusterRoleBinding", readers[0])
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": docs.COLLECTOR, "namespace": docs.MONITORING_NAMESPACE}]
     # The collector sends that account's token, which the kubelet mounts into its pod.
-    collector = named(objects, "DaemonSet", docs.COLLECTOR)["spec"]["template"]["spec"]
+    collector = named(objects, "DaemonSet", docs.COLLECTOR, docs.MONITORING_NAMESPACE)["spec"]["template"]["spec"]
     assert collector["serviceAccountName"] == docs.COLLECTOR and collector.get("automountServiceAccountToken", True) is True
-    config = yaml.safe_load(named(objects, "ConfigMap", docs.COLLECTOR)["data"]["config.yaml"])
+    config = yaml.safe_load(named(objects, "ConfigMap", docs.COLLECTOR, docs.MONITORING_NAMESPACE)["data"]["config.yaml"])
     [job] = [j for j in config["scrape_configs"] if j["job_name"] == docs.KUBE_STATE_METRICS]
     assert job["authorization"] == {"type": "Bearer", "credentials_file": "/var/run/secrets/kubernetes.io/serviceaccount/token"}
     assert [j["job_name"] for j in config["scrape_configs"] if "authorization" in j] == [docs.KUBE_STATE_METRICS]
@@ -284,10 +277,10 @@ def test_the_network_policy_admits_only_the_collector(dev_run):
     """Where a network plugin enforces it: the kube-state-metrics pods accept only the collector's
     pods, on the metrics port. No address range: the one collector that scrapes it is on its node
     (its scrape job selects targets by spec.nodeName), which an isolated pod always admits."""
-    objects = objects_of(dev_run.one(VCI, "nlp"))
+    objects = instance_objects(dev_run.one(VCI, "nlp"))
     [policy] = [o for o in objects if o["kind"] == "NetworkPolicy"]
-    ksm = named(objects, "Deployment", docs.KUBE_STATE_METRICS)["spec"]["template"]
-    collector = named(objects, "DaemonSet", docs.COLLECTOR)["spec"]["template"]
+    ksm = named(objects, "Deployment", docs.KUBE_STATE_METRICS, docs.MONITORING_NAMESPACE)["spec"]["template"]
+    collector = named(objects, "DaemonSet", docs.COLLECTOR, docs.MONITORING_NAMESPACE)["spec"]["template"]
     spec = policy["spec"]
     assert policy["metadata"]["namespace"] == docs.MONITORING_NAMESPACE
     assert spec["podSelector"]["matchLabels"].items() <= ksm["metadata"]["labels"].items()
@@ -299,7 +292,7 @@ def test_the_network_policy_admits_only_the_collector(dev_run):
     assert source["podSelector"]["matchLabels"].items() <= collector["metadata"]["labels"].items()
     [port] = ksm["spec"]["containers"][0]["ports"][:1]
     assert rule["ports"] == [{"protocol": "TCP", "port": port["containerPort"]}] and port["name"] == "http-metrics"
-    config = yaml.safe_load(named(objects, "ConfigMap", docs.COLLECTOR)["data"]["config.yaml"])
+    config = yaml.safe_load(named(objects, "ConfigMap", docs.COLLECTOR, docs.MONITORING_NAMESPACE)["data"]["config.yaml"])
     [job] = [j for j in config["scrape_configs"] if j["job_name"] == docs.KUBE_STATE_METRICS]
     assert job["kubernetes_sd_configs"][0]["selectors"][0]["field"] == f"spec.nodeName={docs.NODE_NAME_PLACEHOLDER}"
 
@@ -357,7 +350,7 @@ def test_every_query_parses_and_uses_only_metrics_the_collector_exports(dev_run,
 
 def dcgm_job(run, tenant: str) -> tuple[dict, dict]:
     """The collector's configuration in `tenant`, and its DCGM exporter job."""
-    config = yaml.safe_load(named(objects_of(run.one(VCI, tenant)), "ConfigMap", docs.COLLECTOR)["data"]["config.yaml"])
+    config = yaml.safe_load(named(instance_objects(run.one(VCI, tenant)), "ConfigMap", docs.COLLECTOR, docs.MONITORING_NAMESPACE)["data"]["config.yaml"])
     [job] = [j for j in config["scrape_configs"] if j["job_name"] == "dcgm-exporter"]
     return config, job
 
@@ -474,11 +467,11 @@ def test_the_gpu_not_offered_alert_waits_for_the_watchdog(dev_run, tenant_run):
     checked = 0
     for run in (dev_run, tenant_run):
         for vci in run.of_type(VCI):
-            objects = objects_of(vci)
-            watchdog = json.loads(named(objects, "ConfigMap", "gpu-watchdog")["data"]["config.json"])
-            scrape = yaml.safe_load(named(objects, "ConfigMap", docs.COLLECTOR)["data"]["config.yaml"])["global"]["scrape_interval"]
-            for limit in watchdog["poolLimitSeconds"].values():
-                assert waits > limit + 2 * watchdog["intervalSeconds"] + duration_seconds(scrape), (vci.name, limit)
+            objects = instance_objects(vci)
+            watchdog_config = json.loads(named(objects, "ConfigMap", watchdog.NAME, watchdog.NAMESPACE)["data"]["config.json"])
+            scrape = yaml.safe_load(named(objects, "ConfigMap", docs.COLLECTOR, docs.MONITORING_NAMESPACE)["data"]["config.yaml"])["global"]["scrape_interval"]
+            for limit in watchdog_config["poolLimitSeconds"].values():
+                assert waits > limit + 2 * watchdog_config["intervalSeconds"] + duration_seconds(scrape), (vci.name, limit)
                 checked += 1
     assert checked >= 3
     tree = promql_parser.parse(condition["conditionPrometheusQueryLanguage"]["query"])
@@ -539,7 +532,7 @@ def test_waiting_for_a_gpu_means_not_scheduled_yet(tenant_run, dev_run):
     # Each pod's series carries the labels the join matches on (tenant: the collector's), and
     # kube-state-metrics exports the metric: it is in the allowlist it runs with.
     assert {"namespace", "pod"} <= set(KSM_RECORD["metrics"][q.UNSCHEDULED]["labels"])
-    ksm = named(objects_of(tenant_run.one(VCI, "vision")), "Deployment", docs.KUBE_STATE_METRICS)
+    ksm = named(instance_objects(tenant_run.one(VCI, "vision")), "Deployment", docs.KUBE_STATE_METRICS, docs.MONITORING_NAMESPACE)
     [allowlist] = [a for a in ksm["spec"]["template"]["spec"]["containers"][0]["args"] if a.startswith("--metric-allowlist=")]
     assert q.UNSCHEDULED in allowlist.removeprefix("--metric-allowlist=").split(",")
 
@@ -862,7 +855,7 @@ def rendered_images(*runs) -> set[str]:
             for value in node:
                 yield from containers(value)
 
-    found = {c["image"] for run in runs for vci in run.of_type(VCI) for c in containers(objects_of(vci))}
+    found = {c["image"] for run in runs for vci in run.of_type(VCI) for c in containers(instance_objects(vci))}
     return found | set(KUBERNETES_IMAGES.values())
 
 

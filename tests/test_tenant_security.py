@@ -14,6 +14,7 @@ from components.tenant_pod_security import ENFORCE_LABEL, POLICY_NAME, PRIVILEGE
 from config.errors import ConfigError
 from config.stack import load_stack
 from shipped_stacks import SHIPPED_DIR, problems, refused, run_shipped
+from tenant_objects import tenant_objects
 
 NS = "gpu-platform"
 VCI = "kubernetes:management.loft.sh/v1:VirtualClusterInstance"
@@ -133,13 +134,9 @@ def test_pod_security_root_is_refused(stack_values):
     assert problems(values) == ["tenants[0].podSecurityStandard: 'root' is not allowed; allowed: 'baseline', 'restricted' or 'privileged'"]
 
 
-def _objects(run, tenant: str) -> list[dict]:
-    return list(yaml.safe_load_all(run.one(VCI, tenant).input("spec", "template", "objects")))
-
-
 def test_every_tenant_enforces_baseline_but_in_the_products_namespaces(dev_run, tenant_run):
     for run, tenant in ((dev_run, "nlp"), (dev_run, "speech"), (tenant_run, "vision")):
-        objects = _objects(run, tenant)  # monitoring is on in dev
+        objects = tenant_objects(run, tenant)  # monitoring is on in dev
         assert objects[:4] == [
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "gpu-operator", "labels": {ENFORCE_LABEL: "privileged"}}},
             *pod_security_objects("baseline", frozenset({"monitoring"})),
@@ -184,7 +181,7 @@ def test_a_privileged_tenant_gets_no_pod_security_objects(stack_values, dev_run,
     values = stack_values("team-vision-dev")
     values[f"{NS}:tenant"].update(podSecurityStandard="privileged", monitoring={"enabled": False})
     run = run_shipped(values, stack="team-vision-dev", stack_outputs={env_stack_ref: dev_run.outputs})
-    objects = _objects(run, "vision")
+    objects = tenant_objects(run, "vision")
     # The GPU Operator's namespace and the GPU watchdog's objects only: no admission policy, no label on `default`.
     assert [o["metadata"]["name"] for o in objects if o["kind"] == "Namespace"] == ["gpu-operator", "gpu-platform-system"]
     assert POLICY_NAME not in run.one(VCI, "vision").input("spec", "template", "objects")
