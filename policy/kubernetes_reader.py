@@ -35,12 +35,12 @@ def plain(value: Any) -> Any:
     Touching a value unknown during preview raises UnknownValueError, as any read does."""
     if isinstance(value, Mapping):
         return {k: plain(value[k]) for k in value}
-    if _is_list(value):
+    if is_list(value):
         return [plain(v) for v in value]
     return value
 
 
-def _is_list(value: Any) -> bool:
+def is_list(value: Any) -> bool:
     return isinstance(value, Sequence) and not isinstance(value, (str, bytes))
 
 
@@ -66,7 +66,7 @@ def read_kubeconfig(value: Any) -> tuple[dict[str, Any] | None, str | None]:
         return None, f"is not a kubeconfig document (kind: {KUBECONFIG_KIND})"
     for section, body in SECTIONS.items():
         entries = document.get(section) or []
-        if not _is_list(entries) or not all(isinstance(e, Mapping) and isinstance(e.get(body) or {}, Mapping) for e in entries):
+        if not is_list(entries) or not all(isinstance(e, Mapping) and isinstance(e.get(body) or {}, Mapping) for e in entries):
             return None, f"{section}: is not a list of {{name, {body}}}"
     return dict(document), None
 

@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Iterator
 
 import yaml
 from pulumi_policy import ReportViolation, ResourceValidationArgs, ResourceValidationPolicy
 from pulumi_policy.proxy import UnknownValueError
-from kubernetes_reader import plain  # noqa: F401 - `plain` of the guardrails: read-only proxies as dicts and lists
+from kubernetes_reader import is_list, plain  # noqa: F401 - the guardrails' readers of read-only proxies
 from vcluster_reader import VClusterValues
 
 DATA: dict[str, Any] = json.loads((Path(__file__).resolve().parent.parent / "program_data.json").read_text())
@@ -68,10 +68,6 @@ def get(value: Any, *path: str) -> Any:
             return None
         value = value.get(key)
     return value
-
-
-def is_list(value: Any) -> bool:
-    return isinstance(value, Sequence) and not isinstance(value, (str, bytes))
 
 
 def as_list(value: Any) -> list[Any]:
