@@ -15,7 +15,7 @@ import policies as P
 import pytest
 import yaml
 from guardrails import value_paths
-from policy_support import args_of, edit_values, make_args, one, only, policy_resource, rejected, stack_args, violations
+from policy_support import args_of, edit_values, one, only, policy_resource, rejected, stack_args, violations
 
 PROJECT_MEMBER = "gcp:projects/iAMMember:IAMMember"
 SA_MEMBER = "gcp:serviceaccount/iAMMember:IAMMember"

@@ -252,21 +252,21 @@ def _instance_chart_entries(runs: Iterable[ProgramRun], where: str) -> dict[tupl
     for run in runs:
         for r in run.of_type(INSTANCE):
             template = r.input("spec", "template") or {}
-            entries = [(template.get("helmRelease") or {}).get("chart") or {}] if where == RELEASE_CHART else template.get("charts") or []
-            for entry in entries:
+            charts = [(template.get("helmRelease") or {}).get("chart") or {}] if where == RELEASE_CHART else template.get("charts") or []
+            for entry in charts:
                 found.setdefault((entry.get("name"), entry.get(_REPOSITORY_FIELD[where])), []).append((r, entry))
     return found
 
 
-def _chart_fields(key: tuple[str, str], entries: list[tuple[Registration, dict[str, Any]]]) -> dict[str, Any]:
+def _chart_fields(key: tuple[str, str], uses: list[tuple[Registration, dict[str, Any]]]) -> dict[str, Any]:
     """A chart's record: its name, repository and every field the program sets on its entries."""
-    return {"chart": key[0], "repository": key[1], "fields": sorted(set().union(*(entry for _, entry in entries)))}
+    return {"chart": key[0], "repository": key[1], "fields": sorted(set().union(*(entry for _, entry in uses)))}
 
 
 def release_charts(runs: Iterable[ProgramRun]) -> list[dict[str, Any]]:
     """Per vcluster chart an instance deploys its virtual cluster with (`spec.template.helmRelease.chart`):
     its repository and the fields the program sets on it (no credentials, no insecureSkipTlsVerify)."""
-    return [_chart_fields(key, entries) for key, entries in sorted(_instance_chart_entries(runs, RELEASE_CHART).items())]
+    return [_chart_fields(key, uses) for key, uses in sorted(_instance_chart_entries(runs, RELEASE_CHART).items())]
 
 
 def tenant_charts(runs: Iterable[ProgramRun]) -> list[dict[str, Any]]:
@@ -275,14 +275,14 @@ def tenant_charts(runs: Iterable[ProgramRun]) -> list[dict[str, Any]]:
     (chart_values) and the switches it always writes one way (fixed_switches), read as the pack
     reads them (policy/kubernetes_reader.py)."""
     out = []
-    for key, entries in sorted(_instance_chart_entries(runs, TENANT_CHARTS).items()):
+    for key, uses in sorted(_instance_chart_entries(runs, TENANT_CHARTS).items()):
         documents = []
-        for r, chart in entries:
+        for r, chart in uses:
             document, problem = read_chart_values(chart.get("values"))
             if problem is not None:
                 raise ValueError(f"{r.name}: the values of chart {key[0]} {problem}")
             documents.append(document)
-        out.append({**_chart_fields(key, entries), **chart_values(documents), "fixedSwitches": fixed_switches(documents)})
+        out.append({**_chart_fields(key, uses), **chart_values(documents), "fixedSwitches": fixed_switches(documents)})
     return out
 
 
