@@ -363,6 +363,9 @@ def problems_from_validation(prefix: str, model: type[BaseModel], error: Validat
         elif kind in ("string_type", "list_type", "tuple_type", "dict_type", "model_type", "model_attributes_type"):
             wanted = {"string_type": "a string", "list_type": "a list", "tuple_type": "a list", "dict_type": "a mapping"}.get(kind, "a mapping")
             message = f"expected {wanted}, got {describe(value)}"
+            keys = _allowed_keys(model, loc) if kind in ("model_type", "model_attributes_type") else []
+            if keys:  # a model's mapping: say which keys it takes
+                message += f"; allowed keys: {', '.join(keys)}"
         elif kind == "union_mismatch":
             message = f"{shown(value)} is not allowed; allowed: {_allowed_forms(ctx['union'])}"
         elif kind == "too_short":

@@ -761,7 +761,7 @@ def test_bad_monitoring_config_names_each_key_and_registers_nothing(stack_values
     assert "notificationChannels[4]" not in message
     for expected in (
         "monitoring.scrapeInterval: 5s is out of range; allowed: 10s to 5m",
-        "monitoring.notificationChannels[0]: expected a mapping, got a string",
+        "monitoring.notificationChannels[0]: expected a mapping, got a string; allowed keys: channel, email\n",
         "monitoring.notificationChannels[1].slack: unknown key; allowed: channel, email",
         f"monitoring.notificationChannels[2].channel: 'oncall' is not a channel's name; {OWN_CHANNELS}",
         "monitoring.notificationChannels[3]: names neither of email and channel; allowed: {email: <address>} or "
