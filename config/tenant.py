@@ -34,6 +34,20 @@ from .versions import GPU_OPERATOR_VERSION
 MAX_TENANT_NAME = 16
 # The platform's built-in project; teams' platform projects are named after the team.
 RESERVED_PLATFORM_PROJECT = "default"
+# Names no tenant takes: the platform's own project, and the one whose host namespace
+# (vcluster-<name>, components/tenant_vcluster.py) would be the platform's.
+RESERVED_NAMES = (RESERVED_PLATFORM_PROJECT, PLATFORM_NAMESPACE.removeprefix("vcluster-"))
+
+
+def reserved_name(name: str) -> str | None:
+    """Why no tenant may be called `name` (one of RESERVED_NAMES), or None."""
+    if name == RESERVED_PLATFORM_PROJECT:
+        return f"{name!r} is the vCluster Platform's own default project; each team gets a platform project named after it"
+    if f"vcluster-{name}" == PLATFORM_NAMESPACE:
+        return f"{name!r} would put the team's control plane into the platform's namespace {PLATFORM_NAMESPACE}"
+    return None
+
+
 # Where `suggest_cidr` looks for free tenant subnets.
 TENANT_CIDR_POOL = ipaddress.IPv4Network("10.160.0.0/12")
 
@@ -396,11 +410,8 @@ def check_tenant(
     with problems.checking(f"{path}.name"):
         if not DNS_LABEL.match(tenant.name) or len(tenant.name) > MAX_TENANT_NAME:
             problems.add(f"{path}.name", f"{tenant.name!r} must be a DNS-1123 label of at most {MAX_TENANT_NAME} characters")
-        elif tenant.name == RESERVED_PLATFORM_PROJECT:
-            problems.add(f"{path}.name", f"{tenant.name!r} is the vCluster Platform's own default project; each team gets a platform project named after it")
-        elif f"vcluster-{tenant.name}" == PLATFORM_NAMESPACE:
-            # The tenant's host namespace (components/tenant_vcluster.py) would be the platform's.
-            problems.add(f"{path}.name", f"{tenant.name!r} would put the team's control plane into the platform's namespace {PLATFORM_NAMESPACE}")
+        elif (why := reserved_name(tenant.name)) is not None:
+            problems.add(f"{path}.name", why)
     for other in others:
         with problems.checking(f"{path}.name"):
             if other.name == tenant.name:

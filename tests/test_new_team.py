@@ -45,9 +45,10 @@ def files(directory: Path) -> dict[str, str]:
 @pytest.mark.parametrize(
     "argv, error",
     [
-        (["--name", "Robotics!", "--env", "dev"], "NAME='Robotics!' is not allowed; allowed: a DNS-1123 label (lowercase letters, digits and '-', starting with a letter) of at most 16 characters, not 'default'"),
+        (["--name", "Robotics!", "--env", "dev"], "NAME='Robotics!' is not allowed; allowed: a DNS-1123 label (lowercase letters, digits and '-', starting with a letter) of at most 16 characters, not 'default' or 'platform'"),
         (["--name", "a-very-long-team-name", "--env", "dev"], "NAME='a-very-long-team-name' is not allowed; allowed: a DNS-1123 label"),
         (["--name", "default", "--env", "dev"], "NAME='default' is not allowed"),
+        (["--name", "platform", "--env", "dev"], "NAME='platform' is not allowed"),
         (["--name", "vision", "--env", "dev"], "NAME='vision' is taken: Pulumi.team-vision-dev.yaml exists"),
         (["--name", "nlp", "--env", "dev"], "NAME='nlp' is taken in environment dev: tenants[0] of stack dev (Pulumi.dev.yaml) is a tenant of that name"),
         (["--name", "robotics", "--env", "qa"], "ENV='qa' is not an environment stack of this project; allowed: dev, prod"),
@@ -81,7 +82,7 @@ def test_every_bad_argument_is_reported_at_once(project, capsys):
     gpus = ", ".join(load_catalog().gpus)
     assert capsys.readouterr().err == (
         "error: 4 problems with the arguments:\n"
-        "  - NAME='Bad!' is not allowed; allowed: a DNS-1123 label (lowercase letters, digits and '-', starting with a letter) of at most 16 characters, not 'default'\n"
+        "  - NAME='Bad!' is not allowed; allowed: a DNS-1123 label (lowercase letters, digits and '-', starting with a letter) of at most 16 characters, not 'default' or 'platform'\n"
         "  - ENV='staging' is not an environment stack of this project; allowed: dev, prod\n"
         f"  - GPU='x' is not a GPU type of config/catalog.yaml; allowed: {gpus}\n"
         "  - MAX_GPUS=0 is not allowed; allowed: at least 1, a multiple of the smallest shape of GPU in ENV\n"

@@ -37,7 +37,7 @@ from config.errors import ConfigError
 from config.quota import QUOTA_PAGE
 from config.stack import NS, EnvironmentStack, environment_claims, load_stack
 from config.stack_files import PROJECT_DIR, StackFileError, list_stacks, project_name, read_stack_values, stack_file
-from config.tenant import MAX_TENANT_NAME, RESERVED_PLATFORM_PROJECT, TENANT_CIDR_POOL, suggest_cidr
+from config.tenant import MAX_TENANT_NAME, RESERVED_NAMES, TENANT_CIDR_POOL, suggest_cidr
 from tools.team_stacks import environment_stack_of
 
 BOOTSTRAP_STACK = Path("bootstrap") / "Pulumi.ci.yaml"
@@ -74,11 +74,11 @@ def plan_team(
     """The new team's stack file, checked against everything in `project_dir`; raises TeamError,
     with every bad argument at once (each named as its make variable, with what is allowed)."""
     problems: list[str] = []
-    name_ok = bool(DNS_LABEL.match(name)) and len(name) <= MAX_TENANT_NAME and name != RESERVED_PLATFORM_PROJECT
+    name_ok = bool(DNS_LABEL.match(name)) and len(name) <= MAX_TENANT_NAME and name not in RESERVED_NAMES
     if not name_ok:
         problems.append(
             f"NAME={name!r} is not allowed; allowed: a DNS-1123 label (lowercase letters, digits and '-', starting with a letter) "
-            f"of at most {MAX_TENANT_NAME} characters, not {RESERVED_PLATFORM_PROJECT!r}"
+            f"of at most {MAX_TENANT_NAME} characters, not {' or '.join(map(repr, RESERVED_NAMES))}"
         )
     # Reported last, in the order of the make variables.
     cidr_problem = [f"CIDR={problem}"] if cidr is not None and (problem := read_cidr(cidr, "10.160.40.0/22")[1]) else []
