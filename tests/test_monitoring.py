@@ -457,6 +457,13 @@ def test_the_xid_alert_says_which_codes_are_the_applications(dev_run):
     assert drain.startswith("Any other code, or ECC errors")
 
 
+def test_the_gpu_not_offered_alerts_default_outlasts_the_default_watchdog_at_any_scrape_interval():
+    from config.monitoring import DEFAULT_GPU_NOT_OFFERED_AFTER, MAX_SCRAPE_SECONDS, watchdog_removal_seconds
+    from config.reliability import GPU_TIMEOUT
+
+    assert duration_seconds(DEFAULT_GPU_NOT_OFFERED_AFTER) > watchdog_removal_seconds(GPU_TIMEOUT, f"{MAX_SCRAPE_SECONDS}s")
+
+
 def test_the_gpu_not_offered_alert_waits_for_the_watchdog(dev_run, tenant_run):
     """Its default duration is longer than any node the watchdog removes can match it: the pool's
     limit, two watchdog polls and one scrape, all read from what the tenants run. A node being
