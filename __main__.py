@@ -14,6 +14,7 @@ from components.auto_nodes_identity import AutoNodesIdentity, AutoNodesIdentityA
 from components.environment_monitoring import EnvironmentMonitoring, EnvironmentMonitoringArgs, monitored_tenants
 from components.gke_cluster import GkeCluster, GkeClusterArgs
 from components.node_provider import GcpNodeProvider, GcpNodeProviderArgs
+from components.reservations import GpuReservations, ReservationToCreate
 from components.tenant_vcluster import TenantVCluster, TenantVClusterArgs
 from components.vcluster_platform import VClusterPlatform, VClusterPlatformArgs
 from config.errors import ConfigError
@@ -112,6 +113,12 @@ def deploy_environment(env: EnvironmentStack) -> None:
         )
         for plan in env.tenants
     ]
+    # After the tenants: a reservation is shared with their projects, which Pulumi may create.
+    to_create = tuple(
+        ReservationToCreate(r, r.project or env.project, env.reservation_shares.get(r.name, ())) for r in env.node_provider.reservations if r.create
+    )
+    if to_create:
+        GpuReservations("reservations", to_create, opts=pulumi.ResourceOptions(providers=[gcp_provider], depends_on=tenants))
 
     pulumi.export("environment", env.environment)
     pulumi.export("gcpProject", env.project)

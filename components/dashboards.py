@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from config.tenant import EXPECTED, TenantPlan
+from config.pool_plan import BUSY, TenantPlan
 
 from . import monitoring_queries as q
 
@@ -89,9 +89,9 @@ def _gpu_rows(tenant: str | None) -> list[list[tuple[dict[str, Any], int]]]:
 
 def team_dashboard(plan: TenantPlan, *, environment: str, project: str, cost_view: str | None) -> dict[str, Any]:
     """One team's GPUs: allocated, pending, VMs per pool, use per GPU and pod, and the GPU nodes'
-    cost now against the plan's expected and ceiling (reference lines)."""
+    cost now against the plan's busy and ceiling (reference lines)."""
     name = plan.tenant.name
-    pools = ", ".join(f"{p.name} (≤ {p.max_gpus} × {p.gpu}{', Spot' if p.spot else ''})" for p in plan.gpu_pools)
+    pools = ", ".join(f"{p.name} (≤ {p.max_gpus} × {p.gpu}, {p.capacity_label})" for p in plan.gpu_pools)
     where = f"Metrics: project `{project}`, every series labelled `tenant=\"{name}\"` (Metrics Explorer, PromQL)."
     cost = f" Cost per day: BigQuery view `{cost_view}`, `WHERE team = '{name}'`." if cost_view else ""
     rows: list[list[tuple[dict[str, Any], int]]] = [
@@ -105,10 +105,10 @@ def team_dashboard(plan: TenantPlan, *, environment: str, project: str, cost_vie
     ]
     pool_chart = _chart("GPU VMs by pool", q.gpu_vms_by_pool(plan), legend="${pool}", stacked=True)
     cost_query = q.gpu_node_cost(plan)
-    expected, ceiling = plan.gpu_expected_usd_per_hour, plan.gpu_usd_per_hour_ceiling
-    if cost_query is not None and expected is not None and ceiling is not None:
+    busy, ceiling = plan.gpu_busy_usd_per_hour, plan.gpu_usd_per_hour_ceiling
+    if cost_query is not None and busy is not None and ceiling is not None:
         thresholds = [
-            {"label": f"expected {expected:.2f} USD/h (plan: {EXPECTED.split(';')[0]})", "value": round(expected, 4), "color": "YELLOW", "direction": "ABOVE", "targetAxis": "Y1"},
+            {"label": f"busy {busy:.2f} USD/h (plan: {BUSY.split(';')[0]})", "value": round(busy, 4), "color": "YELLOW", "direction": "ABOVE", "targetAxis": "Y1"},
             {"label": f"ceiling {ceiling:.2f} USD/h (every pool at its limits)", "value": round(ceiling, 4), "color": "RED", "direction": "ABOVE", "targetAxis": "Y1"},
         ]
         cost_widget = _chart("GPU nodes now, USD/h at list prices", cost_query, legend="GPU nodes", unit="USD/h", thresholds=thresholds)

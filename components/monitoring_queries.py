@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from config import capacity as cap
 from config import node_properties as props
 from config.base import duration_seconds
 from config.monitoring import Alerts
-from config.tenant import PoolPlan, TenantPlan
+from config.pool_plan import PoolPlan, TenantPlan
 
 from .monitoring_documents import KSM_GPU_RESOURCE, XID_COUNT, XID_COUNT_WINDOW, ksm_label
 
@@ -80,18 +81,18 @@ def pending_gpu_pods(tenant: str | None = None) -> str:
 
 
 def gpu_vms_by_capacity(tenant: str | None = None) -> str:
-    """GPU VMs per team, GPU class and capacity type (on-demand, spot)."""
+    """GPU VMs per team, GPU class and capacity type (on-demand, spot, flex-start, reservation)."""
     return f"count by (tenant, {ACCELERATOR}, {CAPACITY_TYPE}) ({gpu_nodes(tenant)})"
 
 
 def pool_nodes(tenant: str, pool: PoolPlan) -> str:
-    """The nodes of one GPU pool: its GPU class, GPUs per node and capacity type, which tell a
-    tenant's pools apart (config/tenant.py refuses two pools with the same three)."""
-    capacity = props.SPOT if pool.spot else props.ON_DEMAND
-    return (
-        f'kube_node_labels{{tenant="{tenant}", {ACCELERATOR}="{pool.gpu}", '
-        f'{ACCELERATOR_COUNT}="{pool.gpus_per_node}", {CAPACITY_TYPE}="{capacity}"}}'
-    )
+    """The nodes of one GPU pool: its GPU class, GPUs per node and the capacity types of its list,
+    which tell a tenant's pools apart (config/gpu_pools.py refuses two pools with the same GPU class,
+    GPUs per node and capacity list; two lists sharing a capacity type share nodes here)."""
+    types = sorted({cap.kind_of(e) for e in pool.options})
+    matcher = f'{CAPACITY_TYPE}="{types[0]}"' if len(types) == 1 else f'{CAPACITY_TYPE}=~"{"|".join(types)}"'
+    return f'kube_node_labels{{tenant="{tenant}", {ACCELERATOR}="{pool.gpu}", {ACCELERATOR_COUNT}="{pool.gpus_per_node}", {matcher}}}'
+
 
 
 def gpu_vms_by_pool(plan: TenantPlan) -> str:
@@ -127,36 +128,37 @@ def team_utilization(tenant: str | None = None) -> str:
 @dataclass(frozen=True)
 class PricedShape:
     machine_type: str
-    spot: bool
+    capacity: str  # the node's gpu-platform/capacity-type label
     usd_per_hour: float
 
 
 def priced_shapes(plan: TenantPlan) -> tuple[PricedShape, ...]:
-    """Each machine type and capacity type a team's GPU pools may start, with the price of one node
-    (its VM with its GPUs and boot disk, config/tenant.py node_usd_per_hour); the same in every zone
-    of the region. Empty when a price is unknown: no estimate then."""
-    shapes: dict[tuple[str, bool], float] = {}
+    """Each machine type and capacity type a team's GPU pools may start, with what one node adds to
+    the bill (its VM with its GPUs and boot disk; a reserved VM is paid by its reservation: its disk;
+    config/pool_plan.py node_usd_per_hour); the same in every zone of the region. Empty when a price
+    is unknown or only bounded (discounted Flex-start): no estimate then."""
+    shapes: dict[tuple[str, str], float] = {}
     for pool in plan.gpu_pools:
-        if not pool.priced:
+        if not pool.priced or pool.bounded:
             return ()
         for nt in pool.node_types:
             price = pool.node_price(nt)
             assert price is not None
-            key = (nt.machine_type, nt.spot)
+            key = (nt.machine_type, nt.capacity)
             shapes[key] = max(shapes.get(key, 0.0), price)
-    return tuple(PricedShape(m, spot, usd) for (m, spot), usd in sorted(shapes.items()))
+    return tuple(PricedShape(m, capacity, usd) for (m, capacity), usd in sorted(shapes.items()))
 
 
 def gpu_node_cost(plan: TenantPlan) -> str | None:
     """The team's GPU nodes now, priced: USD per hour at the region's list prices, the figure the
-    plan's expected and ceiling are in. None without recorded prices."""
+    plan's busy and ceiling are in. None without recorded prices."""
     shapes = priced_shapes(plan)
     if not shapes:
         return None
     name = plan.tenant.name
     terms = [
         f'(count(kube_node_labels{{tenant="{name}", {INSTANCE_TYPE}="{s.machine_type}", '
-        f'{CAPACITY_TYPE}="{props.SPOT if s.spot else props.ON_DEMAND}"}}) or vector(0)) * {s.usd_per_hour:.4f}'
+        f'{CAPACITY_TYPE}="{s.capacity}"}}) or vector(0)) * {s.usd_per_hour:.4f}'
         for s in shapes
     ]
     return " + ".join(terms)

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
+from config import node_properties as props
 from config import versions
 from config.node_types import NodeType
 
@@ -85,9 +86,16 @@ def node_provider_spec(args: GcpNodeProviderArgs) -> NodeProviderSpec:
     )
 
 
+_CAPACITY = {props.ON_DEMAND: "", props.SPOT: ", Spot", props.FLEX_START: ", Flex-start"}
+
+
 def _display_name(nt: NodeType) -> str:
     what = f"{nt.gpu_count} × {nt.gpu}" if nt.gpu else "CPU"
-    return f"{nt.machine_type} ({what}, {nt.zone}{', Spot' if nt.spot else ''})"
+    if nt.reserved:
+        how = f", reservation {nt.properties[props.RESERVATION]} for {nt.properties[props.RESERVATION_TENANT]}"
+    else:
+        how = _CAPACITY[nt.capacity] + (f", rank {nt.rank}" if nt.rank > 1 else "")
+    return f"{nt.machine_type} ({what}, {nt.zone}{how})"
 
 
 class GcpNodeProvider(pulumi.ComponentResource):

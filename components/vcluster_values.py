@@ -124,6 +124,12 @@ def _pool(plan) -> dict[str, Any]:
         "disruption": {"consolidationPolicy": plan.consolidation_policy, "consolidateAfter": plan.idle_after},
         "terminationGracePeriod": plan.termination_grace_period,
     }
+    if plan.expire_after:
+        # A pool with Flex-start: Karpenter expires every node of the NodePool after expireAfter and
+        # drains it (within terminationGracePeriod) before Compute Engine stops the VM at its max run
+        # duration (config/reservations.py expire_after_seconds; kubernetes-sigs/karpenter v1.14.1
+        # NodePool `template.spec.expireAfter`; vcluster chart schema DynamicNodePool.expireAfter).
+        pool["expireAfter"] = plan.expire_after
     if plan.gpu:
         pool["taints"] = [dict(GPU_TAINT)]
     return pool

@@ -4,9 +4,9 @@ section of config/catalog.yaml, loaded once and checked against the rest of the 
 A *family* is what Google offers per zone: N1 hosts with one attachable GPU type (`n1+<gpu>`), or
 one accelerator-optimized machine line (`g2`, `a2-highgpu`, `a3-ultragpu`, …; a machine type belongs
 to the longest family name it starts with). Node types are generated only in zones where their
-family is recorded, and only with the capacity types the family is sold with and our node
-template can create (on-demand = STANDARD provisioning, Spot). A region without a record is
-unknown, never assumed.
+family is recorded, and only as the capacity types the family is sold as (on-demand = STANDARD
+provisioning, Spot, Flex-start; reserved types in their reservation's own zone). A region without a
+record is unknown, never assumed.
 """
 
 from __future__ import annotations
@@ -23,9 +23,16 @@ SPOT = "spot"
 FLEX_START = "flex-start"
 RESERVATION = "reservation"
 PURCHASE_OPTIONS = (ON_DEMAND, SPOT, FLEX_START, RESERVATION)
-# What templates/node/main.tf can create: provisioning_model STANDARD or SPOT. Reservation-bound
-# and Flex-start VMs need a reservation or a resize request, which a node claim cannot make.
-CREATABLE = (ON_DEMAND, SPOT)
+# What templates/node/main.tf creates from a node type alone, without a reservation: provisioning
+# model STANDARD, SPOT or FLEX_START (google provider 7.45.0, `scheduling.provisioning_model`).
+POOLED = (ON_DEMAND, SPOT, FLEX_START)
+# `flexStart` of a family: Google discounts Flex-start VMs of it, or sells them at the list price.
+FLEX_DISCOUNTED = "discounted"
+FLEX_LIST_PRICE = "list-price"
+# `reservations` of a family: created on demand (consumed by STANDARD VMs), or only future
+# reservations, auto-created and consumed with the reservation-bound provisioning model.
+RESERVATION_ON_DEMAND = "on-demand"
+RESERVATION_FUTURE = "future"
 
 
 @dataclass(frozen=True)
@@ -43,15 +50,17 @@ class Family:
     zones: dict[str, tuple[str, ...]]  # region → full zone names
     sources: tuple[str, ...]  # ids in Availability.sources
     unverified: str = ""  # what the sources did not settle
+    flex_start: str | None = None  # FLEX_DISCOUNTED | FLEX_LIST_PRICE, where sold as flex-start
+    reservations: tuple[str, ...] = ()  # RESERVATION_ON_DEMAND / RESERVATION_FUTURE, where sold as reservation
 
     def zones_in(self, region: str) -> tuple[str, ...] | None:
         """The region's zones offering the family; None when the catalog has no record for it."""
         return self.zones.get(region)
 
     @property
-    def capacity_types(self) -> tuple[bool, ...]:
-        """Spot flags of the node types we can create for it: False = on-demand, True = Spot."""
-        return tuple(spot for spot, option in ((False, ON_DEMAND), (True, SPOT)) if option in self.purchase)
+    def capacity_types(self) -> tuple[str, ...]:
+        """The capacity types of the pooled node types we can create for it (POOLED it is sold as)."""
+        return tuple(option for option in POOLED if option in self.purchase)
 
     def sold_as(self) -> str:
         return ", ".join(self.purchase)
@@ -117,7 +126,15 @@ def load_availability(path: Path = CATALOG_PATH) -> Availability:
         if "+" in name and gpu != name.split("+", 1)[1] or "+" not in name and builtin != {gpu}:
             problems.append(f"{where}.gpu: {gpu!r} is not the GPU of its machines")
         zones = {region: tuple(f"{region}-{suffix}" for suffix in suffixes) for region, suffixes in (f.get("zones") or {}).items()}
-        families[name] = Family(name, gpu, purchase, zones, cited, f.get("unverified", ""))
+        flex = f.get("flexStart")
+        if (flex is None) != (FLEX_START not in purchase) or flex not in (None, FLEX_DISCOUNTED, FLEX_LIST_PRICE):
+            problems.append(f"{where}.flexStart: {flex!r}; set it ({FLEX_DISCOUNTED} or {FLEX_LIST_PRICE}) exactly when purchase lists {FLEX_START}")
+        kinds = tuple(f.get("reservations") or ())
+        if bool(kinds) != (RESERVATION in purchase) or any(k not in (RESERVATION_ON_DEMAND, RESERVATION_FUTURE) for k in kinds):
+            problems.append(
+                f"{where}.reservations: {list(kinds)}; set it (some of {RESERVATION_ON_DEMAND}, {RESERVATION_FUTURE}) exactly when purchase lists {RESERVATION}"
+            )
+        families[name] = Family(name, gpu, purchase, zones, cited, f.get("unverified", ""), flex, kinds)
 
     # Every GPU shape of the catalog must belong to exactly one family, or it could never be offered.
     for machine_name, m in raw["machines"].items():
@@ -131,13 +148,18 @@ def load_availability(path: Path = CATALOG_PATH) -> Availability:
     return Availability(sources, families)
 
 
-def check_gpu_availability(region: str, zones: tuple[str, ...], gpu_types: tuple[str, ...], spot: bool, catalog, problems) -> None:
+def check_gpu_availability(
+    region: str, zones: tuple[str, ...], gpu_types: tuple[str, ...], offered: tuple[str, ...], reserved: tuple[str, ...], catalog, problems
+) -> None:
     """Each GPU type of `nodeProvider.gpuTypes` must be creatable in one of the configured zones as
-    on-demand, or as Spot when Spot is offered. Appends to `problems` (config.errors.Problems)."""
+    one of the capacity types the environment offers (`offered`: on-demand, and spot / flex-start
+    where nodeProvider turns them on), or be reserved (`reserved`: the GPU types of
+    nodeProvider.reservations, whose node types live in the reservation's zone). Appends to
+    `problems` (config.errors.Problems)."""
     availability = load_availability()
     for i, gpu in enumerate(gpu_types):
-        if gpu not in catalog.gpus:
-            continue  # reported as an unknown GPU type
+        if gpu not in catalog.gpus or gpu in reserved:
+            continue  # unknown: reported as such; reserved: checked with its reservation
         key = f"nodeProvider.gpuTypes[{i}]"
         families = list(dict.fromkeys(availability.family_of(shape) for shape in catalog.shapes_for(gpu)))
         names = ", ".join(f.name for f in families)
@@ -161,11 +183,11 @@ def check_gpu_availability(region: str, zones: tuple[str, ...], gpu_types: tuple
                 f"{gpu} is offered in {region} only in {', '.join(in_region)}, none of nodeProvider.zones ({', '.join(zones)}); add one of them",
             )
             continue
-        creatable = {s for f in usable for s in f.capacity_types}
-        if False in creatable or (spot and True in creatable):
+        creatable = {c for f in usable for c in f.capacity_types}
+        if creatable & set(offered):
             continue
         sold = "; ".join(f"{f.name}: {f.sold_as()}" for f in usable)
-        if True in creatable:
-            problems.add(key, f"{gpu} is not sold on-demand ({sold}; {availability.citation(usable[0])}): set nodeProvider.spot: true to offer it as Spot")
-        else:
-            problems.add(key, f"{gpu} is sold only as {sold}; auto nodes create on-demand and Spot VMs only")
+        turn_on = [how for kind, how in ((SPOT, "nodeProvider.spot: true (Spot)"), (FLEX_START, "nodeProvider.flexStart (Flex-start)")) if kind in creatable]
+        reserve = "nodeProvider.reservations (a reservation of it)" if any(RESERVATION in f.purchase for f in usable) else None
+        allowed = " or ".join([*turn_on, *([reserve] if reserve else [])]) or "another GPU type"
+        problems.add(key, f"{gpu} is not sold on-demand ({sold}; {availability.citation(usable[0])}); allowed: {allowed}")

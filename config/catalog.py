@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from . import yaml_io
@@ -21,9 +21,6 @@ CATALOG_PATH = Path(__file__).with_name("catalog.yaml")
 GUEST = "guest"
 BUILTIN = "builtin"
 NONE = "none"
-# Whether an image family ships NVIDIA Fabric Manager (catalog.yaml `images.<kind>.families`).
-FABRIC_MANAGER_SHIPPED = "shipped"
-FABRIC_MANAGER_UNKNOWN = "unknown"
 
 
 class CatalogError(ValueError):
@@ -39,7 +36,7 @@ class Machine:
     disk_types: tuple[str, ...]
     gpu: str | None = None  # built-in GPUs only
     gpu_count: int = 0
-    nvswitch: bool = False  # a full HGX board: needs NVIDIA Fabric Manager (config/fabric_manager.py)
+    nvswitch: bool = False  # a full HGX board: NVIDIA Fabric Manager somewhere (config/fabric_manager.py)
 
 
 @dataclass(frozen=True)
@@ -94,8 +91,6 @@ class Image:
     # The families of `project` known to work as node images here, `family` among them; another
     # one (nodeProvider.gpuImageFamily) is warned about.
     families: tuple[str, ...] = ()
-    # Per family: FABRIC_MANAGER_SHIPPED or FABRIC_MANAGER_UNKNOWN (catalog.yaml `images`).
-    fabric_manager: dict[str, str] = field(default_factory=dict, hash=False)
 
 
 @dataclass(frozen=True)
@@ -294,16 +289,7 @@ def load_catalog(path: Path = CATALOG_PATH) -> Catalog:
 
 
 def _image(kind: str, spec: dict, problems: list[str]) -> Image:
-    """`families` is a list of names, or a mapping of names to {fabricManager: shipped|unknown}."""
-    listed = spec.get("families") or [spec["family"]]
-    entries = listed if isinstance(listed, dict) else {name: {} for name in listed}
-    fabric_manager = {}
-    for name, entry in entries.items():
-        state = (entry or {}).get("fabricManager", FABRIC_MANAGER_UNKNOWN)
-        if state not in (FABRIC_MANAGER_SHIPPED, FABRIC_MANAGER_UNKNOWN):
-            problems.append(f"images.{kind}.families.{name}.fabricManager: {state!r}; allowed: {FABRIC_MANAGER_SHIPPED}, {FABRIC_MANAGER_UNKNOWN}")
-        fabric_manager[name] = state
-    families = tuple(entries)
+    families = tuple(spec.get("families") or [spec["family"]])
     if spec["family"] not in families:
         problems.append(f"images.{kind}: family {spec['family']} is not among its families")
-    return Image(spec["project"], spec["family"], families, fabric_manager)
+    return Image(spec["project"], spec["family"], families)

@@ -1,102 +1,87 @@
-"""NVIDIA Fabric Manager on NVSwitch machine types, said before deploy.
+"""NVIDIA Fabric Manager on the largest shapes: settled per machine series, checked by the node.
 
-The machines config/catalog.yaml marks `nvswitch` (full HGX A100, H100 and H200 boards) need
-Fabric Manager before CUDA can use their GPUs. The GPU Operator runs it only in its driver
-container, which `driver.enabled=false` leaves out, so the node image must ship it; the node
-template fails closed where it does not: the VM powers off before it joins (templates/node/main.tf
-`fabric_manager_script`). That is safe but silent, and not free: Karpenter launches another VM for
-the pods still waiting, and each boots, bills and powers off in turn.
+The machines config/catalog.yaml marks `nvswitch` carry a full HGX board (8 or 16 A100, H100, H200
+or B200 GPUs joined by NVSwitches). Such a board needs Fabric Manager, but *where* it runs depends on
+how the hypervisor hands the board to the VM (NVIDIA Fabric Manager User Guide, "Virtualization
+models"): passed through whole, switches included, the guest runs it; in the shared-NVSwitch model
+the host manages the fabric, the guest sees no switch, and Fabric Manager started in it fails with
+NV_WARN_NOTHING_TO_DO (NVIDIA/gpu-operator issue 610).
 
-So the plan says it first. A pool that may get an NVSwitch machine type on a GPU image family the
-catalog does not record as shipping Fabric Manager (`images.gpu.families.<family>.fabricManager:
-shipped`) is warned about, and refused in prod unless the pool sets `fabricManagerVerified: true`.
-The setting is the pool's, like `spotWarmNodes`, because the pool is where the NVSwitch shape is
-chosen (gpusPerNode, machineTypes) and a team stack can set it; the image is the environment's, so
-once a family is checked its catalog entry says so for every pool.
+What Google's own material says, per series (A2 8g/16g, A3 High 8g, A3 Ultra, A4): no Compute
+Engine or GKE page names a Fabric Manager step for any of them, and Google's own driver installers
+install and start none on any machine type: the Compute Engine installer
+(GoogleCloudPlatform/compute-gpu-installation, tag cuda-installer-v1.9.1, commit e4d32d9) and the
+GKE one (GoogleCloudPlatform/container-engine-accelerators at 992db81), while GKE offers node pools of
+a2-megagpu-16g, a3-highgpu-8g, a3-ultragpu-8g and a4-highgpu-8g. So Google does not expect the guest
+to manage the fabric on any of these series: SERIES records that, with its evidence, and no series
+is recorded as needing it. No Google page states it outright either, so nothing is refused or
+powered off on the strength of this record (it was: prod refused these shapes until
+`fabricManagerVerified`, and every node of them powered off when its image lacked the unit).
+
+The node decides instead, by what it sees (templates/node/main.tf `fabric_manager_script`), with
+NVIDIA's own rule (NVIDIA/gpu-driver-container ubuntu24.04/nvidia-driver at 06a208c, since tag
+22.06.17, `_assert_nvswitch_system` / `_assert_nvlink5_system`): Fabric Manager runs when, and only
+when, /proc/driver/nvidia-nvswitch/devices is not empty or an InfiniBand device's VPD names an NVLink5
+switch port (SW_MNG). `make acceptance` runs PROBE on the GPU node it creates and records what the
+guest saw (docs/acceptance.md), which settles it for that shape.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from . import node_properties as props
-from .catalog import FABRIC_MANAGER_SHIPPED, FABRIC_MANAGER_UNKNOWN, load_catalog
-from .node_types import NodeType
-
-if TYPE_CHECKING:
-    from .tenant import TenantPlan
-
-KEY = "fabricManagerVerified"
+KEY = "fabricManagerVerified"  # a pool key kept for stacks that set it; it changes nothing now
 UNIT = "nvidia-fabricmanager.service"
+
+# What Google's own material shows per machine series with NVSwitch shapes (module docstring).
+GOOGLE_INSTALLERS = (
+    "GoogleCloudPlatform/compute-gpu-installation tag cuda-installer-v1.9.1 (e4d32d9) and "
+    "GoogleCloudPlatform/container-engine-accelerators at 992db81 install no Fabric Manager"
+)
+SERIES = {
+    "a2": ("a2-highgpu-8g, a2-megagpu-16g, a2-ultragpu-8g", "not expected in the guest", GOOGLE_INSTALLERS),
+    "a3": ("a3-highgpu-8g, a3-ultragpu-8g", "not expected in the guest", GOOGLE_INSTALLERS),
+    "a4": ("a4-highgpu-8g", "not expected in the guest", GOOGLE_INSTALLERS),
+}
+
+# Run in a GPU container on the node (the acceptance run's GPU Job): how many NVSwitch devices the
+# guest sees, NVLink5 switch ports, the GPUs' fabric state (nvidia-smi -q "Fabric" section, which
+# says whether the fabric the GPUs hang off was set up, by whom ever) and whether CUDA's view is sane.
+PROBE = (
+    "echo nvswitch-devices=$(ls -A /proc/driver/nvidia-nvswitch/devices 2>/dev/null | wc -l); "
+    "echo nvlink5-switch-ports=$(cat /sys/class/infiniband/*/device/vpd 2>/dev/null | grep -c SW_MNG); "
+    "nvidia-smi -q | sed -n '/Fabric/,/Status/p' | sed 's/^ */fabric: /'"
+)
 
 
 @dataclass(frozen=True)
-class Unverified:
-    """A pool's NVSwitch machine types on image families not recorded as shipping Fabric Manager."""
+class ProbeResult:
+    """What PROBE printed, read back."""
 
-    machine_types: tuple[str, ...]
-    families: tuple[str, ...]
-    usd_per_hour: tuple[float, ...]  # the list prices of those node types the region records
+    nvswitch_devices: int
+    nvlink5_ports: int
+    fabric_states: tuple[str, ...]  # one per GPU: Completed, In Progress, N/A, …
 
-    def what(self) -> str:
-        families = ", ".join(f"{f!r} (fabricManager: {_state(f)})" for f in self.families)
-        return (
-            f"NVSwitch machine types ({', '.join(self.machine_types)}) on GPU image family {families}, which config/catalog.yaml "
-            f"does not record as shipping NVIDIA Fabric Manager: a node whose image has no {UNIT} powers off before it joins, "
-            f"and Karpenter launches another, each VM billing {self._price()} until it powers off, while the pool's pods wait"
-        )
+    @property
+    def guest_sees_switches(self) -> bool:
+        return self.nvswitch_devices > 0 or self.nvlink5_ports > 0
 
-    def _price(self) -> str:
-        if not self.usd_per_hour:
-            return "(at a price the region does not record)"
-        low, high = min(self.usd_per_hour), max(self.usd_per_hour)
-        return f"{low:.2f} USD/h" if low == high else f"{low:.2f}–{high:.2f} USD/h"
-
-    def allowed(self) -> str:
-        family = self.families[0]
-        return (
-            f"set {KEY}: true once an image of the family has been checked to ship it (on a VM of it: systemctl cat {UNIT}), "
-            f"or record it in config/catalog.yaml (images.gpu.families.{family}.fabricManager: {FABRIC_MANAGER_SHIPPED}), "
-            "or choose a shape without NVSwitch (fewer GPUs per node)"
-        )
+    @property
+    def verdict(self) -> str:
+        if self.guest_sees_switches:
+            ready = bool(self.fabric_states) and all(s == "Completed" for s in self.fabric_states)
+            return "the guest manages the fabric: Fabric Manager must run in it" + ("" if ready else "; the fabric is NOT set up")
+        return "no switch visible: the host manages the fabric, the guest needs no Fabric Manager"
 
 
-def _state(family: str) -> str:
-    return load_catalog().gpu_image.fabric_manager.get(family, f"{FABRIC_MANAGER_UNKNOWN}, not in the catalog")
-
-
-def unverified(node_types: tuple[NodeType, ...]) -> Unverified | None:
-    """The NVSwitch machine types among a pool's node types whose image family the catalog does not
-    record as shipping Fabric Manager; None when there are none."""
-    catalog = load_catalog()
-    found = [
-        nt
-        for nt in node_types
-        if catalog.machines[nt.machine_type].nvswitch
-        and catalog.gpu_image.fabric_manager.get(nt.properties[props.IMAGE_FAMILY]) != FABRIC_MANAGER_SHIPPED
-    ]
-    if not found:
-        return None
-    return Unverified(
-        tuple(dict.fromkeys(nt.machine_type for nt in found)),
-        tuple(dict.fromkeys(nt.properties[props.IMAGE_FAMILY] for nt in found)),
-        tuple(nt.usd_per_hour for nt in found if nt.usd_per_hour is not None),
-    )
-
-
-def prod_problem(node_types: tuple[NodeType, ...], verified: bool) -> str | None:
-    """In prod: the problem of a pool at `<pool>.fabricManagerVerified`, or None."""
-    found = None if verified else unverified(node_types)
-    return None if found is None else f"required in prod for this pool's {found.what()}; allowed: {found.allowed()}"
-
-
-def warnings(path: str, plan: TenantPlan) -> list[str]:
-    """The plan's warnings for a tenant's pools (`path`: tenants[i] or tenant) that have not set
-    fabricManagerVerified (in prod they are refused before this)."""
-    found = []
-    for i, (pool, pool_plan) in enumerate(zip(plan.tenant.gpu_pools, plan.gpu_pools, strict=True)):
-        what = None if pool.fabric_manager_verified else unverified(pool_plan.node_types)
-        if what is not None:
-            found.append(f"{path}.gpuPools[{i}]: offers {what.what()}. In prod this is an error; to accept or avoid it: {what.allowed()}.")
-    return found
+def read_probe(output: str) -> ProbeResult:
+    """PROBE's output as a ProbeResult (missing figures read as 0)."""
+    figures: dict[str, int] = {}
+    states = []
+    for line in output.splitlines():
+        key, _, value = line.partition("=")
+        if key in ("nvswitch-devices", "nvlink5-switch-ports") and value.strip().isdigit():
+            figures[key] = int(value)
+        elif line.startswith("fabric: State") and ":" in line[len("fabric: ") :]:
+            states.append(line.split(":", 2)[2].strip())
+    return ProbeResult(figures.get("nvswitch-devices", 0), figures.get("nvlink5-switch-ports", 0), tuple(states))

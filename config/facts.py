@@ -12,6 +12,7 @@ from typing import Any
 
 from .isolation import TenantProjects
 from .node_types import NodeType
+from .reservations import ReservationFacts
 
 # The tenant cluster's own networks (vcluster chart defaults): node subnets must stay clear of them.
 TENANT_CLUSTER_CIDRS = (("vCluster pod network", "10.244.0.0/16"), ("vCluster service network", "10.96.0.0/12"))
@@ -86,18 +87,36 @@ class EnvironmentFacts:
     # monitoring.alerts.gpuNotOfferedAfter, which every GPU pool's watchdog limit stays under
     # (config/monitoring.py check_alert_after_watchdog); None: the environment has no such alert.
     gpu_not_offered_after: str | None = None
+    # nodeProvider.flexStart.maxRunDuration in seconds; None: the environment offers no Flex-start.
+    flex_start_seconds: int | None = None
+    reservations: tuple[ReservationFacts, ...] = ()  # nodeProvider.reservations with their slices
+    preemptible_gpu_quota: dict[str, int] = field(default_factory=dict)  # nodeProvider.preemptibleGpuQuota
 
     def node_types_for(
-        self, gpu: str | None, spot: bool, gpu_count: int | None = None, zones: tuple[str, ...] | None = None
+        self,
+        gpu: str | None,
+        capacity: str,
+        gpu_count: int | None = None,
+        zones: tuple[str, ...] | None = None,
+        *,
+        rank: int | None = None,
+        option: str | None = None,
     ) -> tuple[NodeType, ...]:
+        """The node types of a GPU type (None: CPU types) and capacity type, optionally of one GPU
+        count, in some zones, at one rank, or of one capacity option (a reserved type's name)."""
         return tuple(
             nt
             for nt in self.node_types
             if nt.gpu == gpu
-            and nt.spot == spot
+            and nt.capacity == capacity
             and (gpu_count is None or nt.gpu_count == gpu_count)
             and (zones is None or nt.zone in zones)
+            and (rank is None or nt.rank == rank)
+            and (option is None or nt.option == option)
         )
+
+    def reservation(self, name: str) -> ReservationFacts | None:
+        return next((r for r in self.reservations if r.name == name), None)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -133,6 +152,9 @@ class EnvironmentFacts:
             "scrapeInterval": self.scrape_interval,
             "costView": self.cost_view,
             "gpuNotOfferedAfter": self.gpu_not_offered_after,
+            "flexStartSeconds": self.flex_start_seconds,
+            "reservations": [r.to_dict() for r in self.reservations],
+            "preemptibleGpuQuota": dict(self.preemptible_gpu_quota),
         }
 
     @classmethod
@@ -180,4 +202,8 @@ class EnvironmentFacts:
             cost_view=data.get("costView"),
             # Absent in exports of environments deployed before: not checked until it is deployed.
             gpu_not_offered_after=data.get("gpuNotOfferedAfter"),
+            # Absent in exports of environments deployed before capacity lists: none of them.
+            flex_start_seconds=data.get("flexStartSeconds"),
+            reservations=tuple(ReservationFacts.from_dict(r) for r in data.get("reservations") or ()),
+            preemptible_gpu_quota={k: int(v) for k, v in (data.get("preemptibleGpuQuota") or {}).items()},
         )

@@ -20,7 +20,19 @@ PREFIX = "gpu-platform/"
 INSTANCE_TYPE = PREFIX + "instance-type"  # Compute Engine machine type, e.g. g2-standard-8
 ACCELERATOR = PREFIX + "accelerator"  # GPU type (nvidia-l4, …) or "none"
 ACCELERATOR_COUNT = PREFIX + "accelerator-count"  # GPUs per VM, "0" for CPU types
-CAPACITY_TYPE = PREFIX + "capacity-type"  # "on-demand" | "spot"
+CAPACITY_TYPE = PREFIX + "capacity-type"  # "on-demand" | "spot" | "flex-start" | "reservation"
+# The option's place in a pool's capacity list (config/capacity.py): "0" for reserved types, "1".."3"
+# for the others. Pools select on CAPACITY_OPTION, which carries the rank, so one environment-wide
+# node type serves every pool that lists its capacity type at that place.
+CAPACITY_RANK = PREFIX + "capacity-rank"
+CAPACITY_OPTION = PREFIX + "capacity-option"  # "r<rank>-<capacity type>", or a reserved type's name
+MAX_RUN_DURATION = PREFIX + "max-run-duration"  # Flex-start types only: seconds
+# Reserved types only: which reservation the VM consumes, where it lives, whose slice it is, and
+# whether it is consumed with the reservation-bound provisioning model.
+RESERVATION = PREFIX + "reservation"
+RESERVATION_PROJECT = PREFIX + "reservation-project"
+RESERVATION_TENANT = PREFIX + "reservation-tenant"
+RESERVATION_BOUND = PREFIX + "reservation-bound"
 ZONE = PREFIX + "zone"  # the one zone this node type creates VMs in
 DISK_SIZE_GB = PREFIX + "disk-size-gb"
 DISK_TYPE = PREFIX + "disk-type"
@@ -69,6 +81,8 @@ NODE_TYPE_KEYS = (
     ACCELERATOR,
     ACCELERATOR_COUNT,
     CAPACITY_TYPE,
+    CAPACITY_RANK,
+    CAPACITY_OPTION,
     ZONE,
     DISK_SIZE_GB,
     DISK_TYPE,
@@ -76,6 +90,8 @@ NODE_TYPE_KEYS = (
     IMAGE_PROJECT,
     *TOPOLOGY_KEYS,
 )
+# Written on some node types only (Flex-start, reserved); the template reads them where they apply.
+OPTIONAL_NODE_TYPE_KEYS = (MAX_RUN_DURATION, RESERVATION, RESERVATION_PROJECT, RESERVATION_TENANT, RESERVATION_BOUND)
 
 # Written on each tenant's auto-nodes entry (vcluster.yaml), read by templates/environment/main.tf,
 # which hands them on as the environment outputs the node template and the kubernetes template
@@ -103,6 +119,9 @@ CSI_ENABLED = "vcluster.com/csi-enabled"
 NO_ACCELERATOR = "none"
 ON_DEMAND = "on-demand"
 SPOT = "spot"
+FLEX_START = "flex-start"
+RESERVED = "reservation"
+CAPACITY_TYPES = (ON_DEMAND, SPOT, FLEX_START, RESERVED)
 
 _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
 

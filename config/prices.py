@@ -118,8 +118,8 @@ class RegionPrices:
         for label, units in sections:
             for unit in units.values():
                 _note(used, unit.source, label)
-        for _, source in self.disks.values():
-            _note(used, source, "disks")
+        for disk_type, (_, source) in self.disks.items():
+            _note(used, source, "Hyperdisk Balanced disks" if disk_type == "hyperdisk-balanced" else "disks")
         _note(used, self.forwarding_rule[2], "forwarding rules")
         return {name: labels for name, labels in used.items() if labels}
 

@@ -1,12 +1,22 @@
-"""GPU quota across an environment: every tenant's GPU limits added up per quota scope, GPU class
-and region, against `nodeProvider.gpuQuota`.
+"""GPU quota across an environment: every tenant's GPU limits added up per quota scope, GPU class,
+region and kind, against `nodeProvider.gpuQuota` and `preemptibleGpuQuota`.
 
-`gpuQuota` is the regional quota for a GPU type that each GCP project running tenant VMs has of its
-own (Compute Engine quotas are per project and region): tenants that share the environment's (host)
-project add up against it together; a tenant with a project of its own counts against that
-project's quota alone. A "quota scope" names that project. Each pool already fits the
-quota on its own (`check_tenant`); this is the sum the platform could ask for when every team is
-busy at once. Past the quota Compute Engine refuses new VMs and the teams' pods stay pending.
+Compute Engine's GPU quotas are per project, region and kind. `gpuQuota` is the regional on-demand
+quota for a GPU type (NVIDIA_<GPU>_GPUS) that each GCP project running tenant VMs has of its own:
+on-demand VMs draw on it, VMs consuming a reservation too ("Projects are charged quota for both
+creation and consumption of the shared reservation":
+https://cloud.google.com/compute/docs/instances/reservations-shared), and a reservation draws on
+its owner project's at creation. `preemptibleGpuQuota` is the preemptible quota
+(PREEMPTIBLE_NVIDIA_<GPU>_GPUS), which Spot VMs draw on where it is granted (else on the on-demand
+one: "To prevent Spot VMs from consuming your quotas for standard VMs' CPUs, GPUs, and disks,
+consider requesting preemptible quota", https://cloud.google.com/compute/docs/instances/create-use-spot)
+and Flex-start VMs draw on ("Flex-start VMs … consume preemptible quota", Google Cloud blog
+"Introducing Flex-start VMs", 2025-09-25; without preemptible quota they are counted like Spot,
+unverified). Tenants that share the environment's (host) project add up against it together; a
+tenant with a project of its own counts against that project's quota alone. A "quota scope" names
+that project. Each pool already fits the quota on its own (`check_tenant`); this is the sum the
+platform could ask for when every team is busy at once. Past the quota Compute Engine refuses new
+VMs and the teams' pods stay pending.
 """
 
 from __future__ import annotations
@@ -17,6 +27,7 @@ from typing import Iterable
 
 from pydantic import ValidationError
 
+from . import capacity as cap
 from .facts import EnvironmentFacts
 from .isolation import placement
 from .stack_files import StackFileError, list_stacks, read_stack_values, structured
@@ -38,12 +49,26 @@ class TenantEntry:
 # System Limits"; https://cloud.google.com/docs/quotas/help/request_increase).
 QUOTA_PAGE = "https://console.cloud.google.com/iam-admin/quotas?project={project}"
 NEW_PROJECT = "new project: request quota"
+# A team's own existing project has quotas of its own, which no stack file states: the
+# environment's numbers are an assumption there, never shown as "ok".
+OWN_PROJECT = "assumed; check the project's quota"
+ON_DEMAND_KIND = "on-demand GPUs"
+PREEMPTIBLE_KIND = "preemptible GPUs"
+RESERVED_KIND = "reservations"
+# The quota each kind draws on, as the quota page names it.
+KIND_QUOTA = {ON_DEMAND_KIND: "NVIDIA_<GPU>_GPUS", PREEMPTIBLE_KIND: "PREEMPTIBLE_NVIDIA_<GPU>_GPUS", RESERVED_KIND: "NVIDIA_<GPU>_GPUS (the owner's)"}
 # When quota is a warning and when an error: the plan prints it under its quota table, the docs say it.
 QUOTA_RULES = (
-    "One pool above nodeProvider.gpuQuota is an error in every environment. The pools of all tenants in one "
-    "project together above it follow nodeProvider.quotaPolicy: warn (a warning; the default in dev and staging) "
-    "or fail (an error, nothing registered; the default in prod)."
+    "One pool above the quota of its capacity options (nodeProvider.gpuQuota, and preemptibleGpuQuota for Spot and "
+    "Flex-start) is an error in every environment. The pools of all tenants in one project together above a quota "
+    "follow nodeProvider.quotaPolicy: warn (a warning; the default in dev and staging) or fail (an error, nothing "
+    "registered; the default in prod)."
 )
+
+
+def quota_key(line: QuotaLine) -> str:
+    """The config key a quota line is judged by."""
+    return f"nodeProvider.{'preemptibleGpuQuota' if line.kind == PREEMPTIBLE_KIND else 'gpuQuota'}.{line.gpu}"
 
 
 @dataclass(frozen=True)
@@ -51,32 +76,42 @@ class QuotaLine:
     scope: str  # which project's quota
     gpu: str
     region: str
-    quota: int  # nodeProvider.gpuQuota: what each project has, or is to be granted
-    asked: int  # the tenants' GPU limits together
+    quota: int  # nodeProvider.gpuQuota / preemptibleGpuQuota: what each project has, or is to be granted
+    asked: int  # the tenants' GPU limits (or the reserved GPUs) together
     tenants: tuple[str, ...]  # "<name> (<source>): <n>"
     # The project is one Pulumi creates: Compute Engine gives a new project no GPU quota, so it has
     # none (0) until an increase is requested and granted.
     new_project: str | None = None
+    kind: str = ON_DEMAND_KIND
+    # GPUs of another line drawing on the same quota (on-demand and reservations in one project).
+    shared: int = 0
+    # A team's own existing project: the quota is an assumption (OWN_PROJECT).
+    own_project: str | None = None
 
     @property
     def exceeded(self) -> bool:
-        return self.asked > self.quota
+        return self.asked + self.shared > self.quota
 
     @property
     def state(self) -> str:
-        """As the plan shows it: never "ok" for a project that has no quota yet."""
+        """As the plan shows it: "ok" only against a quota the stack states for the project, never for
+        a project that has no quota yet or whose quota is its own."""
         if self.new_project:
             return f"EXCEEDED; {NEW_PROJECT}" if self.exceeded else NEW_PROJECT
+        if self.own_project:
+            return f"EXCEEDED if so; {OWN_PROJECT}" if self.exceeded else OWN_PROJECT
         return "EXCEEDED" if self.exceeded else "ok"
 
     @property
     def request_url(self) -> str | None:
-        return QUOTA_PAGE.format(project=self.new_project) if self.new_project else None
+        project = self.new_project or self.own_project
+        return QUOTA_PAGE.format(project=project) if project else None
 
     def message(self) -> str:
+        shared = f", beside {self.shared} GPUs of the same quota" if self.shared else ""
         return (
-            f"GPU quota: the tenants of {self.scope} may ask for {self.asked} {self.gpu} GPUs together "
-            f"({', '.join(self.tenants)}); the quota in {self.region} is {self.quota}"
+            f"GPU quota: the tenants of {self.scope} may ask for {self.asked} {self.gpu} {self.kind} together "
+            f"({', '.join(self.tenants)}{shared}); the quota in {self.region} is {self.quota}"
         )
 
 
@@ -89,31 +124,60 @@ def quota_scope(tenant: Tenant, facts: EnvironmentFacts) -> str:
     return f"project {where.project}"
 
 
+def pool_kinds(pool, facts: EnvironmentFacts) -> tuple[str, ...]:
+    """The quota kinds a pool's options draw on (a pool may be served by each, so its maxGpus counts
+    against each): on-demand for on-demand and reservation entries, preemptible for Spot and
+    Flex-start where a preemptible quota is set, else on-demand."""
+    kinds = []
+    for entry in pool.options:
+        kind = cap.kind_of(entry)
+        if kind in (cap.SPOT, cap.FLEX_START) and facts.preemptible_gpu_quota.get(pool.gpu):
+            kinds.append(PREEMPTIBLE_KIND)
+        else:
+            kinds.append(ON_DEMAND_KIND)
+    return tuple(dict.fromkeys(kinds))
+
+
 def quota_lines(entries: Iterable[TenantEntry], facts: EnvironmentFacts) -> tuple[QuotaLine, ...]:
-    """One line per (scope, GPU class) any tenant asks for, in first-asked order."""
-    asked: dict[tuple[str, str], list[tuple[str, int]]] = {}
+    """One line per (scope, GPU class, kind) any tenant or reservation asks for, in first-asked order."""
+    asked: dict[tuple[str, str, str], list[tuple[str, int]]] = {}
     created: dict[str, str] = {}
+    own: dict[str, str] = {}
     for entry in entries:
         scope = quota_scope(entry.tenant, facts)
         where = placement(entry.tenant, environment=facts.environment, host_project=facts.project, tenant_projects=facts.tenant_projects)
         if where is not None and where.create:
             created[scope] = where.project
+        elif where is not None and not where.shared:
+            own[scope] = where.project
         for pool in entry.tenant.gpu_pools:
-            asked.setdefault((scope, pool.gpu), []).append((f"{entry.tenant.name} ({entry.source})", pool.max_gpus))
+            for kind in pool_kinds(pool, facts):
+                asked.setdefault((scope, pool.gpu, kind), []).append((f"{entry.tenant.name} ({entry.source})", pool.max_gpus))
+    for reservation in facts.reservations:
+        scope = f"host project {facts.project}" if reservation.project == facts.project else f"project {reservation.project}"
+        asked.setdefault((scope, reservation.gpu, RESERVED_KIND), []).append(
+            (f"reservation {reservation.name} ({reservation.count} × {reservation.machine_type})", reservation.count * reservation.gpu_count)
+        )
+    totals = {key: sum(n for _, n in claims) for key, claims in asked.items()}
     lines = []
-    for (scope, gpu), claims in asked.items():
+    for (scope, gpu, kind), claims in asked.items():
         per_tenant: dict[str, int] = {}
         for who, n in claims:
             per_tenant[who] = per_tenant.get(who, 0) + n
+        quota = facts.preemptible_gpu_quota.get(gpu, 0) if kind == PREEMPTIBLE_KIND else facts.gpu_quota.get(gpu, 0)
+        other = {ON_DEMAND_KIND: RESERVED_KIND, RESERVED_KIND: ON_DEMAND_KIND}.get(kind)
         lines.append(
             QuotaLine(
                 scope=scope,
                 gpu=gpu,
                 region=facts.region,
-                quota=facts.gpu_quota.get(gpu, 0),
+                quota=quota,
                 asked=sum(per_tenant.values()),
                 tenants=tuple(f"{who}: {n}" for who, n in per_tenant.items()),
                 new_project=created.get(scope),
+                kind=kind,
+                shared=totals.get((scope, gpu, other), 0) if other else 0,
+                own_project=own.get(scope) if scope not in created else None,
             )
         )
     return tuple(lines)

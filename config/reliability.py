@@ -83,13 +83,13 @@ class Backup(ConfigModel):
 
 
 def spot_pool_paths(path: str, tenant) -> list[str]:
-    return [f"{path}.gpuPools[{i}]" for i, pool in enumerate(tenant.gpu_pools) if pool.spot]
+    return [f"{path}.gpuPools[{i}]" for i, pool in enumerate(tenant.gpu_pools) if pool.uses_spot]
 
 
 def shutdown_grace(tenant) -> tuple[str, str]:
     """(shutdownGracePeriod, shutdownGracePeriodCriticalPods) of every node of the tenant."""
     shutdown = tenant.node_shutdown
-    spot = any(pool.spot for pool in tenant.gpu_pools)
+    spot = any(pool.uses_spot for pool in tenant.gpu_pools)
     grace = shutdown.grace_period or (SPOT_GRACE_PERIOD if spot else STANDARD_GRACE_PERIOD)
     return grace, shutdown.critical_pods_grace_period
 

@@ -12,34 +12,35 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import fabric_manager
 from .catalog import Catalog, load_catalog
+from . import capacity as cap
 from .environment import (
     ENVIRONMENTS,
     ClusterConfig,
-    NodeProviderConfig,
     PlatformConfig,
     check_cluster,
-    check_node_provider,
     check_platform,
     check_region,
     environment_warnings,
-    image_family_warnings,
     resolve_cluster_defaults,
     resolve_platform_defaults,
 )
+from .node_provider import NodeProviderConfig, check_node_provider, image_family_warnings
 from .base import parse, parse_cidr
 from .errors import Broken, ConfigError, Problem, Problems, derived, shown
 from .facts import EnvironmentFacts, TenantClaim
 from .isolation import SHARED, Placement, check_tenant_projects, placement, shared_warning, tenant_roles
 from .monitoring import MonitoringConfig, check_monitoring, view_name
-from .node_types import NodeTypeOffer, generate_node_types
+from .base import duration_seconds
+from .node_types import NodeTypeOffer, Offering, ReservedSlice, generate_node_types
+from .pool_plan import TenantPlan, plan_tenant
+from .reservations import check_slice_tenants, facts_of
 from .platform_access import KEY as ADMIN_PASSWORD_KEY
 from .platform_access import check_no_admin_password
-from .quota import QuotaLine, TenantEntry, quota_lines, team_stack_tenants
+from .quota import QuotaLine, TenantEntry, quota_key, quota_lines, team_stack_tenants
 from .stack_files import StackFileError, list_stacks, read_stack_values, structured
 from .stack_keys import unknown_gcp_keys
-from .tenant import MAX_TENANT_NAME, Tenant, TenantPlan, check_tenant, plan_tenant
+from .tenant import MAX_TENANT_NAME, Tenant, check_tenant
 from .tenant_security import check_approvals
 
 NS = "gpu-platform"
@@ -78,6 +79,9 @@ class EnvironmentStack:
     # The tenants of this repo's team stacks that use this environment, planned against it (those
     # that pass its checks): the environment's alert policies and cost view cover them too.
     team_stack_tenants: tuple[TenantPlan, ...] = ()
+    # Per reservation of nodeProvider.reservations: the team projects of its slices, its owner's
+    # excluded (components/reservations.py shares it with them).
+    reservation_shares: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -195,8 +199,12 @@ def _load_environment_stack(values, environment, stack, project_dir, catalog, pr
         policy = derived(lambda: node_provider.quota_policy or ("fail" if environment == "prod" else "warn"))
         node_provider = node_provider.model_copy(update={"quota_policy": policy})
 
-    # Tenants are judged only by facts whose keys are sound; the rest waits (see the notes).
-    offer = problems.derive(lambda: _offer(region, node_provider, catalog), "gcp:region", "nodeProvider")
+    # Tenants are judged only by facts whose keys are sound; the rest waits (see the notes). The
+    # node types follow the pools of every tenant of the environment, team stacks included: their
+    # capacity lists decide at which ranks each capacity type is offered (config/capacity.py).
+    all_team_entries = team_stack_tenants(project_dir, environment_stack_name=stack)
+    ranks = _extra_ranks([*tenants, *(e.tenant for e in all_team_entries)])
+    offer = problems.derive(lambda: _offer(region, project, node_provider, catalog, ranks), "gcp:region", "gcp:project", "nodeProvider")
     facts = _facts(stack, environment, project, region, cluster, platform, node_provider, offer, tenants, catalog, problems, monitoring)
     # The team stacks in this repo that use this environment: an inline tenant that takes one's
     # name, CIDR or project fails here too, not only in the team stack's own plan.
@@ -205,6 +213,9 @@ def _load_environment_stack(values, environment, stack, project_dir, catalog, pr
     with problems.checking("platform.approvedTenantSecurity"):
         names = [c.name for c in [*claims, *team_claims] if not isinstance(c.name, Broken)] if team_stacks else None
         check_approvals(platform.approved_tenant_security, names, problems)
+    with problems.checking("nodeProvider.reservations"):
+        if team_stacks:
+            check_slice_tenants(node_provider.reservations, [c.name for c in [*claims, *team_claims] if not isinstance(c.name, Broken)], problems)
     for i, tenant in enumerate(tenants):
         # Earlier entries only: a collision between inline tenants is reported once, at the entry
         # that causes it. A suggested CIDR keeps clear of every range claimed anywhere.
@@ -222,12 +233,13 @@ def _load_environment_stack(values, environment, stack, project_dir, catalog, pr
         quota = quota_lines(entries, facts)
         if team_stacks:
             team_plans = _team_stack_plans(team_entries, facts)
-        quota_warnings = _quota_verdict(quota, node_provider.quota_policy, lambda line: f"nodeProvider.gpuQuota.{line.gpu}", problems)
+        quota_warnings = _quota_verdict(quota, node_provider.quota_policy, quota_key, problems)
     elif not isinstance(policy := derived(lambda: node_provider.quota_policy), Broken) and policy == "fail":
         problems.note("the GPU quota of all tenants together (quotaPolicy fail) is checked once the problems above are fixed")
     if problems:
         return None
     plans = tuple(plan_tenant(t, facts) for t in tenants)
+    shares = _reservation_shares(node_provider, facts, [*tenants, *(e.tenant for e in all_team_entries)])
     return EnvironmentStack(
         stack=stack,
         environment=environment,
@@ -243,13 +255,28 @@ def _load_environment_stack(values, environment, stack, project_dir, catalog, pr
             *environment_warnings(environment, cluster, node_provider),
             *image_family_warnings(node_provider, catalog),
             *(shared_warning(f"tenants[{i}]", t.name, project) for i, t in enumerate(tenants) if t.isolation == SHARED),
-            *(w for i, plan in enumerate(plans) for w in fabric_manager.warnings(f"tenants[{i}]", plan)),
             *quota_warnings,
         ),
         quota=quota,
         monitoring=monitoring,
         team_stack_tenants=team_plans,
+        reservation_shares=shares,
     )
+
+
+def _reservation_shares(np: NodeProviderConfig, facts: EnvironmentFacts, tenants: list[Tenant]) -> dict[str, tuple[str, ...]]:
+    """The team projects each reservation is shared with: its slices' tenants' projects (a shared
+    tenant's VMs run in the host project), the owner's excluded."""
+    projects: dict[str, str] = {}
+    for tenant in tenants:
+        where = placement(tenant, environment=facts.environment, host_project=facts.project, tenant_projects=facts.tenant_projects)
+        if where is not None:
+            projects[tenant.name] = where.project
+    shares = {}
+    for r in facts.reservations:
+        found = (projects[t] for t in r.slices if t in projects)
+        shares[r.name] = tuple(dict.fromkeys(p for p in found if p != r.project))
+    return shares
 
 
 def _gcp_value(values: dict[str, Any], key: str, placeholder: str, problems: Problems) -> Any:
@@ -296,7 +323,6 @@ def _load_tenant_stack(values, environment, stack, project_dir, catalog, problem
     if problems:
         return None
     plan = plan_tenant(tenant, env.facts)
-    warnings = (*fabric_manager.warnings("tenant", plan), *warnings)
     if tenant.isolation == SHARED:
         warnings = (shared_warning("tenant", tenant.name, env.project), *warnings)
     return TenantStack(stack, env.environment, reference, env.facts, plan, warnings, quota)
@@ -404,6 +430,11 @@ def _facts(stack, environment, project, region, cluster, platform, node_provider
         node_provider_name=derived(lambda: node_provider.name),
         gpu_types=problems.derive(lambda: node_provider.gpu_types, *provider),
         spot=problems.derive(lambda: node_provider.spot, *provider),
+        flex_start_seconds=problems.derive(
+            lambda: duration_seconds(node_provider.flex_start.max_run_duration) if node_provider.flex_start else None, *provider
+        ),
+        reservations=problems.derive(lambda: facts_of(node_provider.reservations, project, catalog), "gcp:project", *provider),
+        preemptible_gpu_quota=problems.derive(lambda: dict(node_provider.preemptible_gpu_quota), *provider),
         gpu_quota=problems.derive(lambda: dict(node_provider.gpu_quota), *provider),
         node_types=derived(lambda: offer.node_types),
         reserved_cidrs=_cluster_ranges(cluster, problems),
@@ -458,13 +489,24 @@ def unknown_facts(because: str) -> EnvironmentFacts:
     return EnvironmentFacts(**{f.name: Broken(because) for f in dataclasses.fields(EnvironmentFacts)})
 
 
-def _offer(region: str, np: NodeProviderConfig, catalog: Catalog) -> NodeTypeOffer:
+def _offer(region: str, project: str, np: NodeProviderConfig, catalog: Catalog, extra_ranks) -> NodeTypeOffer:
+    offering = Offering(
+        spot=np.spot,
+        flex_start_seconds=duration_seconds(np.flex_start.max_run_duration) if np.flex_start else None,
+        extra_ranks=extra_ranks,
+        reserved=tuple(
+            ReservedSlice(r.name, r.project or project, r.zone, r.machine_type, s.tenant, s.count, r.reservation_bound, r.usd_per_hour)
+            for r in np.reservations
+            for s in r.slices
+        ),
+        preemptible_quota=dict(np.preemptible_gpu_quota),
+    )
     return generate_node_types(
         catalog=catalog,
         region=region,
         zones=np.zones,
         gpu_types=np.gpu_types,
-        spot=np.spot,
+        offering=offering,
         gpu_quota=np.gpu_quota,
         cpu_machine_types=np.cpu_machine_types,
         gpu_disk=(np.gpu_disk.size_gb, np.gpu_disk.type),
@@ -472,6 +514,23 @@ def _offer(region: str, np: NodeProviderConfig, catalog: Catalog) -> NodeTypeOff
         gpu_image_family=np.gpu_image_family,
         prices=np.prices,
     )
+
+
+def _extra_ranks(tenants: list) -> dict[tuple[str, str], frozenset[int]]:
+    """(GPU type, capacity type) → the ranks above 1 the tenants' pools list it at (as far as they
+    parsed: a broken tenant or pool adds nothing, its problem is reported where it is)."""
+    found: dict[tuple[str, str], set[int]] = {}
+    for tenant in tenants:
+        pools = derived(lambda t=tenant: tuple(t.gpu_pools))
+        for pool in () if isinstance(pools, Broken) else pools:
+            entries = derived(lambda p=pool: (p.gpu, cap.pooled_ranks(p.options)))
+            if isinstance(entries, Broken):
+                continue
+            gpu, pairs = entries
+            for capacity, rank in pairs:
+                if rank > 1:
+                    found.setdefault((gpu, capacity), set()).add(rank)
+    return {key: frozenset(ranks) for key, ranks in found.items()}
 
 
 def _cluster_ranges(cluster: ClusterConfig, problems: Problems) -> tuple[tuple[str, str], ...]:

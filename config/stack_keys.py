@@ -21,7 +21,8 @@ from typing import Literal
 
 from .base import ConfigModel
 from .errors import Problem
-from .environment import ClusterConfig, NodeProviderConfig, PlatformConfig
+from .environment import ClusterConfig, PlatformConfig
+from .node_provider import NodeProviderConfig
 from .monitoring import MonitoringConfig
 from .tenant import Tenant
 

@@ -23,6 +23,7 @@ from guardrails import (
     kubeconfigs,
     platform_objects,
     public_ranges,
+    reservations,
     supply_chain,
     targets,
     tenancy,
@@ -102,6 +103,7 @@ from guardrails.tenancy import (  # noqa: F401
     tenant_isolation,
     unprivileged_control_plane,
 )
+from guardrails.reservations import reservation_slices  # noqa: F401
 from guardrails.targets import data_targets_by_design  # noqa: F401
 from guardrails.tenant_placement import control_plane_resources, one_tenant_per_project, tenant_placement_by_design  # noqa: F401
 from guardrails.vcluster_values import control_plane_isolation, nat_addresses, values_by_design  # noqa: F401
@@ -115,6 +117,7 @@ POLICIES = [
     *supply_chain.POLICIES,
     *tenancy.POLICIES,
     *tenant_placement.POLICIES,
+    *reservations.POLICIES,
     *targets.POLICIES,
     *vcluster_values.POLICIES,
     *platform_objects.POLICIES,

@@ -114,7 +114,7 @@ case "$image" in
 esac
 echo "end $image $(date +%s%N)" >>"$FAKE_PULLS"
 """
-TOOLS = ("mkdir", "cp", "cat", "chmod", "basename", "date", "sleep", "timeout")
+TOOLS = ("mkdir", "cp", "cat", "chmod", "basename", "date", "sleep", "timeout", "ls", "wc", "grep")
 
 
 @dataclass

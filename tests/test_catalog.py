@@ -15,7 +15,8 @@ from config import node_properties as props
 from config.base import DNS_LABEL
 from config.availability import Availability, load_availability
 from config.catalog import BUILTIN, CATALOG_PATH, GUEST, CatalogError, allocatable, load_catalog, reserve
-from config.node_types import GPU_RESOURCE, generate_node_types
+from config import capacity as cap
+from config.node_types import GPU_RESOURCE, Offering, ReservedSlice, generate_node_types
 
 CATALOG = load_catalog()
 AVAILABILITY = load_availability()
@@ -32,9 +33,9 @@ EVERYWHERE = Availability(
 )
 
 
-def offer_of(gpus, quota, spot=False, cpu=(), region="us-central1", prices=None, availability=EVERYWHERE):
+def offer_of(gpus, quota, spot=False, cpu=(), region="us-central1", prices=None, availability=EVERYWHERE, **offering):
     return generate_node_types(
-        catalog=CATALOG, region=region, zones=ZONES[:1], gpu_types=tuple(gpus), spot=spot, gpu_quota=quota,
+        catalog=CATALOG, region=region, zones=ZONES[:1], gpu_types=tuple(gpus), offering=Offering(spot=spot, **offering), gpu_quota=quota,
         cpu_machine_types=cpu, gpu_disk=(200, "pd-balanced"), cpu_disk=(50, "pd-balanced"), prices=prices,
         availability=availability,
     )
@@ -48,24 +49,28 @@ def offers(draw):
     zones = tuple(f"{region}-{s}" for s in draw(st.lists(st.sampled_from("abc"), min_size=1, max_size=3, unique=True)))
     cpu = tuple(draw(st.lists(st.sampled_from(CATALOG.cpu_machines()), min_size=1, max_size=3, unique=True)))
     spot = draw(st.booleans())
+    flex = draw(st.sampled_from([None, 3600, 604800]))
+    # Ranks above 1 some pools list a capacity type at (config/capacity.py).
+    ranks = draw(st.dictionaries(st.tuples(st.sampled_from(gpus), st.sampled_from(cap.POOLED)), st.frozensets(st.integers(2, cap.MAX_RANK), min_size=1), max_size=3))
+    offering = Offering(spot=spot, flex_start_seconds=flex, extra_ranks=ranks)
     offer = generate_node_types(
         catalog=CATALOG,
         region=region,
         zones=zones,
         gpu_types=tuple(gpus),
-        spot=spot,
+        offering=offering,
         gpu_quota=quota,
         cpu_machine_types=cpu,
         gpu_disk=(200, "pd-balanced"),
         cpu_disk=(50, "pd-standard"),
     )
-    return offer, quota, spot
+    return offer, quota, offering
 
 
 @settings(max_examples=150, deadline=None)
 @given(offers())
 def test_every_node_type_is_a_real_pairing_that_fits_its_shape(generated):
-    offer, quota, spot = generated
+    offer, quota, offering = generated
     names = [nt.name for nt in offer.node_types]
     assert len(names) == len(set(names))
     for nt in offer.node_types:
@@ -76,11 +81,22 @@ def test_every_node_type_is_a_real_pairing_that_fits_its_shape(generated):
         assert (nt.reserved_cpu_millis, nt.reserved_memory_mi) == reserve(machine.vcpus, machine.memory_gb)
         assert 0 < nt.cpu_millis < machine.vcpus * 1000
         assert 0 < nt.memory_mi < machine.memory_gb * 1024
-        # A cost exactly when the region has a price, in thousandths of a USD per hour.
-        assert (nt.cost is None) == (nt.usd_per_hour is None)
-        assert nt.cost is None or nt.cost == round(nt.usd_per_hour * 1000)
-        # The template's keys; a GPU type also the labels the GPU Operator finds GPU nodes by.
-        assert set(nt.properties) == set(props.NODE_TYPE_KEYS) | (set(props.GPU_NODE_LABELS) if nt.gpu else set())
+        # A CPU type: its price in thousandths of a USD per hour, or none where the region has no
+        # price; a GPU type: its rank's band, then its price (or bound), then the tie-break.
+        if nt.gpu is None:
+            assert (nt.cost is None) == (nt.usd_per_hour is None)
+            assert nt.cost is None or nt.cost == round(nt.usd_per_hour * 1000)
+        else:
+            price = nt.usd_per_hour if nt.usd_per_hour is not None else nt.price_bound
+            assert nt.cost == cap.cost(nt.rank, price, nt.tie_break)
+            assert nt.rank * cap.RANK_BAND < nt.cost < (nt.rank + 1) * cap.RANK_BAND
+        # The template's keys; a GPU type also the labels the GPU Operator finds GPU nodes by, a
+        # Flex-start type its run duration.
+        flex_keys = {props.MAX_RUN_DURATION} if nt.capacity == props.FLEX_START else set()
+        assert set(nt.properties) == set(props.NODE_TYPE_KEYS) | (set(props.GPU_NODE_LABELS) if nt.gpu else set()) | flex_keys
+        assert nt.properties[props.CAPACITY_OPTION] == cap.option_value(nt.capacity, nt.rank)
+        if flex_keys:
+            assert nt.properties[props.MAX_RUN_DURATION] == str(offering.flex_start_seconds)
         assert all(props.is_label_value(v) for v in nt.properties.values())
         assert nt.properties[props.DISK_TYPE] in machine.disk_types
         if nt.gpu is None:
@@ -99,18 +115,42 @@ def test_every_node_type_is_a_real_pairing_that_fits_its_shape(generated):
             assert machine.gpu == nt.gpu and machine.gpu_count == nt.gpu_count
         # Capacity: no node type alone can exceed the regional quota.
         assert 1 <= nt.max_capacity and nt.max_capacity * nt.gpu_count <= quota[nt.gpu]
-        assert nt.spot is False or spot
+        # Only the capacity types the environment offers, at rank 1 or where a pool asks for more.
+        assert nt.capacity in offering.pooled() and nt.rank in offering.ranks(nt.gpu, nt.capacity)
         # Only where and as what its machine family can be created.
         shape = next(sh for sh in CATALOG.shapes_for(nt.gpu) if sh.machine.name == nt.machine_type and sh.gpu_count == nt.gpu_count)
         family = AVAILABILITY.family_of(shape)
         assert nt.zone in family.zones_in(nt.properties[props.TOPOLOGY_REGION])
-        assert (props.SPOT if nt.spot else props.ON_DEMAND) in family.purchase
+        assert nt.capacity in family.purchase
+
+
+@settings(max_examples=80, deadline=None)
+@given(offers())
+def test_no_two_node_types_a_pool_may_select_cost_the_same(generated):
+    """A pool selects one GPU type and count and, per entry of its list, one (capacity type, rank):
+    every type it may get costs differently (which one the platform takes on a tie is not
+    documented), and each rank's types cost less than the next rank's, whatever their price."""
+    offer, _, _ = generated
+    gpu_types = [nt for nt in offer.node_types if nt.gpu]
+    by_pool: dict[tuple, list[int]] = {}
+    for nt in gpu_types:
+        by_pool.setdefault((nt.gpu, nt.gpu_count), []).append(nt.cost)
+    for costs in by_pool.values():
+        pairs = {(nt.capacity, nt.rank) for nt in gpu_types}
+        assert len(costs) == len(set(costs)) or len(pairs) > 1  # distinct within an option: checked below
+    for key in {(nt.gpu, nt.gpu_count, nt.capacity, nt.rank) for nt in gpu_types}:
+        costs = [nt.cost for nt in gpu_types if (nt.gpu, nt.gpu_count, nt.capacity, nt.rank) == key]
+        assert len(costs) == len(set(costs)), key
+    for nt in gpu_types:
+        for other in gpu_types:
+            if (other.gpu, other.gpu_count) == (nt.gpu, nt.gpu_count) and other.rank > nt.rank:
+                assert nt.cost < other.cost
 
 
 @settings(max_examples=50, deadline=None)
 @given(offers())
 def test_quota_report_adds_up(generated):
-    offer, quota, spot = generated
+    offer, quota, offering = generated
     for use in offer.quota:
         types = [nt for nt in offer.node_types if nt.gpu == use.gpu]
         assert use.quota == quota[use.gpu]
@@ -121,7 +161,7 @@ def test_quota_report_adds_up(generated):
         for shape in CATALOG.shapes_for(use.gpu):
             offered = any(nt.machine_type == shape.machine.name for nt in types)
             family = AVAILABILITY.family_of(shape)
-            creatable = bool(zones & set(family.zones_in(region) or ())) and (spot or props.ON_DEMAND in family.purchase)
+            creatable = bool(zones & set(family.zones_in(region) or ())) and any(c in family.purchase for c in offering.pooled())
             assert offered == (shape.gpu_count <= use.quota and creatable)
             assert (f"{shape.machine.name} ({shape.gpu_count} GPUs)" in use.excluded) == (shape.gpu_count > use.quota)
 
@@ -129,7 +169,7 @@ def test_quota_report_adds_up(generated):
 def test_spot_twins_are_cheaper_than_their_on_demand_types():
     offer = offer_of(CATALOG.gpus, {g: 16 for g in CATALOG.gpus}, spot=True)
     by_name = {nt.name: nt for nt in offer.node_types}
-    spot_types = [nt for nt in offer.node_types if nt.spot and nt.cost is not None]
+    spot_types = [nt for nt in offer.node_types if nt.spot and nt.usd_per_hour is not None]
     assert spot_types
     for nt in spot_types:
         twin = by_name[nt.name.removesuffix("-spot")]
@@ -141,7 +181,8 @@ def test_n1_with_t4_is_priced_host_plus_gpus():
     nt = next(nt for nt in offer_of(["nvidia-tesla-t4"], {"nvidia-tesla-t4": 4}).node_types if nt.name == "n1-standard-4-t4x1-europe-west4-a")
     # us-central1: the n1-standard-4 host at 0.19 + one T4 at 0.35.
     assert nt.usd_per_hour == pytest.approx(0.19 + 0.35, abs=1e-6)
-    assert nt.cost == 540
+    # Its cost: rank 1, then that price in thousandths of a USD per hour (config/capacity.py).
+    assert nt.cost == cap.RANK_BAND + 540 * cap.PRICE_STEP + nt.tie_break + 1
     # The full shape as resources; pods get 4 vCPU / 15 GB minus the reserve (the recipe's defect,
     # 1 CPU / 3.75Gi for an n1-standard-4, cannot happen).
     assert nt.resources == {"cpu": "4", "memory": "15360Mi", GPU_RESOURCE: "1"}
@@ -159,9 +200,13 @@ def test_prices_are_the_regions_own():
     assert all(nt.price_estimate for nt in west4.values())  # a third-party catalog, not a Google page
 
 
-def test_a_region_without_recorded_prices_has_no_costs():
+def test_a_region_without_recorded_prices_has_no_prices_and_keeps_the_order():
+    """No price anywhere; a CPU type's cost is left to the platform, a GPU type keeps its rank and
+    comes last in it (an unknown price is never a low one)."""
     offer = offer_of(["nvidia-l4"], {"nvidia-l4": 8}, cpu=("e2-standard-2",), region="me-west1")
-    assert offer.node_types and all(nt.usd_per_hour is None and nt.cost is None for nt in offer.node_types)
+    assert offer.node_types and all(nt.usd_per_hour is None for nt in offer.node_types)
+    assert all(nt.cost is None for nt in offer.node_types if nt.gpu is None)
+    assert all(nt.cost == cap.RANK_BAND + cap.UNPRICED * cap.PRICE_STEP + nt.tie_break + 1 for nt in offer.node_types if nt.gpu)
 
 
 @pytest.mark.parametrize(
@@ -175,7 +220,7 @@ def test_a_region_without_recorded_prices_has_no_costs():
 def test_what_a_region_does_not_record_is_unknown_there(region, gpu):
     def offer(region):  # in zone b of the region, which offers the GPU (`availability:`)
         return generate_node_types(
-            catalog=CATALOG, region=region, zones=(f"{region}-b",), gpu_types=(gpu,), spot=False, gpu_quota={gpu: 8},
+            catalog=CATALOG, region=region, zones=(f"{region}-b",), gpu_types=(gpu,), offering=Offering(), gpu_quota={gpu: 8},
             cpu_machine_types=(), gpu_disk=(200, "pd-balanced"), cpu_disk=(50, "pd-balanced"), availability=AVAILABILITY,
         ).node_types
 
@@ -196,6 +241,11 @@ def test_derived_disk_prices_are_us_central1s_at_the_regions_n1_price_level():
     central1 = CATALOG.prices["us-central1"]
     for region, prices in CATALOG.prices.items():
         for disk, (usd, source) in prices.disks.items():
+            if source == "hyperdisk":
+                # Hyperdisk Balanced: the region's own pd-balanced figure, as its source says.
+                assert "at the region's pd-balanced figure" in prices.sources[source].text
+                assert usd == prices.disks["pd-balanced"][0], region
+                continue
             if prices.sources[source].kind != "derived":
                 continue
             level = prices.hosts["n1-standard-4"].on_demand / central1.hosts["n1-standard-4"].on_demand
@@ -222,10 +272,10 @@ def test_a2_and_a3_prices_agree_with_us_central1s_whole_vm_prices():
 
 def test_each_source_says_which_figures_it_gave():
     assert CATALOG.prices["europe-west4"].figures_by_source() == {
-        "skypilot": ["GPUs", "hosts"], "ratio": ["disks"], "lb-page": ["forwarding rules"],
+        "skypilot": ["GPUs", "hosts"], "ratio": ["disks"], "lb-page": ["forwarding rules"], "hyperdisk": ["Hyperdisk Balanced disks"],
     }
     assert CATALOG.prices["us-central1"].figures_by_source() == {
-        "skypilot": ["GPUs", "hosts"], "first-catalog": ["whole VMs"], "disk-page": ["disks"], "lb-page": ["forwarding rules"],
+        "skypilot": ["GPUs", "hosts"], "first-catalog": ["whole VMs"], "disk-page": ["disks"], "lb-page": ["forwarding rules"], "hyperdisk": ["Hyperdisk Balanced disks"],
     }
 
 
@@ -274,6 +324,7 @@ def _load_variant(tmp_path: Path, change) -> None:
     path = tmp_path / "catalog.yaml"
     path.write_text(yaml.safe_dump(raw))
     load_catalog.__wrapped__(path)
+    load_availability.__wrapped__(path)
 
 
 @pytest.mark.parametrize(
@@ -295,8 +346,8 @@ def _load_variant(tmp_path: Path, change) -> None:
         # An N1 "whole VM" would get its attached GPUs added a second time.
         (lambda raw: raw["prices"]["europe-west4"]["machines"].update({"n1-standard-4": raw["prices"]["europe-west4"]["hosts"].pop("n1-standard-4")}), "prices.europe-west4.machines.n1-standard-4: has no built-in GPUs, so its price is a host price; move it to hosts"),
         (lambda raw: raw["prices"]["europe-west4"].update({"families": {"n1": {"vcpu": 0.03, "memoryGb": 0.004, "from": "ratio"}}}), "prices.europe-west4.families: not a price section; allowed: disks, forwardingRule, gpus, hosts, machines, read, sources"),
-        # What a Fabric Manager mark can mean (config/fabric_manager.py).
-        (lambda raw: raw["images"]["gpu"]["families"][raw["images"]["gpu"]["family"]].update(fabricManager="yes"), ".fabricManager: 'yes'; allowed: shipped, unknown"),
+        (lambda raw: raw["availability"]["families"]["g2"].pop("flexStart"), "availability.families.g2.flexStart: None; set it (discounted or list-price) exactly when purchase lists flex-start"),
+        (lambda raw: raw["availability"]["families"]["a3-ultragpu"].update(reservations=["someday"]), "availability.families.a3-ultragpu.reservations: ['someday']; set it"),
         (lambda raw: raw["machines"]["e2-standard-4"].update(nvswitch=True), "machines.e2-standard-4: nvswitch without built-in GPUs"),
     ],
 )

@@ -13,7 +13,7 @@ import time
 import kubernetes_validate
 
 from config.base import duration_seconds
-from config.environment import NodeProviderConfig
+from config.node_provider import NodeProviderConfig
 from config.reliability import CRITICAL_PODS_GRACE_PERIOD, SPOT_GRACE_PERIOD
 from docs_support import yaml_example
 

@@ -19,7 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from config.environment import ClusterConfig, NodeProviderConfig, PlatformConfig
+from config.environment import ClusterConfig, PlatformConfig
+from config.node_provider import NodeProviderConfig
 from config.errors import ConfigError
 from config.stack import NS, EnvironmentStack, TenantStack, load_stack
 from config.stack_files import read_stack_values

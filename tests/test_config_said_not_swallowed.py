@@ -12,6 +12,7 @@ import typing
 import pytest
 
 from config.base import _optional, repeated_items
+from config.capacity import CapacityEntry
 from config.catalog import load_catalog
 from config.stack import NS, load_stack
 from config.stack_files import StackFileError, read_stack_values
@@ -100,7 +101,7 @@ def test_every_list_of_values_of_every_model_refuses_repeats(model, name):
     a repeat is a problem at its index, whatever the list holds."""
     field = model.model_fields[name]
     item = typing.get_args(_optional(field.annotation))[0]
-    value = typing.get_args(item)[0] if typing.get_origin(item) is typing.Literal else {str: "x", int: 1}[item]
+    value = typing.get_args(item)[0] if typing.get_origin(item) is typing.Literal else {str: "x", int: 1, CapacityEntry: "spot"}[item]
     instance = model.model_construct(**{name: (value, value)})
     key = field.alias or name
     assert [str(p) for p in repeated_items("here", model, instance)] == [f"here.{key}[1]: {value} is listed twice (first at [0])"]

@@ -224,5 +224,7 @@ def test_service_monitor_and_monitoring_need_the_dcgm_exporter(stack_values):
 
 
 def test_the_mig_capable_gpus_are_the_ones_the_docs_name():
-    """docs/configuration.md `migManager`: A100, H100, H200 (both A100 types), none of the others."""
-    assert {name for name, gpu in load_catalog().gpus.items() if gpu.mig} == {"nvidia-tesla-a100", "nvidia-a100-80gb", "nvidia-h100-80gb", "nvidia-h200-141gb"}
+    """docs/configuration.md `migManager`: A100, H100, H200, B200 (both A100 types), none of the others."""
+    assert {name for name, gpu in load_catalog().gpus.items() if gpu.mig} == {
+        "nvidia-tesla-a100", "nvidia-a100-80gb", "nvidia-h100-80gb", "nvidia-h200-141gb", "nvidia-b200",
+    }

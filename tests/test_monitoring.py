@@ -577,7 +577,7 @@ def test_a_teams_dashboard_draws_the_plans_expected_and_ceiling(tenant_run, stac
     [cost] = [t["widget"] for t in tiles if t["widget"]["title"].startswith("GPU nodes now")]
     thresholds = {t["label"].split()[0]: t["value"] for t in cost["xyChart"]["thresholds"]}
     assert thresholds == {
-        "expected": round(stack.tenant.gpu_expected_usd_per_hour, 4),
+        "busy": round(stack.tenant.gpu_busy_usd_per_hour, 4),
         "ceiling": round(stack.tenant.gpu_usd_per_hour_ceiling, 4),
     }
     titles = {t["widget"]["title"] for t in tiles}

@@ -10,7 +10,8 @@ import components.templates as templates
 from components.node_provider import GcpNodeProviderArgs, node_provider_spec
 from config import versions
 from config.catalog import load_catalog
-from config.node_types import generate_node_types
+from config import capacity as cap
+from config.node_types import Offering, generate_node_types
 from config.stack import load_stack
 from config.stack_files import read_stack_values
 from shipped_stacks import SHIPPED_DIR, run_shipped
@@ -85,21 +86,27 @@ def test_node_types_are_the_generated_offer(dev_run, stack_values):
     assert l4["resources"] == {"cpu": "8", "memory": "32768Mi", "nvidia.com/gpu": "1"}
     assert l4["overhead"] == {"kubeReserved": {"cpu": "90m", "memory": "3646Mi"}}
     assert l4["maxCapacity"] == 8
-    # The europe-west4 g2-standard-8 host plus one L4, at Spot and on-demand prices, in milli-USD/h.
-    assert l4["cost"] == round((0.14299 + 0.2438) * 1000) and rendered["g2-standard-8-europe-west4-b"]["cost"] == round((0.30857 + 0.58804) * 1000)
+    # The europe-west4 g2-standard-8 host plus one L4, at Spot and on-demand prices, in milli-USD/h,
+    # after rank 1 and before the tie-break (zone b: dev's second zone; g2-standard-8: the L4's
+    # second shape): config/capacity.py.
+    band, step = cap.RANK_BAND, cap.PRICE_STEP
+    assert l4["cost"] == band + round((0.14299 + 0.2438) * 1000) * step + 101 + 1
+    assert rendered["g2-standard-8-europe-west4-b"]["cost"] == band + round((0.30857 + 0.58804) * 1000) * step + 101 + 1
     assert l4["properties"]["gpu-platform/capacity-type"] == "spot"
+    assert l4["properties"]["gpu-platform/capacity-option"] == "r1-spot"
 
 
-def test_a_node_type_without_a_recorded_price_has_no_cost():
-    # The catalog records no H100 price in us-west1 (config/catalog.yaml says why): no cost is sent
-    # for a3-highgpu-8g there, so the platform derives one.
+def test_a_gpu_node_type_without_a_recorded_price_comes_last_in_its_rank():
+    # The catalog records no H100 price in us-west1 (config/catalog.yaml says why): its cost is the
+    # highest of its rank, never a low one, and never left to the platform's formula, which would
+    # put it out of every pool's order.
     offer = generate_node_types(
-        catalog=load_catalog(), region="us-west1", zones=("us-west1-a",), gpu_types=("nvidia-h100-80gb",), spot=True,
+        catalog=load_catalog(), region="us-west1", zones=("us-west1-a",), gpu_types=("nvidia-h100-80gb",), offering=Offering(spot=True),
         gpu_quota={"nvidia-h100-80gb": 8}, cpu_machine_types=(), gpu_disk=(200, "pd-balanced"), cpu_disk=(50, "pd-balanced"),
     )
     args = GcpNodeProviderArgs(name="gcp-gpu", environment="dev", region="us-west1", node_types=offer.node_types)
     rendered = node_provider_spec(args).to_dict()["terraform"]["nodeTypes"]
-    assert rendered and all("cost" not in nt for nt in rendered)
+    assert rendered and all(nt["cost"] == cap.RANK_BAND + cap.UNPRICED * cap.PRICE_STEP + 1 for nt in rendered)
 
 
 def test_a_template_change_changes_the_node_provider(tmp_path, monkeypatch):

@@ -130,11 +130,12 @@ def offer():
     return stack
 
 
-def _pick(stack, *, series: str, gpu: str | None, spot: bool):
+def _pick(stack, *, series: str, gpu: str | None, spot: bool, capacity: str | None = None):
+    capacity = capacity or (props.SPOT if spot else props.ON_DEMAND)
     for nt in stack.offer.node_types:
-        if nt.machine_type.startswith(series + "-") and nt.gpu == gpu and nt.spot == spot:
+        if nt.machine_type.startswith(series + "-") and nt.gpu == gpu and nt.capacity == capacity and nt.rank <= 1:
             return nt
-    raise AssertionError(f"the prod offer has no {series} node type with {gpu} (spot={spot})")
+    raise AssertionError(f"the prod offer has no {series} node type with {gpu} ({capacity})")
 
 
 @pytest.fixture(scope="module")
@@ -147,6 +148,8 @@ def samples(offer) -> dict:
         "t4-n1-spot": _pick(offer, series="n1", gpu="nvidia-tesla-t4", spot=True),
         "l4-g2-spot": _pick(offer, series="g2", gpu="nvidia-l4", spot=True),
         "cpu-e2": _pick(offer, series="e2", gpu=None, spot=False),
+        # The research team's slice of prod's reservation research-h100.
+        "h100-rsv": _pick(offer, series="a3", gpu="nvidia-h100-80gb", spot=False, capacity=props.RESERVED),
     }
 
 
@@ -171,7 +174,7 @@ def test_providers_are_pinned_exactly(doc):
     assert unquote(terraform["required_version"]) == ">= 1.6"
     providers = {k: v for block in terraform["required_providers"] for k, v in block.items() if not k.startswith("__")}
     assert unquote(providers["google"]["source"]) == "hashicorp/google"
-    assert unquote(providers["google"]["version"]) == "6.50.0"
+    assert unquote(providers["google"]["version"]) == "7.45.0"
     for name, spec in providers.items():
         assert re.fullmatch(r"\d+\.\d+\.\d+", unquote(spec["version"])), f"{name} is not pinned exactly"
     assert set(providers) <= {"google", "random"}
@@ -219,17 +222,27 @@ def test_machine_and_placement_come_from_the_node_type(instance, local_values):
 def test_gpu_vms_terminate_on_host_maintenance(instance, local_values):
     (scheduling,) = instance["scheduling"]
     assert expr(scheduling["on_host_maintenance"]) == 'local.gpu || local.spot ? "TERMINATE" : "MIGRATE"'
-    assert expr(scheduling["automatic_restart"]) == "!local.spot"
+    assert expr(scheduling["automatic_restart"]) == 'local.provisioning_model == "STANDARD"'
     assert expr(local_values["gpu"]) == 'local.accelerator != "none"'
 
 
-def test_spot_scheduling(instance, local_values):
+def test_provisioning_model_follows_the_capacity_type(instance, local_values):
     (scheduling,) = instance["scheduling"]
     assert expr(local_values["spot"]) == 'local.capacity_type == "spot"'
-    assert expr(scheduling["provisioning_model"]) == 'local.spot ? "SPOT" : "STANDARD"'
+    assert expr(local_values["flex_start"]) == 'local.capacity_type == "flex-start"'
+    assert expr(local_values["reserved"]) == 'local.capacity_type == "reservation"'
+    assert expr(local_values["provisioning_model"]) == (
+        'local.spot ? "SPOT" : local.flex_start ? "FLEX_START" : local.reservation_bound ? "RESERVATION_BOUND" : "STANDARD"'
+    )
+    assert expr(scheduling["provisioning_model"]) == "local.provisioning_model"
     assert expr(scheduling["preemptible"]) == "local.spot"
-    assert expr(scheduling["automatic_restart"]) == "!local.spot"
-    assert expr(scheduling["instance_termination_action"]) == 'local.spot ? "DELETE" : null'
+    assert expr(scheduling["instance_termination_action"]) == 'local.provisioning_model == "STANDARD" ? null : "DELETE"'
+
+
+def test_every_vm_states_its_reservation_affinity(instance):
+    """A static block, never dynamic: no VM is left to Compute Engine's default, ANY_RESERVATION."""
+    (affinity,) = instance["reservation_affinity"]
+    assert expr(affinity["type"]) == 'local.reserved ? "SPECIFIC_RESERVATION" : "NO_RESERVATION"'
 
 
 def test_no_external_ip_anywhere(doc, instance):
@@ -343,7 +356,12 @@ def test_every_read_of_the_variable_is_unwrapped():
         (r"^No concrete zone", "local.zone_concrete"),
         (r"is not in region", '!(local.zone_concrete && local.region_concrete) || startswith(local.zone, "${local.region}-")'),
         (r"lacks the properties", "length(local.missing_node_type_properties) == 0"),
-        (r"capacity-type .* must be on-demand or spot", 'contains(["on-demand", "spot"], local.capacity_type)'),
+        (r"capacity-type .* must be on-demand, spot, flex-start or reservation", 'contains(["on-demand", "spot", "flex-start", "reservation"], local.capacity_type)'),
+        (r"capacity-rank .* must be a whole number", "local.capacity_rank >= 0 && floor(local.capacity_rank) == local.capacity_rank"),
+        (r"is flex-start, so property gpu-platform/max-run-duration must be", "!local.flex_start || (local.max_run_seconds >= 600 && local.max_run_seconds <= 604800 && floor(local.max_run_seconds) == local.max_run_seconds)"),
+        (r"Compute Engine sells Flex-start for accelerator-optimized machine types only", "!(local.flex_start && contains(local.guest_series, local.machine_series))"),
+        (r"is a reservation but lacks", '!local.reserved || (local.reservation_name != "" && local.reservation_tenant != "" && contains(["true", "false"], local.optional_properties["gpu-platform/reservation-bound"]))'),
+        (r"slice of reservation .* may not consume it", "!local.reserved || local.reservation_tenant == local.tenant"),
         (r"accelerator-count .* must be a whole number", "local.accelerator_count >= 0 && floor(local.accelerator_count) == local.accelerator_count"),
         (r"has accelerator .* but accelerator-count .*needs a count of at least 1", "!(local.gpu && local.accelerator_count == 0)"),
         (r"but accelerator none: set the GPU type or a count of 0", '!(local.accelerator == "none" && local.accelerator_count > 0)'),
@@ -388,14 +406,21 @@ def test_template_reads_exactly_the_node_type_keys(local_values):
     assert set(node_type) == set(props.NODE_TYPE_KEYS)
     for key, value in node_type.items():
         assert expr(value) == f'try(nonsensitive(var.vcluster.nodeType.spec.properties["{key}"]), "")'
+    # The keys only some node types carry (Flex-start, reserved), read as "" where absent.
+    optional = expr(local_values["optional_properties"])
+    assert optional.startswith("{for key in [") and "key => try(nonsensitive(var.vcluster.nodeType.spec.properties[key]), \"\")" in optional
+    assert re.findall(r'"(gpu-platform/[a-z-]+)"', optional.split(" : ")[0]) == list(props.OPTIONAL_NODE_TYPE_KEYS)
 
 
-@pytest.mark.parametrize("sample", ["t4-n1", "l4-g2", "a100-a2", "h100-a3", "t4-n1-spot", "l4-g2-spot", "cpu-e2"])
+@pytest.mark.parametrize("sample", ["t4-n1", "l4-g2", "a100-a2", "h100-a3", "t4-n1-spot", "l4-g2-spot", "cpu-e2", "h100-rsv"])
 def test_generated_node_types_carry_exactly_the_keys_read(samples, sample):
     """Besides the keys the template reads, a GPU node type carries only the node labels of
-    node_properties.GPU_NODE_LABELS, which the template does not read."""
+    node_properties.GPU_NODE_LABELS, which the template does not read; a reserved type the
+    reservation's keys, a Flex-start type its run duration (node_properties.OPTIONAL_NODE_TYPE_KEYS)."""
     node_type = samples[sample]
-    assert set(node_type.properties) - set(props.GPU_NODE_LABELS) == _keys_read()
+    optional = set(node_type.properties) & set(props.OPTIONAL_NODE_TYPE_KEYS)
+    assert optional == ({props.RESERVATION, props.RESERVATION_PROJECT, props.RESERVATION_TENANT, props.RESERVATION_BOUND} if node_type.reserved else set())
+    assert set(node_type.properties) - set(props.GPU_NODE_LABELS) - optional == _keys_read()
     assert not set(props.GPU_NODE_LABELS) & _keys_read()
     for key, value in node_type.properties.items():
         assert props.is_label_value(value), f"{node_type.name}: {key}={value!r} is not a label value"
@@ -494,7 +519,7 @@ def _prefetch(settings: str) -> dict[str, str]:
 
 
 # The node type sample of each GPU a shipped tenant's pools use.
-SAMPLE_OF_GPU = {"nvidia-tesla-t4": "t4-n1", "nvidia-l4": "l4-g2", "nvidia-tesla-a100": "a100-a2"}
+SAMPLE_OF_GPU = {"nvidia-tesla-t4": "t4-n1", "nvidia-l4": "l4-g2", "nvidia-tesla-a100": "a100-a2", "nvidia-h100-80gb": "h100-a3"}
 
 
 @functools.cache
@@ -520,9 +545,24 @@ def evaluated(samples, instance, preconditions, local_values, tmp_path_factory):
     a100 = dict(samples["a100-a2"].properties)
     h100 = dict(samples["h100-a3"].properties)
     cpu = dict(samples["cpu-e2"].properties)
+    rsv = dict(samples["h100-rsv"].properties)
+    research = {props.TENANT: "research"}
+    flex = {"capacity_type": "flex-start", "capacity_option": "r1-flex-start"}
     scenarios = {name: _vcluster(dict(nt.properties)) for name, nt in samples.items()}
     scenarios.update(
         {
+            # Capacity types (gpu-platform/capacity-type and what goes with it).
+            "h100-rsv": _vcluster(rsv, extra=research),
+            "flex-l4": _vcluster(_with(l4, **flex, max_run_duration="604800")),
+            "flex-a100": _vcluster(_with(a100, **flex, max_run_duration="3600")),
+            "rsv-shared": _vcluster(_with(rsv, reservation_project="acme-ml-capacity"), extra=research),
+            "rsv-bound": _vcluster(_with(rsv, reservation_bound="true"), extra=research),
+            "bad-flex-on-n1": _vcluster(_with(t4, **flex, max_run_duration="3600")),
+            "bad-flex-no-duration": _vcluster(_with(l4, **flex)),
+            "bad-flex-eight-days": _vcluster(_with(l4, **flex, max_run_duration="691200")),
+            "bad-other-tenants-slice": _vcluster(rsv),
+            "bad-reservation-unnamed": _vcluster(_with(rsv, reservation=""), extra=research),
+            "bad-capacity-rank": _vcluster(_with(t4, capacity_rank="first")),
             "empty-user-data": _vcluster(t4, user_data=""),
             "no-user-data": {k: v for k, v in _vcluster(t4).items() if k != "userData"},
             "null-user-data": {**_vcluster(t4), "userData": None},
@@ -593,7 +633,7 @@ def evaluated(samples, instance, preconditions, local_values, tmp_path_factory):
     return evaluate(binary, tmp_path_factory.mktemp("node-template"), NODE_TF, probe, scenarios)
 
 
-@pytest.mark.parametrize("sample", ["t4-n1", "l4-g2", "a100-a2", "h100-a3", "t4-n1-spot", "l4-g2-spot", "cpu-e2"])
+@pytest.mark.parametrize("sample", ["t4-n1", "l4-g2", "a100-a2", "h100-a3", "t4-n1-spot", "l4-g2-spot", "cpu-e2", "h100-rsv"])
 def test_generated_node_types_pass_every_precondition(evaluated, samples, sample):
     assert failures(evaluated[sample]) == []
     arg = evaluated[sample]
@@ -631,15 +671,46 @@ def test_guest_accelerator_evaluated(evaluated, samples, sample, guest):
         ("t4-n1-spot", "TERMINATE", False, "SPOT", True, "DELETE"),
         ("l4-g2-spot", "TERMINATE", False, "SPOT", True, "DELETE"),
         ("cpu-e2", "MIGRATE", True, "STANDARD", False, None),
+        ("flex-l4", "TERMINATE", False, "FLEX_START", False, "DELETE"),
+        ("flex-a100", "TERMINATE", False, "FLEX_START", False, "DELETE"),
+        ("h100-rsv", "TERMINATE", True, "STANDARD", False, None),
+        ("rsv-bound", "TERMINATE", False, "RESERVATION_BOUND", False, "DELETE"),
     ],
 )
 def test_scheduling_evaluated(evaluated, sample, maintenance, restart, model, preemptible, action):
+    """The scheduling block Google documents for each provisioning model: Spot (create-use-spot),
+    Flex-start (the provider's acceptance test testAccComputeInstance_flexStart: no restart,
+    TERMINATE, DELETE and a max run duration), reservation-bound (testAccComputeInstance_reservationBound)."""
     result = evaluated[sample]
+    assert failures(result) == []
     assert result["arg.scheduling.on_host_maintenance"] == maintenance
     assert result["arg.scheduling.automatic_restart"] is restart
     assert result["arg.scheduling.provisioning_model"] == model
     assert result["arg.scheduling.preemptible"] is preemptible
     assert result["arg.scheduling.instance_termination_action"] == action
+
+
+@pytest.mark.parametrize("sample, seconds", [("flex-l4", 604800), ("flex-a100", 3600), ("l4-g2", None), ("l4-g2-spot", None), ("h100-rsv", None)])
+def test_only_flex_start_vms_get_a_max_run_duration(evaluated, sample, seconds):
+    assert evaluated[sample]["arg.scheduling.max_run_duration"] == ([] if seconds is None else [{"seconds": seconds}])
+
+
+@pytest.mark.parametrize(
+    "sample, affinity",
+    [
+        *((s, ("NO_RESERVATION", [])) for s in ("t4-n1", "l4-g2", "a100-a2", "h100-a3", "t4-n1-spot", "l4-g2-spot", "cpu-e2", "flex-l4")),
+        # In its own project (prod's reservation is in acme-ml-prod, the VM's project here): by name.
+        ("h100-rsv", ("SPECIFIC_RESERVATION", [{"key": "compute.googleapis.com/reservation-name", "values": ["research-h100"]}])),
+        ("rsv-bound", ("SPECIFIC_RESERVATION", [{"key": "compute.googleapis.com/reservation-name", "values": ["research-h100"]}])),
+        # Shared from another project: projects/<owner>/reservations/<name>.
+        ("rsv-shared", ("SPECIFIC_RESERVATION", [{"key": "compute.googleapis.com/reservation-name", "values": ["projects/acme-ml-capacity/reservations/research-h100"]}])),
+    ],
+)
+def test_reservation_affinity_evaluated(evaluated, sample, affinity):
+    """Every VM says which reservations it may consume: none unless its node type is a reserved one."""
+    result = evaluated[sample]
+    assert failures(result) == []
+    assert (result["arg.reservation_affinity.type"], result["arg.reservation_affinity.specific_reservation"]) == affinity
 
 
 def test_gpu_and_cpu_vms_differ_in_secure_boot_and_driver_metadata(evaluated):
@@ -904,7 +975,13 @@ def test_comma_lists_and_zone_fallback(evaluated):
         ),
         ("bad-region-label", [r"labelled topology.kubernetes.io/region=us-east1 but creates its VMs in region us-central1\.$"]),
         ("bad-missing-property", [r"lacks the properties gpu-platform/disk-type;"]),
-        ("bad-capacity", [r"capacity-type of node type test-type must be on-demand or spot \(got \"preemptible\"\)"]),
+        ("bad-capacity", [r"capacity-type of node type test-type must be on-demand, spot, flex-start or reservation \(got \"preemptible\"\)"]),
+        ("bad-capacity-rank", [r"capacity-rank of node type test-type must be a whole number \(got \"first\"\)"]),
+        ("bad-flex-on-n1", [r"is flex-start on n1-standard-4; Compute Engine sells Flex-start for accelerator-optimized machine types only, not N1"]),
+        ("bad-flex-no-duration", [r"is flex-start, so property gpu-platform/max-run-duration must be whole seconds from 600 to 604800 \(7 days\) \(got \"\"\)"]),
+        ("bad-flex-eight-days", [r"gpu-platform/max-run-duration must be whole seconds from 600 to 604800 \(7 days\) \(got \"691200\"\)"]),
+        ("bad-other-tenants-slice", [r"is tenant research's slice of reservation research-h100; tenant nlp may not consume it \(property gpu-platform/reservation-tenant\)"]),
+        ("bad-reservation-unnamed", [r"is a reservation but lacks gpu-platform/reservation"]),
         ("bad-count-text", [r"accelerator-count of node type test-type must be a whole number \(got \"two\"\)"]),
         ("bad-count-zero", [r"has accelerator nvidia-tesla-t4 but accelerator-count \"0\""]),
         ("bad-count-without-gpu", [r"has accelerator-count 2 but accelerator none"]),
@@ -940,11 +1017,11 @@ def test_what_needs_the_node_identity_runs_with_host_network():
 
 
 def test_nvswitch_machine_types_equal_the_catalog(local_values):
-    """The machines the catalog marks `nvswitch`, which are the full HGX boards: the A2 and A3
+    """The machines the catalog marks `nvswitch`, which are the full HGX boards: the A2, A3 and A4
     machine types with 8 or more GPUs."""
     catalog = load_catalog()
     marked = sorted(m for m, machine in catalog.machines.items() if machine.nvswitch)
-    assert marked == sorted(m for m, machine in catalog.machines.items() if m.split("-")[0] in ("a2", "a3") and (machine.gpu_count or 0) >= 8)
+    assert marked == sorted(m for m, machine in catalog.machines.items() if m.split("-")[0] in ("a2", "a3", "a4") and (machine.gpu_count or 0) >= 8)
     assert sorted(unquote(v) for v in local_values["nvswitch_machine_types"]) == marked
 
 
@@ -955,7 +1032,7 @@ def _fabric_manager_part(evaluated, scenario: str) -> str:
     return hook.get_payload()
 
 
-def test_only_nvswitch_shapes_get_fabric_manager(evaluated):
+def test_only_nvswitch_shapes_get_the_fabric_manager_gate(evaluated):
     h100 = _parts(evaluated["h100-a3"]["arg.metadata"]["user-data"])
     assert [p.get_filename() for p in h100] == ["gpu-platform-conceal-metadata", "gpu-platform-fabric-manager", "vcluster-platform"]
     assert h100[2].get_payload() == USER_DATA
@@ -966,27 +1043,57 @@ def test_only_nvswitch_shapes_get_fabric_manager(evaluated):
     assert failures(evaluated["exposed-h100"]) == []
 
 
-def test_the_kubelet_starts_only_after_fabric_manager(evaluated, tmp_path):
+def _switches(root, *, nvswitch: int = 0, nvlink5: bool = False) -> dict[str, str]:
+    """The gate's two places to look, moved to a scratch directory: NVSwitch devices the driver
+    lists, and InfiniBand devices whose VPD does or does not name an NVLink5 switch port."""
+    devices = root / "nvswitch"
+    devices.mkdir()
+    for i in range(nvswitch):
+        (devices / f"000{i}:00:00.0").write_text("")
+    vpd = root / "infiniband" / "mlx5_0" / "device"
+    vpd.mkdir(parents=True)
+    (vpd / "vpd").write_text("PN MCX75310AAS SW_MNG" if nvlink5 else "PN MCX75310AAS")
+    return {"nvswitch_dir": str(devices), "infiniband_dir": str(root / "infiniband")}
+
+
+def test_the_boothook_installs_a_gate_the_kubelet_runs_first(evaluated, tmp_path):
     node = Node(tmp_path)
-    boot = node.boot(_fabric_manager_part(evaluated, "h100-a3"), name="fabric-manager")
-    assert (boot.status, boot.powered_off) == (0, False), boot.stderr
+    boot = node.boot(_fabric_manager_part(evaluated, "h100-a3"), name="fabric-manager", settings=_switches(tmp_path))
+    assert (boot.status, boot.powered_off, boot.calls) == (0, False, []), boot.stderr
     dropin = node.dropin(FABRIC_MANAGER_DROPIN)
-    assert dropin.splitlines() == [
-        "[Unit]",
-        "Wants=nvidia-fabricmanager.service",
-        "After=nvidia-fabricmanager.service",
-        "[Service]",
-        "ExecStartPre=/bin/systemctl is-active --quiet nvidia-fabricmanager.service",
-    ]
-    assert node.kubelet_may_start(dropin)
-    assert not node.kubelet_may_start(dropin, command_fail="is-active")  # Fabric Manager failed: no kubelet
+    assert dropin.splitlines() == ["[Service]", f"ExecStartPre=/bin/sh {node.installer_dir}/fabric-manager gate"]
 
 
-def test_a_node_whose_image_lacks_fabric_manager_powers_off_before_it_joins(evaluated, tmp_path):
+def test_a_vm_that_sees_no_switch_starts_its_kubelet_without_fabric_manager(evaluated, tmp_path):
+    """Google's hosts manage the fabric (config/fabric_manager.py): the guest sees no switch, and
+    the image need not ship Fabric Manager. Never powered off on that guess."""
     node = Node(tmp_path)
-    boot = node.boot(_fabric_manager_part(evaluated, "h100-a3"), command_fail="cat nvidia-fabricmanager", name="fabric-manager")
-    assert boot.status != 0 and boot.powered_off
-    assert "NVIDIA Fabric Manager unavailable (the image has no nvidia-fabricmanager.service)" in boot.stderr
+    node.boot(_fabric_manager_part(evaluated, "h100-a3"), name="fabric-manager", settings=_switches(tmp_path))
+    dropin = node.dropin(FABRIC_MANAGER_DROPIN)
+    assert node.kubelet_may_start(dropin, command_fail="nvidia-fabricmanager")
+    assert not any("poweroff" in c or "nvidia-fabricmanager" in c for c in node.calls.read_text().splitlines())
+
+
+@pytest.mark.parametrize("seen", [{"nvswitch": 6}, {"nvlink5": True}])
+def test_a_vm_that_sees_switches_starts_its_kubelet_only_once_fabric_manager_runs(evaluated, tmp_path, seen):
+    node = Node(tmp_path)
+    node.boot(_fabric_manager_part(evaluated, "h100-a3"), name="fabric-manager", settings=_switches(tmp_path, **seen))
+    dropin = node.dropin(FABRIC_MANAGER_DROPIN)
+    assert node.kubelet_may_start(dropin)
+    calls = node.calls.read_text().splitlines()
+    assert "systemctl start nvidia-fabricmanager.service" in calls and "systemctl is-active --quiet nvidia-fabricmanager.service" in calls
+    assert not node.kubelet_may_start(dropin, command_fail="is-active")  # Fabric Manager failed: no kubelet
+    assert not any("poweroff" in c for c in node.calls.read_text().splitlines())
+
+
+def test_a_vm_that_sees_switches_but_has_no_fabric_manager_powers_off(evaluated, tmp_path):
+    """No guess: with a switch visible and no unit, CUDA cannot initialize (NVIDIA's rule), so the
+    node powers off and its claim fails rather than join broken."""
+    node = Node(tmp_path)
+    node.boot(_fabric_manager_part(evaluated, "h100-a3"), name="fabric-manager", settings=_switches(tmp_path, nvswitch=6))
+    dropin = node.dropin(FABRIC_MANAGER_DROPIN)
+    assert not node.kubelet_may_start(dropin, command_fail="cat nvidia-fabricmanager")
+    assert any("poweroff" in c for c in node.calls.read_text().splitlines())
 
 
 # --- image prefetch (instance annotation gpu-platform/gpu-operator-images; tests/node_boot_support.py)

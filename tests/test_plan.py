@@ -158,18 +158,22 @@ def test_dev_plan_groups_node_types_by_shape_with_zones_in_one_column(dev_plan, 
     _, out, _, _ = dev_plan
     table = section(out, "NodeProvider ").splitlines()
     assert f"{len(dev_stack.offer.node_types)} node types in groups of the same shape" in table[0]
-    assert "cost: the integer the platform compares, thousandths of a USD per hour" in table[1]
+    # `cost` is the order the platform follows, never shown as a price (config/capacity.py).
+    assert "order: the `cost` the platform compares, not a price (rank × 10,000,000,000 + thousandths of a USD per hour × 1,000 + a tie-break" in table[1]
     header, rows = table[2], [line for line in table[3:] if not line.startswith("  '")]
-    assert header.split() == ["machine", "type", "GPU", "×", "count", "capacity", "vCPU", "memory", "GiB", "USD/h", "cost", "(mUSD/h)", "max", "nodes", "zones"]
-    shapes = {(nt.machine_type, nt.gpu_count, nt.spot) for nt in dev_stack.offer.node_types}
+    assert header.split() == [
+        "machine", "type", "GPU", "×", "count", "capacity", "rank", "vCPU", "memory", "GiB", "USD/h", "order", "(cost,", "less", "tie-break)", "max", "nodes", "zones",
+    ]
+    shapes = {(nt.machine_type, nt.gpu_count, nt.capacity, nt.rank) for nt in dev_stack.offer.node_types}
     assert len(rows) == len(shapes)  # one row per shape, not per zone
     for nt in dev_stack.offer.node_types:
-        row = next(r for r in rows if r.split()[0] == nt.machine_type and ("spot" if nt.spot else "on-demand") in r.split())
+        row = next(r for r in rows if r.split()[0] == nt.machine_type and nt.capacity in r.split())
         cells = row.split()
         assert nt.zone in row and ", ".join(dev_stack.facts.zones) in row
         assert f"{nt.cpu_millis / 1000:g}" in cells and f"{nt.memory_mi / 1024:.1f}" in cells
         price = "unknown" if nt.usd_per_hour is None else f"≈{nt.usd_per_hour:.4f}"
-        assert price in cells and ("—" if nt.cost is None else str(nt.cost)) in cells
+        order = "—" if nt.cost is None else str(nt.cost) if nt.gpu is None else f"{nt.cost - nt.cost % 1000}+"
+        assert price in cells and order in cells
 
 
 def test_node_types_option_lists_every_node_type_by_name(dev_stack):
@@ -185,8 +189,11 @@ def test_dev_plan_adds_up_the_quota_of_every_tenant_of_the_environment(dev_plan,
     quota = section(out, "GPU quota of the environment").splitlines()
     from config.quota import QUOTA_RULES
 
-    assert len(dev_stack.quota) == 4 and len(quota) == 2 + len(dev_stack.quota) + 1
-    assert quota[-1] == f"  {QUOTA_RULES}"  # when quota warns and when it fails
+    # Title, column header, a line per quota, the kinds, when quota warns and when it fails, and the
+    # note on the team's own project.
+    assert len(dev_stack.quota) == 4 and len(quota) == 2 + len(dev_stack.quota) + 3
+    assert quota[-2] == f"  {QUOTA_RULES}"
+    assert quota[-1].startswith("  acme-ml-dev-vision is a team's own project: its quotas are its own, not the environment's numbers")
     scopes = {(q.scope, q.gpu): q for q in dev_stack.quota}
     # The inline tenants share the host project's quota; team-vision-dev has a project of its own,
     # and each GCP project that runs tenant VMs has its own regional GPU quota.
@@ -194,7 +201,9 @@ def test_dev_plan_adds_up_the_quota_of_every_tenant_of_the_environment(dev_plan,
     assert scopes["project acme-ml-dev-vision", "nvidia-l4"].asked == 4 and scopes["project acme-ml-dev-vision", "nvidia-tesla-t4"].asked == 2
     for line in dev_stack.quota:
         row = next(r for r in quota if f" {line.gpu} " in r and line.scope in r)
-        assert re.search(rf"{line.scope} +{line.gpu} +europe-west4 +{line.quota} +{line.asked} +ok ", row)
+        # An existing project of the team's own is never "ok" against the environment's numbers.
+        state = "assumed; check the project's quota" if "vision" in line.scope else "ok"
+        assert re.search(rf"{line.scope} +{line.gpu} +europe-west4 +on-demand GPUs +{line.quota} +{line.asked} +{re.escape(state)} ", row)
     assert "(stack team-vision-dev)" in next(r for r in quota if "acme-ml-dev-vision" in r)
     # No "claimable" sum of every node type's maxCapacity any more: it said nothing a user could act on.
     assert "claimable" not in out
@@ -221,17 +230,17 @@ def test_tenants_asking_for_more_than_the_quota_are_warned_about(tmp_path):
     text = text.replace("{gpu: nvidia-l4, maxGpus: 4, idleAfter: 60s}", "{gpu: nvidia-l4, maxGpus: 8, idleAfter: 60s}")
     (project / "Pulumi.dev.yaml").write_text(text)
     message = (
-        "GPU quota: the tenants of host project acme-ml-dev may ask for 12 nvidia-l4 GPUs together "
+        "GPU quota: the tenants of host project acme-ml-dev may ask for 12 nvidia-l4 on-demand GPUs together "
         "(nlp (tenants[0]): 8, vision (stack team-vision-dev): 4); the quota in europe-west4 is 8"
     )
     code, out, err = plan("--project-dir", str(project), "--stack", "dev")
     assert code == 0, err
     assert message in section(out, "Warnings")
-    assert re.search(r"nvidia-l4 +europe-west4 +8 +12 +EXCEEDED", section(out, "GPU quota of the environment"))
+    assert re.search(r"nvidia-l4 +europe-west4 +on-demand GPUs +8 +12 +EXCEEDED", section(out, "GPU quota of the environment"))
     # The team stack's plan sees the same sum.
     code, out, err = plan("--project-dir", str(project), "--stack", "team-vision-dev")
     assert code == 0, err
-    assert "may ask for 12 nvidia-l4 GPUs together" in section(out, "Warnings")
+    assert "may ask for 12 nvidia-l4 on-demand GPUs together" in section(out, "Warnings")
 
 
 def test_quota_policy_fail_stops_every_stack_of_the_environment(tmp_path):
@@ -243,7 +252,7 @@ def test_quota_policy_fail_stops_every_stack_of_the_environment(tmp_path):
     (project / "Pulumi.dev.yaml").write_text(text)
     code, out, err = plan("--project-dir", str(project), "--all", "--quiet")
     assert code == 1
-    exceeded = "nodeProvider.gpuQuota.nvidia-l4: GPU quota: the tenants of host project acme-ml-dev may ask for 12 nvidia-l4 GPUs"
+    exceeded = "nodeProvider.gpuQuota.nvidia-l4: GPU quota: the tenants of host project acme-ml-dev may ask for 12 nvidia-l4 on-demand GPUs"
     assert exceeded in err
     assert "nodeProvider.quotaPolicy is fail" in err and "Traceback" not in err
     assert "FAIL  dev: 1 configuration problem in stack 'dev'" in out
@@ -271,7 +280,7 @@ def test_dev_plan_shows_each_tenants_gpu_pools_and_operator_version(dev_plan, de
                 str(pool.gpus_per_node),
                 str(pool.max_gpus),
                 pool.idle_after,
-                "spot" if pool.spot else "on-demand",
+                ", ".join(pool.option_values),
             ]
 
 
@@ -341,7 +350,7 @@ def test_plan_figures_equal_hand_computations_from_the_recorded_prices(dev_json)
         part = parts[name]
         assert part["alwaysOnUsdPerHour"] == pytest.approx(always_on, abs=1e-4), name
         assert part["alwaysOnUsdPerMonth"] == pytest.approx(always_on * 730, abs=1e-2), name
-        assert part["expectedUsdPerHour"] == pytest.approx(busy, abs=1e-4), name
+        assert part["busyUsdPerHour"] == pytest.approx(busy, abs=1e-4), name
         assert part["ceilingUsdPerHour"] == pytest.approx(ceiling, abs=1e-4), name
     assert costs["ceilingUsdPerHour"] == pytest.approx(sum(c for _, _, c in expected.values()), abs=1e-3)
     assert costs["alwaysOnUsdPerMonth"] == pytest.approx(730 * sum(a for a, _, _ in expected.values()), abs=1e-2)
@@ -356,10 +365,10 @@ def test_dev_plan_costs_say_where_prices_come_from(dev_plan, dev_json):
     # from us-central1's, its forwarding-rule prices from Google's global table.
     read = load_catalog().prices["europe-west4"].read
     assert f"\n  read {read}: GPUs, hosts (skypilot)\n" in costs
-    assert "\n  derived, not read: disks (ratio); forwarding rules (lb-page)\n" in costs
+    assert "\n  derived, not read: disks (ratio); forwarding rules (lb-page); Hyperdisk Balanced disks (hyperdisk)\n" in costs
     assert [line for line in costs.splitlines() if f"read {read}" in line and ("disks" in line or "forwarding" in line)] == []
     assert "not included (usage-based): network egress" in costs
-    for unit in ("always on USD/h", "always on USD/month", "expected USD/h", "ceiling USD/h"):
+    for unit in ("always on USD/h", "always on USD/month", "busy USD/h", "ceiling USD/h"):
         assert unit in costs
     # Every part of dev is priced, speech's Spot T4 pool included (europe-west4 records N1 Spot hosts).
     assert "unknown" not in costs and dev_json["costs"]["unknown"] == []
@@ -367,7 +376,7 @@ def test_dev_plan_costs_say_where_prices_come_from(dev_plan, dev_json):
     # The nlp pool no longer admits 4 × g2-standard-32 (6.92 USD/h before): its one shape is g2-standard-4.
     nlp = next(t for t in dev_json["tenants"] if t["name"] == "nlp")
     [l4] = [p for p in nlp["pools"] if p["gpu"]]
-    assert l4["machineTypes"] == ["g2-standard-4"] and l4["expectedUsdPerHour"] == l4["ceilingUsdPerHour"] < 3.2
+    assert l4["machineTypes"] == ["g2-standard-4"] and l4["busyUsdPerHour"] == l4["ceilingUsdPerHour"] < 3.2
 
 
 def test_a_missing_price_makes_the_totals_unknown_with_what_is_known(monkeypatch):
@@ -393,7 +402,7 @@ def test_us_central1_says_its_whole_vm_and_disk_prices_were_not_re_read():
     assert _price_sources(prices) == [
         f"  read {prices.read}: GPUs, hosts (skypilot)",
         "  recorded earlier, not re-read: whole VMs (first-catalog); disks (disk-page)",
-        "  derived, not read: forwarding rules (lb-page)",
+        "  derived, not read: forwarding rules (lb-page); Hyperdisk Balanced disks (hyperdisk)",
     ]
 
 
@@ -528,7 +537,9 @@ def test_json_summary(dev_json, dev_stack):
     assert [nt["name"] for nt in dev_json["nodeTypes"]] == [nt.name for nt in dev_stack.offer.node_types]
     for summary_type, nt in zip(dev_json["nodeTypes"], dev_stack.offer.node_types):
         assert summary_type["resources"] == nt.resources and summary_type["kubeReserved"] == nt.kube_reserved
-        assert summary_type["costMilliUsdPerHour"] == nt.cost and summary_type["usdPerHour"] == nt.usd_per_hour
+        # `cost` is the order the platform compares, not a price: the price is usdPerHour.
+        assert summary_type["cost"] == nt.cost and summary_type["usdPerHour"] == nt.usd_per_hour
+        assert (summary_type["capacity"], summary_type["rank"]) == (nt.capacity, nt.rank)
     assert [(q["gpu"], q["asked"], q["quota"]) for q in dev_json["quota"]] == [(q.gpu, q.asked, q.quota) for q in dev_stack.quota]
     by_name = {t["name"]: t for t in dev_json["tenants"]}
     assert set(by_name) == {t.tenant.name for t in dev_stack.tenants}
@@ -539,8 +550,8 @@ def test_json_summary(dev_json, dev_stack):
         assert summary["alwaysOnUsdPerMonth"] == pytest.approx(sum(p["alwaysOnUsdPerMonth"] for p in parts), abs=1e-3)
         assert summary["gpuOperatorVersion"] == GPU_OPERATOR_VERSION
         gpu_pools = [p for p in summary["pools"] if p["gpu"]]
-        assert [(p["gpu"], p["gpusPerNode"], p["maxGpus"], p["idleAfter"], p["spot"], p["machineTypes"]) for p in gpu_pools] == [
-            (p.gpu, p.gpus_per_node, p.max_gpus, p.idle_after, p.spot, list(p.machine_types)) for p in tenant.gpu_pools
+        assert [(p["gpu"], p["gpusPerNode"], p["maxGpus"], p["idleAfter"], p["capacityOptions"], p["machineTypes"]) for p in gpu_pools] == [
+            (p.gpu, p.gpus_per_node, p.max_gpus, p.idle_after, list(p.option_values), list(p.machine_types)) for p in tenant.gpu_pools
         ]
     assert dev_json["costs"]["pricesRead"] == load_catalog().prices["europe-west4"].read
     assert {v["what"] for v in dev_json["versions"]} >= {"platform chart", "vCluster chart", "GPU Operator chart", "kubernetes template"}
@@ -870,20 +881,22 @@ def pool_rows(text: str) -> dict[tuple[str, str], list[str]]:
         if re.match(r"^  \S", line):
             tenant = line.split(":")[0].strip()
         elif line.startswith("    ") and not line.startswith(
-            ("    isolation", "    monitoring", "    SECURITY", "    shutdown:", "    backup:", "    image prefetch")
+            ("    isolation", "    monitoring", "    SECURITY", "    shutdown:", "    backup:", "    image prefetch", "    options of pool", "      ")
         ) and not line.strip().startswith("pool "):
             cells = re.split(r"\s{2,}", line.strip())
             rows[(tenant, cells[0])] = cells
     return rows
 
 
-def test_expected_has_one_definition_stated_once(dev_plan, dev_json):
+def test_busy_has_one_definition_stated_once(dev_plan, dev_json):
     """A CPU pool's "expected" was its limit (0.33) in the tenant table and one node (0.08) in the
-    cost table. Now one definition (config.tenant.EXPECTED), printed once, holds in both tables."""
-    from config.tenant import EXPECTED
+    cost table. Now one definition (config.pool_plan.BUSY, "busy" since the figure is every pool
+    busy at its limit, not a forecast), printed once, holds in both tables."""
+    from config.pool_plan import BUSY
 
     _, out, _, _ = dev_plan
-    assert out.count(EXPECTED) == 1 and f"expected: {EXPECTED}" in section(out, "Costs in USD")
+    assert out.count(BUSY) == 1 and f"busy: {BUSY}" in section(out, "Costs in USD")
+    assert "expected" not in out.lower()
     costs, pools = cost_rows(out), pool_rows(out)
     for tenant in ("nlp", "speech"):
         cpu_line = next(v for k, v in costs.items() if k.startswith(f"tenant {tenant}: CPU pool"))
@@ -893,7 +906,7 @@ def test_expected_has_one_definition_stated_once(dev_plan, dev_json):
     for tenant in dev_json["tenants"]:
         [system] = [p for p in tenant["pools"] if p["gpu"] is None]
         [part] = [p for p in dev_json["costs"]["parts"] if p["tenant"] == tenant["name"] and "CPU pool" in p["part"]]
-        assert system["expectedUsdPerHour"] == part["expectedUsdPerHour"] == part["alwaysOnUsdPerHour"]
+        assert system["busyUsdPerHour"] == part["busyUsdPerHour"] == part["alwaysOnUsdPerHour"]
 
 
 def test_gpu_budget_output_is_the_gpu_ceiling_of_the_plan(dev_json, vision):
@@ -920,11 +933,11 @@ def text_and_json(request, dev_plan, dev_json, vision) -> tuple[str, str, dict]:
 
 
 def test_json_carries_every_money_figure_of_the_text(text_and_json):
-    """docs/costs.md: `--json` carries every figure. Each cell of the cost table and each pool's expected
+    """docs/costs.md: `--json` carries every figure. Each cell of the cost table and each pool's busy
     and ceiling, as printed, equals the JSON figure it shows (the totals' always-on USD/h too)."""
     stack, text, summary = text_and_json
     costs = summary["costs"]
-    keys = ("alwaysOnUsdPerHour", "alwaysOnUsdPerMonth", "expectedUsdPerHour", "ceilingUsdPerHour")
+    keys = ("alwaysOnUsdPerHour", "alwaysOnUsdPerMonth", "busyUsdPerHour", "ceilingUsdPerHour")
     parts = {p["part"]: p for p in costs["parts"]}
     rows = cost_rows(text)
     assert set(rows) == {*parts, "environment total" if stack == "dev" else "tenant stack total"}
@@ -937,7 +950,7 @@ def test_json_carries_every_money_figure_of_the_text(text_and_json):
             assert tenant[key] == pytest.approx(sum(p[key] for p in mine), abs=1e-3)
         for pool in tenant["pools"]:
             cells = pool_rows(text)[(tenant["name"], pool["name"])]
-            assert figure(cells[-2]) == round(pool["expectedUsdPerHour"], 2)
+            assert figure(cells[-2]) == round(pool["busyUsdPerHour"], 2)
             assert figure(cells[-1].split(" (")[0]) == round(pool["ceilingUsdPerHour"], 2)
 
 
@@ -999,13 +1012,17 @@ def test_quota_of_a_project_pulumi_creates_is_never_ok():
     assert code == 0
     table = section(out, "GPU quota of the environment")
     rows = [line for line in table.splitlines() if "acme-prod-research" in line and "  nvidia-" in line]
-    assert len(rows) == 2 and all(re.search(rf"0 until granted +\d+ +{NEW_PROJECT} ", row) for row in rows)
-    assert not re.search(r" ok ", table)
+    # Its A100, L4 and H100 pools (the H100 pool's reservation slice, Spot and on-demand nodes all
+    # draw on the on-demand GPU quota of the project their VMs run in, prod granting no preemptible one).
+    assert len(rows) == 3 and all(re.search(rf"on-demand GPUs +0 until granted +\d+ +{NEW_PROJECT} ", row) for row in rows)
+    assert not any(" ok " in row for row in rows)
+    # The reservation itself is the host project's, against the quota the environment states for it.
+    assert re.search(r"host project acme-ml-prod +nvidia-h100-80gb +us-central1 +reservations +16 +8 +ok ", table)
     link = QUOTA_PAGE.format(project="acme-prod-research")
     assert f"  acme-prod-research is created by Pulumi, and a new project has no GPU quota: request it at {link}" in table
     code, out, _ = plan("--stack", "prod", "--json")
-    quota = json.loads(out)["quota"]
-    assert {(q["state"], q["newProject"], q["requestQuotaAt"]) for q in quota} == {(NEW_PROJECT, True, link)}
+    quota = [q for q in json.loads(out)["quota"] if "acme-prod-research" in q["scope"]]
+    assert len(quota) == 3 and {(q["state"], q["newProject"], q["requestQuotaAt"]) for q in quota} == {(NEW_PROJECT, True, link)}
 
 
 # --- what keeps work and data, in the plan (tools/reliability_plan.py) --------------------------------

@@ -731,16 +731,16 @@ def test_an_instance_is_of_its_stacks_environment_whatever_its_label_says(runs):
         "the environment of stack team-vision-dev (or unset)"
     ]
 
-    run, reg = one(runs, "prod", P.VIRTUAL_CLUSTER_INSTANCE)  # research: a100 8 GPUs, l4 spot 4
+    run, reg = one(runs, "prod", P.VIRTUAL_CLUSTER_INSTANCE)  # research: a100 4 GPUs, l4 spot 4, h100 8
     for environment in ("dev", None):
-        judged = args_of(run, reg, props=_relabel(reg.plain_inputs, environment), config={P.MAX_GPUS_CONFIG: 11})
+        judged = args_of(run, reg, props=_relabel(reg.plain_inputs, environment), config={P.MAX_GPUS_CONFIG: 15})
         assert violations(P.gpu_ceiling_nonprod, judged) == []
         found = violations(P.gpu_ceiling_prod, judged)
         label = [] if environment is None else [
             "tenant-research-instance (instance 'p-research/research'): metadata.labels['gpu-platform/environment']: 'dev' is not allowed; "
             "allowed: 'prod', the environment of stack prod (or unset)"
         ]
-        assert found[:-1] == label and "the tenant's GPU limit is 12 " in found[-1] and "(stack prod is environment 'prod')" in found[-1], found
+        assert found[:-1] == label and "the tenant's GPU limit is 16 " in found[-1] and "(stack prod is environment 'prod')" in found[-1], found
 
 
 def test_default_ceiling_is_16(runs):

@@ -40,9 +40,9 @@ def test_by_default_a_pool_gets_the_smallest_shape_and_limits_for_it(stack_value
     assert pool.machine_types == ("g2-standard-4",)
     assert pool.limits == {"nvidia.com/gpu": "4", "cpu": "16", "memory": "64Gi"}
     assert {"property": props.INSTANCE_TYPE, "operator": "In", "values": ["g2-standard-4"]} in pool.selector
-    # Expected = ceiling: one shape, 4 nodes of it.
+    # Busy = ceiling: one shape, 4 nodes of it.
     g2_standard_4 = node(pool.node_types[0])
-    assert pool.expected_usd_per_hour == pytest.approx(4 * g2_standard_4)
+    assert pool.busy_usd_per_hour == pytest.approx(4 * g2_standard_4)
     assert pool.usd_per_hour_ceiling == pytest.approx(4 * g2_standard_4)
 
 
@@ -51,7 +51,7 @@ def test_machine_types_widen_the_pool_and_its_limits(stack_values):
     assert pool.machine_types == ("g2-standard-4", "g2-standard-16")
     assert pool.limits == {"nvidia.com/gpu": "4", "cpu": "64", "memory": "256Gi"}
     price = {nt.machine_type: node(nt) for nt in pool.node_types}
-    assert pool.expected_usd_per_hour == pytest.approx(4 * price["g2-standard-4"])
+    assert pool.busy_usd_per_hour == pytest.approx(4 * price["g2-standard-4"])
     assert pool.usd_per_hour_ceiling == pytest.approx(4 * price["g2-standard-16"])
 
 
@@ -83,14 +83,16 @@ def test_bad_pool_shapes_are_errors_naming_the_key(stack_values):
     ]
     found = problems(values)
     shapes = "g2-standard-4, g2-standard-8, g2-standard-12, g2-standard-16, g2-standard-32"
-    assert f"tenants[0].gpuPools[0].machineTypes[1]: 'g2-standard-24' is not a shape of 1 × nvidia-l4 in environment dev; shapes: {shapes}" in found
-    assert f"tenants[0].gpuPools[0].machineTypes[2]: 'n1-standard-4' is not a shape of 1 × nvidia-l4 in environment dev; shapes: {shapes}" in found
+    what = "of the pool's capacity options in environment dev"
+    assert f"tenants[0].gpuPools[0].machineTypes[1]: 'g2-standard-24' is not a shape of 1 × nvidia-l4 {what}; shapes: {shapes}" in found
+    assert f"tenants[0].gpuPools[0].machineTypes[2]: 'n1-standard-4' is not a shape of 1 × nvidia-l4 {what}; shapes: {shapes}" in found
     assert "tenants[0].gpuPools[1].maxVcpusPerGpu: set either machineTypes or maxVcpusPerGpu, not both" in found
     assert any(p.startswith("tenants[0].gpuPools[2].maxVcpusPerGpu: 2 admits no shape of 1 × nvidia-tesla-t4; the smallest has 4 vCPUs per GPU") for p in found), found
 
 
 def test_quota_policy_fail_is_the_prod_default_and_an_error(stack_values):
     values = stack_values("prod")
+    values[f"{NS}:nodeProvider"].pop("reservations")  # research's, which these tenants replace
     # Shared tenants add up against the environment's project's quota.
     values[f"{NS}:platform"]["allowSharedIsolation"] = True
     values[f"{NS}:platform"]["approvedTenantSecurity"] = {f"team{i}": {"isolation": "shared"} for i in range(3)}
@@ -100,7 +102,7 @@ def test_quota_policy_fail_is_the_prod_default_and_an_error(stack_values):
     ]
     found = problems(values, "prod")
     assert found == [
-        "nodeProvider.gpuQuota.nvidia-l4: GPU quota: the tenants of host project acme-ml-prod may ask for 24 nvidia-l4 GPUs together "
+        "nodeProvider.gpuQuota.nvidia-l4: GPU quota: the tenants of host project acme-ml-prod may ask for 24 nvidia-l4 on-demand GPUs together "
         "(team0 (tenants[0]): 8, team1 (tenants[1]): 8, team2 (tenants[2]): 8); the quota in us-central1 is 16; "
         "nodeProvider.quotaPolicy is fail (raise the quota or lower the tenants' maxGpus)"
     ]
@@ -146,10 +148,11 @@ def test_quota_scopes_follow_the_isolation_mode(stack_values):
         ("project acme-dev-e", 6, False),
     ]
     assert quota_scope(tenants[4], facts) == "project acme-dev-e"
-    # Projects Pulumi creates have no GPU quota until it is granted: never "ok".
+    # Projects Pulumi creates have no GPU quota until it is granted, a team's existing project has
+    # its own: never "ok" against the environment's numbers.
     assert [(q.new_project, q.state) for q in lines] == [
         (None, "EXCEEDED"),
-        (None, "ok"),
+        (None, "assumed; check the project's quota"),
         ("team-d-project", "new project: request quota"),
         ("acme-dev-e", "new project: request quota"),
     ]

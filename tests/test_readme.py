@@ -13,7 +13,8 @@ import pytest
 import yaml
 
 from components.vcluster_values import GPU_TAINT
-from config.environment import ClusterConfig, NodeProviderConfig, PlatformConfig
+from config.environment import ClusterConfig, PlatformConfig
+from config.node_provider import NodeProviderConfig
 from config.monitoring import Alerts, MonitoringConfig, NotificationChannel, Showback, TenantMonitoring
 from config.node_types import GPU_RESOURCE
 from config.permissions import AUTO_NODES, load_roles
@@ -130,11 +131,11 @@ def test_the_costs_worked_example_prose_is_the_catalog_and_the_plan():
         r"4 × \(the g2-standard-4 host at ([\d.]+) \+ one L4 at ([\d.]+) \+ (\d+) GB × ([\d.]+) / 730\) = ([\d.]+) USD/h", costs
     )
     assert (host, l4, per_gb, boot) == (hosts["g2-standard-4"]["onDemand"], gpus["nvidia-l4"]["onDemand"], 200, disk)
-    assert total == round(nlp.expected, 2) == round(nlp.ceiling, 2) == round(4 * (host + l4 + 200 * disk / 730), 2)
+    assert total == round(nlp.busy, 2) == round(nlp.ceiling, 2) == round(4 * (host + l4 + 200 * disk / 730), 2)
 
     host, t4, total = _number(r"4 × \(the n1-standard-4 Spot host at ([\d.]+) \+ one Spot T4 at ([\d.]+) \+ the same boot disk\) = ([\d.]+) USD/h", costs)
     assert (host, t4) == (hosts["n1-standard-4"]["spot"], gpus["nvidia-tesla-t4"]["spot"])
-    assert total == round(speech.expected, 2) == round(4 * (host + t4 + 200 * disk / 730), 2)
+    assert total == round(speech.busy, 2) == round(4 * (host + t4 + 200 * disk / 730), 2)
 
     planes, first5, rules, share = _number(
         r"The environment has (\d+) tenant control planes .*?: one charge of ([\d.]+) USD/h for the (\d+) forwarding rules, ([\d.]+) USD/h counted per tenant", costs
@@ -149,10 +150,10 @@ def test_the_costs_worked_example_prose_is_the_catalog_and_the_plan():
     assert control_plane == round(nlp_line.always_on, 2) == round(dev_costs().load_balancer_share + volume_gi * disk / 730, 2)
 
 
-def test_costs_define_expected_as_the_plan_does():
-    from config.tenant import EXPECTED
+def test_costs_define_busy_as_the_plan_does():
+    from config.pool_plan import BUSY
 
-    assert " ".join(EXPECTED.split()) in " ".join(section("Costs").split())
+    assert " ".join(BUSY.split()) in " ".join(section("Costs").split())
 
 
 # --- Pulumi.yaml describes the keys the program reads ------------------------------------------

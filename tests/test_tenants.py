@@ -56,13 +56,14 @@ def test_gpu_pool_selects_our_node_types_and_is_tainted(dev_run):
         {"property": props.ACCELERATOR_COUNT, "operator": "In", "values": ["1"]},
         # No machineTypes and no maxVcpusPerGpu: only the smallest 1×T4 shape.
         {"property": props.INSTANCE_TYPE, "operator": "In", "values": ["n1-standard-4"]},
-        {"property": props.CAPACITY_TYPE, "operator": "In", "values": ["spot"]},
+        # spot: true is capacity [spot]: Spot at rank 1 (config/capacity.py).
+        {"property": props.CAPACITY_OPTION, "operator": "In", "values": ["r1-spot"]},
     ]
     assert gpu.taints == [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
     assert gpu.spec["disruption"] == {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "120s"}
     assert gpu.spec["terminationGracePeriod"] == "30m"
     system = pools["system"]
-    assert system.selected(props.ACCELERATOR) == ["none"] and system.selected(props.CAPACITY_TYPE) == ["on-demand"]
+    assert system.selected(props.ACCELERATOR) == ["none"] and system.selected(props.CAPACITY_OPTION) == ["r1-on-demand"]
     assert not system.taints
     # Underutilization consolidation cannot work once the CCM relabels the node (config/node_types.py).
     assert system.spec["disruption"] == {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "5m"}

@@ -21,7 +21,7 @@ from config import node_properties as props
 from config.errors import ConfigError
 from config.prices import PRICES_HOURS_PER_MONTH
 from config.stack import load_stack
-from config.tenant import node_usd_per_hour
+from config.pool_plan import node_usd_per_hour
 from shipped_stacks import SHIPPED_DIR, problems, refused, shipped_values
 from tools.plan_costs import environment_costs
 from tools.plan_json import summary
@@ -50,7 +50,7 @@ def test_one_warm_node_renders_one_static_pool_of_the_cheapest_shape(warm_run, w
     assert static.name == "l4-1x-warm"
     assert static.selected(props.ACCELERATOR) == ["nvidia-l4"] and static.selected(props.ACCELERATOR_COUNT) == ["1"]
     assert static.selected(props.INSTANCE_TYPE) == [cheapest.machine_type] == ["g2-standard-4"]
-    assert static.selected(props.CAPACITY_TYPE) == [props.ON_DEMAND]
+    assert static.selected(props.CAPACITY_OPTION) == ["r1-on-demand"]
     # Never upgraded in place under a training job, like the pool's on-demand nodes: a warm node is
     # rolled by deleting it, and the static pool replaces it (docs/reliability.md "Upgrades").
     assert static.spec["nodeLabels"] == {POOL_LABEL: "l4-1x", "gpu-platform/gpu": "nvidia-l4", SKIP_AUTO_UPGRADE_LABEL: "true", WARM_LABEL: "true"}
@@ -129,15 +129,15 @@ def test_warm_nodes_are_always_on_cost(warm_plan):
     assert gpu_line.part == "tenant nlp: GPU pools (warm: 1 × g2-standard-4)"
     assert gpu_line.always_on == pytest.approx(price)
     assert gpu_line.always_on_per_month == pytest.approx(price * PRICES_HOURS_PER_MONTH)
-    # Busy, the pool is the warm node and three more of the same shape: expected as without warm nodes.
-    assert gpu_line.expected == pytest.approx(4 * price)
+    # Busy, the pool is the warm node and three more of the same shape: as without warm nodes.
+    assert gpu_line.busy == pytest.approx(4 * price)
 
     shipped = load_stack(shipped_values("dev"), stack="dev", project_dir=SHIPPED_DIR)
     baseline = environment_costs(warm_plan.catalog, shipped, costs.control_planes)
     nat = warm_plan.catalog.services
     extra_nat = nat.nat_gateway(2, 1).usd_per_hour - nat.nat_gateway(1, 1).usd_per_hour
     assert costs.total("always_on") == pytest.approx(baseline.total("always_on") + price + extra_nat)
-    assert costs.total("expected") == pytest.approx(baseline.total("expected"))
+    assert costs.total("busy") == pytest.approx(baseline.total("busy"))
 
 
 # --- bad input ------------------------------------------------------------------------------------

@@ -78,7 +78,10 @@ def test_node_type_names_never_name_a_machine_type_and_fit_a_label(stack_values,
     names = {nt.name for nt in env.offer.node_types}
     assert not names & set(CATALOG.machines)
     for nt in env.offer.node_types:
-        assert nt.name.startswith(nt.machine_type + "-") and nt.zone in nt.name
+        if nt.reserved:  # a tenant's slice of a reservation, named after both (its zone is the reservation's)
+            assert nt.name == f"rsv-{nt.properties[props.RESERVATION]}-{nt.properties[props.RESERVATION_TENANT]}"
+        else:
+            assert nt.name.startswith(nt.machine_type + "-") and nt.zone in nt.name
         assert props.is_label_value(f"{env.node_provider.name}.{nt.name}")
 
 
@@ -87,7 +90,8 @@ def test_a_node_provider_name_too_long_for_the_labels(stack_values):
     values[f"{NS}:nodeProvider"]["name"] = "gpu-nodes-of-the-machine-learning-platform"
     [message] = [p for p in problems(values) if p.startswith("nodeProvider.name")]
     assert "is too long: the platform labels nodes with <provider>.<node type>, at most 63 characters" in message
-    assert message.endswith("'gpu-nodes-of-the-machine-learning-platform.n1-standard-16-t4x2-europe-west4-a-spot' has 82")
+    # The longest name a pool could make it create: a Spot T4 shape at rank 2 ([on-demand, spot]).
+    assert message.endswith("'gpu-nodes-of-the-machine-learning-platform.n1-standard-16-t4x2-europe-west4-a-spot-r2' has 85")
 
 
 # --- impossible requests ---------------------------------------------------------------------------
@@ -100,6 +104,7 @@ def _prod_in(stack_values, region: str, zones: list[str], gpu_types: list[str]) 
     values[f"{NS}:nodeProvider"]["gpuTypes"] = gpu_types
     values[f"{NS}:nodeProvider"]["gpuQuota"] = {g: 16 for g in gpu_types}
     values[f"{NS}:tenants"] = []  # prod's own tenants ask for GPU types these cases drop
+    values[f"{NS}:nodeProvider"].pop("reservations")  # and so does its reservation, of research's H100s
     return values
 
 
@@ -138,7 +143,9 @@ def test_a3_ultra_is_not_sold_on_demand(stack_values):
         "nodeProvider.gpuTypes[0]: nvidia-h200-141gb is not sold on-demand (a3-ultragpu: spot, flex-start, reservation; "
         "https://cloud.google.com/ai-hypercomputer/docs/consumption-models (read 2026-11-30)"
     )
-    assert message.endswith("set nodeProvider.spot: true to offer it as Spot")
+    assert message.endswith(
+        "allowed: nodeProvider.spot: true (Spot) or nodeProvider.flexStart (Flex-start) or nodeProvider.reservations (a reservation of it)"
+    )
 
 
 def test_a3_ultra_as_spot_only_where_offered(stack_values):
@@ -154,8 +161,8 @@ def test_an_on_demand_pool_of_a_spot_only_gpu(stack_values):
         {"name": "llm", "network": {"cidr": "10.160.0.0/22"}, "gpuPools": [{"gpu": "nvidia-h200-141gb", "maxGpus": 8}]}
     ]
     assert problems(values, "prod") == [
-        "tenants[0].gpuPools[0].spot: environment prod offers no on-demand nvidia-h200-141gb node types "
-        "(a3-ultragpu is sold as spot, flex-start, reservation); set spot: true for Spot"
+        "tenants[0].gpuPools[0].capacity: on-demand is not sold for nvidia-h200-141gb in environment prod (capacity is unset: "
+        "[on-demand]) (a3-ultragpu is sold as spot, flex-start, reservation); allowed here: spot"
     ]
 
 
@@ -217,8 +224,8 @@ def test_pool_zone_that_does_not_offer_the_gpu(stack_values):
         }
     ]
     assert problems(values, "prod") == [
-        "tenants[0].gpuPools[0].zones[0]: us-central1-a does not offer nvidia-h200-141gb as Spot (config/catalog.yaml availability); "
-        "zones that do: us-central1-b"
+        "tenants[0].gpuPools[0].zones[0]: us-central1-a does not offer nvidia-h200-141gb as any of the pool's options "
+        "(spot; config/catalog.yaml availability); zones that do: us-central1-b"
     ]
 
 

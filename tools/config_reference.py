@@ -34,7 +34,8 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from config.catalog import Catalog, load_catalog
-from config.environment import Disk, NodeProviderConfig, SystemPool, disk_types
+from config.environment import SystemPool
+from config.node_provider import Disk, NodeProviderConfig, disk_types
 from config.stack_files import PROJECT_DIR
 from config.stack_keys import GcpKeys, StackKeys
 

@@ -31,6 +31,7 @@ from pathlib import Path
 
 import yaml
 
+from config.node_properties import ON_DEMAND
 from config.base import DNS_LABEL, read_cidr
 from config.catalog import load_catalog
 from config.errors import ConfigError
@@ -106,11 +107,11 @@ def plan_team(
         problems.append(f"NAME={name!r} is taken in environment {environment}: {taken.source} is a tenant of that name")
     offered = env.facts.gpu_types
     gpu = gpu or offered[0]
-    counts = sorted({nt.gpu_count for nt in env.facts.node_types_for(gpu, False)})
+    counts = sorted({nt.gpu_count for nt in env.facts.node_types_for(gpu, ON_DEMAND)})
     if gpu not in offered:
         problems.append(f"GPU={gpu!r} is not offered by environment {environment}; allowed: {', '.join(offered)}")
     elif not counts:
-        usable = ", ".join(g for g in offered if env.facts.node_types_for(g, False))
+        usable = ", ".join(g for g in offered if env.facts.node_types_for(g, ON_DEMAND))
         problems.append(f"GPU={gpu!r} has no on-demand node types in environment {environment}; allowed: {usable}")
     elif max_gpus is not None and (max_gpus < 1 or max_gpus % counts[0]):
         problems.append(f"MAX_GPUS={max_gpus} is not allowed; allowed: a multiple of {counts[0]} (the smallest {gpu} shape), at least {counts[0]}")

@@ -48,7 +48,7 @@ from config.errors import ConfigError
 from config.permissions import AUTO_NODES, LEGACY_AUTO_NODES, load_roles
 from config.stack import NS, EnvironmentStack, TenantStack, load_stack, secret_keys
 from config.stack_files import PROJECT_DIR, SecureValue, StackFileError, list_stacks, read_stack_values, stack_file
-from config.tenant import TenantPlan
+from config.pool_plan import TenantPlan
 from tools import isolation_plan, policy_check, policy_data
 from tools.mock_engine import ProgramRun, config_strings, run_program
 from tools.plan_costs import control_planes_of, environment_costs, tenant_stack_costs
@@ -391,10 +391,11 @@ def _pool_row(pool, *, name: str | None = None) -> Pool:
         gpus_per_node=int(count) if gpu and count and count.isdigit() else None,
         max_gpus=pool.gpu_limit if gpu else None,
         idle_after=pool.consolidate_after,
-        spot=pool.selected(props.CAPACITY_TYPE) == [props.SPOT],
+        options=list(pool.selected(props.CAPACITY_OPTION)),
         machine_types=list(pool.selected(props.INSTANCE_TYPE)),
         zones=list(pool.selected(props.ZONE)),
         limits={k: str(v) for k, v in pool.limits.items()},
+        expire_after=pool.spec.get("expireAfter"),
     )
 
 

@@ -3,11 +3,13 @@
 
 Three figures per part, all in USD:
   always on   what runs with no workload at all (per hour and per 730-hour month);
-  expected    config.tenant.EXPECTED: every GPU pool at its GPU limit on the node type the platform
-              picks, the cheapest that fits (a pod asking for more than the smallest shape gets a
-              larger one, up to the ceiling); everything else as when idle;
+  busy        config.pool_plan.BUSY: every GPU pool at its GPU limit, filled in the order of its
+              capacity list (its reservation slices, then its first pooled option's cheapest type; a
+              pod asking for more than the smallest shape gets a larger one, up to the ceiling);
+              everything else as when idle. Not a forecast: what the limits cost when used, on top
+              of what is committed;
   ceiling     the pools' limits fully used by the most expensive shapes the limits admit.
-A pool's figures are its own (config.tenant.PoolPlan, one node = VM and boot disk); the tenant
+A pool's figures are its own (config.pool_plan.PoolPlan, one node = VM and boot disk); the tenant
 output gpuBudgetUsdPerHour is the same GPU ceiling.
 A figure that needs a price the region does not record is None ("unknown"), and so is every sum
 it enters. Usage-based charges (egress, NAT and load-balancer data processing, tenants' own
@@ -25,7 +27,7 @@ from config.node_types import NodeType
 from config.prices import PRICES_HOURS_PER_MONTH, Price, RegionPrices
 from config.quota import team_stack_tenants
 from config.stack import EnvironmentStack, TenantStack
-from config.tenant import PoolPlan, TenantPlan
+from config.pool_plan import PoolPlan, TenantPlan
 from config.versions import VCLUSTER_CONTROL_PLANE_DISK_CLASS, VCLUSTER_CONTROL_PLANE_VOLUME_GI
 
 HOURS_PER_MONTH = PRICES_HOURS_PER_MONTH
@@ -44,7 +46,7 @@ NOT_INCLUDED = (
 class CostLine:
     part: str
     always_on: float | None  # USD/h
-    expected: float | None  # USD/h
+    busy: float | None  # USD/h
     ceiling: float | None  # USD/h
     estimate: bool = True  # uses figures the catalog marks as estimates
     tenant: str | None = None
@@ -60,12 +62,13 @@ class PoolCost:
     pool: str
     machine_types: tuple[str, ...]
     limits: dict[str, str]
-    expected: float | None
+    busy: float | None
     ceiling: float | None
     ceiling_shape: str | None  # what the ceiling is made of, e.g. "4 × g2-standard-4"
     warm_nodes: int = 0
     warm_machine_type: str | None = None
     warm: float | None = 0.0  # USD/h of the warm nodes, always on
+    bounded: bool = False  # some figure is an upper bound (discounted Flex-start at the on-demand price)
 
     @property
     def warm_per_month(self) -> float | None:
@@ -107,6 +110,9 @@ def _usd(price: Price | None) -> float | None:
     return None if price is None else price.usd_per_hour
 
 
+_CAPACITY_LABEL = {props.ON_DEMAND: "on-demand", props.SPOT: "Spot", props.FLEX_START: "Flex-start", props.RESERVED: "reservation"}
+
+
 class _Pricer:
     def __init__(self, catalog: Catalog, region: str, overrides: dict[str, float], costs: StackCosts):
         self.catalog, self.region, self.overrides, self.costs = catalog, region, overrides, costs
@@ -119,9 +125,9 @@ class _Pricer:
     def note_unknown(self, nt: NodeType) -> None:
         """Say why a node of this type has no price (the VM's, or its boot disk's)."""
         self.disk(nt.properties.get(props.DISK_TYPE, ""), float(nt.properties.get(props.DISK_SIZE_GB, 0)))
-        if nt.usd_per_hour is None:
+        if nt.usd_per_hour is None and nt.price_bound is None:
             what = f"{nt.machine_type}{' × ' + str(nt.gpu_count) + ' ' + nt.gpu if nt.gpu and nt.attach == 'guest' else ''}"
-            self.unknown(f"{self.region} records no {'Spot' if nt.spot else 'on-demand'} price for {what}")
+            self.unknown(f"{self.region} records no {_CAPACITY_LABEL[nt.capacity]} price for {what}")
 
     def disk(self, disk_type: str, size_gb: float) -> float | None:
         price = self.regional.disk(disk_type, size_gb) if self.regional else None
@@ -148,8 +154,8 @@ def pool_cost(pricer: _Pricer, tenant: str, pool: PoolPlan) -> PoolCost:
     if shape and pool.warm_nodes:
         shape += f" + {pool.warm_nodes} warm × {warm_type}"
     return PoolCost(
-        tenant, pool.name, pool.machine_types, dict(pool.limits), pool.expected_usd_per_hour, pool.usd_per_hour_ceiling, shape,
-        pool.warm_nodes, warm_type, pool.warm_usd_per_hour,
+        tenant, pool.name, pool.machine_types, dict(pool.limits), pool.busy_usd_per_hour, pool.usd_per_hour_ceiling, shape,
+        pool.warm_nodes, warm_type, pool.warm_usd_per_hour, pool.bounded,
     )
 
 
@@ -179,18 +185,18 @@ def tenant_lines(pricer: _Pricer, plan: TenantPlan) -> list[CostLine]:
     addresses = int(getattr(plan.tenant.network, "nat_addresses", 1) or 1)
     busy_vms = sum(p.max_nodes for p in plan.gpu_pools)
     nat_idle = pricer.nat(1 + plan.warm_nodes, addresses)
-    nat_expected = pricer.nat(1 + busy_vms, addresses)
+    nat_busy = pricer.nat(1 + busy_vms, addresses)
     nat_ceiling = pricer.nat(_max_nodes(plan.cpu_pool) + sum(_max_nodes(p) for p in plan.gpu_pools), addresses)
 
-    gpu_expected = _add(*(p.expected for p in pools))
+    gpu_busy = _add(*(p.busy for p in pools))
     gpu_ceiling = _add(*(p.ceiling for p in pools))
     estimate = pricer.regional is None or any(nt.price_estimate for p in (*plan.gpu_pools, plan.cpu_pool) for nt in p.node_types)
     return [
         CostLine(f"tenant {name}: control plane (load balancer, {VCLUSTER_CONTROL_PLANE_VOLUME_GI} GiB volume)", control_plane, control_plane, control_plane, True, name),
-        CostLine(f"tenant {name}: Cloud NAT ({addresses} address{'es' if addresses > 1 else ''})", nat_idle, nat_expected, nat_ceiling, False, name),
-        CostLine(f"tenant {name}: CPU pool ({', '.join(plan.cpu_pool.machine_types)})", always_on_node, cpu.expected, cpu.ceiling, estimate, name),
+        CostLine(f"tenant {name}: Cloud NAT ({addresses} address{'es' if addresses > 1 else ''})", nat_idle, nat_busy, nat_ceiling, False, name),
+        CostLine(f"tenant {name}: CPU pool ({', '.join(plan.cpu_pool.machine_types)})", always_on_node, cpu.busy, cpu.ceiling, estimate, name),
         # Idle, GPU pools cost nothing, but for their warm nodes (gpuPools[i].warmNodes).
-        CostLine(f"tenant {name}: GPU pools{_warm_part(plan)}", plan.warm_usd_per_hour, gpu_expected, gpu_ceiling, estimate, name),
+        CostLine(f"tenant {name}: GPU pools{_warm_part(plan)}", plan.warm_usd_per_hour, gpu_busy, gpu_ceiling, estimate, name),
     ]
 
 
@@ -239,10 +245,29 @@ def environment_costs(catalog: Catalog, env: EnvironmentStack, control_planes: t
     if env.cluster.private_nodes.enabled:
         # The host's Cloud NAT (AUTO_ONLY: at least one address) for the private system nodes.
         costs.lines.append(CostLine("host Cloud NAT (1 address)", pricer.nat(max(minimum, 1), 1), pricer.nat(max(minimum, 1), 1), pricer.nat(maximum, 1), False))
+    for reserved in reservation_lines(pricer, env):
+        costs.lines.append(reserved)
     for tenant in env.tenants:
         costs.lines.extend(tenant_lines(pricer, tenant))
     _check_region(pricer)
     return costs
+
+
+def reservation_lines(pricer: _Pricer, env: EnvironmentStack) -> list[CostLine]:
+    """Each reservation of the environment, billed from its creation whether its VMs run or not (at
+    the on-demand rate of its VMs, or the rate the stack states: nodeProvider.reservations[i].usdPerHour):
+    always on, the same busy and at the ceiling. Its VMs' boot disks are the tenants' (their pools)."""
+    lines = []
+    for r in env.node_provider.reservations:
+        reserved = next((nt for nt in env.offer.node_types if nt.reserved and nt.properties.get(props.RESERVATION) == r.name), None)
+        per_vm = None if reserved is None else reserved.usd_per_hour
+        if per_vm is None:
+            pricer.unknown(f"{pricer.region} records no price for {r.machine_type}: set nodeProvider.reservations[].usdPerHour of {r.name}")
+        total = None if per_vm is None else r.count * per_vm
+        slices = ", ".join(f"{s.tenant} {s.count}" for s in r.slices)
+        estimate = r.usd_per_hour is None and (reserved is None or reserved.price_estimate)
+        lines.append(CostLine(f"reservation {r.name} ({r.count} × {r.machine_type}, {r.zone}; slices {slices}): committed", total, total, total, estimate))
+    return lines
 
 
 def tenant_stack_costs(catalog: Catalog, stack: TenantStack, control_planes: tuple[str, ...]) -> StackCosts:

@@ -36,8 +36,8 @@ def summary(plan: StackPlan) -> dict[str, Any]:
         "nodeTypes": [],
         "quota": [
             {
-                "scope": q.scope, "gpu": q.gpu, "region": q.region, "quota": q.quota, "asked": q.asked, "exceeded": q.exceeded, "state": q.state,
-                "newProject": q.new_project is not None, "requestQuotaAt": q.request_url, "tenants": list(q.tenants),
+                "scope": q.scope, "gpu": q.gpu, "region": q.region, "kind": q.kind, "quota": q.quota, "sharedWith": q.shared, "asked": q.asked, "exceeded": q.exceeded, "state": q.state,
+                "newProject": q.new_project is not None, "ownProject": q.own_project is not None, "requestQuotaAt": q.request_url, "tenants": list(q.tenants),
             }
             for q in loaded.quota
         ],
@@ -68,14 +68,14 @@ def summary(plan: StackPlan) -> dict[str, Any]:
                     "estimate": line.estimate,
                     "alwaysOnUsdPerHour": _round(line.always_on),
                     "alwaysOnUsdPerMonth": _round(line.always_on_per_month),
-                    "expectedUsdPerHour": _round(line.expected),
+                    "busyUsdPerHour": _round(line.busy),
                     "ceilingUsdPerHour": _round(line.ceiling),
                 }
                 for line in costs.lines
             ],
             "alwaysOnUsdPerHour": _round(costs.total("always_on")),
             "alwaysOnUsdPerMonth": _round(costs.total("always_on_per_month")),
-            "expectedUsdPerHour": _round(costs.total("expected")),
+            "busyUsdPerHour": _round(costs.total("busy")),
             "ceilingUsdPerHour": _round(costs.total("ceiling")),
         },
         "outputs": {k: (SECRET if k in run.secret_outputs else v) for k, v in sorted(run.outputs.items())},
@@ -95,15 +95,18 @@ def summary(plan: StackPlan) -> dict[str, Any]:
                 "machineType": by_name[registered["name"]].machine_type,
                 "gpu": by_name[registered["name"]].gpu,
                 "gpuCount": by_name[registered["name"]].gpu_count,
-                "spot": by_name[registered["name"]].spot,
+                "capacity": by_name[registered["name"]].capacity,
+                "rank": by_name[registered["name"]].rank,
+                "option": by_name[registered["name"]].option,
                 "zone": by_name[registered["name"]].zone,
                 "resources": registered["resources"],
                 "kubeReserved": (registered.get("overhead") or {}).get("kubeReserved"),
                 "podCpuMillis": by_name[registered["name"]].cpu_millis,
                 "podMemoryMi": by_name[registered["name"]].memory_mi,
                 "usdPerHour": by_name[registered["name"]].usd_per_hour,
+                "priceBoundUsdPerHour": by_name[registered["name"]].price_bound,
                 "priceEstimate": by_name[registered["name"]].price_estimate,
-                "costMilliUsdPerHour": registered.get("cost"),
+                "cost": registered.get("cost"),
                 "maxCapacity": registered.get("maxCapacity"),
             }
             for registered in plan.node_provider["spec"]["terraform"]["nodeTypes"]
@@ -128,7 +131,8 @@ def summary(plan: StackPlan) -> dict[str, Any]:
                         "gpusPerNode": p.gpus_per_node,
                         "maxGpus": p.max_gpus,
                         "idleAfter": p.idle_after,
-                        "spot": p.spot,
+                        "capacityOptions": p.options,
+                        "expireAfter": p.expire_after,
                         "machineTypes": p.machine_types or list(pool_costs[(tenant.name, p.name)].machine_types),
                         "zones": p.zones,
                         "limits": p.limits,
@@ -137,14 +141,14 @@ def summary(plan: StackPlan) -> dict[str, Any]:
                         "warmUsdPerHour": _round(pool_costs[(tenant.name, p.name)].warm) if (tenant.name, p.name) in pool_costs else None,
                         "warmUsdPerMonth": _round(pool_costs[(tenant.name, p.name)].warm_per_month) if (tenant.name, p.name) in pool_costs else None,
                         "firstGpu": p.first_gpu,
-                        "expectedUsdPerHour": _round(pool_costs[(tenant.name, p.name)].expected) if (tenant.name, p.name) in pool_costs else None,
+                        "busyUsdPerHour": _round(pool_costs[(tenant.name, p.name)].busy) if (tenant.name, p.name) in pool_costs else None,
                         "ceilingUsdPerHour": _round(pool_costs[(tenant.name, p.name)].ceiling) if (tenant.name, p.name) in pool_costs else None,
                     }
                     for p in tenant.pools
                 ],
                 "alwaysOnUsdPerHour": _round(_sum(line.always_on for line in parts)),
                 "alwaysOnUsdPerMonth": _round(_sum(line.always_on_per_month for line in parts)),
-                "expectedUsdPerHour": _round(_sum(line.expected for line in parts)),
+                "busyUsdPerHour": _round(_sum(line.busy for line in parts)),
                 "ceilingUsdPerHour": _round(_sum(line.ceiling for line in parts)),
             }
         )

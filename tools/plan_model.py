@@ -9,7 +9,7 @@ from typing import Any
 
 from config.catalog import Catalog
 from config.stack import EnvironmentStack, TenantStack
-from config.tenant import TenantPlan
+from config.pool_plan import TenantPlan
 from tools.mock_engine import MOCK_ADDRESS_RANGE, PLACEHOLDER, ProgramRun
 from tools.plan_costs import StackCosts
 from tools.policy_check import Violation
@@ -32,12 +32,13 @@ class Pool:
     gpus_per_node: int | None
     max_gpus: int | None
     idle_after: str | None
-    spot: bool
+    options: list[str]  # the capacity-option selector, in the pool's order (config/capacity.py)
     machine_types: list[str]  # the instance-type selector; empty: every type of the class
     limits: dict[str, str]
     zones: list[str] = field(default_factory=list)  # the zone selector; empty: every zone of its node types
     warm_nodes: int = 0  # its static pool's quantity (gpuPools[i].warmNodes)
     warm_machine_types: list[str] = field(default_factory=list)  # the static pool's instance-type selector
+    expire_after: str | None = None  # Karpenter expireAfter (pools with Flex-start)
 
     @property
     def first_gpu(self) -> str | None:

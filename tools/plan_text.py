@@ -10,11 +10,13 @@ from typing import Any, Iterable
 import yaml
 
 from components.tenant_documents import GPU_OPERATOR_NAMESPACE
-from config.quota import QUOTA_PAGE, QUOTA_RULES
+from config.quota import KIND_QUOTA, QUOTA_PAGE, QUOTA_RULES
 from config.stack import NS, EnvironmentStack, TenantStack
 from config.stack_files import StackFileError, list_stacks, read_stack_values
 from tools import isolation_plan, monitoring_plan, reliability_plan
-from config.tenant import EXPECTED
+from config import capacity as cap
+from config import node_properties as props
+from config.pool_plan import BUSY
 from tools.mock_engine import MOCK_ADDRESS_RANGE, PLACEHOLDER, ProgramRun, Registration
 from tools.plan_costs import HOURS_PER_MONTH, NOT_INCLUDED
 from tools.plan_model import SECRET, StackPlan, has_placeholder
@@ -93,8 +95,8 @@ def render_text(plan: StackPlan, *, all_node_types: bool = False) -> str:
 
 
 def _node_types(plan: StackPlan, env: EnvironmentStack, all_node_types: bool) -> list[str]:
-    """Node types grouped by what tells them apart for a tenant (machine, GPUs, capacity type),
-    with their zones in one column; `--node-types` lists each one by name."""
+    """Node types grouped by what tells them apart for a tenant (machine, GPUs, capacity type and
+    rank), with their zones in one column; `--node-types` lists each one by name."""
     assert plan.node_provider is not None
     registered = plan.node_provider["spec"]["terraform"]["nodeTypes"]
     by_name = {nt.name: nt for nt in env.offer.node_types}
@@ -103,21 +105,25 @@ def _node_types(plan: StackPlan, env: EnvironmentStack, all_node_types: bool) ->
         f"NodeProvider {plan.node_provider['metadata'].get('name')}: {len(registered)} node types"
         + ("" if all_node_types else " in groups of the same shape (--node-types lists each)"),
         "  vCPU / memory: what pods can use per node (resources minus overhead.kubeReserved); USD/h: list price of the VM "
-        "with its GPUs; cost: the integer the platform compares, thousandths of a USD per hour; max nodes: maxCapacity",
+        "with its GPUs as its capacity type is sold (reserved: the reservation's rate, paid used or not; < : a discounted "
+        "Flex-start price the catalog does not record, at most the on-demand one); order: the `cost` the platform compares, "
+        f"not a price (rank × {cap.RANK_BAND:,} + thousandths of a USD per hour × {cap.PRICE_STEP:,} + a tie-break: config/capacity.py); max nodes: maxCapacity",
     ]
-    headers = ["machine type", "GPU × count", "capacity", "vCPU", "memory GiB", "USD/h", "cost (mUSD/h)", "max nodes"]
+    headers = ["machine type", "GPU × count", "capacity", "rank", "vCPU", "memory GiB", "USD/h", "order (cost)" if all_node_types else "order (cost, less tie-break)", "max nodes"]
     groups: dict[tuple, list[str]] = {}
     rows_by_key: dict[tuple, list[str]] = {}
     for registered_type in registered:
         nt = by_name[registered_type["name"]]
+        capacity = f"reservation {nt.properties[props.RESERVATION]} ({nt.properties[props.RESERVATION_TENANT]})" if nt.reserved else nt.capacity
         row = [
             nt.machine_type,
             f"{nt.gpu} × {nt.gpu_count}" if nt.gpu else "—",
-            "spot" if nt.spot else "on-demand",
+            capacity,
+            str(nt.rank),
             f"{nt.cpu_millis / 1000:g}",
             f"{nt.memory_mi / 1024:.1f}",
-            _price(nt.usd_per_hour, nt.price_estimate, digits=4),
-            "—" if registered_type.get("cost") is None else str(registered_type["cost"]),
+            _node_price(nt),
+            _cost_cell(registered_type.get("cost"), nt.gpu is not None and not all_node_types),
             "—" if registered_type.get("maxCapacity") is None else str(registered_type["maxCapacity"]),
         ]
         if all_node_types:
@@ -128,37 +134,66 @@ def _node_types(plan: StackPlan, env: EnvironmentStack, all_node_types: bool) ->
             groups.setdefault(key, []).append(nt.zone)
             rows_by_key[key] = row
     if all_node_types:
-        table = _table(["name", *headers, "zone"], [[*rows_by_key[k], ", ".join(z)] for k, z in groups.items()], right=[4, 5, 6, 7, 8])
+        table = _table(["name", *headers, "zone"], [[*rows_by_key[k], ", ".join(z)] for k, z in groups.items()], right=[4, 5, 6, 7, 8, 9])
     else:
-        table = _table([*headers, "zones"], [[*rows_by_key[k], ", ".join(z)] for k, z in groups.items()], right=[3, 4, 5, 6, 7])
+        table = _table([*headers, "zones"], [[*rows_by_key[k], ", ".join(z)] for k, z in groups.items()], right=[3, 4, 5, 6, 7, 8])
     lines.extend(table)
     excluded = [f"{q.gpu}: {', '.join(q.excluded)}" for q in env.offer.quota if q.excluded]
     if excluded:
         lines.append(f"  not offered, larger than the GPU quota: {'; '.join(excluded)}")
-    if any(nt.usd_per_hour is None for nt in env.offer.node_types):
-        lines.append("  '—' cost: no recorded price in this region; the platform then derives a cost from the resources")
+    if any(nt.usd_per_hour is None and nt.price_bound is None for nt in env.offer.node_types):
+        lines.append("  'unknown' USD/h: no recorded price in this region; such a GPU type comes last in its rank, a CPU type's cost is left to the platform")
     return lines
+
+
+def _cost_cell(cost: int | None, group: bool) -> str:
+    """A node type's cost; in a group of zones, without the zone's tie-break (config/capacity.py)."""
+    if cost is None:
+        return "—"
+    return f"{cost - cost % cap.PRICE_STEP}+" if group else str(cost)
+
+
+def _node_price(nt) -> str:
+    if nt.usd_per_hour is None and nt.price_bound is not None:
+        return f"< {nt.price_bound:,.4f}"
+    return _price(nt.usd_per_hour, nt.price_estimate, digits=4)
 
 
 def _quota(plan: StackPlan) -> list[str]:
     quota = plan.loaded.quota
-    lines = ["", f"GPU quota of the environment ({len(quota)} line{'s' if len(quota) != 1 else ''}: every tenant's maxGpus, inline and team stacks in this repo, added up per project and GPU class)"]
+    lines = [
+        "",
+        f"GPU quota of the environment ({len(quota)} line{'s' if len(quota) != 1 else ''}: every tenant's maxGpus, inline and team "
+        "stacks in this repo, and every reservation, added up per project, GPU class, region and quota kind)",
+    ]
     if not quota:
         lines.append("  no tenant asks for GPUs yet")
         return lines
     rows = [
-        [q.scope, q.gpu, q.region, "0 until granted" if q.new_project else str(q.quota), str(q.asked), q.state, "; ".join(q.tenants)]
+        [q.scope, q.gpu, q.region, q.kind, "0 until granted" if q.new_project else str(q.quota), str(q.asked) + (f" (+{q.shared})" if q.shared else ""),
+         q.state, "; ".join(q.tenants)]
         for q in quota
     ]
-    lines.extend(_table(["quota of", "GPU class", "region", "quota", "asked", "state", "tenants (GPUs)"], rows, right=[3, 4]))
+    lines.extend(_table(["quota of", "GPU class", "region", "kind", "quota", "asked", "state", "tenants (GPUs)"], rows, right=[4]))
+    lines.append(
+        "  kinds: " + "; ".join(f"{kind}: {name}" for kind, name in KIND_QUOTA.items())
+        + " (config/quota.py: Spot and Flex-start draw on the preemptible quota where nodeProvider.preemptibleGpuQuota grants one, "
+        "else on the on-demand one; VMs consuming a reservation and the reservation itself draw on the on-demand one, (+n): "
+        "GPUs of the other line of the same quota)"
+    )
     lines.append(f"  {QUOTA_RULES}")
     for project in dict.fromkeys(q.new_project for q in quota if q.new_project):
         lines.append(f"  {project} is created by Pulumi, and a new project has no GPU quota: request it at {QUOTA_PAGE.format(project=project)}")
+    for project in dict.fromkeys(q.own_project for q in quota if q.own_project):
+        lines.append(
+            f"  {project} is a team's own project: its quotas are its own, not the environment's numbers; check them at "
+            f"{QUOTA_PAGE.format(project=project)}"
+        )
     return lines
 
 
 def _tenants(plan: StackPlan) -> list[str]:
-    lines = ["", f"Tenants ({len(plan.tenants)}): a pool's expected and ceiling USD/h as the costs below define them"]
+    lines = ["", f"Tenants ({len(plan.tenants)}): a pool's busy and ceiling USD/h as the costs below define them"]
     if not plan.tenants:
         lines.append("  none inline; teams' own stacks add them")
     pool_costs = {(c.tenant, c.pool): c for c in plan.costs.pools}
@@ -183,25 +218,64 @@ def _tenants(plan: StackPlan) -> list[str]:
                     "—" if p.gpus_per_node is None else str(p.gpus_per_node),
                     "—" if p.max_gpus is None else str(p.max_gpus),
                     p.idle_after or "?",
-                    "spot" if p.spot else "on-demand",
+                    ", ".join(p.options) or "any",
                     ", ".join(p.machine_types) or ", ".join(cost.machine_types if cost else ()),
                     ", ".join(p.zones) or "all",
                     ", ".join(f"{k} {v}" for k, v in p.limits.items()) or "—",
                     _warm_cell(p, cost),
                     p.first_gpu or "—",
-                    _money(cost.expected if cost else None),
-                    _money(cost.ceiling if cost else None) + (f" ({cost.ceiling_shape})" if cost and cost.ceiling_shape else ""),
+                    _bounded(cost.busy if cost else None, cost),
+                    _bounded(cost.ceiling if cost else None, cost) + (f" ({cost.ceiling_shape})" if cost and cost.ceiling_shape else ""),
                 ]
             )
         lines.extend(
             _table(
-                ["pool", "GPU class", "GPUs/node", "max GPUs", "idle after", "capacity", "machine types", "zones", "limits",
-                 "warm nodes (always on)", "first GPU", "expected USD/h", "ceiling USD/h"],
+                ["pool", "GPU class", "GPUs/node", "max GPUs", "idle after", "capacity options (in order)", "machine types", "zones", "limits",
+                 "warm nodes (always on)", "first GPU", "busy USD/h", "ceiling USD/h"],
                 rows,
                 indent="    ",
                 right=[2, 3, 11],
             )
         )
+        for pool in tenant.plan.gpu_pools:
+            lines.extend(_options(pool))
+    return lines
+
+
+def _bounded(value: float | None, cost) -> str:
+    return ("≤ " if cost is not None and cost.bounded and value is not None else "") + _money(value)
+
+
+def _options(pool) -> list[str]:
+    """A GPU pool's capacity options in its order, each with what one node costs: the platform takes
+    the first with room (its node types' order, config/capacity.py), so this is also the order of the bill."""
+    rows = []
+    for order, value in enumerate(pool.option_values, 1):
+        types = pool.option_types(value)
+        if not types:
+            continue
+        nt = min(types, key=lambda t: (t.usd_per_hour if t.usd_per_hour is not None else t.price_bound or math.inf, t.vcpus))
+        disk = pool.node_price(nt) if nt.reserved else None
+        if nt.reserved:
+            name = nt.properties[props.RESERVATION]
+            vm = f"committed {_money(nt.usd_per_hour)}/h, paid by reservation {name} used or not; adds its disk"
+            hourly, monthly = _money(disk), _money(None if disk is None else disk * HOURS_PER_MONTH)
+            what = f"slice of {nt.max_capacity} VM{'s' if nt.max_capacity != 1 else ''} in {nt.zone}"
+        else:
+            price = pool.node_price(nt)
+            bound = pool.node_usd_bound.get(nt.name)
+            hourly = _money(price) if price is not None else (f"< {_money(bound)}" if bound is not None else "unknown")
+            per_month = price if price is not None else bound
+            monthly = ("< " if price is None and bound is not None else "") + _money(None if per_month is None else per_month * HOURS_PER_MONTH)
+            vm = {cap.ON_DEMAND: "on-demand list price", cap.SPOT: "Spot price (changes up to once a month)",
+                  cap.FLEX_START: "Flex-start at the list price" if bound is None else "Flex-start, discounted (figure not recorded)"}[nt.capacity]
+            zones = sorted({t.zone for t in types})
+            what = f"{len(zones)} zone{'s' if len(zones) > 1 else ''} ({', '.join(zones)})"
+        rows.append([str(order), value, nt.machine_type, what, hourly, monthly, vm])
+    lines = [f"    options of pool {pool.name}, in order (the platform takes the first with room; per node: the cheapest shape, VM and boot disk):"]
+    lines.extend(_table(["#", "option", "cheapest shape", "where", "USD/h per node", "USD/month per node", "price"], rows, indent="      ", right=[4, 5]))
+    if pool.expire_after:
+        lines.append(f"      Flex-start: every node of the pool expires after {pool.expire_after} (Karpenter expireAfter) and drains before Compute Engine stops the VM")
     return lines
 
 
@@ -239,7 +313,7 @@ def _costs(plan: StackPlan) -> list[str]:
             f"≈ marks figures from estimates: {', '.join(estimates) or 'none'}; sources in config/catalog.yaml)"
         )
         lines.extend(_price_sources(regional))
-    lines.append(f"  always on: with no workload; expected: {EXPECTED};")
+    lines.append(f"  always on: with no workload, reservations included (billed used or not); busy: {BUSY};")
     lines.append("  ceiling: every pool's limits fully used by the most expensive shape they admit. A node: its VM with its GPUs and its boot disk.")
     lines.append(f"  not included (usage-based): {NOT_INCLUDED}")
     rows = [
@@ -247,15 +321,17 @@ def _costs(plan: StackPlan) -> list[str]:
             line.part,
             _price(line.always_on, line.estimate),
             _price(line.always_on_per_month, line.estimate),
-            _price(line.expected, line.estimate),
+            _price(line.busy, line.estimate),
             _price(line.ceiling, line.estimate),
         ]
         for line in costs.lines
     ]
     total_label = "environment total" if plan.kind == "environment" else "tenant stack total"
     estimate = any(line.estimate for line in costs.lines)
-    rows.append([total_label, *(_total(costs, a, estimate) for a in ("always_on", "always_on_per_month", "expected", "ceiling"))])
-    lines.extend(_table(["part", "always on USD/h", "always on USD/month", "expected USD/h", "ceiling USD/h"], rows, right=[1, 2, 3, 4]))
+    rows.append([total_label, *(_total(costs, a, estimate) for a in ("always_on", "always_on_per_month", "busy", "ceiling"))])
+    lines.extend(_table(["part", "always on USD/h", "always on USD/month", "busy USD/h", "ceiling USD/h"], rows, right=[1, 2, 3, 4]))
+    if any(p.bounded for p in costs.pools):
+        lines.append("  a pool with discounted Flex-start is counted at the on-demand price, an upper bound: its figures are at most these")
     if _rounding_shows(costs):
         lines.append("  every figure is rounded to the cent on its own: a total adds the unrounded figures, so its column's rows may differ from it by cents")
     for why in costs.unknown:
@@ -293,7 +369,7 @@ def _price_sources(regional) -> list[str]:
 
 def _rounding_shows(costs) -> bool:
     """Whether some column's rounded rows add up to other than its rounded total."""
-    for attribute in ("always_on", "always_on_per_month", "expected", "ceiling"):
+    for attribute in ("always_on", "always_on_per_month", "busy", "ceiling"):
         values = [getattr(line, attribute) for line in costs.lines]
         if None not in values and round(sum(round(v, 2) for v in values), 2) != round(sum(values), 2):
             return True
@@ -319,7 +395,7 @@ def render_quiet(plan: StackPlan) -> str:
         return f"FAIL  {plan.stack}: {len(plan.mandatory_violations)} mandatory policy violation(s) (policy/); they follow on stderr"
     return (
         f"ok    {plan.stack}: {plan.kind} stack, {len(plan.run.registrations)} resources, {len(plan.tenants)} tenant(s), "
-        f"always on {_money(costs.total('always_on_per_month'))} USD/month, expected {_money(costs.total('expected'))} USD/h, "
+        f"always on {_money(costs.total('always_on_per_month'))} USD/month, busy {_money(costs.total('busy'))} USD/h, "
         f"ceiling {_money(costs.total('ceiling'))} USD/h, {len(plan.warnings)} warning(s)"
     )
 

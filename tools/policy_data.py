@@ -28,6 +28,7 @@ from components import loft_api
 from components.platform_project import INSTANCE_VERBS, LOCAL_CLUSTER, MEMBER_ROLE
 from components.tenant_network import HEALTH_CHECK_RANGES, IAP_RANGE
 from components.vcluster_values import GPU_RESOURCE, GPU_TAINT
+from config import capacity as cap
 from config import node_properties as props
 from config import yaml_io
 from config.catalog import load_catalog
@@ -283,7 +284,9 @@ def stack_data(runs: dict[str, ProgramRun], values: dict[str, dict[str, Any]]) -
 
 # What a team stack takes from its environment's entry: the environment's decisions about its
 # tenants, and the host cluster they run on (its name, the private ranges its clients come from).
-ENVIRONMENT_DECISIONS = ("approvedTenantSecurity", "controlPlaneMaximum", "allowSharedWithProjectTenants", "hostCluster", "hostClientRanges")
+ENVIRONMENT_DECISIONS = (
+    "approvedTenantSecurity", "controlPlaneMaximum", "allowSharedWithProjectTenants", "hostCluster", "hostClientRanges", "reservedNodeTypes",
+)
 
 
 def stack_entry(stack: str, run: ProgramRun, values: dict[str, Any], environment_entry: dict[str, Any] | None) -> dict[str, Any]:
@@ -299,6 +302,12 @@ def stack_entry(stack: str, run: ProgramRun, values: dict[str, Any], environment
         # The host's pod and node ranges every control plane's LoadBalancer admits beside the
         # tenant's NAT addresses (components/tenant_vcluster.py).
         entry["hostClientRanges"] = list(facts.get("hostClientCidrs") or [])
+        # Each reserved node type (a tenant's slice of a reservation) and its tenant.
+        entry["reservedNodeTypes"] = {
+            nt["name"]: nt["properties"][props.RESERVATION_TENANT]
+            for nt in facts.get("nodeTypes") or []
+            if props.RESERVATION_TENANT in (nt.get("properties") or {})
+        }
     else:
         assert environment_entry is not None, f"stack {stack}: its environment's entry first"
         entry.update({key: environment_entry[key] for key in ENVIRONMENT_DECISIONS})
@@ -391,6 +400,10 @@ def build(evaluated: Evaluated | None = None) -> dict[str, Any]:
         "gpusPerMachineType": _gpus_per_machine_type(),
         "tenantInstance": {
             **inventory.node_property_names(),
+            # A tenant's slices of the environment's reservations (policy/guardrails/reservations.py).
+            "capacityOptionProperty": props.CAPACITY_OPTION,
+            "tenantProperty": props.TENANT,
+            "reservedPrefix": cap.RESERVED_PREFIX,
             "enforceLabel": ENFORCE_LABEL,
             "podSecurityPolicy": POLICY_NAME,
             "privilegedNamespaces": sorted(PRIVILEGED_NAMESPACES),

@@ -27,8 +27,13 @@ terraform {
 
   required_providers {
     google = {
-      source  = "hashicorp/google"
-      version = "6.50.0"
+      source = "hashicorp/google"
+      # 7.41.0 documents provisioning_model FLEX_START and RESERVATION_BOUND on
+      # google_compute_instance (CHANGELOG, PR 28365); 7.45.0 is the newest release read
+      # (hashicorp/terraform-provider-google tag v7.45.0). The 7.0.0 upgrade guide
+      # (website/docs/guides/version_7_upgrade.html.markdown) lists no change to
+      # google_compute_instance, the only resource of this template.
+      version = "7.45.0"
     }
   }
 }
@@ -53,6 +58,8 @@ locals {
     "gpu-platform/accelerator"       = try(nonsensitive(var.vcluster.nodeType.spec.properties["gpu-platform/accelerator"]), "")
     "gpu-platform/accelerator-count" = try(nonsensitive(var.vcluster.nodeType.spec.properties["gpu-platform/accelerator-count"]), "")
     "gpu-platform/capacity-type"     = try(nonsensitive(var.vcluster.nodeType.spec.properties["gpu-platform/capacity-type"]), "")
+    "gpu-platform/capacity-rank"     = try(nonsensitive(var.vcluster.nodeType.spec.properties["gpu-platform/capacity-rank"]), "")
+    "gpu-platform/capacity-option"   = try(nonsensitive(var.vcluster.nodeType.spec.properties["gpu-platform/capacity-option"]), "")
     "gpu-platform/zone"              = try(nonsensitive(var.vcluster.nodeType.spec.properties["gpu-platform/zone"]), "")
     "gpu-platform/disk-size-gb"      = try(nonsensitive(var.vcluster.nodeType.spec.properties["gpu-platform/disk-size-gb"]), "")
     "gpu-platform/disk-type"         = try(nonsensitive(var.vcluster.nodeType.spec.properties["gpu-platform/disk-type"]), "")
@@ -61,6 +68,12 @@ locals {
     "topology.kubernetes.io/zone"    = try(nonsensitive(var.vcluster.nodeType.spec.properties["topology.kubernetes.io/zone"]), "")
     "topology.kubernetes.io/region"  = try(nonsensitive(var.vcluster.nodeType.spec.properties["topology.kubernetes.io/region"]), "")
     "topology.gke.io/zone"           = try(nonsensitive(var.vcluster.nodeType.spec.properties["topology.gke.io/zone"]), "")
+  }
+  # Written on some node types only: Flex-start types carry their run duration, reserved types
+  # their reservation, its owner project, the tenant whose slice they are and how it is consumed.
+  optional_properties = {
+    for key in ["gpu-platform/max-run-duration", "gpu-platform/reservation", "gpu-platform/reservation-project", "gpu-platform/reservation-tenant", "gpu-platform/reservation-bound"] :
+    key => try(nonsensitive(var.vcluster.nodeType.spec.properties[key]), "")
   }
   node_type_name = try(nonsensitive(var.vcluster.nodeType.metadata.name), "(unnamed)")
   # The zone may be absent (it then comes from the vCluster's `zone` property), and so may the
@@ -73,6 +86,7 @@ locals {
   accelerator       = local.node_type["gpu-platform/accelerator"]
   accelerator_count = try(tonumber(local.node_type["gpu-platform/accelerator-count"]), -1)
   capacity_type     = local.node_type["gpu-platform/capacity-type"]
+  capacity_rank     = try(tonumber(local.node_type["gpu-platform/capacity-rank"]), -1)
   zone              = local.node_type["gpu-platform/zone"] != "" ? local.node_type["gpu-platform/zone"] : local.fallback_zone
   disk_size_gb      = try(tonumber(local.node_type["gpu-platform/disk-size-gb"]), 0)
   disk_type         = local.node_type["gpu-platform/disk-type"]
@@ -91,17 +105,46 @@ locals {
     nvidia-a100-80gb  = ["a2"]
     nvidia-h100-80gb  = ["a3"]
     nvidia-h200-141gb = ["a3"]
+    nvidia-b200       = ["a4"]
   }
   # Series whose GPUs are attached as guest accelerators (N1). Accelerator-optimized series come
   # with their GPUs in the machine type and reject a guest_accelerator block.
   guest_series   = ["n1"]
-  builtin_series = ["a2", "a3", "g2", "g4"]
+  builtin_series = ["a2", "a3", "a4", "g2", "g4"]
 
-  gpu          = local.accelerator != "none"
-  spot         = local.capacity_type == "spot"
-  guest_attach = local.gpu && contains(local.guest_series, local.machine_series)
-  gpu_known    = !local.gpu || contains(keys(local.gpu_series), local.accelerator)
-  gpu_fits     = !local.gpu || contains(lookup(local.gpu_series, local.accelerator, []), local.machine_series)
+  gpu        = local.accelerator != "none"
+  spot       = local.capacity_type == "spot"
+  flex_start = local.capacity_type == "flex-start"
+  reserved   = local.capacity_type == "reservation"
+
+  # How the VM is bought (google provider 7.45.0 `scheduling.provisioning_model`: STANDARD, SPOT,
+  # FLEX_START, RESERVATION_BOUND). Flex-start, as the provider's own acceptance test creates it
+  # (resource_compute_instance_test.go `testAccComputeInstance_flexStart`): no automatic restart,
+  # TERMINATE on host maintenance, termination action DELETE and a max_run_duration (Flex-start
+  # VMs "can run for up to seven days": https://cloud.google.com/compute/docs/instances/about-flex-start-vms).
+  # A reserved type consumes its reservation as STANDARD, or with the reservation-bound model where
+  # the reservation came from a future reservation (calendar mode, AI Hypercomputer), which deletes
+  # the VM at the end of the reservation period
+  # (https://cloud.google.com/compute/docs/instances/about-reservation-bound-instances).
+  reservation_bound  = local.reserved && local.optional_properties["gpu-platform/reservation-bound"] == "true"
+  provisioning_model = local.spot ? "SPOT" : local.flex_start ? "FLEX_START" : local.reservation_bound ? "RESERVATION_BOUND" : "STANDARD"
+  max_run_seconds    = try(tonumber(local.optional_properties["gpu-platform/max-run-duration"]), -1)
+  # Every VM says which reservations it may consume. Without a block Compute Engine's default is
+  # ANY_RESERVATION (API ReservationAffinity.consumeReservationType: "ANY_RESERVATION (default)"),
+  # so an on-demand node would silently take a matching open reservation of its project, another
+  # team's plan included. A reserved type names its reservation: by name in its own project, or
+  # `projects/<owner>/reservations/<name>` for a reservation shared from another project (API
+  # ReservationAffinity.values: "projects/different-project/reservations/some-reservation-name to
+  # target a shared reservation in the same zone but in a different project"), under the key the
+  # provider documents for targeting by name (google_compute_instance `specific_reservation.key`:
+  # compute.googleapis.com/reservation-name).
+  reservation_name    = local.optional_properties["gpu-platform/reservation"]
+  reservation_project = local.optional_properties["gpu-platform/reservation-project"]
+  reservation_tenant  = local.optional_properties["gpu-platform/reservation-tenant"]
+  reservation_target  = local.reservation_project == "" || local.reservation_project == local.project ? local.reservation_name : "projects/${local.reservation_project}/reservations/${local.reservation_name}"
+  guest_attach        = local.gpu && contains(local.guest_series, local.machine_series)
+  gpu_known           = !local.gpu || contains(keys(local.gpu_series), local.accelerator)
+  gpu_fits            = !local.gpu || contains(lookup(local.gpu_series, local.accelerator, []), local.machine_series)
 
   # Written by the environment template (templates/environment/main.tf) from the tenant's
   # properties; the subnet is in the tenant's network, which has Cloud NAT.
@@ -237,35 +280,64 @@ locals {
     ${local.metadata_rules_present} || fail "a rule is missing after installing"
   EOT
 
-  # NVIDIA Fabric Manager on the machine types whose GPUs hang off NVSwitches: full HGX A100, H100
-  # and H200 boards, 8 or 16 GPUs, passed through to one VM. Without it CUDA finds no usable GPU on
-  # them, while the device plugin may still offer them (so the GPU watchdog would not notice). The
-  # GPU Operator runs Fabric Manager only inside its driver container (NVIDIA/gpu-operator tag
-  # v25.10.1, assets/state-driver/0500_daemonset.yaml mounts /run/nvidia-fabricmanager there),
-  # which driver.enabled=false leaves out; the node image must bring it. Whether the Deep Learning
-  # VM image ships and enables it is not documented (config/catalog.yaml `images`), so, safe either
-  # way: a kubelet drop-in wants nvidia-fabricmanager.service, starts after it and checks it is
-  # active before the kubelet runs, and a node whose image has no such unit powers off before it
-  # joins (its claim fails; the pool's pods stay Pending, docs/reliability.md). The plan says so
-  # before deploy, and prod refuses such a pool unless it is verified (config/fabric_manager.py).
-  # Same list as the machines config/catalog.yaml marks `nvswitch` (tests/test_node_template.py).
-  nvswitch_machine_types = ["a2-highgpu-8g", "a2-megagpu-16g", "a2-ultragpu-8g", "a3-highgpu-8g", "a3-ultragpu-8g"]
+  # NVIDIA Fabric Manager where the VM sees NVSwitches, and only there. The machine types that
+  # carry a full HGX board (8 or 16 A100, H100, H200 or B200 GPUs joined by NVSwitches; marked
+  # `nvswitch` in config/catalog.yaml, the same list as below: tests/test_node_template.py) need
+  # Fabric Manager *somewhere*, but whether the guest must run it depends on how the hypervisor
+  # passes the board through: with the whole board (switches included) the guest runs it; in
+  # NVIDIA's shared-NVSwitch model the host manages the fabric, the guest sees no switch, and Fabric
+  # Manager started in it fails with NV_WARN_NOTHING_TO_DO (NVIDIA/gpu-operator issue 610). Google
+  # documents neither for its series, and its own driver installers install no Fabric Manager on any
+  # machine type (GoogleCloudPlatform/compute-gpu-installation tag cuda-installer-v1.9.1;
+  # GoogleCloudPlatform/container-engine-accelerators at 992db81, the GKE installer, while GKE runs
+  # these shapes): docs/gpu-nodes.md, "Fabric Manager". So the node decides by what it sees, as
+  # NVIDIA's own driver container does (NVIDIA/gpu-driver-container ubuntu24.04/nvidia-driver at
+  # 06a208c, since tag 22.06.17: Fabric Manager only when /proc/driver/nvidia-nvswitch/devices is
+  # not empty, or an InfiniBand device's VPD names an NVLink5 switch port, SW_MNG). The boothook
+  # installs a gate that runs before every start of the kubelet, once the driver is loaded
+  # (nvidia-smi loads it): without a visible switch it does nothing; with one it starts Fabric
+  # Manager and lets the kubelet start only once it is active, and a node that sees switches but
+  # whose image has no Fabric Manager powers off (CUDA cannot work there: no guess), so its claim
+  # fails and the VM stops billing. `make acceptance` records what the node saw (docs/acceptance.md).
+  nvswitch_machine_types = ["a2-highgpu-8g", "a2-megagpu-16g", "a2-ultragpu-8g", "a3-highgpu-8g", "a3-ultragpu-8g", "a4-highgpu-8g"]
   fabric_manager         = local.gpu && contains(local.nvswitch_machine_types, local.instance_type)
   fabric_manager_script  = <<-EOT
     #!/bin/sh
-    # gpu-platform: NVIDIA Fabric Manager before the kubelet, on NVSwitch machine types
-    # (templates/node/main.tf). Runs at every boot.
+    # gpu-platform: NVIDIA Fabric Manager before the kubelet where this VM sees NVSwitches
+    # (templates/node/main.tf). Runs at every boot ("boot": installs itself as the kubelet's gate)
+    # and before every start of the kubelet ("gate": decides by the switches the guest sees).
+    mode=boot
+    [ "$1" = gate ] && mode=gate
     dropin_dir=/etc/systemd/system/kubelet.service.d
-    fail() {
-      echo "gpu-platform: NVIDIA Fabric Manager unavailable ($1); powering off so that this node never joins" >&2
+    installer_dir=/etc/gpu-platform
+    nvswitch_dir=/proc/driver/nvidia-nvswitch/devices
+    infiniband_dir=/sys/class/infiniband
+    if [ "$mode" = boot ]; then
+      mkdir -p "$dropin_dir" "$installer_dir" && cp "$0" "$installer_dir/fabric-manager" &&
+        printf '%s\n' '[Service]' "ExecStartPre=/bin/sh $installer_dir/fabric-manager gate" >"$dropin_dir/40-gpu-platform-fabric-manager.conf" ||
+        echo "gpu-platform fabric-manager: could not install the gate; the kubelet starts without it" >&2
+      exit 0
+    fi
+    nvidia-smi -L >/dev/null 2>&1 # loads the driver, which lists the switches it finds
+    switches=$(ls -A "$nvswitch_dir" 2>/dev/null | wc -l)
+    for vpd in "$infiniband_dir"/*/device/vpd; do
+      [ -f "$vpd" ] && grep -q SW_MNG "$vpd" && switches=$((switches + 1))
+    done
+    if [ "$switches" -eq 0 ]; then
+      echo "gpu-platform fabric-manager: no NVSwitch visible to this VM (the host manages the fabric); not needed"
+      exit 0
+    fi
+    echo "gpu-platform fabric-manager: $switches NVSwitch device(s) visible; Fabric Manager must run"
+    if ! systemctl cat nvidia-fabricmanager.service >/dev/null 2>&1; then
+      echo "gpu-platform fabric-manager: the image has no nvidia-fabricmanager.service; powering off so that this node never joins" >&2
       systemctl --no-block poweroff || poweroff -f
       exit 1
-    }
-    systemctl cat nvidia-fabricmanager.service >/dev/null 2>&1 || fail "the image has no nvidia-fabricmanager.service"
-    mkdir -p "$dropin_dir" || fail "kubelet drop-in directory"
-    printf '%s\n' '[Unit]' 'Wants=nvidia-fabricmanager.service' 'After=nvidia-fabricmanager.service' '[Service]' \
-      'ExecStartPre=/bin/systemctl is-active --quiet nvidia-fabricmanager.service' \
-      >"$dropin_dir/40-gpu-platform-fabric-manager.conf" || fail "kubelet drop-in"
+    fi
+    if ! systemctl start nvidia-fabricmanager.service || ! systemctl is-active --quiet nvidia-fabricmanager.service; then
+      echo "gpu-platform fabric-manager: nvidia-fabricmanager.service is not active; the kubelet does not start" >&2
+      exit 1
+    fi
+    echo "gpu-platform fabric-manager: active"
   EOT
 
   # Our boothooks, in order, ahead of the platform's user data.
@@ -480,19 +552,38 @@ resource "google_compute_instance" "node" {
   scheduling {
     # GPU VMs cannot live-migrate, and Spot VMs must terminate: both stop on host maintenance.
     on_host_maintenance = local.gpu || local.spot ? "TERMINATE" : "MIGRATE"
-    automatic_restart   = !local.spot
-    provisioning_model  = local.spot ? "SPOT" : "STANDARD"
+    automatic_restart   = local.provisioning_model == "STANDARD"
+    provisioning_model  = local.provisioning_model
     preemptible         = local.spot
-    # A preempted Spot VM is deleted rather than left stopped (and billed for its disk); the
+    # A preempted Spot VM, a Flex-start VM at the end of its run and a reservation-bound VM at the
+    # end of its reservation are deleted rather than left stopped (and billed for their disks); the
     # platform replaces the node.
-    instance_termination_action = local.spot ? "DELETE" : null
+    instance_termination_action = local.provisioning_model == "STANDARD" ? null : "DELETE"
+
+    dynamic "max_run_duration" {
+      for_each = local.flex_start ? [local.max_run_seconds] : []
+      content {
+        seconds = max_run_duration.value
+      }
+    }
+  }
+
+  reservation_affinity {
+    type = local.reserved ? "SPECIFIC_RESERVATION" : "NO_RESERVATION"
+    dynamic "specific_reservation" {
+      for_each = local.reserved ? [local.reservation_target] : []
+      content {
+        key    = "compute.googleapis.com/reservation-name"
+        values = [specific_reservation.value]
+      }
+    }
   }
 
   network_interface {
     subnetwork         = local.subnet_name
     subnetwork_project = local.project
-    # A3 machine types only support gVNIC.
-    nic_type = local.machine_series == "a3" ? "GVNIC" : null
+    # A3 and A4 machine types only support gVNIC.
+    nic_type = contains(["a3", "a4"], local.machine_series) ? "GVNIC" : null
     # No access_config: no external IP. The tenant network has Cloud NAT for egress.
   }
 
@@ -541,8 +632,28 @@ resource "google_compute_instance" "node" {
       error_message = "Node type ${local.node_type_name} lacks the properties ${join(", ", local.missing_node_type_properties)}; GcpNodeProvider writes them on every node type."
     }
     precondition {
-      condition     = contains(["on-demand", "spot"], local.capacity_type)
-      error_message = "Property gpu-platform/capacity-type of node type ${local.node_type_name} must be on-demand or spot (got \"${local.capacity_type}\")."
+      condition     = contains(["on-demand", "spot", "flex-start", "reservation"], local.capacity_type)
+      error_message = "Property gpu-platform/capacity-type of node type ${local.node_type_name} must be on-demand, spot, flex-start or reservation (got \"${local.capacity_type}\")."
+    }
+    precondition {
+      condition     = local.capacity_rank >= 0 && floor(local.capacity_rank) == local.capacity_rank
+      error_message = "Property gpu-platform/capacity-rank of node type ${local.node_type_name} must be a whole number (got \"${local.node_type["gpu-platform/capacity-rank"]}\")."
+    }
+    precondition {
+      condition     = !local.flex_start || (local.max_run_seconds >= 600 && local.max_run_seconds <= 604800 && floor(local.max_run_seconds) == local.max_run_seconds)
+      error_message = "Node type ${local.node_type_name} is flex-start, so property gpu-platform/max-run-duration must be whole seconds from 600 to 604800 (7 days) (got \"${local.optional_properties["gpu-platform/max-run-duration"]}\")."
+    }
+    precondition {
+      condition     = !(local.flex_start && contains(local.guest_series, local.machine_series))
+      error_message = "Node type ${local.node_type_name} is flex-start on ${local.instance_type}; Compute Engine sells Flex-start for accelerator-optimized machine types only, not N1 (property gpu-platform/capacity-type: on-demand, spot or reservation)."
+    }
+    precondition {
+      condition     = !local.reserved || (local.reservation_name != "" && local.reservation_tenant != "" && contains(["true", "false"], local.optional_properties["gpu-platform/reservation-bound"]))
+      error_message = "Node type ${local.node_type_name} is a reservation but lacks gpu-platform/reservation, gpu-platform/reservation-tenant or gpu-platform/reservation-bound (true or false); GcpNodeProvider writes them on every reserved type."
+    }
+    precondition {
+      condition     = !local.reserved || local.reservation_tenant == local.tenant
+      error_message = "Node type ${local.node_type_name} is tenant ${local.reservation_tenant}'s slice of reservation ${local.reservation_name}; tenant ${local.tenant} may not consume it (property gpu-platform/reservation-tenant)."
     }
     precondition {
       condition     = local.accelerator_count >= 0 && floor(local.accelerator_count) == local.accelerator_count

@@ -274,7 +274,7 @@ def cost_estimate(env: EnvironmentStack, *, restore_drill: bool = False, watchdo
         return [
             CostItem(
                 f"{what}GPU VM ({', '.join(pool.machine_types)} with {plan.gpus_per_node} × {plan.gpu}), {minutes} min",
-                None if pool.expected is None else pool.expected * minutes / 60,
+                None if pool.busy is None else pool.busy * minutes / 60,
             )
             for pool, plan in cold
         ]

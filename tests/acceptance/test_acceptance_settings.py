@@ -225,7 +225,7 @@ def test_the_cost_estimate_of_the_defaults_is_the_plans_cost_model(env):
     costs = environment_costs(load_catalog(), env)
     always_on = sum(line.always_on for line in costs.lines)
     (gpu_pool,) = [p for p in costs.pools if p.pool == env.tenants[0].gpu_pools[0].name]
-    assert cost_total(items) == pytest.approx(always_on * ENVIRONMENT_HOURS + gpu_pool.expected * GPU_VM_MINUTES / 60)
+    assert cost_total(items) == pytest.approx(always_on * ENVIRONMENT_HOURS + gpu_pool.busy * GPU_VM_MINUTES / 60)
     assert items[0].what == "GKE cluster management fee, 1 h" and items[0].usd == pytest.approx(0.10)
     assert items[-1].what == "GPU VM (n1-standard-4 with 1 × nvidia-tesla-t4), 15 min"
     # n1-standard-4 + one T4 + its 200 GB boot disk, for a quarter of an hour.
