@@ -23,6 +23,7 @@ import yaml
 
 from components.node_provider import GcpNodeProviderArgs, node_provider_spec
 from components.vcluster_values import VClusterValues
+from config import yaml_io
 from config.catalog import CATALOG_PATH, load_catalog
 from config.stack import EnvironmentStack, TenantStack, load_stack
 from config.stack_files import PROJECT_DIR, list_stacks, read_stack_values
@@ -286,7 +287,7 @@ def dev_control_planes() -> list[str]:
     team stack naming dev. Every one's vCluster control plane is a LoadBalancer Service on the host
     cluster, one forwarding rule in the host project."""
     def config(stack: str) -> dict:
-        return yaml.safe_load((SHIPPED_DIR / f"Pulumi.{stack}.yaml").read_text())["config"]
+        return yaml_io.load((SHIPPED_DIR / f"Pulumi.{stack}.yaml").read_text())["config"]
 
     names = [tenant["name"] for tenant in config("dev")["gpu-platform:tenants"]]
     for path in sorted(SHIPPED_DIR.glob("Pulumi.*.yaml")):
@@ -614,7 +615,7 @@ def test_environment_outputs_file_without_the_needed_outputs(tmp_path):
 
 def test_broken_stack_file_fails_with_every_problem_and_no_traceback(tmp_path):
     project = shipped_project(tmp_path / "project", ["dev"])
-    document = yaml.safe_load((project / "Pulumi.dev.yaml").read_text())
+    document = yaml_io.load((project / "Pulumi.dev.yaml").read_text())
     config = document["config"]
     config["gpu-platform:tenantz"] = []  # a typo of `tenants`
     config["gpu-platform:cluster"]["systemPool"]["minNodes"] = -1

@@ -29,7 +29,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
+from config import yaml_io
 
 from config.base import DNS_LABEL, read_cidr
 from config.catalog import load_catalog
@@ -211,7 +211,7 @@ def _load_environment(environment: str, project_dir: Path) -> EnvironmentStack:
 
 def _organization(project_dir: Path) -> str:
     """The Pulumi organization of the stacks: the bootstrap's, else that of a committed team stack."""
-    values = yaml.safe_load((project_dir / BOOTSTRAP_STACK).read_text())["config"]
+    values = yaml_io.load((project_dir / BOOTSTRAP_STACK).read_text(), source=BOOTSTRAP_STACK)["config"]
     organization = (values.get("gpu-platform-bootstrap:pulumiCloud") or {}).get("organization")
     if organization:
         return str(organization)
@@ -255,7 +255,7 @@ def bootstrap_with(text: str, environment: str, stack: str, project: str | None)
         start, end = _environment_block(lines, environment)
         lines[start:end] = _add_to_list(lines[start:end], "teamProjects", project, environment, after="stacks")
     result = "".join(lines)
-    entry = next(e for e in yaml.safe_load(result)["config"]["gpu-platform-bootstrap:environments"] if e["name"] == environment)
+    entry = next(e for e in yaml_io.load(result, source=BOOTSTRAP_STACK)["config"]["gpu-platform-bootstrap:environments"] if e["name"] == environment)
     assert stack in entry["stacks"] and (project is None or project in entry["teamProjects"]), "bootstrap edit"
     return result
 

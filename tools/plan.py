@@ -42,12 +42,12 @@ from components.templates import environment_template, kubernetes_template, node
 from components.tenant_vcluster import GPU_OPERATOR_IMAGES_ANNOTATION
 from components.vcluster_values import POOL_LABEL, VClusterValues
 from config import node_properties as props
-from config import versions
+from config import versions, yaml_io
 from config.catalog import load_catalog
 from config.errors import ConfigError
 from config.permissions import AUTO_NODES, LEGACY_AUTO_NODES, load_roles
 from config.stack import NS, EnvironmentStack, TenantStack, load_stack, secret_keys
-from config.stack_files import PROJECT_DIR, SecureValue, StackFileError, list_stacks, read_stack_values, stack_file
+from config.stack_files import PROJECT_DIR, SecureValue, StackFileError, list_stacks, project_name, read_stack_values, stack_file
 from config.tenant import TenantPlan
 from tools import isolation_plan, policy_check, policy_data
 from tools.mock_engine import ProgramRun, config_strings, run_program
@@ -252,7 +252,7 @@ def _read_outputs_file(path: Path, reference: str) -> dict[str, Any]:
     except OSError as e:
         raise PlanError(f"--environment-outputs {path}: cannot read it ({e.strerror})") from None
     try:
-        document = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+        document = json.loads(text) if path.suffix == ".json" else yaml_io.load(text, source=str(path))
     except (ValueError, yaml.YAMLError) as e:
         raise PlanError(f"--environment-outputs {path}: neither JSON nor YAML ({e})") from None
     needed = ("environmentFacts", "kubeconfig")
@@ -399,8 +399,9 @@ def _pool_row(pool, *, name: str | None = None) -> Pool:
 
 
 def _explicit_keys(project_dir: Path, stack: str) -> set[str]:
-    document = yaml.safe_load(stack_file(project_dir, stack).read_text()) or {}
-    name = yaml.safe_load((project_dir / "Pulumi.yaml").read_text())["name"]
+    path = stack_file(project_dir, stack)
+    document = yaml_io.load(path.read_text(), source=path.name) or {}
+    name = project_name(project_dir)
     return {k if ":" in k else f"{name}:{k}" for k in (document.get("config") or {})}
 
 
