@@ -21,12 +21,17 @@ from .isolation import TenantProjects
 from .node_types import MAX_QUALIFIED_NAME, longest_qualified_name
 from .platform_access import Sso, check_platform_access
 from .tenant_security import ControlPlaneMaximum, TenantSecurity
+from .zones import region_zones, regions, zone_problem
+from .zones import source_url as zones_source
 
 Environment = Literal["dev", "staging", "prod"]
 ENVIRONMENTS = ("dev", "staging", "prod")
 WEEKDAYS = ("MO", "TU", "WE", "TH", "FR", "SA", "SU")
 # Far above any machine of the catalog (about 100 USD/h for 8 × H200): a larger price is a typo.
 MAX_USD_PER_HOUR = 1000
+# Compute Engine's largest Persistent Disk or Hyperdisk, 64 TiB (https://cloud.google.com/compute/docs/disks,
+# "Persistent Disk" and "Hyperdisk" size limits), in GB as the node pool and the node template take it.
+MAX_DISK_GB = 65536
 ROLE_ID_PREFIX = Syntax(r"^[a-zA-Z0-9_.]{3,40}$")
 SERVICE_ACCOUNT_ID = Syntax(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
 
@@ -40,7 +45,7 @@ class SystemPool(ConfigModel):
     """Fewest nodes per zone of the cluster's location."""
     max_nodes: int = Field(3, ge=1)
     """Most nodes per zone of the cluster's location."""
-    disk_size_gb: int = Field(100, ge=20)
+    disk_size_gb: int = Field(100, ge=20, le=MAX_DISK_GB)
     """Boot disk of each system node, in GB."""
 
 
@@ -163,7 +168,7 @@ class PlatformConfig(ConfigModel):
 class Disk(ConfigModel):
     """A node's boot disk."""
 
-    size_gb: int = Field(ge=20)
+    size_gb: int = Field(ge=20, le=MAX_DISK_GB)
     """Size in GB."""
     type: str = "pd-balanced"
     """Disk type, one the node's machine series supports (A3 Ultra always boots from hyperdisk-balanced)."""
@@ -246,6 +251,8 @@ def check_cluster(environment: str, region: str, cluster: ClusterConfig, catalog
         location = cluster.location
         if location != region and zone_region(location) != region:
             problems.add("cluster.location", f"{location!r} is neither region {region} nor one of its zones")
+        elif location != region and zone_problem(location, region):
+            problems.add("cluster.location", zone_problem(location, region))
     with problems.checking("cluster.releaseChannel"):
         if environment == "prod" and cluster.release_channel == "RAPID":
             problems.add("cluster.releaseChannel", "RAPID is not allowed in prod; allowed: REGULAR, STABLE")
@@ -333,6 +340,10 @@ def environment_warnings(environment: str, cluster: ClusterConfig, node_provider
     return warnings
 
 
+def _unsupported(version: str, supported: tuple[str, ...]) -> str:
+    return f"{version!r} is not a version this release supports; supported: {', '.join(supported)} (config/versions.py)"
+
+
 def check_platform(platform: PlatformConfig, problems: Problems) -> None:
     with problems.checking("platform.chartVersion"):
         try:
@@ -352,6 +363,11 @@ def check_platform(platform: PlatformConfig, problems: Problems) -> None:
                     "platform.vclusterVersion",
                     f"{platform.vcluster_version} is not managed by platform {platform.chart_version}; minimum platform per vCluster: {known}",
                 )
+            elif platform.chart_version not in versions.SUPPORTED_PLATFORM_CHART_VERSIONS:
+                problems.add("platform.chartVersion", _unsupported(platform.chart_version, versions.SUPPORTED_PLATFORM_CHART_VERSIONS))
+    with problems.checking("platform.vclusterVersion"):
+        if platform.vcluster_version not in versions.SUPPORTED_VCLUSTER_CHART_VERSIONS:
+            problems.add("platform.vclusterVersion", _unsupported(platform.vcluster_version, versions.SUPPORTED_VCLUSTER_CHART_VERSIONS))
     with problems.checking("platform.ingressClass"):
         if platform.ingress_class and not platform.public_host:
             problems.add("platform.ingressClass", "needs platform.publicHost (the host the Ingress serves)")
@@ -414,6 +430,8 @@ def check_node_provider(region: str, np: NodeProviderConfig, catalog: Catalog, p
         for i, zone in enumerate(np.zones):
             if zone_region(zone) != region or not zone.startswith(region + "-") or len(zone) != len(region) + 2:
                 problems.add(f"nodeProvider.zones[{i}]", f"{zone!r} is not in region {region}")
+            elif zone_problem(zone, region):
+                problems.add(f"nodeProvider.zones[{i}]", zone_problem(zone, region))
     known = ", ".join(catalog.gpus)
     where = region if isinstance(region, str) else "the region"
     with problems.checking("nodeProvider.gpuTypes"):
@@ -503,6 +521,9 @@ def image_family_warnings(node_provider: NodeProviderConfig, catalog: Catalog) -
 def check_region(region: str, problems: Problems) -> bool:
     if not REGION.match(region):
         problems.add("gcp:region", f"{region!r} is not a GCP region like europe-west4")
+        return False
+    if region_zones(region) is None:
+        problems.add("gcp:region", f"{region!r} is not a Compute Engine region config/zones.yaml records (from {zones_source()}); known: {', '.join(regions())}")
         return False
     return True
 

@@ -31,8 +31,9 @@ from .environment import (
 from .base import parse, parse_cidr
 from .errors import Broken, ConfigError, Problem, Problems, derived, shown
 from .facts import EnvironmentFacts, TenantClaim
-from .isolation import SHARED, Placement, check_tenant_projects, placement, shared_warning, tenant_roles
+from .isolation import SHARED, Placement, check_tenant_projects, placement, project_id_problem, shared_warning, tenant_roles
 from .monitoring import MonitoringConfig, check_monitoring, view_name
+from .namespaces import namespace_problems
 from .node_types import NodeTypeOffer, generate_node_types
 from .platform_access import KEY as ADMIN_PASSWORD_KEY
 from .platform_access import check_no_admin_password
@@ -128,9 +129,11 @@ def load_stack(
         else:
             result = _load_environment_stack(values, environment, stack, project_dir, catalog, problems, team_stacks)
     problems.extend(unknown_keys(set(values), values))
+    misspelt, foreign = namespace_problems(set(values))
+    problems.extend(misspelt)
     problems.raise_if_any(stack)
     assert result is not None
-    return result
+    return dataclasses.replace(result, warnings=(*foreign, *result.warnings)) if foreign else result
 
 
 def secret_keys(values: dict[str, Any]) -> set[str]:
@@ -153,6 +156,12 @@ def unknown_keys(keys: set[str], values: dict[str, Any]) -> list[Problem]:
 
 def _load_environment_stack(values, environment, stack, project_dir, catalog, problems, team_stacks) -> EnvironmentStack | None:
     project = _gcp_value(values, "gcp:project", "<project-id>", problems)
+    if not isinstance(project, Broken) and (wrong := project_id_problem(project)):
+        # Google's rules for project ids (https://cloud.google.com/resource-manager/docs/creating-managing-projects,
+        # "Before you begin": 6 to 30 lowercase letters, digits or hyphens, starting with a letter, no trailing
+        # hyphen, no restricted strings): checked here, before any name or role is derived from it.
+        problems.add("gcp:project", f"{project!r} {wrong}")
+        project = Broken("gcp:project")
     region = _gcp_value(values, "gcp:region", "<region>", problems)
     if not isinstance(region, Broken) and not check_region(region, problems):
         region = Broken("gcp:region")
