@@ -814,12 +814,12 @@ def test_plan_of_a_team_stack_shows_its_own_project(vision):
 
 
 def test_compare_names_what_moving_a_tenant_to_its_own_project_replaces(dev_run, stack_values):
-    from tools import isolation_plan
+    from tools import plan_compare
 
     values = stack_values("dev")
     values["gpu-platform:tenants"][0].update(isolation="project", gcpProject="acme-ml-dev-nlp")
     moved = run_shipped(values, stack="dev")
-    changes = isolation_plan.compare(isolation_plan.resources_of(dev_run), isolation_plan.resources_of(moved), ref="main", stack="dev")
+    changes = plan_compare.compare(plan_compare.resources_of(dev_run), plan_compare.resources_of(moved), ref="main", stack="dev")
     assert [(m.tenant, m.before, m.after) for m in changes.moves] == [("nlp", "acme-ml-dev", "acme-ml-dev-nlp")]
     replaced = {(c.type.split(":")[1], c.name) for c in changes.changes if c.action == "replace"}
     for kind in ("compute/network", "compute/subnetwork", "compute/router", "compute/routerNat", "compute/address", "serviceaccount/account"):
@@ -828,23 +828,23 @@ def test_compare_names_what_moving_a_tenant_to_its_own_project_replaces(dev_run,
     assert not any(n.startswith("tenant-speech-") for _, n in replaced)
     created = {c.name for c in changes.changes if c.action == "create"}
     assert {"tenant-nlp-project-compute", "tenant-nlp-project-role-vm"} <= created
-    text = isolation_plan.render_changes(changes, "acme-ml-dev")
+    text = plan_compare.render_changes(changes, "acme-ml-dev")
     assert "TENANT nlp MOVES from GCP project acme-ml-dev (shared) to acme-ml-dev-nlp (its own)" in text
     assert "± replace gcp:compute/network:Network  tenant-nlp-gcp-vpc  (project: acme-ml-dev → acme-ml-dev-nlp)" in text
     assert "VIRTUAL CLUSTER RE-CREATED: tenant-nlp-instance" in text
-    assert isolation_plan.compare(isolation_plan.resources_of(dev_run), isolation_plan.resources_of(dev_run), ref="HEAD", stack="dev").changes == []
+    assert plan_compare.compare(plan_compare.resources_of(dev_run), plan_compare.resources_of(dev_run), ref="HEAD", stack="dev").changes == []
 
 
 def test_compare_to_a_git_ref_from_the_command_line():
-    from tools import isolation_plan
+    from tools import plan_compare
 
     if subprocess.run(["git", "-C", str(PROJECT_DIR), "rev-parse", "HEAD"], capture_output=True).returncode != 0:
         pytest.skip("not a git checkout")
     code, out, err = plan("--stack", "dev", "--compare-to", "HEAD", "--quiet", project_dir=PROJECT_DIR)
     assert code == 0, err
     assert re.search(r"^Changes against HEAD \(stack dev\): \d+ to create, \d+ to delete, \d+ to replace, \d+ to update$", out, flags=re.M)
-    with pytest.raises(isolation_plan.CompareError, match="git cannot read 'no-such-ref-xyz'"):
-        isolation_plan.snapshot_at("no-such-ref-xyz", "dev", PROJECT_DIR)
+    with pytest.raises(plan_compare.CompareError, match="git cannot read 'no-such-ref-xyz'"):
+        plan_compare.snapshot_at("no-such-ref-xyz", "dev", PROJECT_DIR)
 
 
 # --- one meaning per figure; every figure in the JSON --------------------------------------------

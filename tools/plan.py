@@ -29,6 +29,7 @@ import argparse
 import dataclasses
 import hashlib
 import json
+import os
 import sys
 import traceback
 from dataclasses import dataclass
@@ -49,7 +50,7 @@ from config.permissions import AUTO_NODES, LEGACY_AUTO_NODES, load_roles
 from config.stack import NS, EnvironmentStack, TenantStack, load_stack, secret_keys
 from config.stack_files import PROJECT_DIR, SecureValue, StackFileError, list_stacks, project_name, read_stack_values, stack_file
 from config.tenant import TenantPlan
-from tools import isolation_plan, policy_check, policy_data
+from tools import destroy_gate, plan_compare, policy_check, policy_data
 from tools.mock_engine import ProgramRun, config_strings, run_program
 from tools.plan_costs import control_planes_of, environment_costs, tenant_stack_costs
 from tools.plan_json import summary
@@ -560,14 +561,15 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     cache: dict[str, EnvironmentOutputs] = {}
     summaries: list[dict[str, Any]] = []
+    allowed = destroy_gate.declared(os.environ.get(destroy_gate.ENVIRONMENT_VARIABLE))
     failed = 0
     for i, stack in enumerate(stacks):
         try:
             plan = plan_stack(stack, project_dir, environment_outputs_file=args.environment_outputs, environment_cache=cache, policy_levels=levels)
             if args.out is not None:
                 write_documents(plan, args.out)
-            changes = isolation_plan.compare_plan(plan, args.compare_to) if args.compare_to else None
-        except (PlanError, isolation_plan.CompareError) as e:
+            changes = plan_compare.compare_plan(plan, args.compare_to) if args.compare_to else plan_compare.committed_stack_files(plan)
+        except (PlanError, plan_compare.CompareError) as e:
             failed += 1
             _report_failure(stack, str(e), args, summaries)
             continue
@@ -575,22 +577,31 @@ def main(argv: list[str] | None = None) -> int:
             failed += 1
             _report_failure(stack, "internal error (a bug, not a problem of the stack file):\n" + traceback.format_exc(), args, summaries)
             continue
+        # Deletions and replacements of what holds state come first, and fail the plan unless declared.
+        destructions = changes.destructions() if changes else []
+        banner, permitted = destroy_gate.verdict(stack, destructions, allowed)
         violations = plan.mandatory_violations
-        failed += bool(violations)
+        failed += bool(violations) or not permitted
         if args.json:
-            summaries.append({**summary(plan), **({"changes": changes.to_dict()} if changes else {})})
-        elif args.quiet:
+            destroys = [{"action": d.action, "type": d.type, "name": d.name, "declared": destroy_gate.covered(d, allowed)} for d in destructions]
+            summaries.append({**summary(plan), **({"changes": changes.to_dict(), "destroys": destroys} if changes else {})})
+            continue
+        if i and not args.quiet:
+            print("\n" + "=" * 100 + "\n")
+        if banner:
+            print(banner, flush=True)
+            if not permitted:
+                print(banner, end="", file=sys.stderr, flush=True)
+        if args.quiet:
             print(render_quiet(plan), flush=True)
             if violations:
                 print(render_violations(plan), file=sys.stderr, flush=True)
         else:
-            if i:
-                print("\n" + "=" * 100 + "\n")
             print(render_text(plan, all_node_types=args.node_types), end="", flush=True)
             if violations:
                 print(f"plan of stack {stack}: the policy pack rejects it ({len(violations)} mandatory violation(s), printed above the costs)", file=sys.stderr, flush=True)
-        if changes and not args.json:
-            print(("\n" if not args.quiet else "") + isolation_plan.render_changes(changes, plan.loaded.facts.project, plan.loaded.facts.environment), end="", flush=True)
+        if changes:
+            print(("\n" if not args.quiet else "") + plan_compare.render_changes(changes, plan.loaded.facts.project, plan.loaded.facts.environment), end="", flush=True)
     if args.json:
         print(json.dumps(summaries[0] if not args.all else {"stacks": summaries}, indent=2, default=str))
     return 1 if failed else 0
