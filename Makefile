@@ -22,6 +22,10 @@ test: $(STAMP)
 ## Offline plan of one stack, the policy pack included (a mandatory violation fails it): make plan STACK=prod
 ## ... and what changed since a git ref: make plan STACK=dev COMPARE=origin/main
 ## ... with the pack's configuration (as pulumi preview --policy-pack-config): make plan POLICY_CONFIG=policy-config.json
+## A plan that deletes or replaces a stateful resource (a tenant's cluster, a team project, the host cluster) fails
+## unless declared: make plan STACK=dev ALLOW_DESTROY=tenant-nlp (docs/operations.md "Deletions and replacements").
+ALLOW_DESTROY ?=
+export ALLOW_DESTROY
 plan: $(STAMP)
 	$(BIN)/python -m tools.plan --stack $(STACK) $(if $(COMPARE),--compare-to $(COMPARE)) $(if $(POLICY_CONFIG),--policy-pack-config $(POLICY_CONFIG))
 

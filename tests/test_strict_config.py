@@ -17,6 +17,7 @@ def test_every_silent_case_is_an_error_naming_its_key_all_at_once(stack_values):
     values = stack_values("dev")
     values["gpu_platform:tenants"] = values[f"{NS}:tenants"]  # a namespace typo beside the real key
     values["gpu-platfrom:monitoring"] = {"enabled": True}
+    values["gpc:zone"] = "europe-west4-a"
     values["gcp:project"] = "ACME_ML_dev"
     values[f"{NS}:nodeProvider"]["zones"] = ["europe-west4-a", "europe-west4-d"]
     values[f"{NS}:nodeProvider"]["gpuDisk"] = {"sizeGb": 1_000_000}
@@ -27,6 +28,7 @@ def test_every_silent_case_is_an_error_naming_its_key_all_at_once(stack_values):
     for expected in (
         "gpu_platform:tenants: namespace 'gpu_platform' is read by nothing; did you mean `gpu-platform:tenants`?",
         "gpu-platfrom:monitoring: namespace 'gpu-platfrom' is read by nothing; did you mean `gpu-platform:monitoring`?",
+        "gpc:zone: namespace 'gpc' is read by nothing; did you mean `gcp:zone`?",
         "gcp:project: 'ACME_ML_dev' is not a GCP project id: 6–30 characters of lowercase letters, digits and hyphens",
         "nodeProvider.zones[1]: 'europe-west4-d' is not a zone of europe-west4; its zones: europe-west4-a, europe-west4-b, europe-west4-c",
         "nodeProvider.gpuDisk.sizeGb: 1000000 is out of range; must be at most 65536",

@@ -19,8 +19,8 @@ from tools import plan as plan_tool
 # The program's files; enough of the repository for the program to run at each commit.
 PROGRAM = ("__main__.py", "Pulumi.yaml", "Pulumi.dev.yaml", "components", "config", "policy", "templates", "tools")
 INSTANCE = "kubernetes:management.loft.sh/v1:VirtualClusterInstance"
-# v0.1.0 (/work/brief/versions.md: the first release, main before issue 26); tools/releases.py finds
-# it from git's tag or CHANGELOG.md where it exists.
+# v0.1.0, the first release (CHANGELOG.md); tools/releases.py finds it from git's tag or CHANGELOG.md
+# where that module exists.
 FIRST_RELEASE = "20a639d57e35401bb74ad0b429894d2f43780d84"
 
 
@@ -211,3 +211,62 @@ def test_the_shipped_stacks_since_the_last_release_lose_nothing_undeclared(evalu
         changes = plan_compare.compare(before, plan_compare.resources_of(run), ref=release, stack=stack)
         banner, allowed = destroy_gate.verdict(stack, changes.destructions(), declared)
         assert allowed, banner
+
+
+# --- CI: the preview jobs' gate ---------------------------------------------------------------------
+
+
+def gate_steps() -> dict[str, dict]:
+    from config import yaml_io
+
+    workflow = yaml_io.load((PROJECT_DIR / ".github" / "workflows" / "pulumi.yml").read_text(), source="pulumi.yml")
+    return {name: next(s for s in workflow["jobs"][name]["steps"] if s.get("name") == "Destroy gate") for name in ("preview", "preview-prod")}
+
+
+def run_gate_step(tmp_path: Path, *, trailer: str, weakened: bool) -> subprocess.CompletedProcess:
+    """The preview job's gate step as GitHub runs it: in a checkout of the pull request, with the
+    `pulumi` of the preview step (here one that prints a preview deleting tenant nlp's instance)."""
+    repo = tmp_path / "repo"
+    (repo / "tools").mkdir(parents=True)
+    shutil.copy(PROJECT_DIR / "tools" / "destroy_gate.py", repo / "tools" / "destroy_gate.py")
+    git(repo, "init", "-q")
+    git(repo, "add", ".")
+    git(repo, "commit", "-qm", "base")
+    base = git(repo, "rev-parse", "HEAD")
+    gate = repo / "tools" / "destroy_gate.py"
+    if weakened:  # the branch tries to switch its own gate off
+        gate.write_text(gate.read_text().replace("return 0 if allowed else 1", "return 0"))
+    (repo / "Pulumi.dev.yaml").write_text("config: {}\n")
+    git(repo, "add", ".")
+    git(repo, "commit", "-qm", f"Remove team nlp\n\n{trailer}")
+    head = git(repo, "rev-parse", "HEAD")
+    preview = {"steps": [{"op": "delete", "urn": f"urn:pulumi:dev::gpu-platform::gpu-platform:tenants:VirtualCluster${INSTANCE}::tenant-nlp-instance"}]}
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "pulumi").write_text(f"#!/bin/sh\ncat <<'JSON'\n{json.dumps(preview)}\nJSON\n")
+    (bin_dir / "pulumi").chmod(0o755)
+    env = {
+        "PATH": f"{bin_dir}:{os.environ['PATH']}", "RUNNER_TEMP": str(tmp_path), "HOME": str(tmp_path),
+        "BASE_SHA": base, "HEAD_SHA": head, "PULUMI_ORG": "acme", "STACK": "dev",
+    }
+    script = gate_steps()["preview"]["run"]
+    return subprocess.run(["bash", "-c", script], cwd=repo, env=env, capture_output=True, text=True)
+
+
+def test_each_preview_job_gates_its_stack_after_the_preview():
+    for name, step in gate_steps().items():
+        assert set(step["env"]) == {"BASE_SHA", "HEAD_SHA", "PULUMI_ORG", "STACK"}, name
+        assert 'git show "$BASE_SHA:tools/destroy_gate.py"' in step["run"] and "python3 -I" in step["run"], name
+    assert gate_steps()["preview"]["run"] == gate_steps()["preview-prod"]["run"]
+
+
+def test_the_ci_gate_refuses_an_undeclared_deletion_even_from_a_branch_that_weakens_it(tmp_path):
+    result = run_gate_step(tmp_path, trailer="", weakened=True)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert f"DELETE  {INSTANCE}  tenant-nlp-instance  [NOT DECLARED]" in result.stdout
+
+
+def test_the_ci_gate_passes_a_deletion_the_pull_request_declares(tmp_path):
+    result = run_gate_step(tmp_path, trailer="Allow-Destroy: tenant-nlp", weakened=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "[declared]" in result.stdout

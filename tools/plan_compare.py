@@ -327,8 +327,8 @@ def snapshot_at(ref: str, stack: str, project_dir: Path) -> list[Resource] | Non
 
 
 def resolve_ref(ref: str, project_dir: Path) -> str:
-    """A release (`v0.1.0`) resolves through tools/releases.py (its tag, or CHANGELOG.md in a clone
-    without tags: /work contract versions.md); any other ref is git's."""
+    """A release (`v0.1.0`) resolves through tools/releases.py (its tag, or its CHANGELOG.md section
+    in a clone without tags); any other ref is git's."""
     try:
         from tools.releases import release_commit  # type: ignore[import-not-found]
     except ImportError:
@@ -358,14 +358,18 @@ def committed_stack_files(plan: Any) -> Changes | None:
 
     project_dir = plan.stack_path.parent
     names = sorted({"Pulumi.yaml", *(p.name for p in project_dir.glob("Pulumi.*.yaml"))})
+    changed = subprocess.run(["git", "-C", str(project_dir), "status", "--porcelain", "--", *names], capture_output=True, text=True)
+    if changed.returncode != 0 or not changed.stdout.strip():
+        return None  # no git work tree, or the stack files are as committed
     committed = {}
     for name in names:
+        if (project_dir / name).is_symlink():  # a link's target is compared where it lives
+            committed[name] = (project_dir / name).read_text()
+            continue
         shown = subprocess.run(["git", "-C", str(project_dir), "show", f"HEAD:./{name}"], capture_output=True, text=True)
         if shown.returncode == 0:
             committed[name] = shown.stdout
     if f"Pulumi.{plan.stack}.yaml" not in committed or "Pulumi.yaml" not in committed:
-        return None
-    if all((project_dir / n).exists() and (project_dir / n).read_text() == committed.get(n) for n in names):
         return None
     with tempfile.TemporaryDirectory(prefix="gpu-platform-committed-") as tmp:
         root = Path(tmp)
