@@ -1,18 +1,25 @@
-# Everything runs in .venv, created on first use from the pinned requirements.
+# Everything runs in .venv, created on first use from the pinned requirements: `make venv` installs the
+# program's runtime alone (requirements.txt, what `pulumi install` installs too: deploy machines and CI's
+# preview and deploy jobs); every other target adds the checks and tools (requirements-dev.txt).
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
+RUNTIME_STAMP := $(VENV)/.installed-runtime
 STAMP  := $(VENV)/.installed
 STACK  ?= dev
 
 .PHONY: venv test plan plan-all bench constraints policy-data docs verify-records team clean acceptance acceptance-cleanup
 
-$(STAMP): requirements.txt constraints.txt
+$(RUNTIME_STAMP): requirements.txt constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.txt -c constraints.txt
+	touch $(RUNTIME_STAMP)
+
+$(STAMP): $(RUNTIME_STAMP) requirements-dev.txt
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt -c constraints.txt
 	touch $(STAMP)
 
-venv: $(STAMP)
+venv: $(RUNTIME_STAMP)
 
 ## Unit tests, policy tests and the offline plan of every committed stack file.
 test: $(STAMP)

@@ -352,7 +352,7 @@ def test_the_stack_file_sets_only_declared_keys():
 
 
 def test_bootstrap_pins_match_the_program():
-    bootstrap, program = requirement_pins(BOOTSTRAP_DIR / "requirements.txt"), requirement_pins(PROJECT_DIR / "requirements.txt")
+    bootstrap, program = requirement_pins(BOOTSTRAP_DIR / "requirements.txt"), {**requirement_pins(PROJECT_DIR / "requirements.txt"), **requirement_pins(PROJECT_DIR / "requirements-dev.txt")}
     assert set(bootstrap) == {"pulumi", "pulumi-gcp", "pulumi-github", "pulumi-pulumiservice", "pyyaml"}
     assert {name: program.get(name) for name in bootstrap} == bootstrap
 
