@@ -31,8 +31,8 @@ test: $(STAMP)
 ## ... with the pack's configuration (as pulumi preview --policy-pack-config): make plan POLICY_CONFIG=policy-config.json
 ## A plan that deletes or replaces a stateful resource (a tenant's cluster, a team project, the host cluster) fails
 ## unless declared: make plan STACK=dev ALLOW_DESTROY=tenant-nlp (docs/operations.md "Deletions and replacements").
-ALLOW_DESTROY ?=
-export ALLOW_DESTROY
+## ALLOW_DESTROY reaches tools/plan.py as data: make puts a variable given on its command line into the
+## recipe's environment, and the recipe never names it.
 plan: $(STAMP)
 	$(BIN)/python -m tools.plan --stack $(STACK) $(if $(COMPARE),--compare-to $(COMPARE)) $(if $(POLICY_CONFIG),--policy-pack-config $(POLICY_CONFIG))
 

@@ -8,7 +8,7 @@ the plan does; Pulumi deletes a resource whose URN changed (type, name or parent
 one names the old as an alias, and replaces one whose replace-on-change input changed.
 
 A declaration names what may go: `ALLOW_DESTROY=tenant-nlp` (comma- or space-separated), passed as
-data through the environment (the Makefile exports it; never pasted into a command line). A name
+data through the environment (make puts it there; never pasted into a command line). A name
 covers the resources named exactly so or starting with it and a hyphen: `tenant-nlp` covers every
 resource of tenant nlp, `gke` the host cluster, `platform` the platform's namespace.
 
