@@ -33,10 +33,10 @@ from .facts import EnvironmentFacts, TenantClaim
 from .isolation import SHARED, Placement, check_tenant_projects, placement, project_id_problem, shared_warning, tenant_roles
 from .monitoring import MonitoringConfig, check_monitoring, view_name
 from .namespaces import namespace_problems
-from .platform_checks import check_platform
 from .node_types import NodeTypeOffer, generate_node_types
 from .platform_access import KEY as ADMIN_PASSWORD_KEY
 from .platform_access import check_no_admin_password
+from .platform_checks import check_platform
 from .quota import QuotaLine, TenantEntry, quota_lines, team_stack_tenants
 from .stack_files import StackFileError, list_stacks, read_stack_values, structured
 from .stack_keys import unknown_gcp_keys

@@ -19,8 +19,14 @@ The policy pack (policy/) runs over each planned stack as `pulumi preview --poli
 would: every mandatory violation is printed in full, naming its resource, before the costs, and
 fails the stack; advisory ones are warnings.
 
+The stack is also compared with another version of itself (tools/plan_compare.py): with its stack
+files as committed when they differ from the checkout, or with the code and stack files of
+`--compare-to GIT_REF` (the upgrade check). A deletion or replacement of a stateful resource is
+printed first and fails the plan unless $ALLOW_DESTROY declares it (tools/destroy_gate.py).
+
 Exit status: 0 when every stack planned, 1 when one did not (its configuration problems are printed,
-all at once, without a traceback) or the pack rejects it, 2 for a wrong command line.
+all at once, without a traceback), the pack rejects it or it destroys undeclared, 2 for a wrong
+command line.
 """
 
 from __future__ import annotations
@@ -50,12 +56,12 @@ from config.tenant import TenantPlan
 from tools import destroy_gate, plan_compare, policy_check, policy_data
 from tools.mock_engine import ProgramRun, config_strings, run_program
 from tools.plan_costs import control_planes_of, environment_costs, tenant_stack_costs
+from tools.plan_documents import write_documents
 from tools.plan_json import summary
 from tools.plan_model import NODE_PROVIDER_TYPE, SECRET, PlanError, StackPlan
-from tools.plan_documents import write_documents
 from tools.plan_tenants import tenant_report
-from tools.plan_values import explicit_keys, is_set, mask, normalise, ordered_metadata
 from tools.plan_text import render_quiet, render_text, render_violations
+from tools.plan_values import explicit_keys, is_set, mask, normalise, ordered_metadata
 
 __all__ = ["PlanError", "StackPlan", "main", "order_stacks", "plan_stack", "write_documents"]
 
