@@ -105,16 +105,20 @@ def evaluate(root, stack):
 
 jobs = json.loads(sys.argv[1])
 roots = {str(Path(job[0]).resolve()) for job in jobs}
+previous = None
 for tree, stack, out, stacks_dir in jobs:
     root = Path(tree).resolve()
-    for name, module in list(sys.modules.items()):
-        if any(str(getattr(module, "__file__", None) or "").startswith(r + "/") for r in roots):
-            del sys.modules[name]
-    sys.path.insert(0, str(root))
+    if root != previous:  # another tree: drop the modules of the one before
+        for name, module in list(sys.modules.items()):
+            if any(str(getattr(module, "__file__", None) or "").startswith(r + "/") for r in roots):
+                del sys.modules[name]
+        if previous is not None:
+            sys.path.remove(str(previous))
+        sys.path.insert(0, str(root))
+        previous = root
     stacks_dir = Path(stacks_dir).resolve()
     rows = evaluate(stacks_dir, stack) if (stacks_dir / f"Pulumi.{stack}.yaml").exists() else None
     Path(out).write_text(json.dumps(rows, default=str))
-    sys.path.remove(str(root))
 """
 
 
