@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from config.pool_plan import BUSY, TenantPlan
+from config.tenant_plan import BUSY, TenantPlan
 
 from . import monitoring_queries as q
 

@@ -23,7 +23,7 @@ import pulumi_gcp as gcp
 from config.facts import EnvironmentFacts
 from config.isolation import Placement, placement
 from config.monitoring import SHOWBACK_VIEW, MonitoringConfig, showback_dataset, view_name
-from config.pool_plan import TenantPlan
+from config.tenant_plan import TenantPlan
 
 from . import monitoring_queries as q
 from .dashboards import dashboard_json, environment_dashboard, environment_dashboard_name

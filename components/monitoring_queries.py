@@ -15,7 +15,7 @@ from config import capacity as cap
 from config import node_properties as props
 from config.base import duration_seconds
 from config.monitoring import Alerts
-from config.pool_plan import PoolPlan, TenantPlan
+from config.tenant_plan import PoolPlan, TenantPlan
 
 from .monitoring_documents import KSM_GPU_RESOURCE, XID_COUNT, XID_COUNT_WINDOW, ksm_label
 
@@ -87,7 +87,7 @@ def gpu_vms_by_capacity(tenant: str | None = None) -> str:
 
 def pool_nodes(tenant: str, pool: PoolPlan) -> str:
     """The nodes of one GPU pool: its GPU class, GPUs per node and the capacity types of its list,
-    which tell a tenant's pools apart (config/gpu_pools.py refuses two pools with the same GPU class,
+    which tell a tenant's pools apart (config/tenant_pools.py refuses two pools with the same GPU class,
     GPUs per node and capacity list; two lists sharing a capacity type share nodes here)."""
     types = sorted({cap.kind_of(e) for e in pool.options})
     matcher = f'{CAPACITY_TYPE}="{types[0]}"' if len(types) == 1 else f'{CAPACITY_TYPE}=~"{"|".join(types)}"'
@@ -135,7 +135,7 @@ class PricedShape:
 def priced_shapes(plan: TenantPlan) -> tuple[PricedShape, ...]:
     """Each machine type and capacity type a team's GPU pools may start, with what one node adds to
     the bill (its VM with its GPUs and boot disk; a reserved VM is paid by its reservation: its disk;
-    config/pool_plan.py node_usd_per_hour); the same in every zone of the region. Empty when a price
+    config/tenant_plan.py node_usd_per_hour); the same in every zone of the region. Empty when a price
     is unknown or only bounded (discounted Flex-start): no estimate then."""
     shapes: dict[tuple[str, str], float] = {}
     for pool in plan.gpu_pools:

@@ -22,7 +22,7 @@ import pulumi_gcp as gcp
 
 from config.iam_grants import predefined_roles
 from config.isolation import Placement
-from config.pool_plan import TenantPlan
+from config.tenant_plan import TenantPlan
 
 from .dashboards import dashboard_json, team_dashboard, team_dashboard_name
 

@@ -19,7 +19,7 @@ from config.facts import EnvironmentFacts, project_namespace
 from config.isolation import Placement, placement, tenant_roles
 from config.base import duration_seconds
 from config.reliability import GPU_TIMEOUT, shutdown_grace
-from config.pool_plan import TenantPlan
+from config.tenant_plan import TenantPlan
 
 from .loft_api import (
     API_VERSION,

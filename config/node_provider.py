@@ -20,15 +20,19 @@ from .catalog import Catalog
 from .errors import Problems
 from .node_types import MAX_QUALIFIED_NAME, longest_qualified_name
 from .reservations import FlexStart, Reservation, check_flex_start, check_reservations
+from .zones import zone_problem
 
 # Far above any machine of the catalog (about 100 USD/h for 8 × H200): a larger price is a typo.
 MAX_USD_PER_HOUR = 1000
+# Compute Engine's largest Persistent Disk or Hyperdisk, 64 TiB (https://cloud.google.com/compute/docs/disks,
+# "Persistent Disk" and "Hyperdisk" size limits), in GB as the node pool and the node template take it.
+MAX_DISK_GB = 65536
 
 
 class Disk(ConfigModel):
     """A node's boot disk."""
 
-    size_gb: int = Field(ge=20)
+    size_gb: int = Field(ge=20, le=MAX_DISK_GB)
     """Size in GB."""
     type: str = "pd-balanced"
     """Disk type, one the node's machine series supports (A3 Ultra and A4 always boot from hyperdisk-balanced)."""
@@ -77,6 +81,8 @@ def check_node_provider(region: str, np: NodeProviderConfig, catalog: Catalog, p
         for i, zone in enumerate(np.zones):
             if zone_region(zone) != region or not zone.startswith(region + "-") or len(zone) != len(region) + 2:
                 problems.add(f"nodeProvider.zones[{i}]", f"{zone!r} is not in region {region}")
+            elif zone_problem(zone, region):
+                problems.add(f"nodeProvider.zones[{i}]", zone_problem(zone, region))
     known = ", ".join(catalog.gpus)
     where = region if isinstance(region, str) else "the region"
     with problems.checking("nodeProvider.gpuTypes"):

@@ -1,5 +1,5 @@
 """A tenant (one ML team's virtual cluster): its config model and its checks against the environment.
-Its GPU pools are config/gpu_pools.py, the pools derived from it config/pool_plan.py.
+Its GPU pools are config/tenant_pools.py, the pools derived from it config/tenant_plan.py.
 
 The same model serves `gpu-platform:tenants[i]` in an environment stack and `gpu-platform:tenant`
 in a team's own stack; the checks produce the same messages in both.
@@ -17,7 +17,7 @@ from . import node_properties as props
 from .base import DNS_LABEL, ConfigModel, Syntax, parse_cidr, quantity, read_cidr
 from .errors import Broken, Problems, derived, shown
 from .facts import PLATFORM_NAMESPACE, TENANT_CLUSTER_CIDRS, EnvironmentFacts, TenantClaim
-from .gpu_pools import GpuPool, check_gpu_pools
+from .tenant_pools import GpuPool, check_gpu_pools
 from .isolation import GcpProject, project_id_alone_too
 from .monitoring import TenantMonitoring, check_alert_after_watchdog, check_tenant_monitoring, resolve_tenant_monitoring
 from .reliability import Backup, NodeShutdown, check_reliability

@@ -21,7 +21,7 @@ from config import node_properties as props
 from config.errors import ConfigError
 from config.prices import PRICES_HOURS_PER_MONTH
 from config.stack import load_stack
-from config.pool_plan import node_usd_per_hour
+from config.tenant_plan import node_usd_per_hour
 from shipped_stacks import SHIPPED_DIR, problems, refused, shipped_values
 from tools.plan_costs import environment_costs
 from tools.plan_json import summary

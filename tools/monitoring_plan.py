@@ -13,7 +13,7 @@ from components.environment_monitoring import monitored_tenants
 from config.isolation import placement
 from config.monitoring import showback_dataset
 from config.stack import EnvironmentStack
-from config.pool_plan import TenantPlan
+from config.tenant_plan import TenantPlan
 
 CONSOLE = "https://console.cloud.google.com"
 

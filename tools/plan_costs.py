@@ -3,13 +3,13 @@
 
 Three figures per part, all in USD:
   always on   what runs with no workload at all (per hour and per 730-hour month);
-  busy        config.pool_plan.BUSY: every GPU pool at its GPU limit, filled in the order of its
+  busy        config.tenant_plan.BUSY: every GPU pool at its GPU limit, filled in the order of its
               capacity list (its reservation slices, then its first pooled option's cheapest type; a
               pod asking for more than the smallest shape gets a larger one, up to the ceiling);
               everything else as when idle. Not a forecast: what the limits cost when used, on top
               of what is committed;
   ceiling     the pools' limits fully used by the most expensive shapes the limits admit.
-A pool's figures are its own (config.pool_plan.PoolPlan, one node = VM and boot disk); the tenant
+A pool's figures are its own (config.tenant_plan.PoolPlan, one node = VM and boot disk); the tenant
 output gpuBudgetUsdPerHour is the same GPU ceiling.
 A figure that needs a price the region does not record is None ("unknown"), and so is every sum
 it enters. Usage-based charges (egress, NAT and load-balancer data processing, tenants' own
@@ -27,7 +27,7 @@ from config.node_types import NodeType
 from config.prices import PRICES_HOURS_PER_MONTH, Price, RegionPrices
 from config.quota import team_stack_tenants
 from config.stack import EnvironmentStack, TenantStack
-from config.pool_plan import PoolPlan, TenantPlan
+from config.tenant_plan import PoolPlan, TenantPlan
 from config.versions import VCLUSTER_CONTROL_PLANE_DISK_CLASS, VCLUSTER_CONTROL_PLANE_VOLUME_GI
 
 HOURS_PER_MONTH = PRICES_HOURS_PER_MONTH

@@ -9,7 +9,7 @@ from typing import Any
 
 from config.catalog import Catalog
 from config.stack import EnvironmentStack, TenantStack
-from config.pool_plan import TenantPlan
+from config.tenant_plan import TenantPlan
 from tools.mock_engine import MOCK_ADDRESS_RANGE, PLACEHOLDER, ProgramRun
 from tools.plan_costs import StackCosts
 from tools.policy_check import Violation

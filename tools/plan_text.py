@@ -16,7 +16,7 @@ from config.stack_files import StackFileError, list_stacks, read_stack_values
 from tools import isolation_plan, monitoring_plan, reliability_plan
 from config import capacity as cap
 from config import node_properties as props
-from config.pool_plan import BUSY
+from config.tenant_plan import BUSY
 from tools.mock_engine import MOCK_ADDRESS_RANGE, PLACEHOLDER, ProgramRun, Registration
 from tools.plan_costs import HOURS_PER_MONTH, NOT_INCLUDED
 from tools.plan_model import SECRET, StackPlan, has_placeholder

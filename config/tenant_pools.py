@@ -312,6 +312,15 @@ def _check_flex_expiry(pool_path: str, pool: GpuPool, facts: EnvironmentFacts, p
         )
 
 
+# Neither Karpenter nor Compute Engine bounds these; the product does: an idle GPU node kept for
+# days is the cost the platform exists to remove, and a node draining for days holds its GPUs.
+MAX_POOL_DURATION_SECONDS = 24 * 3600
+POOL_DURATION_LIMIT = {
+    "idleAfter": "an idle GPU node is billed by the second; keep warmNodes for nodes that must stay",
+    "terminationGracePeriod": "a node being removed keeps its GPUs, and its bill, until the period ends",
+}
+
+
 def _check_pool_timing(pool_path: str, pool: GpuPool, problems: Problems) -> None:
     """Durations need nothing from the environment: checked even when the rest of the pool is not."""
     for field, attribute in (("idleAfter", "idle_after"), ("terminationGracePeriod", "termination_grace_period")):
@@ -321,6 +330,8 @@ def _check_pool_timing(pool_path: str, pool: GpuPool, problems: Problems) -> Non
                 problems.add(f"{pool_path}.{field}", f"{value!r} is not a duration like 60s, 10m or 1h30m")
             elif field == "terminationGracePeriod" and duration_seconds(value) < 60:
                 problems.add(f"{pool_path}.{field}", f"{value} is too short for a GPU job to checkpoint; at least 1m")
+            elif duration_seconds(value) > MAX_POOL_DURATION_SECONDS:
+                problems.add(f"{pool_path}.{field}", f"{value} is longer than a day; at most 24h ({POOL_DURATION_LIMIT[field]})")
 
 
 def _check_pool_zones(pool_path: str, pool: GpuPool, tenant: str, facts: EnvironmentFacts, problems: Problems) -> None:

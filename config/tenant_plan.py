@@ -21,7 +21,7 @@ from .base import duration_text, duration_seconds
 from .capacity import Reserve
 from .catalog import load_catalog
 from .facts import EnvironmentFacts
-from .gpu_pools import per_node_of, pool_name, pool_node_types
+from .tenant_pools import per_node_of, pool_name, pool_node_types
 from .monitoring import OFF, MonitoringPlan, resolve_tenant_monitoring
 from .node_types import GPU_RESOURCE, NodeType
 from .reliability import GPU_TIMEOUT
