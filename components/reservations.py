@@ -16,7 +16,8 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
-from config.reservations import Reservation
+from config.catalog import GUEST, load_catalog
+from config.reservations import Reservation, reservation_shape
 
 
 @dataclass(frozen=True)
@@ -32,8 +33,20 @@ class GpuReservations(pulumi.ComponentResource):
     def __init__(self, name: str, to_create: tuple[ReservationToCreate, ...], opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-platform:capacity:GpuReservations", name, None, opts)
         self.reservations = {}
+        catalog = load_catalog()
         for item in to_create:
             r = item.reservation
+            shape = reservation_shape(catalog, r.machine_type, r.gpu)
+            # An N1 host reserves its attached GPUs as guest accelerators; accelerator-optimized
+            # machine types come with theirs (Compute Engine API, reservations.insert:
+            # specificReservation.instanceProperties.guestAccelerators).
+            accelerators = None
+            if shape is not None and shape.attach == GUEST:
+                accelerators = [
+                    gcp.compute.ReservationSpecificReservationInstancePropertiesGuestAcceleratorArgs(
+                        accelerator_type=shape.gpu, accelerator_count=shape.gpu_count
+                    )
+                ]
             share = None
             if item.shared_with:
                 share = gcp.compute.ReservationShareSettingsArgs(
@@ -49,8 +62,9 @@ class GpuReservations(pulumi.ComponentResource):
                 specific_reservation_required=True,
                 specific_reservation=gcp.compute.ReservationSpecificReservationArgs(
                     count=r.count,
-                    # Accelerator-optimized machine types come with their GPUs: no guest_accelerators.
-                    instance_properties=gcp.compute.ReservationSpecificReservationInstancePropertiesArgs(machine_type=r.machine_type),
+                    instance_properties=gcp.compute.ReservationSpecificReservationInstancePropertiesArgs(
+                        machine_type=r.machine_type, guest_accelerators=accelerators
+                    ),
                 ),
                 share_settings=share,
                 opts=pulumi.ResourceOptions(parent=self),

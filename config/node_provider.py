@@ -19,7 +19,7 @@ from .capacity import reserved_type_name
 from .catalog import Catalog
 from .errors import Problems
 from .node_types import MAX_QUALIFIED_NAME, longest_qualified_name
-from .reservations import FlexStart, Reservation, check_flex_start, check_reservations
+from .reservations import FlexStart, Reservation, check_flex_start, check_reservations, reservation_shape
 from .zones import zone_problem
 
 # Far above any machine of the catalog (about 100 USD/h for 8 × H200): a larger price is a typo.
@@ -120,7 +120,8 @@ def check_node_provider(region: str, np: NodeProviderConfig, catalog: Catalog, p
     with problems.checking("nodeProvider.reservations"):
         check_reservations(region, zones, np.gpu_types, np.reservations, catalog, problems)
     with problems.checking("nodeProvider.gpuTypes"):
-        reserved = tuple(catalog.machines[r.machine_type].gpu for r in np.reservations if r.machine_type in catalog.machines)
+        shapes = (reservation_shape(catalog, r.machine_type, r.gpu) for r in np.reservations)
+        reserved = tuple(shape.gpu for shape in shapes if shape is not None)
         check_gpu_availability(region, zones, np.gpu_types, offered_capacity(np), reserved, catalog, problems)
     with problems.checking("nodeProvider.name"):
         known_gpus = tuple(g for g in np.gpu_types if g in catalog.gpus)

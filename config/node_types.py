@@ -199,6 +199,7 @@ class ReservedSlice:
     project: str  # the reservation's owner project
     zone: str
     machine_type: str
+    gpu: str | None  # N1: the attached GPU type (config/reservations.py); None: the machine's built-in GPUs
     tenant: str
     count: int  # VMs: the node type's maxCapacity
     bound: bool  # consumed with the reservation-bound provisioning model
@@ -356,7 +357,7 @@ def _reserved_type(catalog: Catalog, region: str, reserved: ReservedSlice, gpu_d
     (reservations are "charged at the same on-demand rate as running VMs",
     https://cloud.google.com/compute/docs/instances/reservations-overview)."""
     machine = catalog.machines[reserved.machine_type]
-    shape = next(s for s in catalog.shapes_for(machine.gpu) if s.machine.name == machine.name)
+    shape = next(s for s in catalog.shapes_for(reserved.gpu or machine.gpu) if s.machine.name == machine.name)
     price = Price(reserved.usd_per_hour, ("nodeProvider.reservations",)) if reserved.usd_per_hour is not None else shape.price(catalog, region, False, prices)
     name = cap.reserved_type_name(reserved.reservation, reserved.tenant)
     properties = _properties(

@@ -33,7 +33,7 @@ from pydantic import Field
 
 from .availability import RESERVATION, RESERVATION_FUTURE, RESERVATION_ON_DEMAND, load_availability
 from .base import DURATION, ConfigModel, Duration, Syntax, duration_seconds
-from .catalog import Catalog
+from .catalog import GUEST, Catalog, Shape
 from .errors import Problems
 
 # Compute Engine resource names (RFC 1035 labels, at most 63 characters).
@@ -73,7 +73,9 @@ class Reservation(ConfigModel):
     zone: str
     """Its zone, one of nodeProvider.zones."""
     machine_type: str
-    """The machine type it reserves (its GPUs come with it), a GPU machine of config/catalog.yaml whose GPU type is in gpuTypes."""
+    """The machine type it reserves: one with built-in GPUs (A2, A3, A4, G2), or an N1 host with gpu set; its GPU type must be in gpuTypes."""
+    gpu: str | None = None
+    """For an N1 machine type only: the GPU type attached to each reserved VM (guest accelerators), as many as config/catalog.yaml pairs with that host (guestShapes); machine types with built-in GPUs take none."""
     count: int = Field(ge=1)
     """How many VMs it reserves."""
     project: str | None = None
@@ -116,13 +118,31 @@ class ReservationFacts:
         )
 
 
+def reservation_shape(catalog: Catalog, machine_type: str, gpu: str | None) -> Shape | None:
+    """The shape a reservation holds: a machine type with built-in GPUs (no `gpu`), or an N1 host
+    with the GPUs the catalog pairs it with (`gpu`); None when the catalog has no such shape."""
+    machine = catalog.machines.get(machine_type)
+    if machine is None or (gpu is None) != bool(machine.gpu):
+        return None
+    return next((s for s in catalog.shapes_for(gpu or machine.gpu) if s.machine.name == machine_type), None)
+
+
+def reservable_shapes(catalog: Catalog, gpu_types: tuple[str, ...]) -> str:
+    """What a reservation of this environment may hold, for messages."""
+    shapes = [s for g in gpu_types if g in catalog.gpus for s in catalog.shapes_for(g)]
+    return ", ".join(
+        s.machine.name if s.attach != GUEST else f"{s.machine.name} with gpu: {s.gpu} ({s.gpu_count})" for s in shapes
+    ) or "none (no GPU type in gpuTypes)"
+
+
 def facts_of(reservations: tuple[Reservation, ...], host_project: str, catalog: Catalog) -> tuple[ReservationFacts, ...]:
     out = []
     for r in reservations:
-        machine = catalog.machines[r.machine_type]
+        shape = reservation_shape(catalog, r.machine_type, r.gpu)  # None: reported by check_reservations
+        gpu, gpu_count = (shape.gpu, shape.gpu_count) if shape is not None else (None, 0)
         out.append(
             ReservationFacts(
-                r.name, r.project or host_project, r.zone, r.machine_type, machine.gpu, machine.gpu_count, r.count,
+                r.name, r.project or host_project, r.zone, r.machine_type, gpu, gpu_count, r.count,
                 {s.tenant: s.count for s in r.slices}, r.reservation_bound,
             )
         )
@@ -170,16 +190,23 @@ def check_reservations(
                 problems.add(f"{path}.zone", f"{r.zone!r} is not in nodeProvider.zones ({', '.join(zones)}); a reservation's VMs run in its own zone")
         with problems.checking(f"{path}.machineType"):
             machine = catalog.machines.get(r.machine_type)
-            gpu_machines = sorted(m.name for m in catalog.machines.values() if m.gpu)
-            if machine is None or not machine.gpu:
-                problems.add(
-                    f"{path}.machineType",
-                    f"{r.machine_type!r} is not a machine type with built-in GPUs of config/catalog.yaml; allowed: {', '.join(gpu_machines)}",
-                )
+            shape = reservation_shape(catalog, r.machine_type, r.gpu)
+            if machine is not None and machine.gpu and r.gpu is not None:
+                problems.add(f"{path}.gpu", f"{r.machine_type} comes with its GPUs ({machine.gpu_count} × {machine.gpu}); leave gpu out")
                 continue
-            if machine.gpu not in gpu_types:
-                problems.add(f"{path}.machineType", f"{r.machine_type} carries {machine.gpu}, which is not in nodeProvider.gpuTypes ({', '.join(gpu_types)})")
-            shape = next(s for s in catalog.shapes_for(machine.gpu) if s.machine.name == machine.name)
+            if shape is None:
+                if machine is not None and catalog.series.get(machine.series, {}).get("gpuAttach") == GUEST and r.gpu is None:
+                    why = f"{r.machine_type} takes attached GPUs: set gpu to one it carries"
+                elif r.gpu is not None and r.gpu not in catalog.gpus:
+                    why = f"gpu {r.gpu!r} is not a GPU type of config/catalog.yaml"
+                elif r.gpu is not None:
+                    why = f"config/catalog.yaml pairs no {r.gpu} with {r.machine_type} (guestShapes)"
+                else:
+                    why = f"{r.machine_type!r} is not a GPU machine type of config/catalog.yaml"
+                problems.add(f"{path}.machineType", f"{why}; allowed: {reservable_shapes(catalog, gpu_types)}")
+                continue
+            if shape.gpu not in gpu_types:
+                problems.add(f"{path}.machineType", f"{r.machine_type} carries {shape.gpu}, which is not in nodeProvider.gpuTypes ({', '.join(gpu_types)})")
             family = availability.family_of(shape)
             if RESERVATION not in family.purchase:
                 problems.add(f"{path}.machineType", f"{family.name} is not sold as reservation ({family.sold_as()})")

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from . import capacity as cap
-from .base import duration_seconds, parse, parse_cidr
+from .base import DURATION, duration_seconds, parse, parse_cidr
 from .catalog import Catalog, load_catalog
 from .environment import (
     ENVIRONMENTS,
@@ -25,7 +25,7 @@ from .environment import (
     resolve_cluster_defaults,
     resolve_platform_defaults,
 )
-from .errors import Broken, ConfigError, Problem, Problems, derived, shown
+from .errors import Broken, ConfigError, Problem, Problems, derived, shown, within
 from .facts import EnvironmentFacts, TenantClaim
 from .isolation import SHARED, Placement, check_tenant_projects, placement, project_id_problem, shared_warning, tenant_roles
 from .monitoring import MonitoringConfig, check_monitoring, view_name
@@ -36,7 +36,7 @@ from .platform_access import KEY as ADMIN_PASSWORD_KEY
 from .platform_access import check_no_admin_password
 from .platform_checks import check_platform
 from .quota import QuotaLine, TenantEntry, quota_key, quota_lines, team_stack_tenants
-from .reservations import check_slice_tenants, facts_of
+from .reservations import ReservationFacts, check_slice_tenants, facts_of, reservation_shape
 from .stack_files import StackFileError, list_stacks, read_stack_values, structured
 from .stack_keys import unknown_gcp_keys
 from .tenant import MAX_TENANT_NAME, Tenant, check_tenant
@@ -212,7 +212,7 @@ def _load_environment_stack(values, environment, stack, project_dir, catalog, pr
     # capacity lists decide at which ranks each capacity type is offered (config/capacity.py).
     all_team_entries = team_stack_tenants(project_dir, environment_stack_name=stack)
     ranks = _extra_ranks([*tenants, *(e.tenant for e in all_team_entries)])
-    offer = problems.derive(lambda: _offer(region, project, node_provider, catalog, ranks), "gcp:region", "gcp:project", "nodeProvider")
+    offer = problems.derive(lambda: _offer(region, project, node_provider, catalog, ranks), "gcp:region", "gcp:project", *_offer_keys(problems))
     facts = _facts(stack, environment, project, region, cluster, platform, node_provider, offer, tenants, catalog, problems, monitoring)
     # The team stacks in this repo that use this environment: an inline tenant that takes one's
     # name, CIDR or project fails here too, not only in the team stack's own plan.
@@ -424,10 +424,36 @@ def _team_stack_plans(entries: list[TenantEntry], facts: EnvironmentFacts) -> tu
     return tuple(plans)
 
 
+def _offer_keys(problems: Problems) -> tuple[str, ...]:
+    """The nodeProvider keys with problems that the node types (and the facts tenants are judged
+    by) cannot do without. A reservation or Flex-start with problems is not one of them: the offer
+    leaves out a reservation whose shape is unknown and keeps Flex-start as stated, so the tenants'
+    own problems are reported beside theirs, all at once; nothing is registered while any remains."""
+    capacity = ("nodeProvider.reservations", "nodeProvider.flexStart")
+    others = any(within(p.path, "nodeProvider") and not any(within(p.path, c) for c in capacity) for p in problems.items)
+    return ("nodeProvider",) if others else ()
+
+
+def _reservation_facts(np: NodeProviderConfig, project: str, catalog: Catalog, problems: Problems) -> tuple[ReservationFacts, ...]:
+    """facts_of, with each fact of a reservation whose key has problems Broken: a pool that names
+    it is judged by its sound facts only, and a note says what waits for the rest."""
+    facts = []
+    for k, (r, fact) in enumerate(zip(np.reservations, facts_of(np.reservations, project, catalog), strict=True)):
+        path = f"nodeProvider.reservations[{k}]"
+        broken = {
+            field: Broken(f"{path}.{key}")
+            for field, keys in (("zone", ("zone",)), ("gpu", ("machineType", "gpu")), ("gpu_count", ("machineType", "gpu")), ("count", ("count", "slices")))
+            for key in keys
+            if problems.has_problems(f"{path}.{key}")
+        }
+        facts.append(dataclasses.replace(fact, **broken) if broken else fact)
+    return tuple(facts)
+
+
 def _facts(stack, environment, project, region, cluster, platform, node_provider, offer, tenants, catalog, problems, monitoring) -> EnvironmentFacts:
     """The environment as tenants see it. Facts from keys with problems are Broken, so no tenant
     is judged by them; the stack is only deployed (and its facts exported) without problems."""
-    provider = ("gcp:region", "nodeProvider")
+    provider = ("gcp:region", *_offer_keys(problems))
     roles = ("gcp:project", "platform.roleIdPrefix")
     names = problems.derive(lambda: tenant_roles(project, platform.role_id_prefix), *roles)
     facts = EnvironmentFacts(
@@ -438,10 +464,8 @@ def _facts(stack, environment, project, region, cluster, platform, node_provider
         node_provider_name=derived(lambda: node_provider.name),
         gpu_types=problems.derive(lambda: node_provider.gpu_types, *provider),
         spot=problems.derive(lambda: node_provider.spot, *provider),
-        flex_start_seconds=problems.derive(
-            lambda: duration_seconds(node_provider.flex_start.max_run_duration) if node_provider.flex_start else None, *provider
-        ),
-        reservations=problems.derive(lambda: facts_of(node_provider.reservations, project, catalog), "gcp:project", *provider),
+        flex_start_seconds=problems.derive(lambda: _flex_seconds(node_provider), *provider),
+        reservations=problems.derive(lambda: _reservation_facts(node_provider, project, catalog, problems), "gcp:project", *provider),
         preemptible_gpu_quota=problems.derive(lambda: dict(node_provider.preemptible_gpu_quota), *provider),
         gpu_quota=problems.derive(lambda: dict(node_provider.gpu_quota), *provider),
         node_types=derived(lambda: offer.node_types),
@@ -500,11 +524,12 @@ def unknown_facts(because: str) -> EnvironmentFacts:
 def _offer(region: str, project: str, np: NodeProviderConfig, catalog: Catalog, extra_ranks) -> NodeTypeOffer:
     offering = Offering(
         spot=np.spot,
-        flex_start_seconds=duration_seconds(np.flex_start.max_run_duration) if np.flex_start else None,
+        flex_start_seconds=_flex_seconds(np),
         extra_ranks=extra_ranks,
         reserved=tuple(
-            ReservedSlice(r.name, r.project or project, r.zone, r.machine_type, s.tenant, s.count, r.reservation_bound, r.usd_per_hour)
+            ReservedSlice(r.name, r.project or project, r.zone, r.machine_type, r.gpu, s.tenant, s.count, r.reservation_bound, r.usd_per_hour)
             for r in np.reservations
+            if reservation_shape(catalog, r.machine_type, r.gpu) is not None  # else reported at its machineType
             for s in r.slices
         ),
         preemptible_quota=dict(np.preemptible_gpu_quota),
@@ -522,6 +547,14 @@ def _offer(region: str, project: str, np: NodeProviderConfig, catalog: Catalog, 
         gpu_image_family=np.gpu_image_family,
         prices=np.prices,
     )
+
+
+def _flex_seconds(np: NodeProviderConfig) -> int | None:
+    """nodeProvider.flexStart's run duration in seconds, as stated (its range is checked at its key);
+    None without Flex-start, or when it is no duration at all."""
+    if np.flex_start is None or not DURATION.match(np.flex_start.max_run_duration):
+        return None
+    return duration_seconds(np.flex_start.max_run_duration)
 
 
 def _extra_ranks(tenants: list) -> dict[tuple[str, str], frozenset[int]]:

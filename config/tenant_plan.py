@@ -157,9 +157,12 @@ class PoolPlan:
 
     @property
     def busy_usd_per_hour(self) -> float | None:
-        if not self.priced:
+        """Known when every node "busy" counts has a price (or a bound): a pool whose reserved slice
+        holds its whole limit is priced even if a later option's price is unknown."""
+        prices = [(n, self._price_or_bound(nt)) for nt, n in self.busy_nodes if n]
+        if any(price is None for _, price in prices):
             return None
-        return sum(n * self._price_or_bound(nt) for nt, n in self.busy_nodes)  # type: ignore[misc]
+        return sum(n * price for n, price in prices)  # type: ignore[misc]
 
     @property
     def cheapest_type(self) -> NodeType:

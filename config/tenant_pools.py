@@ -14,14 +14,14 @@ from pydantic import Field
 
 from . import capacity as cap
 from .availability import load_availability
-from .base import DURATION, ConfigModel, Duration, duration_seconds
+from .base import DURATION, ConfigModel, Duration, duration_seconds, duration_text
 from .capacity import CapacityEntry, Reserve
 from .catalog import load_catalog
 from .errors import Problems
 from .facts import EnvironmentFacts
 from .node_types import NodeType
 from .reliability import GPU_TIMEOUT
-from .reservations import FLEX_START_MIN_SECONDS, expire_after_seconds
+from .reservations import EXPIRY_MARGIN_SECONDS, FLEX_START_MIN_SECONDS, expire_after_seconds
 
 FLEX_DRAIN = "the pool's nodes must drain and go before Compute Engine stops the VM"
 
@@ -304,11 +304,13 @@ def _check_flex_expiry(pool_path: str, pool: GpuPool, facts: EnvironmentFacts, p
         return
     expiry = expire_after_seconds(facts.flex_start_seconds, duration_seconds(pool.termination_grace_period))
     if expiry < FLEX_START_MIN_SECONDS:
+        longest = max(facts.flex_start_seconds - EXPIRY_MARGIN_SECONDS - FLEX_START_MIN_SECONDS, 0)
         problems.add(
             f"{pool_path}.terminationGracePeriod",
-            f"{pool.termination_grace_period} leaves Flex-start nodes {max(expiry, 0)} s before they must drain ({FLEX_DRAIN}: "
-            f"nodeProvider.flexStart.maxRunDuration {facts.flex_start_seconds} s minus this minus 10m); allowed: at most "
-            f"{(facts.flex_start_seconds - 20 * 60) // 60}m",
+            f"{pool.termination_grace_period} leaves a Flex-start node of this pool less than {duration_text(FLEX_START_MIN_SECONDS)} to run: "
+            f"{FLEX_DRAIN}, so Karpenter expires it at nodeProvider.flexStart.maxRunDuration "
+            f"({duration_text(facts.flex_start_seconds)}) minus terminationGracePeriod minus {duration_text(EXPIRY_MARGIN_SECONDS)}; "
+            f"allowed: at most {duration_text(longest)}, or a longer maxRunDuration",
         )
 
 

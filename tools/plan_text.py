@@ -267,7 +267,7 @@ def _options(pool) -> list[str]:
             hourly = _money(price) if price is not None else (f"< {_money(bound)}" if bound is not None else "unknown")
             per_month = price if price is not None else bound
             monthly = ("< " if price is None and bound is not None else "") + _money(None if per_month is None else per_month * HOURS_PER_MONTH)
-            vm = {cap.ON_DEMAND: "on-demand list price", cap.SPOT: "Spot price (changes up to once a month)",
+            vm = {cap.ON_DEMAND: "on-demand list price", cap.SPOT: "Spot price as read (Google may change it once a day)",
                   cap.FLEX_START: "Flex-start at the list price" if bound is None else "Flex-start, discounted (figure not recorded)"}[nt.capacity]
             zones = sorted({t.zone for t in types})
             what = f"{len(zones)} zone{'s' if len(zones) > 1 else ''} ({', '.join(zones)})"
