@@ -20,6 +20,9 @@ the node types themselves:
   capacity fallback must know which type a claim got).
 
 `cost` is therefore no longer a price: the plan shows it as the order it encodes, beside the price.
+The API holds it as an int64 ("The higher the cost, the less likely it is to be selected": loft-sh/api
+commit ec8bc28, pkg/apis/storage/v1/nodetype_types.go `NodeTypeSpec.Cost`), so three ranks of
+RANK_BAND (10^10) fit with room to spare.
 """
 
 from __future__ import annotations

@@ -119,7 +119,7 @@ class TenantMonitoring(ConfigModel):
     scrape_interval: Duration | None = None
     """How often this team's collector scrapes, 10s to 5m; default: the environment's monitoring.scrapeInterval."""
     dashboard: bool = True
-    """A dashboard of the team's own in the team's project, with the plan's expected and ceiling cost as reference lines."""
+    """A dashboard of the team's own in the team's project, with the plan's busy and ceiling cost as reference lines."""
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from config.base import DNS_LABEL
 from config.availability import Availability, load_availability
 from config.catalog import BUILTIN, CATALOG_PATH, GUEST, CatalogError, allocatable, load_catalog, reserve
 from config import capacity as cap
-from config.node_types import GPU_RESOURCE, Offering, ReservedSlice, generate_node_types
+from config.node_types import GPU_RESOURCE, Offering, generate_node_types
 
 CATALOG = load_catalog()
 AVAILABILITY = load_availability()
