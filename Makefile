@@ -32,10 +32,13 @@ plan-all: $(STAMP)
 ## environment with one tenant, checks a GPU node end to end, destroys everything. Costs money.
 ##   make acceptance PROJECT=<id> [TEAM_PROJECT=<id>] [REGION=us-central1] [ZONES=<region>-a,<region>-b] [GPU=nvidia-tesla-t4] [GPU_QUOTA=1]
 ##                   [WARM_NODES=0|1] [COMPARE=<an earlier run's report.json>] [RESTORE_DRILL=1] [WATCHDOG_DRILL=1]
+##                   [STOCKOUT_DRILL=1] [FLEX_START=1] [RESERVATION=<name>]
 ## With TEAM_PROJECT (an existing project) the tenant runs in project mode there; without, shared.
 ## WARM_NODES=1 keeps the pool's node warm and measures a pod's wait on it; COMPARE prints both runs side by side.
 ## RESTORE_DRILL=1 also backs the tenant up, deletes its host namespace, restores it and checks it.
 ## WATCHDOG_DRILL=1 also makes a GPU node lose its GPU and checks that the GPU watchdog removes it.
+## STOCKOUT_DRILL=1 makes the pool's first option fail and checks that the Job gets its node from the next.
+## FLEX_START=1 / RESERVATION=<name> get the pool's node from Flex-start / that reservation of the tenant's project.
 PROJECT          ?=
 TEAM_PROJECT     ?=
 ISOLATION        ?=
@@ -49,6 +52,9 @@ IDLE_MARGIN      ?= 600
 NODE_TIMEOUT     ?= 1200
 RESTORE_DRILL    ?=
 WATCHDOG_DRILL   ?=
+STOCKOUT_DRILL   ?=
+FLEX_START       ?=
+RESERVATION      ?=
 WARM_NODES       ?= 0
 COMPARE          ?=
 ACCEPTANCE_OUT   ?= acceptance-out
@@ -56,15 +62,15 @@ ACCEPTANCE_FLAGS ?=
 
 # Passed through the environment, never pasted into the command line: the workflow's inputs end up
 # in these variables, and the shell expands "$$VAR" without interpreting its value.
-export PROJECT TEAM_PROJECT ISOLATION REGION ZONES GPU GPU_QUOTA GPUS_PER_NODE BACKEND IDLE_MARGIN NODE_TIMEOUT WARM_NODES COMPARE ACCEPTANCE_OUT RESTORE_DRILL WATCHDOG_DRILL
+export PROJECT TEAM_PROJECT ISOLATION REGION ZONES GPU GPU_QUOTA GPUS_PER_NODE BACKEND IDLE_MARGIN NODE_TIMEOUT WARM_NODES COMPARE ACCEPTANCE_OUT RESTORE_DRILL WATCHDOG_DRILL STOCKOUT_DRILL FLEX_START RESERVATION
 
 acceptance: $(STAMP)
 	@$(BIN)/python -m tests.acceptance.run --project "$$PROJECT" --team-project "$$TEAM_PROJECT" --isolation "$$ISOLATION" \
 	  --region "$$REGION" --zones "$$ZONES" \
 	  --gpu "$$GPU" --gpu-quota "$$GPU_QUOTA" --gpus-per-node "$$GPUS_PER_NODE" --backend "$$BACKEND" \
 	  --idle-margin "$$IDLE_MARGIN" --node-timeout "$$NODE_TIMEOUT" --warm-nodes "$$WARM_NODES" --compare "$$COMPARE" \
-	  --out "$$ACCEPTANCE_OUT" $(if $(RESTORE_DRILL),--restore-drill) \
-	  $(if $(WATCHDOG_DRILL),--watchdog-drill) $(ACCEPTANCE_FLAGS)
+	  --out "$$ACCEPTANCE_OUT" --reservation "$$RESERVATION" $(if $(RESTORE_DRILL),--restore-drill) \
+	  $(if $(WATCHDOG_DRILL),--watchdog-drill) $(if $(STOCKOUT_DRILL),--stockout-drill) $(if $(FLEX_START),--flex-start) $(ACCEPTANCE_FLAGS)
 
 ## Destroy every recorded acceptance run that did not clean up after itself (a failed or cancelled run).
 acceptance-cleanup: $(STAMP)

@@ -20,11 +20,13 @@ from typing import Any
 from config import versions
 from config.reliability import WATCHDOG_POLL_SECONDS
 
-from . import gpu_watchdog
+from . import gpu_watchdog, tenant_api
 
 NAMESPACE = "gpu-platform-system"
 NAME = "gpu-watchdog"
 PROGRAM = Path(gpu_watchdog.__file__).read_text()
+# Shipped beside it: the program imports it from its own directory.
+TENANT_API = Path(tenant_api.__file__).read_text()
 PROGRAM_DIR, CONFIG_DIR = "/opt/gpu-watchdog", "/etc/gpu-watchdog"
 # Exactly what it needs (tests/test_gpu_watchdog.py holds this against what the program calls).
 CLUSTER_RULES = (
@@ -78,7 +80,11 @@ def watchdog_objects(pool_limits: dict[str, int], default_limit: int, system_poo
             "apiVersion": "v1",
             "kind": "ConfigMap",
             "metadata": meta(NAME, NAMESPACE),
-            "data": {"gpu_watchdog.py": PROGRAM, "config.json": json.dumps(watchdog_config(pool_limits, default_limit), sort_keys=True)},
+            "data": {
+                "gpu_watchdog.py": PROGRAM,
+                "tenant_api.py": TENANT_API,
+                "config.json": json.dumps(watchdog_config(pool_limits, default_limit), sort_keys=True),
+            },
         },
         {
             "apiVersion": "apps/v1",
@@ -113,7 +119,7 @@ def watchdog_objects(pool_limits: dict[str, int], default_limit: int, system_poo
                             }
                         ],
                         "volumes": [
-                            {"name": "program", "configMap": {"name": NAME, "items": [{"key": "gpu_watchdog.py", "path": "gpu_watchdog.py"}]}},
+                            {"name": "program", "configMap": {"name": NAME, "items": [{"key": f, "path": f} for f in ("gpu_watchdog.py", "tenant_api.py")]}},
                             {"name": "config", "configMap": {"name": NAME, "items": [{"key": "config.json", "path": "config.json"}]}},
                         ],
                     },

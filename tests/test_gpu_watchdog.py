@@ -458,6 +458,10 @@ def objects(dev_run) -> dict:
 def test_it_runs_the_shipped_program_with_each_pools_limit(objects):
     config_map = named(objects["nlp"], "ConfigMap", NAME, NAMESPACE)
     assert config_map["data"]["gpu_watchdog.py"] == Path(wd.__file__).read_text()
+    # Beside it, what it imports from its own directory (components/tenant_api.py), mounted with it.
+    assert config_map["data"]["tenant_api.py"] == Path(wd.tenant_event.__code__.co_filename).read_text()
+    [program] = [v for v in named(objects["nlp"], "Deployment", NAME, NAMESPACE)["spec"]["template"]["spec"]["volumes"] if v["name"] == "program"]
+    assert program["configMap"]["items"] == [{"key": f, "path": f} for f in ("gpu_watchdog.py", "tenant_api.py")]
     assert json.loads(config_map["data"]["config.json"]) == {"poolLimitSeconds": {"l4-1x": 600}, "defaultLimitSeconds": 600, "intervalSeconds": 30}
     speech = json.loads(named(objects["speech"], "ConfigMap", NAME, NAMESPACE)["data"]["config.json"])
     assert speech["poolLimitSeconds"] == {"t4-1x-spot": 600}

@@ -23,7 +23,8 @@ from tests.acceptance import watchdog_drill as drill
 from tests.acceptance.recorded import load
 from tests.acceptance.report import Report
 from tests.acceptance.run import parse_args, settings_from
-from tests.acceptance.scenario import Live, check_watchdog_drill
+from tests.acceptance.drills import check_watchdog_drill
+from tests.acceptance.scenario import Live
 from tests.acceptance.settings import (
     ENVIRONMENT_HOURS,
     GPU_VM_MINUTES,

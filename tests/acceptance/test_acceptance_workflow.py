@@ -182,7 +182,7 @@ def test_inputs_reach_make_through_the_environment_never_a_script():
         assert "${{" not in step.get("run", ""), step
 
 
-@pytest.mark.parametrize("variable", ["PROJECT", "TEAM_PROJECT", "ISOLATION", "REGION", "ZONES", "GPU", "GPU_QUOTA", "BACKEND", "WARM_NODES", "COMPARE"])
+@pytest.mark.parametrize("variable", ["PROJECT", "TEAM_PROJECT", "ISOLATION", "REGION", "ZONES", "GPU", "GPU_QUOTA", "BACKEND", "WARM_NODES", "COMPARE", "RESERVATION"])
 def test_make_never_pastes_a_value_into_the_shell(variable):
     recipe = MAKEFILE[MAKEFILE.index("acceptance: $(STAMP)") : MAKEFILE.index("acceptance-cleanup:")]
     assert f"$({variable})" not in recipe and f'"$${variable}"' in recipe
