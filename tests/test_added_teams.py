@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from config import yaml_io
 from config.stack_files import PROJECT_DIR, list_stacks, read_stack_values
 from docs_support import yaml_blocks
 from shipped_stacks import SHIPPED_DIR, SHIPPED_STACKS, shipped_project
@@ -107,7 +108,7 @@ def add_teams_as_readme_says(project: Path) -> str:
     Returns the new stack's name."""
     inline, stack_files = readme_examples()
     names = {t["name"] for t in inline}
-    stack, text = next((s, t) for s, t in stack_files if yaml.safe_load(t)["config"][f"{NS}:tenant"]["name"] not in names)
+    stack, text = next((s, t) for s, t in stack_files if yaml_io.load(t)["config"][f"{NS}:tenant"]["name"] not in names)
     (project / f"Pulumi.{stack}.yaml").write_text(text)
 
     dev = project / "Pulumi.dev.yaml"
@@ -222,7 +223,7 @@ def test_the_tests_pass_after_adding_teams_as_the_docs_say_and_with_make_team(re
     assert len(read_stack_values(project, "dev")[f"{NS}:tenants"]) == 2 + len(readme_examples()[0])  # shipped nlp, speech
     tenant = read_stack_values(project, TEAM)[f"{NS}:tenant"]
     assert tenant["gpuPools"] == [{"gpu": "nvidia-l4", "maxGpus": 4}] and tenant["gcpProject"] == "acme-ml-dev-audio"
-    [entry] = [e for e in yaml.safe_load((project / "bootstrap" / "Pulumi.ci.yaml").read_text())["config"]["gpu-platform-bootstrap:environments"] if e["name"] == "dev"]
+    [entry] = [e for e in yaml_io.load((project / "bootstrap" / "Pulumi.ci.yaml").read_text())["config"]["gpu-platform-bootstrap:environments"] if e["name"] == "dev"]
     assert TEAM in entry["stacks"] and "acme-ml-dev-audio" in entry["teamProjects"]
     bumped = yaml.safe_load((project / "policy" / "PulumiPolicy.yaml").read_text())["version"]
     assert bumped != run.version and f"version {run.version} → {bumped}" in run.added

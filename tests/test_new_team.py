@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from config import yaml_io
 from config.catalog import load_catalog
 from config.stack import NS
 from config.stack_files import PROJECT_DIR, read_stack_values
@@ -138,7 +139,7 @@ def test_in_an_environment_that_creates_projects_the_team_gets_one_created(proje
     team = plan_team("vision", "prod", gpu="nvidia-l4", max_gpus=2, project=None, project_dir=project)
     assert (team.project, team.created_project) == (None, "acme-prod-vision")
     assert "gcpProject" not in yaml.safe_load(team.text)["config"][f"{NS}:tenant"]
-    edited = yaml.safe_load(bootstrap_with((project / "bootstrap" / "Pulumi.ci.yaml").read_text(), "prod", team.stack, None))
+    edited = yaml_io.load(bootstrap_with((project / "bootstrap" / "Pulumi.ci.yaml").read_text(), "prod", team.stack, None))
     [prod] = [e for e in edited["config"]["gpu-platform-bootstrap:environments"] if e["name"] == "prod"]
     assert prod["stacks"] == ["prod", "team-vision-prod"] and "teamProjects" not in prod
 

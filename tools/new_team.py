@@ -1,7 +1,7 @@
 """Add a team: its own stack in an environment, and everything `make test` then expects.
 
     make team NAME=robotics ENV=dev [GPU=nvidia-l4] [MAX_GPUS=4] [TEAM_PROJECT=<existing project id>] [CIDR=<cidr>]
-    python -m tools.new_team --name robotics --env dev [--gpu nvidia-l4] [--max-gpus 4] [--project <id>] [--cidr <cidr>]
+    .venv/bin/python -m tools.new_team --name robotics --env dev [--gpu nvidia-l4] [--max-gpus 4] [--project <id>] [--cidr <cidr>]
 
 It writes Pulumi.team-<name>-<env>.yaml (a free /22 of the environment unless CIDR names one, the
 team's GPU pool and project), lists the stack, and an existing project, for CI in bootstrap/Pulumi.ci.yaml (the
@@ -29,8 +29,17 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
+try:  # the project's packages live in .venv: outside it, say what to run instead of a traceback
+    import pydantic  # noqa: F401
+    import yaml  # noqa: F401
+except ImportError as missing:
+    sys.exit(
+        f"python -m tools.new_team needs the project's pinned packages ({missing.name} is not installed for {sys.executable}): "
+        "run `make team NAME=<team> ENV=<environment>`, which installs them in .venv first (after that, "
+        "`.venv/bin/python -m tools.new_team …` works too)"
+    )
 
+from config import yaml_io
 from config.base import DNS_LABEL, read_cidr
 from config.catalog import load_catalog
 from config.errors import ConfigError
@@ -211,7 +220,7 @@ def _load_environment(environment: str, project_dir: Path) -> EnvironmentStack:
 
 def _organization(project_dir: Path) -> str:
     """The Pulumi organization of the stacks: the bootstrap's, else that of a committed team stack."""
-    values = yaml.safe_load((project_dir / BOOTSTRAP_STACK).read_text())["config"]
+    values = yaml_io.load((project_dir / BOOTSTRAP_STACK).read_text(), source=BOOTSTRAP_STACK)["config"]
     organization = (values.get("gpu-platform-bootstrap:pulumiCloud") or {}).get("organization")
     if organization:
         return str(organization)
@@ -255,7 +264,7 @@ def bootstrap_with(text: str, environment: str, stack: str, project: str | None)
         start, end = _environment_block(lines, environment)
         lines[start:end] = _add_to_list(lines[start:end], "teamProjects", project, environment, after="stacks")
     result = "".join(lines)
-    entry = next(e for e in yaml.safe_load(result)["config"]["gpu-platform-bootstrap:environments"] if e["name"] == environment)
+    entry = next(e for e in yaml_io.load(result, source=BOOTSTRAP_STACK)["config"]["gpu-platform-bootstrap:environments"] if e["name"] == environment)
     assert stack in entry["stacks"] and (project is None or project in entry["teamProjects"]), "bootstrap edit"
     return result
 
