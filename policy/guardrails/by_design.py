@@ -602,7 +602,7 @@ tenant_objects_by_design = ResourcePolicy(
     description=(
         "A VirtualClusterInstance puts only the program's objects inside its tenant: no other object, no namespace labelled "
         "privileged but the product's (GPU Operator, CCM/CSI, …), no Pod Security exemption beyond them, no other image, RBAC "
-        "exactly the program's (the GPU watchdog's, the metrics collector's), no workload with more host access than the program "
+        "exactly the program's (the GPU watchdog's, the capacity fallback's, the metrics collector's), no workload with more host access than the program "
         "gives it (hostNetwork only for the metrics collector), and Pod Security objects exactly as the program writes them."
     ),
     validate=validate_tenant_objects,

@@ -312,3 +312,13 @@ def test_nodeclaims_not_served_or_not_listable_by_the_fallback_fail_the_check():
     assert capacity_drill.claims_visible(listing, node, "no (exit 1)", account)[1] is False
     assert capacity_drill.claims_visible({"items": []}, node, "yes", account)[1] is False
     assert capacity_drill.claims_visible(listing, {"metadata": {"name": "other"}}, "yes", account)[2] == f"1 listed, none for node other; {account} may list them: yes"
+
+
+def test_the_docs_say_what_the_drill_declares_and_waits_for():
+    from docs_support import page
+
+    text = " ".join(page("docs/acceptance.md").split())
+    assert f"(`{capacity_runs.decoy_name('<id>')}`, in the first of `ZONES`, `create: false`)" in text
+    assert f"and within {capacity_drill.LEFTOVER_TIMEOUT} s, nothing of the failed claims left" in text
+    assert f"the run waits up to {capacity_drill.LEFTOVER_TIMEOUT} s more for the failed claims to go" in text
+    assert f"(`capacity: [flex-start]`, a maximum run of {capacity_runs.FLEX_START_MAX_RUN})" in text
