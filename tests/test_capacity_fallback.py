@@ -469,3 +469,31 @@ def test_a_request_asks_for_the_gpus_the_failed_claims_pods_asked_for():
     assert pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "8"
     # Its CPU and memory are the least: the claim's hold Karpenter's daemon overhead, which it would add again.
     assert pod["spec"]["containers"][0]["resources"]["requests"] == {"cpu": "1m", "memory": "8Mi"}
+
+
+def test_the_shortage_alert_and_its_tiles_parse_with_the_real_parser_and_googles_dashboard_types(dev_run, tenant_run):
+    """The capacity-shortage alert per team, pool and GPU, by the PromQL parser Prometheus' own
+    grammar generates (promql-parser); the tiles per team and option by Google's Dashboard type."""
+    import promql_parser
+    from google.cloud.monitoring_dashboard_v1.types import Dashboard
+
+    [policy] = [p for p in dev_run.of_type("gcp:monitoring/alertPolicy:AlertPolicy") if p.name.endswith("-capacity-shortage")]
+    [condition] = policy.input("conditions")
+    query = condition["conditionPrometheusQueryLanguage"]["query"]
+    names: list[str] = []
+    promql_parser.walk(promql_parser.parse(query), lambda n: names.append(n.name) if isinstance(n, promql_parser.VectorSelector) else None)
+    assert set(names) == {cf.EXHAUSTED_SINCE, "kube_pod_status_unschedulable", "kube_pod_container_resource_requests"}
+    # By team, pool and GPU: what the alert's notification names; its value, seconds since every option was out.
+    assert query.startswith(f"(time() - max by (tenant, pool, gpu) ({cf.EXHAUSTED_SINCE}))")
+    assert condition["conditionPrometheusQueryLanguage"]["duration"] == "600s"
+    titles = {}
+    for run in (dev_run, tenant_run):
+        for dashboard in run.of_type("gcp:monitoring/dashboard:Dashboard"):
+            parsed = Dashboard.from_json(dashboard.input("dashboardJson"))  # unknown fields are errors
+            for tile in parsed.mosaic_layout.tiles:
+                titles[tile.widget.title] = tile.widget
+    team_tile = titles["GPU options out of capacity: minutes since each failed first"]
+    assert cf.UNAVAILABLE_SINCE in team_tile.xy_chart.data_sets[0].time_series_query.prometheus_query
+    environment_tile = titles["GPU options out of capacity, per team and option"]
+    promql_parser.parse(environment_tile.xy_chart.data_sets[0].time_series_query.prometheus_query)
+    assert "GPU node claims failed in the last hour, per option and why" in titles
