@@ -1,9 +1,8 @@
 """The capacity fallback's objects inside a tenant's virtual cluster (the program is
 components/capacity_fallback.py, shipped in a ConfigMap with components/tenant_api.py and
-components/tenant_metrics.py): its
-namespace, identity, least RBAC, the PriorityClass of its request pods, and its Deployment. Pure
-data, installed with the tenant's other objects (components/tenant_documents.py) for every tenant
-with a GPU pool.
+components/tenant_metrics.py): its namespace, identity, least RBAC, the PriorityClass of its
+request pods, and its Deployment. Pure data, installed with the tenant's other objects
+(components/tenant_documents.py) for every tenant with a GPU pool.
 
 What it may do, and nothing more: list Karpenter's NodeClaims (read only: it never changes a claim),
 list, create and delete pods in its own namespace (its request pods, which ask Karpenter for a node of
@@ -69,6 +68,7 @@ def fallback_config(provider: str, pools: dict[str, dict[str, Any]]) -> dict[str
         "intervalSeconds": FALLBACK_POLL_SECONDS,
         "unavailableSeconds": FALLBACK_UNAVAILABLE_SECONDS,
         "requestSeconds": FALLBACK_REQUEST_SECONDS,
+        # Request pods only sleep, should one ever run: the pinned image the program itself runs in.
         "requestImage": versions.WATCHDOG_IMAGE,
         "priorityClass": PRIORITY_CLASS,
         "metricsPort": capacity_fallback.METRICS_PORT,

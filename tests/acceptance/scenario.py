@@ -216,24 +216,29 @@ def check_gpu_job(live: Live, tenant: TenantAccess) -> None:
     stockout = drills.StockoutDrill(live, tenant) if settings.stockout_drill else None
     smoke = apply_smoke_job(live, tenant, zone=zone, why=why)
     applied = live.clock.now()
-    await_gpu_node(live, smoke, observe=stockout.observe if stockout else None)
-    drills.check_claims_visible(live, tenant, smoke.node)
-    vm = inspect_gpu_node(live, smoke)
-    if settings.flex_start or settings.reservation:
-        drills.check_capacity_vm(live, vm)
-    node = smoke.node["metadata"]["name"]
-    hold = NodeHold(live, tenant, node) if live.names.monitoring else None
     try:
-        deadline = float(smoke.job["spec"].get("activeDeadlineSeconds", 1800)) - (live.clock.now() - applied).total_seconds() + 60
-        job_ended = await_job(live, smoke, timeout=max(deadline, 60))
-        record_node_phases(live, smoke)
-        if hold is not None:
-            check_monitoring(live, tenant, node)
-        else:
-            live.report.notes.append("the tenant's monitoring is off: the collector, the DCGM exporter and the metrics are not checked")
-    finally:
-        released = hold.release() if hold is not None else None
-    live.report.mark("last_pod_gone", max(filter(None, (job_ended, released)), default=None))
+        await_gpu_node(live, smoke, observe=stockout.observe if stockout else None)
+        drills.check_claims_visible(live, tenant, smoke.node)
+        vm = inspect_gpu_node(live, smoke)
+        if settings.flex_start or settings.reservation:
+            drills.check_capacity_vm(live, vm)
+        node = smoke.node["metadata"]["name"]
+        hold = NodeHold(live, tenant, node) if live.names.monitoring else None
+        try:
+            deadline = float(smoke.job["spec"].get("activeDeadlineSeconds", 1800)) - (live.clock.now() - applied).total_seconds() + 60
+            job_ended = await_job(live, smoke, timeout=max(deadline, 60))
+            record_node_phases(live, smoke)
+            if hold is not None:
+                check_monitoring(live, tenant, node)
+            else:
+                live.report.notes.append("the tenant's monitoring is off: the collector, the DCGM exporter and the metrics are not checked")
+        finally:
+            released = hold.release() if hold is not None else None
+        live.report.mark("last_pod_gone", max(filter(None, (job_ended, released)), default=None))
+    except CheckFailed:
+        if stockout is not None:  # what the drill saw, also when the Job got no node
+            stockout.finish(smoke.node)
+        raise
     if stockout is not None:
         stockout.finish(smoke.node)
     if live.report.warm_node:

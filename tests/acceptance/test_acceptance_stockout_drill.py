@@ -322,3 +322,17 @@ def test_the_docs_say_what_the_drill_declares_and_waits_for():
     assert f"and within {capacity_drill.LEFTOVER_TIMEOUT} s, nothing of the failed claims left" in text
     assert f"the run waits up to {capacity_drill.LEFTOVER_TIMEOUT} s more for the failed claims to go" in text
     assert f"(`capacity: [flex-start]`, a maximum run of {capacity_runs.FLEX_START_MAX_RUN})" in text
+
+
+def test_without_a_node_for_the_job_the_drill_still_records_what_it_saw(tmp_path):
+    """The scenario calls finish with no node when the Job never got one (its CheckFailed): the claim's
+    failure, the fallback's event and the leftovers are still recorded; no step says where it landed."""
+    world = World()
+    live = drill_live(world, tmp_path)
+    drill = StockoutDrill(live, world)  # type: ignore[arg-type]
+    for _ in range(10):
+        world.t += 10
+        drill.observe()
+    drill.finish(None)
+    assert [s.ok for s in live.report.stockout_drill] == [True, True, True]
+    assert not any("runs on the next option" in s.name for s in live.report.stockout_drill)
