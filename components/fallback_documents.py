@@ -14,7 +14,6 @@ Its namespace enforces the Pod Security Standard `restricted`, which it and its 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ from config import versions
 from config.reliability import FALLBACK_POLL_SECONDS, FALLBACK_REQUEST_SECONDS, FALLBACK_UNAVAILABLE_SECONDS
 
 from . import capacity_fallback, tenant_api, tenant_metrics
+from .tenant_programs import Program, program_objects, rbac
 
 NAMESPACE = capacity_fallback.NAMESPACE
 NAME = "gpu-capacity-fallback"
@@ -40,7 +40,9 @@ REQUEST_PRIORITY = -1000
 CLUSTER_RULES = ({"apiGroups": ["karpenter.sh"], "resources": ["nodeclaims"], "verbs": ["list"]},)
 POD_RULES = ({"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "create", "delete"]},)
 EVENT_RULES = ({"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},)
-NONROOT = 65534  # nobody
+FILES = (("capacity_fallback.py", PROGRAM), ("tenant_api.py", TENANT_API), ("tenant_metrics.py", TENANT_METRICS))
+PORTS = ({"name": "metrics", "containerPort": capacity_fallback.METRICS_PORT},)
+PROGRAM_OBJECTS = Program(NAME, NAMESPACE, FILES, PROGRAM_DIR, CONFIG_DIR, PORTS)
 
 
 def fallback_pools(gpu_pools) -> dict[str, dict[str, Any]]:
@@ -77,90 +79,19 @@ def fallback_config(provider: str, pools: dict[str, dict[str, Any]]) -> dict[str
 
 def fallback_objects(config: dict[str, Any], system_pool: str) -> list[dict[str, Any]]:
     """It runs on the tenant's CPU pool (`system_pool`), never on a GPU node it asks for."""
-    labels = {"app.kubernetes.io/name": NAME, "app.kubernetes.io/part-of": "gpu-platform"}
-    meta = lambda name, namespace=None: {"name": name, **({"namespace": namespace} if namespace else {}), "labels": dict(labels)}  # noqa: E731
-    subject = [{"kind": "ServiceAccount", "name": NAME, "namespace": NAMESPACE}]
     role = f"gpu-platform:{NAME}"
-
-    def bound(kind: str, name: str, namespace: str | None, rules) -> list[dict[str, Any]]:
-        binding = "ClusterRoleBinding" if kind == "ClusterRole" else "RoleBinding"
-        return [
-            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": kind, "metadata": meta(name, namespace), "rules": [dict(r) for r in rules]},
-            {
-                "apiVersion": "rbac.authorization.k8s.io/v1",
-                "kind": binding,
-                "metadata": meta(name, namespace),
-                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": name},
-                "subjects": subject,
-            },
-        ]
-
-    files = ("capacity_fallback.py", "tenant_api.py", "tenant_metrics.py")
-    return [
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {**meta(NAMESPACE), "labels": {**labels, "pod-security.kubernetes.io/enforce": "restricted"}}},
-        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta(NAME, NAMESPACE)},
-        *bound("ClusterRole", role, None, CLUSTER_RULES),
-        *bound("Role", f"{role}-requests", NAMESPACE, POD_RULES),
-        *bound("Role", f"{role}-events", tenant_api.EVENT_NAMESPACE, EVENT_RULES),
-        {
-            "apiVersion": "scheduling.k8s.io/v1",
-            "kind": "PriorityClass",
-            "metadata": meta(PRIORITY_CLASS),
-            "value": REQUEST_PRIORITY,
-            "preemptionPolicy": "Never",
-            "globalDefault": False,
-            "description": "gpu-platform's capacity fallback: pods that ask for a GPU pool's next option; any other pod comes first.",
-        },
-        {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": meta(NAME, NAMESPACE),
-            "data": {
-                "capacity_fallback.py": PROGRAM,
-                "tenant_api.py": TENANT_API,
-                "tenant_metrics.py": TENANT_METRICS,
-                "config.json": json.dumps(config, sort_keys=True),
-            },
-        },
-        {
-            "apiVersion": "apps/v1",
-            "kind": "Deployment",
-            "metadata": meta(NAME, NAMESPACE),
-            "spec": {
-                "replicas": 1,
-                "strategy": {"type": "Recreate"},  # never two deciding at once
-                "selector": {"matchLabels": {"app.kubernetes.io/name": NAME}},
-                "template": {
-                    "metadata": {"labels": dict(labels)},
-                    "spec": {
-                        "serviceAccountName": NAME,
-                        "nodeSelector": {"gpu-platform/pool": system_pool},
-                        "securityContext": {"runAsNonRoot": True, "runAsUser": NONROOT, "runAsGroup": NONROOT, "seccompProfile": {"type": "RuntimeDefault"}},
-                        "containers": [
-                            {
-                                "name": NAME,
-                                "image": versions.WATCHDOG_IMAGE,
-                                "command": ["python", f"{PROGRAM_DIR}/capacity_fallback.py", f"{CONFIG_DIR}/config.json"],
-                                "env": [{"name": "PYTHONDONTWRITEBYTECODE", "value": "1"}],
-                                "ports": [{"name": "metrics", "containerPort": capacity_fallback.METRICS_PORT}],
-                                "resources": {"requests": {"cpu": "10m", "memory": "48Mi"}, "limits": {"cpu": "100m", "memory": "96Mi"}},
-                                "securityContext": {
-                                    "allowPrivilegeEscalation": False,
-                                    "readOnlyRootFilesystem": True,
-                                    "capabilities": {"drop": ["ALL"]},
-                                },
-                                "volumeMounts": [
-                                    {"name": "program", "mountPath": PROGRAM_DIR, "readOnly": True},
-                                    {"name": "config", "mountPath": CONFIG_DIR, "readOnly": True},
-                                ],
-                            }
-                        ],
-                        "volumes": [
-                            {"name": "program", "configMap": {"name": NAME, "items": [{"key": f, "path": f} for f in files]}},
-                            {"name": "config", "configMap": {"name": NAME, "items": [{"key": "config.json", "path": "config.json"}]}},
-                        ],
-                    },
-                },
-            },
-        },
+    roles = [
+        *rbac(PROGRAM_OBJECTS, "ClusterRole", role, None, CLUSTER_RULES),
+        *rbac(PROGRAM_OBJECTS, "Role", f"{role}-requests", NAMESPACE, POD_RULES),
+        *rbac(PROGRAM_OBJECTS, "Role", f"{role}-events", tenant_api.EVENT_NAMESPACE, EVENT_RULES),
     ]
+    priority = {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": PROGRAM_OBJECTS.meta(PRIORITY_CLASS),
+        "value": REQUEST_PRIORITY,
+        "preemptionPolicy": "Never",
+        "globalDefault": False,
+        "description": "gpu-platform's capacity fallback: pods that ask for a GPU pool's next option; any other pod comes first.",
+    }
+    return [*program_objects(PROGRAM_OBJECTS, config, system_pool, roles), priority]

@@ -25,7 +25,7 @@ from components.tenant_api import ApiError
 from config import versions
 from config.reliability import FALLBACK_REQUEST_SECONDS, FALLBACK_UNAVAILABLE_SECONDS
 from hcl_support import require
-from tenant_objects import named, tenant_objects
+from tenant_objects import named, rbac_needed, tenant_objects
 
 K8S_VERSION = "1.33.0"
 SEQUENCE = yaml.safe_load((Path(__file__).parent / "data/capacity/stockout-sequence.yaml").read_text())
@@ -357,17 +357,8 @@ def test_its_metrics_are_what_prometheus_reads(tmp_path):
 
 def test_its_rbac_is_exactly_what_its_calls_need(dev_run):
     """Every call the program makes in the sequences above, as RBAC verb and resource, equals the rules it is granted."""
-    verbs = {"GET": "list", "DELETE": "delete", "POST": "create"}  # GETs are of collections only
-
-    def resource(path: str) -> tuple[str, str, str | None]:
-        parts = path.strip("/").split("/")
-        if parts[0] == "api":  # /api/v1[/namespaces/<ns>]/<resource>[/<name>]
-            namespace = parts[3] if parts[2] == "namespaces" else None
-            return "", parts[2] if namespace is None else parts[4], namespace
-        return parts[1], parts[3], None  # /apis/<group>/<version>/<resource>[/<name>]
-
     _, api, _, _ = replay(SEQUENCE["rounds"])
-    needed = {(resource(p), verbs[m]) for m, p, _ in api.calls}
+    needed = rbac_needed(api.calls)
     objects = tenant_objects(dev_run, "nlp")
     name = f"gpu-platform:{fd.NAME}"
     granted = set()
