@@ -17,7 +17,8 @@ which is open source. So this program does it, writing nothing the platform or P
    only initialised has none: awslabs/operatorpkg status/condition_set.go `For`), or when it went
    without having launched (Karpenter deletes those).
 2. The type that failed is the one the platform took: named in the claim's message, else the cheapest
-   the claim listed (by the costs it is given). It counts as unavailable for a while (memory only).
+   the claim listed (by the costs it is given). It counts as unavailable for a while (memory only),
+   and a failure soon after continues the same run of failures.
 3. Per failed claim, one request pod in its own namespace: lowest priority, never preempting, the GPUs
    the claim's pods asked for, tolerating the claim's taints, requiring the claim's requirements with
    the instance-type list cut to the types not failed lately. Karpenter provisions for it like for any pending pod; the platform
@@ -198,8 +199,15 @@ def parse_requests(items: list[dict]) -> list[RequestPod]:
 
 @dataclass(frozen=True)
 class Unavailable:
+    """A node type that failed lately. It counts as unavailable until `until`, and is remembered for
+    as long again, so that a failure soon after (Karpenter tries the preferred option again for every
+    new claim) goes on the same run of failures, since the same time."""
+
     since: dt.datetime  # the first failure of this run of failures
     until: dt.datetime  # counts as unavailable until then
+
+    def counts(self, now: dt.datetime) -> bool:
+        return self.until > now
 
 
 @dataclass(frozen=True)
@@ -279,15 +287,16 @@ def decide(claims: list[Claim], requests: list[RequestPod], config: dict, now: d
     candidates = [(c, *c.failure) for c in mine if c.failure and c.uid not in memory.handled]
     candidates += [(c, "", "") for uid, c in memory.unlaunched.items() if uid not in present and uid not in memory.handled]
     candidates += [(c, "", "") for c in mine if c.deleting and not c.launched and not c.failure and c.uid in memory.unlaunched and c.uid not in memory.handled]
-    unavailable = {t: u for t, u in memory.unavailable.items() if u.until > now}
+    remembered = {t: u for t, u in memory.unavailable.items() if u.until + hold > now}
     failures = []
     for claim, reason, message in candidates:
         costs = {t: spec.get("cost") for t, spec in pools[claim.pool]["nodeTypes"].items()}
         failure = Failure(claim, taken(claim, message, costs), classify(reason, message), message)
         failures.append(failure)
         for t in failure.node_types:
-            earlier = unavailable.get(t)
-            unavailable[t] = Unavailable(earlier.since if earlier else now, now + hold)
+            earlier = remembered.get(t)
+            remembered[t] = Unavailable(earlier.since if earlier else now, now + hold)
+    unavailable = {t for t, u in remembered.items() if u.counts(now)}
 
     open_requests = [r for r in requests if not r.bound and now - r.created < request_age]
     delete = {r.name for r in requests if r.bound or now - r.created >= request_age}
@@ -295,9 +304,7 @@ def decide(claims: list[Claim], requests: list[RequestPod], config: dict, now: d
     for r in open_requests:
         # Served: a claim of its pool launched on one of its types since it was made, or the claim it
         # answers launched after all.
-        if any(c.pool == r.pool and c.launched_as in r.node_types and c.created >= r.created for c in launched) or any(
-            c.name == r.claim for c in launched
-        ):
+        if any((c.pool == r.pool and c.launched_as in r.node_types and c.created >= r.created) or c.name == r.claim for c in launched):
             delete.add(r.name)
     existing = {r.name for r in requests}
     creating: list[Request] = []
@@ -311,7 +318,7 @@ def decide(claims: list[Claim], requests: list[RequestPod], config: dict, now: d
         delete |= {r.name for r in open_requests if r.pool == claim.pool and frozenset(claim.node_types) <= r.node_types and r.created <= claim.created}
         if not left:
             exhausted.append(failure)
-            since = max(unavailable[t].since for t in claim.node_types)
+            since = max(remembered[t].since for t in claim.node_types)
             exhausted_now[claim.pool] = (exhausted_now.get(claim.pool, (since, None))[0], frozenset(claim.node_types))
             continue
         name = request_name(claim.name)
@@ -319,15 +326,16 @@ def decide(claims: list[Claim], requests: list[RequestPod], config: dict, now: d
         if name in existing or len(waiting) >= pools[claim.pool]["maxNodes"]:
             continue
         creating.append(Request(name, failure, left))
-    # A pool has an option again once one of the types it ran out of counts as available, or one of
-    # its claims launched since.
+    # A pool has an option again once one of its claims launched since it ran out, or once one of the
+    # types it ran out of has not failed for twice the time a failure counts (Karpenter tries the
+    # preferred option again for every new claim: a type still out fails again well before).
     for pool, (since, types) in list(exhausted_now.items()):
-        if any(t not in unavailable for t in types) or any(c.pool == pool and c.created >= since for c in launched):
+        if any(t not in remembered for t in types) or any(c.pool == pool and c.created >= since for c in launched):
             del exhausted_now[pool]
     memory = Memory(
         unlaunched={c.uid: c for c in mine if not c.launched and not c.failure},
         handled=frozenset(u for u in memory.handled | {f.claim.uid for f in failures} if u in present),
-        unavailable=unavailable,
+        unavailable=remembered,
         exhausted=exhausted_now,
     )
     return Decision(failures, creating, exhausted, sorted(delete), memory)
@@ -381,8 +389,7 @@ def request_pod(request: Request, config: dict) -> dict:
     }
 
 
-def option(config: dict, pool: str, node_type: str) -> dict:
-    """What the configuration says of a node type: its option, zone, cost."""
+def option(config: dict, pool: str, node_type: str) -> dict:  # its option, zone, cost
     return config["pools"][pool]["nodeTypes"].get(node_type, {})
 
 
@@ -406,11 +413,7 @@ def event(claim: Claim, reason: str, message: str, now: dt.datetime) -> dict:
 # --- metrics ------------------------------------------------------------------------------------------
 
 
-def new_registry() -> Registry:
-    return Registry(METRICS)
-
-
-def record(registry: Registry, decision: Decision, requested: list[Request], config: dict) -> None:
+def record(registry: Registry, decision: Decision, requested: list[Request], config: dict, now: dt.datetime) -> None:
     """Counters of the failures acted on and the requests the API accepted; gauges from what it remembers."""
 
     def labels(pool: str, node_type: str) -> tuple[str, ...]:
@@ -422,8 +425,8 @@ def record(registry: Registry, decision: Decision, requested: list[Request], con
             registry.add(FAILURES_TOTAL, labels(f.claim.pool, t) + (f.reason,))
     for r in requested:
         registry.add(REQUESTS_TOTAL, labels(r.failure.claim.pool, r.node_types[0]))
-    unavailable = decision.memory.unavailable
-    registry.set(UNAVAILABLE_SINCE, {labels(p, t): u.since.timestamp() for p, spec in config["pools"].items() for t, u in unavailable.items() if t in spec["nodeTypes"]})
+    out = {t: u for t, u in decision.memory.unavailable.items() if u.counts(now)}
+    registry.set(UNAVAILABLE_SINCE, {labels(p, t): u.since.timestamp() for p, spec in config["pools"].items() for t, u in out.items() if t in spec["nodeTypes"]})
     registry.set(EXHAUSTED_SINCE, {(p, config["pools"][p]["gpu"]): since.timestamp() for p, (since, _) in decision.memory.exhausted.items()})
 
 
@@ -475,14 +478,14 @@ def run_once(api: Api, config: dict, memory: Memory, metrics: Registry, now: dt.
             api.call("POST", f"/api/v1/namespaces/{EVENT_NAMESPACE}/events", event(failure.claim, reason, message, now))
         except ApiError as e:  # the log line above still says it
             say(f"could not record the event: {e}", error=True)
-    record(metrics, decision, [r for r in decision.requests if messages.get(r.failure.claim.uid, ("",))[0] == OPTION_FAILED], config)
+    record(metrics, decision, [r for r in decision.requests if messages.get(r.failure.claim.uid, ("",))[0] == OPTION_FAILED], config, now)
     return decision.memory
 
 
 def main(argv: list[str], api: Api | None = None) -> int:
     with open(argv[1]) as f:
         config = json.load(f)
-    api, memory, metrics = api or Api.in_cluster(), Memory(), new_registry()
+    api, memory, metrics = api or Api.in_cluster(), Memory(), Registry(METRICS)
     serve(metrics, config["metricsPort"])
     while True:
         try:

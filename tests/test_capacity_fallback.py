@@ -95,7 +95,7 @@ class FakeApi:
 def replay(rounds: list[dict], api: FakeApi | None = None, memory: cf.Memory | None = None, metrics=None):
     """Each round of the sequence through the program, the API's state carried over: per round,
     what it created and deleted and the events it recorded; and the API, memory and metrics after."""
-    api, memory, metrics = api or FakeApi([]), memory or cf.Memory(), metrics or cf.new_registry()
+    api, memory, metrics = api or FakeApi([]), memory or cf.Memory(), metrics or cf.Registry(cf.METRICS)
     seen = []
     for r in rounds:
         api.claims, api.now = [nodeclaim(c) for c in r["claims"]], at(r["at"])
@@ -124,7 +124,7 @@ def requested(pod: dict) -> list[str]:
 
 
 def test_a_stockout_of_the_first_option_moves_the_next_claim_to_the_second():
-    seen, api, memory, _ = replay(SEQUENCE["rounds"])
+    seen, api, memory, metrics = replay(SEQUENCE["rounds"])
     first = SEQUENCE["rounds"][0]["claims"][0]["nodeTypes"]
     # Round 1: the platform takes the pool's first option for the team's claim; nothing to do yet.
     assert platform_takes(first, COSTS) == A_SPOT and seen[0] == {"created": [], "deleted": [], "events": []}
@@ -149,8 +149,12 @@ def test_a_stockout_of_the_first_option_moves_the_next_claim_to_the_second():
     assert seen[3] == {"created": [], "deleted": [], "events": []} and api.pods == {}
     # Round 5: back to the preferred option for a new node: Karpenter's own claim, untouched.
     assert seen[4] == {"created": [], "deleted": [], "events": []}
-    # By then a-spot no longer counts as unavailable (its time is up), so no metric says it is out.
-    assert memory.unavailable == {} and memory.exhausted == {}
+    # By then a-spot no longer counts as unavailable (its time is up), so no metric says it is out; it
+    # is still remembered, so that a failure soon after goes on the same run of failures.
+    at_last = at(SEQUENCE["rounds"][-1]["at"])
+    assert list(memory.unavailable) == [A_SPOT] and not memory.unavailable[A_SPOT].counts(at_last) and memory.exhausted == {}
+    cf.record(metrics, cf.Decision([], [], [], [], memory), [], CONFIG, at_last)
+    assert f"{cf.UNAVAILABLE_SINCE}{{" not in metrics.render()
 
 
 def test_the_next_failure_moves_on_to_the_third_option_and_then_says_every_option_is_out():
@@ -280,7 +284,7 @@ def test_a_request_pod_goes_when_served_bound_or_old():
     failed = {"status": "Unknown", "reason": "LaunchFailed", "message": "failed"}
     api = FakeApi([claim("c1", ALL, launched=failed)])
     api.now = T0
-    memory = cf.run_once(api, CONFIG, cf.Memory(), cf.new_registry(), now=T0)
+    memory = cf.run_once(api, CONFIG, cf.Memory(), cf.Registry(cf.METRICS), now=T0)
     [pod] = api.pods.values()
     # Bound to a node: it holds a GPU only a team's pod should, so it goes.
     bound = {**pod, "spec": {**pod["spec"], "nodeName": "gpu-node-1"}}
@@ -298,10 +302,19 @@ def test_a_request_pod_goes_when_served_bound_or_old():
 def test_a_failed_type_counts_as_unavailable_for_a_while_only():
     failed = {"status": "Unknown", "reason": "LaunchFailed", "message": "failed"}
     decision = decide([claim("c1", ALL, launched=failed)])
-    later = T0 + dt.timedelta(seconds=FALLBACK_UNAVAILABLE_SECONDS + 1)
-    again = decide([claim("c2", ALL, created="2026-03-02T09:12:00Z", launched=failed)], memory=decision.memory, now=later)
-    # A fresh run of failures: a-spot again, since now, and the request leaves out only it.
-    assert again.memory.unavailable[A_SPOT].since == later and again.requests[0].node_types == (B_SPOT, A_OD, B_OD)
+    hold = dt.timedelta(seconds=FALLBACK_UNAVAILABLE_SECONDS)
+    # Its time is up: nothing counts as unavailable, though a-spot is remembered.
+    idle = decide([], memory=decision.memory, now=T0 + hold + dt.timedelta(seconds=1))
+    assert not idle.memory.unavailable[A_SPOT].counts(T0 + hold + dt.timedelta(seconds=1))
+    # It fails again soon after (Karpenter's next claim tries it first): the same run of failures,
+    # since its first failure, and the request leaves out only it.
+    later = T0 + hold + dt.timedelta(seconds=30)
+    again = decide([claim("c2", ALL, created="2026-03-02T09:11:20Z", launched=failed)], memory=idle.memory, now=later)
+    assert again.memory.unavailable[A_SPOT] == cf.Unavailable(T0, later + hold) and again.requests[0].node_types == (B_SPOT, A_OD, B_OD)
+    # Not failed for twice its time: forgotten, and a failure after that starts a fresh run, since then.
+    much_later = later + 2 * hold + dt.timedelta(seconds=1)
+    fresh = decide([claim("c3", ALL, created="2026-03-02T09:51:00Z", launched=failed)], memory=again.memory, now=much_later)
+    assert fresh.memory.unavailable[A_SPOT].since == much_later and fresh.requests[0].node_types == (B_SPOT, A_OD, B_OD)
 
 
 # --- what it writes ------------------------------------------------------------------------------------
