@@ -1,9 +1,10 @@
-"""Config models of an environment stack: gpu-platform:cluster, :platform and :nodeProvider.
+"""Config models of an environment stack: gpu-platform:cluster and :nodeProvider (:platform is
+config/platform.py's, re-exported here).
 
 Every field is documented by the docstring below it; docs/configuration.md is generated from them
 (`make docs`).
 Defaults that depend on the environment (dev: zonal and destroyable; prod: regional and
-protected) are filled in by `resolve_cluster_defaults` and `resolve_platform_defaults`.
+protected) are filled in by `resolve_cluster_defaults`.
 """
 
 from __future__ import annotations
@@ -12,23 +13,18 @@ from typing import Literal
 
 from pydantic import Field
 
-from . import versions
 from .availability import check_gpu_availability
-from .base import DNS_LABEL, GCP_LABEL_KEY, GCP_LABEL_VALUE, REGION, ConfigModel, Syntax, read_cidr, zone_region
+from .base import DNS_LABEL, GCP_LABEL_KEY, GCP_LABEL_VALUE, REGION, ConfigModel, read_cidr, zone_region
 from .catalog import Catalog, series_of
 from .errors import Broken, Problems, derived
-from .isolation import TenantProjects
 from .node_types import MAX_QUALIFIED_NAME, longest_qualified_name
-from .platform_access import Sso, check_platform_access
-from .tenant_security import ControlPlaneMaximum, TenantSecurity
+from .platform import PlatformConfig, check_platform, resolve_platform_defaults  # noqa: F401 - re-exported (config/platform.py)
 
 Environment = Literal["dev", "staging", "prod"]
 ENVIRONMENTS = ("dev", "staging", "prod")
 WEEKDAYS = ("MO", "TU", "WE", "TH", "FR", "SA", "SU")
 # Far above any machine of the catalog (about 100 USD/h for 8 × H200): a larger price is a typo.
 MAX_USD_PER_HOUR = 1000
-ROLE_ID_PREFIX = Syntax(r"^[a-zA-Z0-9_.]{3,40}$")
-SERVICE_ACCOUNT_ID = Syntax(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
 
 
 class SystemPool(ConfigModel):
@@ -109,57 +105,6 @@ class ClusterConfig(ConfigModel):
     """GCP labels on the cluster and its nodes (lowercase keys and values of [a-z0-9_-])."""
 
 
-class IngressTls(ConfigModel):
-    """TLS of the chart's Ingress (platform.ingressClass)."""
-
-    enabled: bool = True
-    """Whether the Ingress serves TLS; false: TLS ends in front of the ingress controller."""
-    secret_name: str | None = None
-    """The kubernetes.io/tls Secret in namespace vcluster-platform the Ingress serves; unset with clusterIssuer: vcluster-platform-tls."""
-    cluster_issuer: str | None = None
-    """A cert-manager ClusterIssuer (cert-manager you install) that issues the certificate into secretName."""
-
-
-INGRESS_TLS_SECRET = "vcluster-platform-tls"
-
-
-class PlatformConfig(ConfigModel):
-    """The vCluster Platform of an environment, and where teams' GCP projects are created."""
-
-    chart_version: str = versions.PLATFORM_CHART_VERSION
-    """The vcluster-platform chart version, at least 4.9.1 (admin.passwordSecretRef)."""
-    vcluster_version: str = versions.VCLUSTER_CHART_VERSION
-    """The tenants' vcluster chart version, checked against the platform version."""
-    public_host: str | None = None
-    """The platform's host name (config.loftHost); unset: its hosted *.loft.host domain; route it to the loft Service yourself, or set ingressClass."""
-    ingress_class: str | None = None
-    """With publicHost: the chart's Ingress for that host, of this IngressClass (the controller must exist)."""
-    ingress_tls: IngressTls | None = None
-    """TLS of the chart's Ingress, required with ingressClass: {clusterIssuer: <name>} (cert-manager, which you install, issues the certificate into Secret vcluster-platform-tls or secretName), {secretName: <name>} (a kubernetes.io/tls Secret you create in namespace vcluster-platform) or {enabled: false} (TLS ends in front of the ingress controller); without it the chart's Ingress would name Secret loft-tls, which nothing creates."""
-    license_token_key: str | None = None
-    """Name of a secret config key of this stack that holds the platform license token."""
-    role_id_prefix: str | None = None
-    """Prefix of the custom role ids (<prefix>_autoNodes, _tenantSubnetUse, _tenantDisks, _tenantLoadBalancers); unset: gpuPlatform_<environment>."""
-    service_account_id: str | None = None
-    """The platform's Google service account id; unset: vcluster-platform-<environment>."""
-    tenant_projects: TenantProjects | None = None
-    """Where Pulumi creates the GCP projects of tenants that name none, as <prefix>-<environment>-<team> (at most 30 characters, so the prefix may have 12 − len(environment) characters)."""
-    allow_shared_isolation: bool | None = None
-    """Whether tenants may use isolation: shared (always warned about); unset: allowed in dev and staging, refused in prod."""
-    allow_tenants_without_backup: bool | None = None
-    """Tenants may turn their backup off (backup.enabled: false); default true in dev and staging, false in prod."""
-    allow_shared_with_project_tenants: bool = False
-    """Accept shared tenants beside tenants in projects of their own (refused by default: a shared tenant's node identity reads every VM of the environment's project, whose host cluster runs every tenant's control plane; docs/security.md, "Shared and project tenants")."""
-    approved_tenant_security: dict[str, TenantSecurity] = {}
-    """In prod: per team name, the security settings (isolation, loadBalancerServices, nodeMetadata, podSecurityStandard) its tenant may have instead of the safe defaults; a team stack's unapproved change is refused."""
-    control_plane_maximum: ControlPlaneMaximum = ControlPlaneMaximum()
-    """The most one tenant's control-plane pod may request or be limited to (tenants[i].controlPlane), so that no tenant starves the others on the system nodes."""
-    sso: Sso | None = None
-    """Log in to the platform through an OpenID Connect provider, and password login off; needs publicHost."""
-    ingress_source_ranges: tuple[str, ...] | None = None
-    """With an ingress-nginx ingressClass (its name contains nginx; other controllers ignore the ranges): the source ranges (IPv4 CIDRs) the chart's Ingress admits, which needs the controller to see clients' own addresses (its Service with externalTrafficPolicy: Local, docs/security.md); unset: every address."""
-
-
 class Disk(ConfigModel):
     """A node's boot disk."""
 
@@ -216,23 +161,6 @@ def resolve_cluster_defaults(environment: str, region: str, cluster: ClusterConf
 def _default_location(prod: bool, region: str, zones: tuple[str, ...]) -> str:
     in_region = [z for z in zones if zone_region(z) == region]
     return region if prod or not in_region else in_region[0]
-
-
-def resolve_platform_defaults(environment: str, platform: PlatformConfig) -> PlatformConfig:
-    if isinstance(platform, Broken):
-        return platform
-    return platform.model_copy(
-        update={
-            "role_id_prefix": derived(lambda: platform.role_id_prefix or f"gpuPlatform_{environment}"),
-            "service_account_id": derived(lambda: platform.service_account_id or f"vcluster-platform-{environment}"),
-            "allow_shared_isolation": derived(
-                lambda: environment != "prod" if platform.allow_shared_isolation is None else platform.allow_shared_isolation
-            ),
-            "allow_tenants_without_backup": derived(
-                lambda: environment != "prod" if platform.allow_tenants_without_backup is None else platform.allow_tenants_without_backup
-            ),
-        }
-    )
 
 
 def check_cluster(environment: str, region: str, cluster: ClusterConfig, catalog: Catalog, problems: Problems) -> None:
@@ -331,79 +259,6 @@ def environment_warnings(environment: str, cluster: ClusterConfig, node_provider
             "networks outside Pulumi's state. Whoever controls the platform pod can make itself project owner."
         )
     return warnings
-
-
-def check_platform(platform: PlatformConfig, problems: Problems) -> None:
-    with problems.checking("platform.chartVersion"):
-        try:
-            chart = versions.parse_version(platform.chart_version)
-        except ValueError as e:
-            problems.add("platform.chartVersion", str(e))
-        else:
-            if chart < versions.parse_version(versions.MIN_PLATFORM_FOR_PASSWORD_SECRET_REF):
-                problems.add(
-                    "platform.chartVersion",
-                    f"{platform.chart_version} predates admin.passwordSecretRef; "
-                    f"at least {versions.MIN_PLATFORM_FOR_PASSWORD_SECRET_REF} is needed to keep the admin password out of Helm values",
-                )
-            elif not versions.platform_supports_vcluster(platform.chart_version, platform.vcluster_version):
-                known = ", ".join(f"{k}.x→{v}" for k, v in versions.VCLUSTER_MIN_PLATFORM.items())
-                problems.add(
-                    "platform.vclusterVersion",
-                    f"{platform.vcluster_version} is not managed by platform {platform.chart_version}; minimum platform per vCluster: {known}",
-                )
-    with problems.checking("platform.ingressClass"):
-        if platform.ingress_class and not platform.public_host:
-            problems.add("platform.ingressClass", "needs platform.publicHost (the host the Ingress serves)")
-    _check_ingress_tls(platform, problems)
-    check_platform_access(platform, problems)
-    with problems.checking("platform.licenseTokenKey"):
-        if platform.license_token_key is not None and not platform.license_token_key.isidentifier():
-            problems.add("platform.licenseTokenKey", f"{platform.license_token_key!r} must be a config key name like vclusterLicenseToken")
-    with problems.checking("platform.roleIdPrefix"):
-        if not ROLE_ID_PREFIX.match(platform.role_id_prefix):
-            problems.add("platform.roleIdPrefix", f"{platform.role_id_prefix!r} must be 3–40 characters of [a-zA-Z0-9_.]")
-    with problems.checking("platform.serviceAccountId"):
-        if not SERVICE_ACCOUNT_ID.match(platform.service_account_id):
-            problems.add("platform.serviceAccountId", f"{platform.service_account_id!r} must be 6–30 characters of [a-z0-9-]")
-        elif platform.service_account_id.endswith("-nodes") or platform.service_account_id.startswith("gpu-ci-"):
-            # The names of node accounts (<cluster>-nodes, <env>-<tenant>-nodes) and CI's: one account
-            # must never be two identities.
-            problems.add(
-                "platform.serviceAccountId",
-                f"{platform.service_account_id!r} is not allowed; allowed: an id that neither ends in -nodes (node accounts) nor starts with gpu-ci- (CI's)",
-            )
-
-
-def _check_ingress_tls(platform: PlatformConfig, problems: Problems) -> None:
-    """The chart's Ingress would otherwise reference TLS Secret `loft-tls` (vcluster-platform chart
-    values.yaml `ingress.tls: {enabled: true, secret: loft-tls}`, loft-sh/loft tag v4.11.2), which
-    nothing creates: the ingress controller would serve its own default certificate."""
-    with problems.checking("platform.ingressTls"):
-        tls = platform.ingress_tls
-        if tls is None:
-            if platform.ingress_class:
-                problems.add(
-                    "platform.ingressTls",
-                    "required with ingressClass; allowed: {clusterIssuer: <a cert-manager ClusterIssuer>} (cert-manager issues the "
-                    f"certificate into Secret {INGRESS_TLS_SECRET}), {{secretName: <a kubernetes.io/tls Secret you create in namespace "
-                    "vcluster-platform>}, or {enabled: false} (TLS ends in front of the ingress controller)",
-                )
-        elif not platform.ingress_class:
-            problems.add("platform.ingressTls", "applies only with platform.ingressClass (the chart's Ingress)")
-    with problems.checking("platform.ingressTls"):
-        tls = platform.ingress_tls
-        if tls is not None:
-            named = bool(tls.secret_name or tls.cluster_issuer)
-            if not tls.enabled and named:
-                problems.add("platform.ingressTls", "enabled: false takes no secretName or clusterIssuer")
-            if tls.enabled and not named:
-                problems.add("platform.ingressTls", "name a clusterIssuer (cert-manager creates the Secret) or the secretName of a Secret you create")
-    for key, attribute in (("secretName", "secret_name"), ("clusterIssuer", "cluster_issuer")):
-        with problems.checking(f"platform.ingressTls.{key}"):
-            value = None if platform.ingress_tls is None else getattr(platform.ingress_tls, attribute)
-            if value is not None and not (len(value) <= 253 and all(DNS_LABEL.match(part) for part in value.split("."))):
-                problems.add(f"platform.ingressTls.{key}", f"{value!r} is not a Kubernetes object name (lowercase DNS subdomain)")
 
 
 def check_node_provider(region: str, np: NodeProviderConfig, catalog: Catalog, problems: Problems) -> None:

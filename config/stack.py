@@ -176,7 +176,7 @@ def _load_environment_stack(values, environment, stack, project_dir, catalog, pr
         check_cluster(environment, region, cluster, catalog, problems)
     platform = resolve_platform_defaults(environment, platform)
     with problems.checking("platform"):
-        check_platform(platform, problems)
+        check_platform(environment, platform, problems)
     with problems.checking("platform.tenantProjects"):
         if platform.tenant_projects is not None:
             check_tenant_projects(environment, platform.tenant_projects, MAX_TENANT_NAME, problems)

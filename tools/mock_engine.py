@@ -117,6 +117,32 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
     def __init__(self, mocks: pulumi_mocks.Mocks):
         super().__init__(mocks)
         self.registrations: list[Registration] = []
+        self.reads: list[Registration] = []
+
+    def ReadResource(self, request):
+        """A resource the program reads (a StackReference): kept apart from what it registers, for
+        the stack policies, which the engine hands read resources too (pulumi/pulumi
+        pkg/resource/deploy/step_executor.go stores every step's new state, reads included, in the
+        `news` that step_generator.go AnalyzeResources passes on; commit 1b5949891b3c)."""
+        response = super().ReadResource(request)
+        self.reads.append(
+            Registration(
+                urn=response.urn,
+                type=request.type,
+                name=request.name,
+                parent=request.parent,
+                custom=True,
+                provider=request.provider,
+                dependencies=list(request.dependencies),
+                property_dependencies={},
+                encoded_inputs=request.properties,
+                protect=False,
+                deleted_with="",
+                ignore_changes=[],
+                encoded_outputs=response.properties,
+            )
+        )
+        return response
 
     def RegisterResource(self, request):
         response = super().RegisterResource(request)
@@ -215,6 +241,7 @@ class ProgramRun:
     outputs: dict[str, Any]
     secret_outputs: set[str] = field(default_factory=set)
     warnings: list[str] = field(default_factory=list)
+    reads: list[Registration] = field(default_factory=list)  # resources it read (StackReferences)
 
     def of_type(self, typ: str) -> list[Registration]:
         return [r for r in self.registrations if r.type == typ]
@@ -447,7 +474,7 @@ def run_program(
             outputs[name], is_secret = _sync_await(_resolve(value))
             if is_secret:
                 secret.add(name)
-        return ProgramRun(stack, monitor.registrations, outputs, secret, collector.messages)
+        return ProgramRun(stack, monitor.registrations, outputs, secret, collector.messages, monitor.reads)
     finally:
         settings.ROOT.set(None)
         # A failed program leaves registrations waiting on outputs that will never resolve.
