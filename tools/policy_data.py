@@ -315,12 +315,12 @@ def stack_entry(stack: str, run: ProgramRun, values: dict[str, Any], environment
 
 def recorded_resources(run: ProgramRun) -> dict[str, list[dict[str, Any]]]:
     """Per kind of policy/guardrails/recorded.py SPECS, what the record keeps of each resource of
-    that kind the run registers, in the order registered."""
+    that kind the run registers, in a stable order (tenants register in parallel)."""
     out: dict[str, list[dict[str, Any]]] = {}
     for r in run.registrations:
         if r.custom and r.type in recorded.SPECS:
             out.setdefault(r.type, []).append(recorded.recorded_form(r.type, r.plain_inputs))
-    return {k: out[k] for k in sorted(out)}
+    return {k: sorted(out[k], key=lambda entry: json.dumps(entry, sort_keys=True)) for k in sorted(out)}
 
 
 def provider_versions() -> dict[str, str]:

@@ -202,10 +202,35 @@ def judge(args: ResourceValidationArgs, report_violation: ReportViolation) -> bo
         return True
     found = min((differences(args.resource_type, args.props, r) for r in candidates), key=len)
     for path, value, wanted in found:
-        got = "not set" if value is None else f"{show_short(value)} is not what {where}'s configuration sets"
-        allowed = "not set" if wanted is None else show_short(wanted)
+        shown_value, shown_wanted = shown_pair(value, wanted)
+        got = "not set" if value is None else f"{shown_value} is not what {where}'s configuration sets"
+        allowed = "not set" if wanted is None else shown_wanted
         report_violation(f"{path}: {got}; allowed: {allowed} ({SOURCE})", None)
     return True
+
+
+def _numbers(value: Any) -> Any:
+    """Whole numbers as the stack file writes them (the analyzer's protobuf makes every number a float)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, Mapping):
+        return {k: _numbers(v) for k, v in value.items()}
+    if value_paths.is_list(value):
+        return [_numbers(v) for v in value]
+    return value
+
+
+def shown_pair(value: Any, wanted: Any, width: int = 160) -> tuple[str, str]:
+    """Both values as a reader compares them: short ones whole, two long texts around where they
+    first differ (a view's query, a kubeconfig), anything else cut at `width`."""
+    if isinstance(value, str) and isinstance(wanted, str) and max(len(value), len(wanted)) > width:
+        start = max(0, next((i for i, (a, b) in enumerate(zip(value, wanted)) if a != b), min(len(value), len(wanted))) - 40)
+        return tuple(repr(("…" if start else "") + s[start : start + width] + ("…" if len(s) > start + width else "")) for s in (value, wanted))  # type: ignore[return-value]
+    return tuple(_cut(repr(_numbers(v)) if not isinstance(v, bool) else str(v).lower(), width) for v in (value, wanted))  # type: ignore[return-value]
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def validate_recorded(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
