@@ -120,27 +120,15 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
         self.reads: list[Registration] = []
 
     def ReadResource(self, request):
-        """A resource the program reads (a StackReference): kept apart from what it registers, for
-        the stack policies, which the engine hands read resources too (pulumi/pulumi
-        pkg/resource/deploy/step_executor.go stores every step's new state, reads included, in the
-        `news` that step_generator.go AnalyzeResources passes on; commit 1b5949891b3c)."""
+        """A resource the program reads (a StackReference), kept apart from what it registers for the
+        stack policies, which the engine hands reads too (pulumi/pulumi commit 1b5949891b3c:
+        step_executor.go stores every step's new state in the `news` step_generator.go
+        AnalyzeResources passes on)."""
         response = super().ReadResource(request)
+        fields = dict(parent=request.parent, provider=request.provider, dependencies=list(request.dependencies), property_dependencies={})
         self.reads.append(
-            Registration(
-                urn=response.urn,
-                type=request.type,
-                name=request.name,
-                parent=request.parent,
-                custom=True,
-                provider=request.provider,
-                dependencies=list(request.dependencies),
-                property_dependencies={},
-                encoded_inputs=request.properties,
-                protect=False,
-                deleted_with="",
-                ignore_changes=[],
-                encoded_outputs=response.properties,
-            )
+            Registration(response.urn, request.type, request.name, custom=True, encoded_inputs=request.properties, protect=False,
+                         deleted_with="", ignore_changes=[], encoded_outputs=response.properties, **fields)  # fmt: skip
         )
         return response
 

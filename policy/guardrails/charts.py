@@ -18,7 +18,7 @@ from kubernetes_reader import read_chart_values
 from pulumi_policy import EnforcementLevel, ReportViolation, ResourceValidationArgs, Severity
 
 from . import value_paths
-from .common import HELM_RELEASES, VIRTUAL_CLUSTER_INSTANCE, ResourcePolicy, as_list, environment_by_stack, get, is_list, show, show_short
+from .common import HELM_RELEASES, VIRTUAL_CLUSTER_INSTANCE, ResourcePolicy, as_list, environment_by_stack, get, is_list, is_set, show, show_short
 from .inventory import SOURCE, inventory_of as _inventory
 
 # The platform's chart, and the switch that turns its hosted router off (loft-sh/vcluster-docs
@@ -36,21 +36,6 @@ _RELEASE_INPUTS = {
 }
 
 
-def _is_set(value: Any) -> bool:
-    """Whether an input holds more than its zero value. The engine hands the pack a resource's
-    inputs as its provider's Check returns them (pulumi/pulumi pkg/resource/deploy/step_generator.go:
-    `inputs = resp.Properties`, then "Send the resource off to any Analyzers", read at commit
-    1b5949891b3cefcb9974752b24a5ecef0acc86c8), and a release's Check re-encodes every field of its
-    Release type, the unset ones at their zero value: `postrender: ""`, `atomic: false`
-    (pulumi/pulumi-kubernetes provider/pkg/provider/helm_release.go Check, `resource.NewPropertyMap`,
-    read at commit 94977969d64112b04e19945818a7d5d5f38f631d; pulumi/pulumi
-    sdk/go/common/util/mapper/mapper_encode.go keeps zero values). It also merges `valueYamlFiles`
-    into `values`, which the value paths below then judge."""
-    if isinstance(value, Mapping) or is_list(value):
-        return len(value) > 0
-    return value not in (None, "", False, 0)
-
-
 def _check_release_inputs(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
     """Only the inputs the program sets on a release of this type, and of its repository options only the fields it sets."""
     allowed = ((_inventory(args) or {}).get("helmReleaseInputs") or {}).get(args.resource_type, [])
@@ -60,7 +45,7 @@ def _check_release_inputs(args: ResourceValidationArgs, report_violation: Report
     if isinstance(repository, Mapping):
         found += [(f"repositoryOpts.{k}", repository[k]) for k in repository if f"repositoryOpts.{k}" not in allowed]
     for name, value in found:
-        if _is_set(value):
+        if is_set(value):
             why = f" ({_RELEASE_INPUTS[name]})" if name in _RELEASE_INPUTS else ""
             report_violation(
                 f"{name}: is not an input gpu-platform sets on a Helm release{why}; allowed: {', '.join(allowed) or 'none'} ({SOURCE})", None
@@ -141,7 +126,8 @@ release_by_design = ResourcePolicy(
     description=(
         "A Helm release sets only the inputs the program sets (no postrender, no valueYamlFiles), installs a chart the program installs, "
         "from the same repository, and sets only the value paths the program writes for it (e.g. no service.type LoadBalancer, no "
-        "admin.password); with single sign-on, password login is disabled."
+        "admin.password); with single sign-on, password login is disabled; in prod, the platform's hosted *.loft.host router is off "
+        "unless single sign-on is on."
     ),
     validate=validate_release_values,
     enforcement_level=EnforcementLevel.MANDATORY,
@@ -164,7 +150,7 @@ _CHART_FIELDS = {
 def _check_chart_fields(field: str, entry: Mapping[str, Any], recorded: Mapping[str, Any], report_violation: ReportViolation) -> None:
     """A chart entry of an instance sets only the fields the program sets on that chart (`recorded`)."""
     for key in sorted(k for k in entry if k not in recorded["fields"]):
-        if _is_set(entry[key]):
+        if is_set(entry[key]):
             why = f" ({_CHART_FIELDS[key]})" if key in _CHART_FIELDS else ""
             report_violation(
                 f"{field}.{key}: is not a field gpu-platform sets on chart {recorded['chart']}{why}; allowed: {', '.join(recorded['fields'])} ({SOURCE})",

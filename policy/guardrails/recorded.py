@@ -33,8 +33,7 @@ from typing import Any
 
 from pulumi_policy import EnforcementLevel, ReportViolation, ResourceValidationArgs, Severity
 
-from . import value_paths
-from .common import DATA, GKE_CLUSTER, GKE_NODE_POOL, HELM_RELEASES, ResourcePolicy, get, plain, show_short, stack_data, stack_of, unknown_stack
+from .common import DATA, GKE_CLUSTER, GKE_NODE_POOL, HELM_RELEASES, ResourcePolicy, get, is_list, is_set, plain, show_short, stack_data, stack_of, unknown_stack
 
 GCP_PROVIDER = "pulumi:providers:gcp"
 KUBERNETES_PROVIDER = "pulumi:providers:kubernetes"
@@ -97,13 +96,6 @@ PROVIDER_DEFAULTS: dict[str, dict[str, Any]] = {
 }
 
 
-def is_set(value: Any) -> bool:
-    """More than a zero value: nothing, false, 0, "", an empty list or map."""
-    if isinstance(value, Mapping) or value_paths.is_list(value):
-        return len(value) > 0
-    return value not in (None, "", False, 0)
-
-
 def recorded_form(resource_type: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
     """What the record keeps of a resource's inputs (tools/policy_data.py writes these)."""
     spec = SPECS[resource_type]
@@ -128,7 +120,7 @@ def _excused(path: str, value: Any, defaults: Mapping[str, Any]) -> bool:
     """Whether a value the record does not have is only what the provider's Check fills in."""
     if isinstance(value, Mapping):
         return all(_excused(_path(path, k), v, defaults) for k, v in value.items())
-    if value_paths.is_list(value):
+    if is_list(value):
         return all(_excused(_path(path, i), v, defaults) for i, v in enumerate(value))
     return not is_set(value) or (path in defaults and _same(value, defaults[path]))
 
@@ -136,13 +128,13 @@ def _excused(path: str, value: Any, defaults: Mapping[str, Any]) -> bool:
 def _diff(path: str, found: Any, wanted: Any, defaults: Mapping[str, Any], out: list[tuple[str, Any, Any]]) -> None:
     if not is_set(wanted):
         if not _excused(path, found, defaults):
-            out.append((path, found, None))
+            out.append((path, found, wanted))  # wanted: None (not set), or the zero value the program writes
     elif not is_set(found):
         out.append((path, None, wanted))
     elif isinstance(found, Mapping) and isinstance(wanted, Mapping):
         for key in [*found, *(k for k in wanted if k not in found)]:
             _diff(_path(path, key), found.get(key), wanted.get(key), defaults, out)
-    elif value_paths.is_list(found) and value_paths.is_list(wanted) and len(found) == len(wanted):
+    elif is_list(found) and is_list(wanted) and len(found) == len(wanted):
         for i, (f, w) in enumerate(zip(found, wanted)):
             _diff(_path(path, i), f, w, defaults, out)
     elif not _same(found, wanted):
@@ -192,7 +184,7 @@ def judge(args: ResourceValidationArgs, report_violation: ReportViolation) -> bo
     candidates = [r for r in records if spec.key is None or _key(spec, r) == key]
     where = f"stack {stack_of(args.urn)}"
     if not candidates:
-        names = ", ".join(sorted(repr(_key(spec, r)) for r in records)) if spec.key else f"{len(records)}"
+        names = ", ".join(sorted(repr(_key(spec, r)) for r in records))
         field = ".".join(spec.key) if spec.key else "type"
         report_violation(
             f"{field}: {show_short(key if spec.key else args.resource_type)} is not a {spec.label} {where}'s configuration makes; allowed: "
@@ -215,7 +207,7 @@ def _numbers(value: Any) -> Any:
         return int(value)
     if isinstance(value, Mapping):
         return {k: _numbers(v) for k, v in value.items()}
-    if value_paths.is_list(value):
+    if is_list(value):
         return [_numbers(v) for v in value]
     return value
 
