@@ -6,7 +6,6 @@ claims change as fake time passes): the steps it records, by whose clock, and th
 from __future__ import annotations
 
 import json
-import subprocess
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -14,7 +13,6 @@ import jsonschema
 import pytest
 
 from config.errors import ConfigError
-from config.stack_files import PROJECT_DIR
 from config.tenant import GpuPool
 from tests.acceptance import capacity_drill, capacity_runs
 from tests.acceptance.drills import StockoutDrill, check_capacity_vm
@@ -24,6 +22,7 @@ from tests.acceptance.run import parse_args, settings_from
 from tests.acceptance.scenario import Live
 from tests.acceptance.settings import Settings, drill_machine_type, load_run_stack, run_names, stack_values
 from tests.acceptance.waiting import Clock
+from tests.make_support import run_make
 
 RUN_ID = "k3x9q2"
 TENANT = f"acc-{RUN_ID}"
@@ -121,7 +120,7 @@ def test_a_reservation_is_read_as_gcloud_lists_it():
     assert capacity_runs.found_reservation(full, "team-t4", "acme-acceptance", ("us-central1-b",)) == "RESERVATION=team-t4 has no VM free (2 of 2 in use)"
 
 
-def test_the_switches_reach_the_runner_and_are_off_by_default():
+def test_the_switches_reach_the_runner_and_are_off_by_default(tmp_path):
     plain = Settings(project="acme-acceptance")
     assert (plain.stockout_drill, plain.flex_start, plain.reservation) == (False, False, "")
     assert Report(RUN_ID, 10).to_json()["stockoutDrill"] is None
@@ -129,13 +128,19 @@ def test_the_switches_reach_the_runner_and_are_off_by_default():
     settings = settings_from(parse_args(args))
     assert (settings.stockout_drill, settings.flex_start, settings.reservation) == (True, True, "team-t4")
 
-    def make(*variables: str) -> str:
-        return subprocess.run(["make", "-n", "--no-print-directory", "acceptance", "PROJECT=acme-acceptance", *variables], cwd=PROJECT_DIR, capture_output=True, text=True, check=True).stdout
+    def make(*variables: str) -> list[str]:
+        """What the runner gets from `make acceptance` (the Makefile run for real, tests/make_support.py)."""
+        directory = tmp_path / str(len(list(tmp_path.iterdir())))
+        directory.mkdir()
+        run = run_make(directory, "acceptance", "PROJECT=acme-acceptance", *variables)
+        assert run.returncode == 0 and run.created == set(), run.output
+        return run.arguments
 
     assert "--stockout-drill" in make("STOCKOUT_DRILL=1") and "--stockout-drill" not in make()
     assert "--flex-start" in make("FLEX_START=1") and "--flex-start" not in make("STOCKOUT_DRILL=1")
-    # A value, passed through the environment: never pasted into the command.
-    assert '--reservation "$RESERVATION"' in make("RESERVATION=team-t4") and "team-t4" not in make("RESERVATION=team-t4")
+    # A value reaches the runner as given, never run by the shell.
+    arguments = make('RESERVATION=team-t4"; touch reservation; echo "')
+    assert arguments[arguments.index("--reservation") + 1] == 'team-t4"; touch reservation; echo "'
 
 
 @pytest.mark.parametrize(
