@@ -286,7 +286,7 @@ def pool_at_limit(plan: TenantPlan, alerts: Alerts) -> AlertCondition:
 
 def capacity_shortage(alerts: Alerts) -> AlertCondition:
     """A team's GPU pods wait while every option of one of its pools has failed lately (the capacity
-    fallback's EXHAUSTED_SINCE): its value is how long ago the last option failed, its labels the
+    fallback's EXHAUSTED_SINCE): its value is how long every option has been out, its labels the
     team, the pool and its GPU."""
     after = alerts.capacity_shortage_after
     return AlertCondition(
@@ -297,7 +297,7 @@ def capacity_shortage(alerts: Alerts) -> AlertCondition:
         documentation=(
             f"Team (label tenant) has had GPU pods waiting for a node for {after} while every option of its pool (label pool, "
             "GPU label gpu: each zone, shape and capacity type it may use) failed to get a VM: Compute Engine is out of that GPU "
-            "there, or the team's quota is spent. The value is how many seconds ago the last option failed. Karpenter keeps "
+            "there, or the team's quota is spent. The value is how long, in seconds, every option has been out. Karpenter keeps "
             "trying, the preferred option first, and the pods start as soon as one option has capacity. Which option failed, "
             f"when and why: the team's dashboard (GPU options out of capacity), the metric {FAILURES_TOTAL} by option and reason, "
             "and inside the team's cluster `kubectl get events -n default --field-selector reason=GPUOptionsExhausted`. To get "

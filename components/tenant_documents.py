@@ -13,10 +13,10 @@ from config.catalog import load_catalog
 from config.gpu_operator import node_images
 from config.tenant import GpuOperator
 
-from .tenant_pod_security import ENFORCE_LABEL, GPU_OPERATOR_NAMESPACE, PRIVILEGED, pod_security_objects
 from .dcgm_metrics import dcgm_exporter_values
-from .vcluster_values import GPU_RESOURCE
 from .fallback_documents import fallback_objects
+from .tenant_pod_security import ENFORCE_LABEL, GPU_OPERATOR_NAMESPACE, PRIVILEGED, pod_security_objects
+from .vcluster_values import GPU_RESOURCE
 from .watchdog_documents import watchdog_objects
 
 SMOKE_TEST_NAMESPACE = "gpu-smoke-test"

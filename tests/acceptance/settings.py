@@ -200,15 +200,16 @@ def load_run_stack(settings: Settings, run_id: str) -> EnvironmentStack:
 
 
 def drill_machine_type(settings: Settings, run_id: str) -> str | None:
-    """The machine type the stockout drill's decoy reserves: the one the run's pool gets without
-    it, its cheapest shape (the plan's `expected_node_type`)."""
+    """The machine type the stockout drill's decoy reserves: the one the run's pool gets without it
+    in the decoy's zone, the first of ZONES: its node type of the lowest NodeProvider cost there."""
     if not settings.stockout_drill:
         return None
     plain = Settings(**{**asdict(settings), "stockout_drill": False, "flex_start": False, "reservation": "", "reservation_found": None})
     values = {**project_defaults(PROJECT_DIR), **stack_values(plain, run_id)}
     loaded = load_stack(values, stack=stack_name(run_id), project_dir=PROJECT_DIR)
     assert isinstance(loaded, EnvironmentStack)
-    return loaded.tenants[0].gpu_pools[0].expected_node_type.machine_type
+    in_zone = [nt for nt in loaded.tenants[0].gpu_pools[0].node_types if nt.zone == settings.zones[0]]
+    return min(in_zone, key=lambda nt: nt.cost).machine_type
 
 
 @dataclass(frozen=True)
