@@ -51,12 +51,14 @@ class Reservation:
     machine_type: str
     count: int
     project: str
+    gpu: str | None = None  # an N1 host's guest GPU type; None where the machine type has GPUs built in
 
     def declared(self, tenant: str, slice_count: int) -> dict[str, Any]:
         return {
             "name": self.name,
             "zone": self.zone,
             "machineType": self.machine_type,
+            **({"gpu": self.gpu} if self.gpu else {}),
             "count": self.count,
             "project": self.project,
             "create": False,
@@ -75,6 +77,7 @@ def found_reservation(listing: list[dict[str, Any]] | None, name: str, project: 
     zone = (reservation.get("zone") or "").rsplit("/", 1)[-1]
     specific = reservation.get("specificReservation") or {}
     machine = ((specific.get("instanceProperties") or {}).get("machineType") or "").rsplit("/", 1)[-1]
+    guest = ((specific.get("instanceProperties") or {}).get("guestAccelerators") or [{}])[0].get("acceleratorType") or ""
     free = int(specific.get("count") or 0) - int(specific.get("inUseCount") or 0)
     if zone not in zones:
         return f"RESERVATION={name} is in zone {zone or '(none)'}; ZONES must include it (now {','.join(zones)})"
@@ -82,7 +85,7 @@ def found_reservation(listing: list[dict[str, Any]] | None, name: str, project: 
         return f"RESERVATION={name} reserves no machine type (not a specific reservation of VMs)"
     if free < 1:
         return f"RESERVATION={name} has no VM free ({specific.get('inUseCount')} of {specific.get('count')} in use)"
-    return Reservation(name, zone, machine, int(specific["count"]), project)
+    return Reservation(name, zone, machine, int(specific["count"]), project, guest.rsplit("/", 1)[-1] or None)
 
 
 # --- The Flex-start and reservation runs --------------------------------------------------------------

@@ -181,7 +181,10 @@ def stack_values(settings: Settings, run_id: str, machine_type: str | None = Non
         provider["flexStart"] = {"maxRunDuration": capacity_runs.FLEX_START_MAX_RUN}
     reservations = []
     if settings.stockout_drill:
-        decoy = capacity_runs.Reservation(capacity_runs.decoy_name(run_id), settings.zones[0], machine_type or "", 1, settings.vm_project)
+        # An N1 host carries guest GPUs: the reservation names their type (machine types with GPUs built in do not).
+        machine = load_catalog().machines.get(machine_type or "")
+        gpu = settings.gpu if machine is not None and not machine.gpu else None
+        decoy = capacity_runs.Reservation(capacity_runs.decoy_name(run_id), settings.zones[0], machine_type or "", 1, settings.vm_project, gpu)
         reservations.append(decoy.declared(tenant, 1))
     if settings.reservation_found is not None:
         reservations.append(settings.reservation_found.declared(tenant, 1))

@@ -53,6 +53,7 @@ def test_the_drill_puts_a_reservation_nobody_made_first_in_the_pool():
             "name": "gpu-acc-k3x9q2-missing",
             "zone": "us-central1-a",
             "machineType": "n1-standard-4",
+            "gpu": "nvidia-tesla-t4",  # an N1 host: the reservation names its guest GPUs
             "count": 1,
             "project": "acme-acceptance",
             "create": False,
@@ -62,6 +63,10 @@ def test_the_drill_puts_a_reservation_nobody_made_first_in_the_pool():
     # In project mode the reservation is the team project's, where the tenant's VMs are.
     team = Settings(project="acme-acceptance", team_project="acme-acceptance-team", stockout_drill=True)
     assert stack_values(team, RUN_ID, machine)["gpu-platform:nodeProvider"]["reservations"][0]["project"] == "acme-acceptance-team"
+    # A machine type with its GPUs built in names none.
+    l4 = Settings(project="acme-acceptance", region="europe-west4", zones=("europe-west4-a", "europe-west4-b"), gpu="nvidia-l4", stockout_drill=True)
+    l4_machine = drill_machine_type(l4, RUN_ID)
+    assert l4_machine.startswith("g2-") and "gpu" not in stack_values(l4, RUN_ID, l4_machine)["gpu-platform:nodeProvider"]["reservations"][0]
     # Without a switch the run's configuration is the program's default, as before.
     plain = stack_values(Settings(project="acme-acceptance"), RUN_ID)
     assert "capacity" not in plain["gpu-platform:tenants"][0]["gpuPools"][0] and "reservations" not in plain["gpu-platform:nodeProvider"]
@@ -104,9 +109,9 @@ def test_without_the_capacity_options_the_loader_says_which_key_it_lacks():
 def test_a_reservation_is_read_as_gcloud_lists_it():
     listing = load("gcloud/fixture-reservations-list.json")
     found = capacity_runs.found_reservation(listing, "team-t4", "acme-acceptance", ("us-central1-a", "us-central1-b"))
-    assert found == capacity_runs.Reservation("team-t4", "us-central1-b", "n1-standard-4", 2, "acme-acceptance")
+    assert found == capacity_runs.Reservation("team-t4", "us-central1-b", "n1-standard-4", 2, "acme-acceptance", "nvidia-tesla-t4")
     assert found.declared(TENANT, 1) == {
-        "name": "team-t4", "zone": "us-central1-b", "machineType": "n1-standard-4", "count": 2,
+        "name": "team-t4", "zone": "us-central1-b", "machineType": "n1-standard-4", "gpu": "nvidia-tesla-t4", "count": 2,
         "project": "acme-acceptance", "create": False, "slices": [{"tenant": TENANT, "count": 1}],
     }
     assert capacity_runs.found_reservation(listing, "other", "acme-acceptance", ("us-central1-b",)) == (
