@@ -210,7 +210,7 @@ def check_gpu_job(live: Live, tenant: TenantAccess) -> None:
     settings = live.settings
     zone, why = (await_warm_node(live, tenant), "the warm node's zone") if settings.warm_nodes else (None, "")
     if settings.stockout_drill:  # where the decoy's node type is (tests/acceptance/capacity_drill.py)
-        zone, why = settings.zones[0], "the stockout drill's decoy reservation's zone"
+        zone, why = settings.decoy_zone, "the stockout drill's decoy reservation's zone"
     elif settings.reservation_found is not None:  # a reserved node type is in its reservation's zone only
         zone, why = settings.reservation_found.zone, f"reservation {settings.reservation}'s zone"
     stockout = drills.StockoutDrill(live, tenant) if settings.stockout_drill else None

@@ -80,6 +80,12 @@ class Settings:
     reservation_found: capacity_runs.Reservation | None = None
 
     @property
+    def decoy_zone(self) -> str:
+        """The stockout drill's decoy reservation's zone, where the Job is pinned: RESERVATION's (the
+        next option is there alone), else the first of ZONES."""
+        return self.reservation_found.zone if self.reservation_found is not None else self.zones[0]
+
+    @property
     def mode(self) -> str:
         """The tenant's isolation: as asked, else project mode when there is a team project."""
         return self.isolation or (PROJECT_MODE if self.team_project else SHARED_MODE)
@@ -184,7 +190,7 @@ def stack_values(settings: Settings, run_id: str, machine_type: str | None = Non
         # An N1 host carries guest GPUs: the reservation names their type (machine types with GPUs built in do not).
         machine = load_catalog().machines.get(machine_type or "")
         gpu = settings.gpu if machine is not None and not machine.gpu else None
-        decoy = capacity_runs.Reservation(capacity_runs.decoy_name(run_id), settings.zones[0], machine_type or "", 1, settings.vm_project, gpu)
+        decoy = capacity_runs.Reservation(capacity_runs.decoy_name(run_id), settings.decoy_zone, machine_type or "", 1, settings.vm_project, gpu)
         reservations.append(decoy.declared(tenant, 1))
     if settings.reservation_found is not None:
         reservations.append(settings.reservation_found.declared(tenant, 1))
@@ -204,14 +210,14 @@ def load_run_stack(settings: Settings, run_id: str) -> EnvironmentStack:
 
 def drill_machine_type(settings: Settings, run_id: str) -> str | None:
     """The machine type the stockout drill's decoy reserves: the one the run's pool gets without it
-    in the decoy's zone, the first of ZONES: its node type of the lowest NodeProvider cost there."""
+    in the decoy's zone (Settings.decoy_zone): its node type of the lowest NodeProvider cost there."""
     if not settings.stockout_drill:
         return None
     plain = Settings(**{**asdict(settings), "stockout_drill": False, "flex_start": False, "reservation": "", "reservation_found": None})
     values = {**project_defaults(PROJECT_DIR), **stack_values(plain, run_id)}
     loaded = load_stack(values, stack=stack_name(run_id), project_dir=PROJECT_DIR)
     assert isinstance(loaded, EnvironmentStack)
-    in_zone = [nt for nt in loaded.tenants[0].gpu_pools[0].node_types if nt.zone == settings.zones[0]]
+    in_zone = [nt for nt in loaded.tenants[0].gpu_pools[0].node_types if nt.zone == settings.decoy_zone]
     return min(in_zone, key=lambda nt: nt.cost).machine_type
 
 

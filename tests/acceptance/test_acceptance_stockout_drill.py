@@ -67,6 +67,11 @@ def test_the_drill_puts_a_reservation_nobody_made_first_in_the_pool():
     l4 = Settings(project="acme-acceptance", region="europe-west4", zones=("europe-west4-a", "europe-west4-b"), gpu="nvidia-l4", stockout_drill=True)
     l4_machine = drill_machine_type(l4, RUN_ID)
     assert l4_machine.startswith("g2-") and "gpu" not in stack_values(l4, RUN_ID, l4_machine)["gpu-platform:nodeProvider"]["reservations"][0]
+    # With RESERVATION the decoy is in the reservation's zone, where the Job is pinned and the next option is.
+    found = capacity_runs.Reservation("team-t4", "us-central1-b", "n1-standard-4", 2, "acme-acceptance", "nvidia-tesla-t4")
+    both = Settings(project="acme-acceptance", stockout_drill=True, reservation="team-t4", reservation_found=found)
+    assert both.decoy_zone == "us-central1-b" and drill_machine_type(both, RUN_ID) == "n1-standard-4"
+    assert [r["zone"] for r in stack_values(both, RUN_ID, "n1-standard-4")["gpu-platform:nodeProvider"]["reservations"]] == ["us-central1-b"] * 2
     # Without a switch the run's configuration is the program's default, as before.
     plain = stack_values(Settings(project="acme-acceptance"), RUN_ID)
     assert "capacity" not in plain["gpu-platform:tenants"][0]["gpuPools"][0] and "reservations" not in plain["gpu-platform:nodeProvider"]
@@ -328,7 +333,7 @@ def test_the_docs_say_what_the_drill_declares_and_waits_for():
     from docs_support import page
 
     text = " ".join(page("docs/acceptance.md").split())
-    assert f"(`{capacity_runs.decoy_name('<id>')}`, in the first of `ZONES`, `create: false`)" in text
+    assert f"(`{capacity_runs.decoy_name('<id>')}`, in the first of `ZONES` or `RESERVATION`'s zone, `create: false`)" in text
     assert f"and within {capacity_drill.LEFTOVER_TIMEOUT} s, nothing of the failed claims left" in text
     assert f"the run waits up to {capacity_drill.LEFTOVER_TIMEOUT} s more for the failed claims to go" in text
     assert f"(`capacity: [flex-start]`, a maximum run of {capacity_runs.FLEX_START_MAX_RUN})" in text
