@@ -8,6 +8,15 @@ RUNTIME_STAMP := $(VENV)/.installed-runtime
 STAMP  := $(VENV)/.installed
 STACK  ?= dev
 
+# Every variable a recipe hands on reaches the program as data, never as code: through the
+# environment, quoted in the shell ("$$X": `STACK='dev;id'` is a stack name, never a command), and
+# as the text given on the command line or in the environment (`$(value X)`: make expands no
+# `$(shell …)` in it); this Makefile's own defaults are expanded as usual.
+data = $(if $(filter file,$(origin $(1))),$($(1)),$(value $(1)))
+# make puts command-line variables into every recipe's environment, expanded: these reach the
+# recipes as data below instead.
+unexport STACK COMPARE POLICY_CONFIG QUICK NAME ENV GPU MAX_GPUS TEAM_PROJECT CIDR
+
 .PHONY: venv test plan plan-all bench constraints policy-data docs verify-records team clean acceptance acceptance-cleanup
 
 $(RUNTIME_STAMP): requirements.txt constraints.txt
@@ -33,8 +42,11 @@ test: $(STAMP)
 ## unless declared: make plan STACK=dev ALLOW_DESTROY=tenant-nlp (docs/operations.md "Deletions and replacements").
 ## ALLOW_DESTROY reaches tools/plan.py as data: make puts a variable given on its command line into the
 ## recipe's environment, and the recipe never names it.
+plan: export PLAN_STACK = $(call data,STACK)
+plan: export PLAN_COMPARE = $(call data,COMPARE)
+plan: export PLAN_POLICY_CONFIG = $(call data,POLICY_CONFIG)
 plan: $(STAMP)
-	$(BIN)/python -m tools.plan --stack $(STACK) $(if $(COMPARE),--compare-to $(COMPARE)) $(if $(POLICY_CONFIG),--policy-pack-config $(POLICY_CONFIG))
+	$(BIN)/python -m tools.plan --stack "$$PLAN_STACK" $${PLAN_COMPARE:+--compare-to "$$PLAN_COMPARE"} $${PLAN_POLICY_CONFIG:+--policy-pack-config "$$PLAN_POLICY_CONFIG"}
 
 plan-all: $(STAMP)
 	$(BIN)/python -m tools.plan --all
@@ -43,15 +55,18 @@ plan-all: $(STAMP)
 ## environment with one tenant, checks a GPU node end to end, destroys everything. Costs money.
 ##   make acceptance PROJECT=<id> [TEAM_PROJECT=<id>] [REGION=us-central1] [ZONES=<region>-a,<region>-b] [GPU=nvidia-tesla-t4] [GPU_QUOTA=1]
 ##                   [WARM_NODES=0|1] [COMPARE=<an earlier run's report.json>] [RESTORE_DRILL=1] [WATCHDOG_DRILL=1]
+##                   [STOCKOUT_DRILL=1] [FLEX_START=1] [RESERVATION=<name>]
 ## With TEAM_PROJECT (an existing project) the tenant runs in project mode there; without, shared.
 ## WARM_NODES=1 keeps the pool's node warm and measures a pod's wait on it; COMPARE prints both runs side by side.
 ## RESTORE_DRILL=1 also backs the tenant up, deletes its host namespace, restores it and checks it.
 ## WATCHDOG_DRILL=1 also makes a GPU node lose its GPU and checks that the GPU watchdog removes it.
+## STOCKOUT_DRILL=1 makes the pool's first option fail and checks that the Job gets its node from the next.
+## FLEX_START=1 / RESERVATION=<name> get the pool's node from Flex-start / that reservation of the tenant's project.
 PROJECT          ?=
 TEAM_PROJECT     ?=
 ISOLATION        ?=
 REGION           ?= us-central1
-ZONES            ?= $(REGION)-a,$(REGION)-b
+ZONES            ?= $(value REGION)-a,$(value REGION)-b
 GPU              ?= nvidia-tesla-t4
 GPU_QUOTA        ?= 1
 GPUS_PER_NODE    ?= 1
@@ -60,32 +75,40 @@ IDLE_MARGIN      ?= 600
 NODE_TIMEOUT     ?= 1200
 RESTORE_DRILL    ?=
 WATCHDOG_DRILL   ?=
+STOCKOUT_DRILL   ?=
+FLEX_START       ?=
+RESERVATION      ?=
 WARM_NODES       ?= 0
 COMPARE          ?=
 ACCEPTANCE_OUT   ?= acceptance-out
 ACCEPTANCE_FLAGS ?=
 
 # Passed through the environment, never pasted into the command line: the workflow's inputs end up
-# in these variables, and the shell expands "$$VAR" without interpreting its value.
-export PROJECT TEAM_PROJECT ISOLATION REGION ZONES GPU GPU_QUOTA GPUS_PER_NODE BACKEND IDLE_MARGIN NODE_TIMEOUT WARM_NODES COMPARE ACCEPTANCE_OUT RESTORE_DRILL WATCHDOG_DRILL
+# in these variables, and the shell expands "$$VAR" without interpreting its value (`data` above).
+# ACCEPTANCE_FLAGS is split into words (globbing off), never run.
+ACCEPTANCE_VARIABLES := PROJECT TEAM_PROJECT ISOLATION REGION ZONES GPU GPU_QUOTA GPUS_PER_NODE BACKEND IDLE_MARGIN NODE_TIMEOUT \
+  WARM_NODES COMPARE ACCEPTANCE_OUT RESTORE_DRILL WATCHDOG_DRILL STOCKOUT_DRILL FLEX_START RESERVATION ACCEPTANCE_FLAGS
+unexport $(ACCEPTANCE_VARIABLES)
+$(foreach v,$(ACCEPTANCE_VARIABLES),$(eval acceptance acceptance-cleanup: export ACCEPTANCE_$(v) = $$(call data,$(v))))
 
 acceptance: $(STAMP)
-	@$(BIN)/python -m tests.acceptance.run --project "$$PROJECT" --team-project "$$TEAM_PROJECT" --isolation "$$ISOLATION" \
-	  --region "$$REGION" --zones "$$ZONES" \
-	  --gpu "$$GPU" --gpu-quota "$$GPU_QUOTA" --gpus-per-node "$$GPUS_PER_NODE" --backend "$$BACKEND" \
-	  --idle-margin "$$IDLE_MARGIN" --node-timeout "$$NODE_TIMEOUT" --warm-nodes "$$WARM_NODES" --compare "$$COMPARE" \
-	  --out "$$ACCEPTANCE_OUT" $(if $(RESTORE_DRILL),--restore-drill) \
-	  $(if $(WATCHDOG_DRILL),--watchdog-drill) $(ACCEPTANCE_FLAGS)
+	@set -f; $(BIN)/python -m tests.acceptance.run --project "$$ACCEPTANCE_PROJECT" --team-project "$$ACCEPTANCE_TEAM_PROJECT" \
+	  --isolation "$$ACCEPTANCE_ISOLATION" --region "$$ACCEPTANCE_REGION" --zones "$$ACCEPTANCE_ZONES" \
+	  --gpu "$$ACCEPTANCE_GPU" --gpu-quota "$$ACCEPTANCE_GPU_QUOTA" --gpus-per-node "$$ACCEPTANCE_GPUS_PER_NODE" --backend "$$ACCEPTANCE_BACKEND" \
+	  --idle-margin "$$ACCEPTANCE_IDLE_MARGIN" --node-timeout "$$ACCEPTANCE_NODE_TIMEOUT" --warm-nodes "$$ACCEPTANCE_WARM_NODES" \
+	  --compare "$$ACCEPTANCE_COMPARE" --out "$$ACCEPTANCE_ACCEPTANCE_OUT" --reservation "$$ACCEPTANCE_RESERVATION" \
+	  $${ACCEPTANCE_RESTORE_DRILL:+--restore-drill} $${ACCEPTANCE_WATCHDOG_DRILL:+--watchdog-drill} \
+	  $${ACCEPTANCE_STOCKOUT_DRILL:+--stockout-drill} $${ACCEPTANCE_FLEX_START:+--flex-start} $$ACCEPTANCE_ACCEPTANCE_FLAGS
 
 ## Destroy every recorded acceptance run that did not clean up after itself (a failed or cancelled run).
 acceptance-cleanup: $(STAMP)
-	@$(BIN)/python -m tests.acceptance.run --cleanup --out "$$ACCEPTANCE_OUT"
+	@$(BIN)/python -m tests.acceptance.run --cleanup --out "$$ACCEPTANCE_ACCEPTANCE_OUT"
 
 ## Benchmarks (docs/development.md "Performance"): make bench QUICK=1 takes under a minute (best of 1,
 ## dev and 10 tenants: does everything run, rough figures); make bench about 11 minutes (best of 5,
 ## 1 to 100 tenants: the figures the docs report). Both print the docs' table for the run.
 bench: $(STAMP)
-	$(BIN)/python -m bench.run $(if $(QUICK),--quick)
+	$(BIN)/python -m bench.run $(if $(call data,QUICK),--quick)
 
 constraints: $(STAMP)
 	{ echo "# Transitive dependencies, pinned so a fresh clone installs exactly what was tested."; \
@@ -95,10 +118,16 @@ constraints: $(STAMP)
 ## Add a team, with everything make test expects (docs/teams.md "Add a team"):
 ##   make team NAME=robotics ENV=dev [GPU=nvidia-l4] [MAX_GPUS=4] [TEAM_PROJECT=<existing project id>] [CIDR=<cidr>]
 ## Only values given on the command line count (GPU and TEAM_PROJECT also mean something to `make acceptance`).
+team: export TEAM_NAME = $(call data,NAME)
+team: export TEAM_ENV = $(if $(filter command line,$(origin ENV)),$(call data,ENV))
+team: export TEAM_GPU = $(call data,GPU)
+team: export TEAM_MAX_GPUS = $(call data,MAX_GPUS)
+team: export TEAM_EXISTING_PROJECT = $(call data,TEAM_PROJECT)
+team: export TEAM_CIDR = $(call data,CIDR)
 team: $(STAMP)
-	@$(BIN)/python -m tools.new_team --name "$(NAME)" --env "$(if $(filter command line,$(origin ENV)),$(ENV))" \
-	  $(if $(filter command line,$(origin GPU)),--gpu "$(GPU)") $(if $(MAX_GPUS),--max-gpus "$(MAX_GPUS)") \
-	  $(if $(filter command line,$(origin TEAM_PROJECT)),--project "$(TEAM_PROJECT)") $(if $(CIDR),--cidr "$(CIDR)")
+	@$(BIN)/python -m tools.new_team --name "$$TEAM_NAME" --env "$$TEAM_ENV" \
+	  $(if $(filter command line,$(origin GPU)),--gpu "$$TEAM_GPU") $${TEAM_MAX_GPUS:+--max-gpus "$$TEAM_MAX_GPUS"} \
+	  $(if $(filter command line,$(origin TEAM_PROJECT)),--project "$$TEAM_EXISTING_PROJECT") $${TEAM_CIDR:+--cidr "$$TEAM_CIDR"}
 
 ## The policy pack's copy of the program's data (policy/program_data.json); a test fails when stale.
 policy-data: $(STAMP)

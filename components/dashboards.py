@@ -115,8 +115,19 @@ def team_dashboard(plan: TenantPlan, *, environment: str, project: str, cost_vie
     else:
         cost_widget = _text("GPU nodes, USD/h", "No recorded list prices in this region: no cost estimate (see the plan's Costs).")
     rows.append([(pool_chart, 24), (cost_widget, 24)])
+    rows.append(_capacity_row(name))
     rows += _gpu_rows(name)
-    return {"displayName": team_dashboard_name(environment, name), "mosaicLayout": _layout(rows, [6, 8, 16, 16, 16]), "labels": {"gpu-platform": ""}}
+    return {"displayName": team_dashboard_name(environment, name), "mosaicLayout": _layout(rows, [6, 8, 16, 16, 16, 16]), "labels": {"gpu-platform": ""}}
+
+
+def _capacity_row(tenant: str) -> list[tuple[dict[str, Any], int]]:
+    """A team's GPU options that cannot be had (stockouts, quota), per option, from the capacity
+    fallback's metrics (components/capacity_fallback.py)."""
+    option = "${pool} ${option} ${zone}"
+    return [
+        (_chart("GPU options out of capacity: minutes since each failed first", f"(time() - {q.options_out(tenant)}) / 60", legend=f"{option} ${{node_type}}", unit="min"), 24),
+        (_chart("GPU node claims failed in the last hour, per option and why", q.claim_failures(tenant), legend=f"{option} ${{reason}}", stacked=True), 24),
+    ]
 
 
 def environment_dashboard(*, environment: str, project: str, teams: tuple[str, ...], cost_view: str | None) -> dict[str, Any]:
@@ -131,7 +142,8 @@ def environment_dashboard(*, environment: str, project: str, teams: tuple[str, .
             (_chart("Average GPU utilization per team", q.team_utilization(), legend=by_team, unit="%"), 16),
         ],
         [
-            (_chart("GPU VMs per team and capacity type", q.gpu_vms_by_capacity(), legend=f"{by_team} ${{{q.ACCELERATOR}}} ${{{q.CAPACITY_TYPE}}}", stacked=True), 48),
+            (_chart("GPU VMs per team and capacity type", q.gpu_vms_by_capacity(), legend=f"{by_team} ${{{q.ACCELERATOR}}} ${{{q.CAPACITY_TYPE}}}", stacked=True), 24),
+            (_chart("GPU options out of capacity, per team and option", q.options_out_count(), legend=f"{by_team} ${{pool}} ${{option}}", stacked=True), 24),
         ],
         *_gpu_rows(None),
     ]

@@ -80,13 +80,15 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
-import ssl
 import sys
 import time
 import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
+
+if __package__:  # in the repository: components.tenant_api
+    from .tenant_api import EVENT_NAMESPACE, Api, ApiError, event as tenant_event
+else:  # run in the tenant, tenant_api.py beside it (components/watchdog_documents.py)
+    from tenant_api import EVENT_NAMESPACE, Api, ApiError, event as tenant_event
 
 GPU_RESOURCE = "nvidia.com/gpu"
 # Node labels every GPU pool sets (components/vcluster_values.py POOL_LABEL, GPU_LABEL).
@@ -95,7 +97,6 @@ GPU_LABEL = "gpu-platform/gpu"
 # Event reasons: the cause of a removal, or that the watchdog could not make the node go.
 NEVER_OFFERED, LOST, NOT_REMOVED = "GPUNeverOffered", "GPULost", "GPUNodeNotRemoved"
 EVENT_SOURCE = "gpu-platform-watchdog"
-EVENT_NAMESPACE = "default"  # where events about cluster-scoped objects (nodes) go, as the kubelet's
 NODES = "/api/v1/nodes"
 NODECLAIMS = "/apis/karpenter.sh/v1/nodeclaims"
 # Karpenter's finalizer on the nodes it registered (kubernetes-sigs/karpenter v1.14.1
@@ -228,72 +229,8 @@ def decide(
     return removals, Seen(frozenset(offering), lost_since)
 
 
-# --- talking to the tenant's API server (in-cluster service account) -------------------------------
-
-ACCOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
-
-
-class ApiError(Exception):
-    """The API server answered a request with an error status."""
-
-    def __init__(self, method: str, path: str, status: int, message: str):
-        super().__init__(f"{method} {path} answered {status} {message}".rstrip())
-        self.status = status
-
-
-class Api:
-    def __init__(self, server: str, token_path: str, ca_path: str | None):
-        self.server, self.token_path = server, token_path
-        self.context = ssl.create_default_context(cafile=ca_path)
-
-    @classmethod
-    def in_cluster(cls) -> Api:
-        host, port = os.environ["KUBERNETES_SERVICE_HOST"], os.environ["KUBERNETES_SERVICE_PORT"]
-        return cls(f"https://{host}:{port}", f"{ACCOUNT}/token", f"{ACCOUNT}/ca.crt")
-
-    def call(self, method: str, path: str, body: dict | None = None) -> dict:
-        with open(self.token_path) as f:  # re-read: projected tokens are rotated
-            token = f.read().strip()
-        request = urllib.request.Request(
-            self.server + path,
-            method=method,
-            data=None if body is None else json.dumps(body).encode(),
-            headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json", "Accept": "application/json"},
-        )
-        try:
-            with urllib.request.urlopen(request, context=self.context, timeout=30) as response:  # noqa: S310 - the in-cluster API
-                return json.loads(response.read() or b"{}")
-        except urllib.error.HTTPError as e:
-            raise ApiError(method, path, e.code, _status_message(e)) from None
-
-
-def _status_message(error: urllib.error.HTTPError) -> str:
-    """The reason and message of the API server's Status object, else the HTTP reason."""
-    try:
-        status = json.loads(error.read() or b"{}")
-    except ValueError:
-        status = {}
-    if not isinstance(status, dict):
-        status = {}
-    reason, message = status.get("reason") or error.reason or "", status.get("message") or ""
-    return f"{reason}: {message}" if message else str(reason)
-
-
 def event(node: str, uid: str, reason: str, message: str, now: dt.datetime) -> dict:
-    stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
-    return {
-        "apiVersion": "v1",
-        "kind": "Event",
-        "metadata": {"name": f"{node}.{int(now.timestamp() * 1000):x}", "namespace": EVENT_NAMESPACE},
-        "involvedObject": {"apiVersion": "v1", "kind": "Node", "name": node, "uid": uid},
-        "reason": reason,
-        "message": message,
-        "type": "Warning",
-        "source": {"component": EVENT_SOURCE},
-        "firstTimestamp": stamp,
-        "lastTimestamp": stamp,
-        "count": 1,
-    }
+    return tenant_event({"apiVersion": "v1", "kind": "Node", "name": node, "uid": uid}, reason, message, now, EVENT_SOURCE)
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,10 @@ from config.base import duration_seconds
 from config.monitoring import Alerts
 from config.tenant_plan import PoolPlan, TenantPlan
 
-from .monitoring_documents import KSM_GPU_RESOURCE, XID_COUNT, XID_COUNT_WINDOW, ksm_label
+from .capacity_fallback import EXHAUSTED_SINCE, FAILURES_TOTAL, UNAVAILABLE_SINCE
+from .capacity_fallback import NAMESPACE as FALLBACK_NAMESPACE
+from .dcgm_metrics import XID_COUNT, XID_COUNT_WINDOW
+from .monitoring_documents import KSM_GPU_RESOURCE, ksm_label
 
 GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
 FB_USED = "DCGM_FI_DEV_FB_USED"
@@ -58,8 +61,11 @@ def gpu_nodes(tenant: str | None = None) -> str:
 
 
 def pod_gpu_requests(tenant: str | None = None) -> str:
-    gpu = f'resource="{KSM_GPU_RESOURCE}"'
-    return f"kube_pod_container_resource_requests{_matchers(tenant, gpu)}"
+    """The GPUs each pod asks for; not the capacity fallback's request pods, which ask Karpenter for a
+    node on behalf of the team's pods and are deleted once it is launched: they are neither waiting
+    work nor work holding a GPU (components/capacity_fallback.py)."""
+    gpu, not_requests = f'resource="{KSM_GPU_RESOURCE}"', f'namespace!="{FALLBACK_NAMESPACE}"'
+    return f"kube_pod_container_resource_requests{_matchers(tenant, gpu, not_requests)}"
 
 
 def _in_phase(tenant: str | None, phase: str) -> str:
@@ -101,6 +107,24 @@ def gpu_vms_by_pool(plan: TenantPlan) -> str:
     return " or ".join(
         f'label_replace(count({pool_nodes(name, pool)}) or vector(0), "pool", "{pool.name}", "", "")' for pool in plan.gpu_pools
     )
+
+
+def options_out(tenant: str | None = None) -> str:
+    """The options of each team's GPU pools that failed lately, one series per option (node type) with
+    the time of its first failure: what the capacity fallback counts as unavailable
+    (components/capacity_fallback.py)."""
+    return f"max by (tenant, pool, gpu, option, zone, node_type) ({UNAVAILABLE_SINCE}{_matchers(tenant)})"
+
+
+def options_out_count(tenant: str | None = None) -> str:
+    """How many options of each team's GPU pools are out now."""
+    return f"count by (tenant, pool, option) ({UNAVAILABLE_SINCE}{_matchers(tenant)})"
+
+
+def claim_failures(tenant: str | None = None) -> str:
+    """Node claims that failed in the last hour, per team, pool, option, zone and why (capacity,
+    quota, launch-failed, not-launched)."""
+    return f"sum by (tenant, pool, option, zone, reason) (increase({FAILURES_TOTAL}{_matchers(tenant)}[1h]))"
 
 
 def gpu_utilization(tenant: str | None = None) -> str:
@@ -219,7 +243,7 @@ def gpu_not_offered(alerts: Alerts) -> AlertCondition:
 def gpu_errors() -> AlertCondition:
     """XID errors: DCGM_EXP_XID_ERRORS_COUNT counts each in the exporter's window, one series per
     code (label `xid`), a repeat of the same code included; an exporter restart starts it at 0 and
-    never makes one up (components/monitoring_documents.py XID_COUNT). DCGM_FI_DEV_XID_ERRORS, the
+    never makes one up (components/dcgm_metrics.py XID_COUNT). DCGM_FI_DEV_XID_ERRORS, the
     last code only, would see neither a repeat nor tell a restart's reset from a new error. The
     double-bit ECC count is a counter, whose increase is. XID 0 is "No Error"
     (NVIDIA/dcgm-exporter tag 4.4.2-4.7.0, internal/pkg/collector/xid_errors.go): not one to count."""
@@ -262,8 +286,31 @@ def pool_at_limit(plan: TenantPlan, alerts: Alerts) -> AlertCondition:
     )
 
 
+def capacity_shortage(alerts: Alerts) -> AlertCondition:
+    """A team's GPU pods wait while every option of one of its pools has failed lately (the capacity
+    fallback's EXHAUSTED_SINCE): its value is how long every option has been out, its labels the
+    team, the pool and its GPU."""
+    after = alerts.capacity_shortage_after
+    return AlertCondition(
+        key="capacity-shortage",
+        title="Every GPU option of a team's pool out of capacity while its pods wait",
+        query=f"(time() - max by (tenant, pool, gpu) ({EXHAUSTED_SINCE})) and on (tenant) ({pending_gpu_pods()} > 0)",
+        duration_seconds=duration_seconds(after),
+        documentation=(
+            f"Team (label tenant) has had GPU pods waiting for a node for {after} while every option of its pool (label pool, "
+            "GPU label gpu: each zone, shape and capacity type it may use) failed to get a VM: Compute Engine is out of that GPU "
+            "there, or the team's quota is spent. The value is how long, in seconds, every option has been out. Karpenter keeps "
+            "trying, the preferred option first, and the pods start as soon as one option has capacity. Which option failed, "
+            f"when and why: the team's dashboard (GPU options out of capacity), the metric {FAILURES_TOTAL} by option and reason, "
+            "and inside the team's cluster `kubectl get events -n default --field-selector reason=GPUOptionsExhausted`. To get "
+            "GPUs sooner: add an option to the pool's capacity list (another zone, Spot, Flex-start, a reservation), or raise "
+            "the quota (docs/gpu-nodes.md, Stockouts and fallback)."
+        ),
+    )
+
+
 def environment_conditions(alerts: Alerts) -> tuple[AlertCondition, ...]:
-    return (idle_gpus(alerts), gpu_not_offered(alerts), gpu_errors())
+    return (idle_gpus(alerts), gpu_not_offered(alerts), gpu_errors(), capacity_shortage(alerts))
 
 
 def every_query(plans: tuple[TenantPlan, ...], alerts: Alerts) -> dict[str, str]:
@@ -279,6 +326,9 @@ def every_query(plans: tuple[TenantPlan, ...], alerts: Alerts) -> dict[str, str]
             "sm activity": sm_activity_percent(),
             "power": gpu_power(),
             "team utilization": team_utilization(),
+            "options out": options_out(),
+            "options out count": options_out_count(),
+            "claim failures": claim_failures(),
         }
     )
     for plan in plans:

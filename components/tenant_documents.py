@@ -13,8 +13,9 @@ from config.catalog import load_catalog
 from config.gpu_operator import node_images
 from config.tenant import GpuOperator
 
+from .dcgm_metrics import dcgm_exporter_values
+from .fallback_documents import fallback_objects
 from .tenant_pod_security import ENFORCE_LABEL, GPU_OPERATOR_NAMESPACE, PRIVILEGED, pod_security_objects
-from .monitoring_documents import dcgm_exporter_values
 from .vcluster_values import GPU_RESOURCE
 from .watchdog_documents import watchdog_objects
 
@@ -27,6 +28,14 @@ class Watchdog:
 
     pool_limits: tuple[tuple[str, int], ...]  # (GPU pool name, seconds without GPUs)
     default_limit: int
+    system_pool: str
+
+
+@dataclass(frozen=True)
+class Fallback:
+    """The capacity fallback's settings for one tenant (hashable: the documents are cached)."""
+
+    config_json: str  # components/fallback_documents.py fallback_config, as JSON
     system_pool: str
 
 
@@ -98,11 +107,16 @@ def gpu_operator_images_annotation(operator: GpuOperator, gpus: Iterable[str]) -
 
 
 def tenant_objects(
-    smoke_test: bool, pod_security_standard: str = "baseline", features: frozenset[str] = frozenset(), watchdog: Watchdog | None = None
+    smoke_test: bool,
+    pod_security_standard: str = "baseline",
+    features: frozenset[str] = frozenset(),
+    watchdog: Watchdog | None = None,
+    fallback: Fallback | None = None,
 ) -> list[dict[str, Any]]:
     """`features`: the tenant's features that bring privileged namespaces of their own
     (components/tenant_pod_security.py FEATURE_NAMESPACES). `watchdog`: the GPU watchdog's limits
-    per pool (components/watchdog_documents.py)."""
+    per pool (components/watchdog_documents.py). `fallback`: the capacity fallback's configuration
+    (components/fallback_documents.py)."""
     objects: list[dict[str, Any]] = [
         {
             "apiVersion": "v1",
@@ -117,6 +131,8 @@ def tenant_objects(
     ]
     if watchdog is not None:
         objects += watchdog_objects(dict(watchdog.pool_limits), watchdog.default_limit, watchdog.system_pool)
+    if fallback is not None:
+        objects += fallback_objects(json.loads(fallback.config_json), fallback.system_pool)
     if smoke_test:
         # The smoke Job's pod meets even the restricted standard (no root, no privilege escalation,
         # no capabilities, the runtime's seccomp profile), so its namespace enforces the tenant's.
@@ -162,7 +178,11 @@ def gpu_operator_values_yaml(service_monitor: bool, dcgm_metrics: bool = False, 
 
 @functools.lru_cache(maxsize=None)
 def tenant_objects_yaml(
-    smoke_test: bool, pod_security_standard: str = "baseline", features: frozenset[str] = frozenset(), watchdog: Watchdog | None = None
+    smoke_test: bool,
+    pod_security_standard: str = "baseline",
+    features: frozenset[str] = frozenset(),
+    watchdog: Watchdog | None = None,
+    fallback: Fallback | None = None,
 ) -> str:
-    return yaml_io.dump_all(tenant_objects(smoke_test, pod_security_standard, features, watchdog))
+    return yaml_io.dump_all(tenant_objects(smoke_test, pod_security_standard, features, watchdog, fallback))
 

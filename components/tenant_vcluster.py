@@ -8,6 +8,7 @@ project's namespace."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 import pulumi
@@ -21,6 +22,7 @@ from config.base import duration_seconds
 from config.reliability import GPU_TIMEOUT, shutdown_grace
 from config.tenant_plan import TenantPlan
 
+from .fallback_documents import fallback_config, fallback_pools
 from .loft_api import (
     API_VERSION,
     ChartRef,
@@ -37,6 +39,7 @@ from .platform_project import LOCAL_CLUSTER, in_cluster_access, instance_access,
 from .tenant_backup import TenantBackup, TenantBackupArgs
 from .tenant_documents import (
     GPU_OPERATOR_NAMESPACE,
+    Fallback,
     Watchdog,
     gpu_operator_images_annotation,
     gpu_operator_values_yaml,
@@ -86,6 +89,14 @@ def gpu_watchdog(plan: TenantPlan) -> Watchdog:
         default_limit=duration_seconds(GPU_TIMEOUT),
         system_pool=plan.cpu_pool.name,
     )
+
+
+def capacity_fallback(plan: TenantPlan, provider: str) -> Fallback | None:
+    """The capacity fallback of a tenant with GPU pools (components/fallback_documents.py)."""
+    if not plan.gpu_pools:
+        return None
+    config = fallback_config(provider, fallback_pools(plan.gpu_pools))
+    return Fallback(config_json=json.dumps(config, sort_keys=True), system_pool=plan.cpu_pool.name)
 
 
 def host_namespace(tenant: str) -> str:
@@ -202,7 +213,8 @@ class TenantVCluster(pulumi.ComponentResource):
 
         self.monitoring = None
         watchdog = gpu_watchdog(args.plan)
-        objects = tenant_objects_yaml(tenant.smoke_test, tenant.pod_security_standard, watchdog=watchdog)
+        fallback = capacity_fallback(args.plan, facts.node_provider_name)
+        objects = tenant_objects_yaml(tenant.smoke_test, tenant.pod_security_standard, watchdog=watchdog, fallback=fallback)
         if args.plan.monitoring.enabled:
             # config.monitoring refuses monitoring in the legacy mode, which has no network of ours.
             assert self.gcp_project is not None and self.network is not None
@@ -228,6 +240,7 @@ class TenantVCluster(pulumi.ComponentResource):
                 project=where.project,
                 region=facts.region,
                 scrape_interval=args.plan.monitoring.scrape_interval,
+                fallback=fallback is not None,
             )
             # With the instance's objects, which the platform applies inside the tenant. It records
             # what it applied (status.virtualClusterObjects.lastAppliedObjects, loft-sh/loft tag
@@ -235,7 +248,7 @@ class TenantVCluster(pulumi.ComponentResource):
             # no longer listed can be removed when monitoring is turned off; the controller's
             # source is not public, so only a live run (make acceptance) shows that it does.
             features = frozenset({"monitoring"})
-            objects = yaml_io.dump_all([*tenant_objects(tenant.smoke_test, tenant.pod_security_standard, features, watchdog), *collector])
+            objects = yaml_io.dump_all([*tenant_objects(tenant.smoke_test, tenant.pod_security_standard, features, watchdog, fallback), *collector])
         self.monitoring_outputs = self._monitoring_outputs(facts.cost_view)
 
         pools = [*args.plan.gpu_pools, args.plan.cpu_pool]

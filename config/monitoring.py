@@ -85,6 +85,8 @@ class Alerts(ConfigModel):
     """How long a GPU node may run without offering nvidia.com/gpu (never, or no longer) before its alert fires: longer than every GPU pool's gpuTimeout plus 60s and a scrape interval, so that it fires only for nodes the GPU watchdog does not remove (default: the default gpuTimeout and 10m)."""
     pool_at_limit_after: Duration = "15m"
     """How long a team's GPU pool may sit at its maxGpus while the team's GPU pods wait before the queueing alert fires."""
+    capacity_shortage_after: Duration = "10m"
+    """How long a team's GPU pods may wait while every option of one of its pools (zones, shapes, capacity types) fails to get a VM before the capacity-shortage alert fires."""
 
 
 class Showback(ConfigModel):
@@ -189,7 +191,13 @@ def check_monitoring(config: MonitoringConfig, project: str | Broken, problems: 
                     problems.add(f"{path}.email", f"{shown(channel.email)} is not an e-mail address")
                 elif channel.channel is not None:
                     check_channel_name(f"{path}.channel", channel.channel, project, problems)
-    for key, attribute in (("idleGpuAfter", "idle_gpu_after"), ("gpuNotOfferedAfter", "gpu_not_offered_after"), ("poolAtLimitAfter", "pool_at_limit_after")):
+    durations = (
+        ("idleGpuAfter", "idle_gpu_after"),
+        ("gpuNotOfferedAfter", "gpu_not_offered_after"),
+        ("poolAtLimitAfter", "pool_at_limit_after"),
+        ("capacityShortageAfter", "capacity_shortage_after"),
+    )
+    for key, attribute in durations:
         path = f"monitoring.alerts.{key}"
         with problems.checking(path):
             value = getattr(config.alerts, attribute)

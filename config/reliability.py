@@ -41,6 +41,15 @@ MIN_GPU_TIMEOUT_SECONDS = 120  # a healthy node needs minutes for the driver, to
 # How often the watchdog looks at the tenant's nodes (components/watchdog_documents.py); the
 # GPU-not-offered alert waits for it (config/monitoring.py).
 WATCHDOG_POLL_SECONDS = 30
+# The capacity fallback (components/capacity_fallback.py): how often it looks at the tenant's node
+# claims (often enough to see a claim Karpenter deletes at once after an insufficient-capacity error,
+# which lives as long as the platform's `tofu apply` takes to fail); how long a node type that failed
+# counts as unavailable for its request pods after its last failure (Karpenter's own claims always try
+# the preferred option again; a failure within as long again continues the same shortage); how long a
+# request pod may wait (Karpenter's 5-minute launch timeout, twice).
+FALLBACK_POLL_SECONDS = 10
+FALLBACK_UNAVAILABLE_SECONDS = 600
+FALLBACK_REQUEST_SECONDS = 600
 
 # Backup for GKE's limits on a backup plan, from its API (BackupPlan.RetentionPolicy and
 # BackupPlan.Schedule: https://cloud.google.com/kubernetes-engine/docs/add-on/backup-for-gke/reference/rest/v1/projects.locations.backupPlans,

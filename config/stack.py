@@ -34,7 +34,7 @@ from .node_provider import NodeProviderConfig, check_node_provider, image_family
 from .node_types import NodeTypeOffer, Offering, ReservedSlice, generate_node_types
 from .platform_access import KEY as ADMIN_PASSWORD_KEY
 from .platform_access import check_no_admin_password
-from .platform_checks import check_platform
+from .platform import check_platform
 from .quota import QuotaLine, TenantEntry, quota_key, quota_lines, team_stack_tenants
 from .reservations import ReservationFacts, check_slice_tenants, facts_of, reservation_shape
 from .stack_files import StackFileError, list_stacks, read_stack_values, structured
@@ -188,7 +188,7 @@ def _load_environment_stack(values, environment, stack, project_dir, catalog, pr
         check_cluster(environment, region, cluster, catalog, problems)
     platform = resolve_platform_defaults(environment, platform)
     with problems.checking("platform"):
-        check_platform(platform, problems)
+        check_platform(environment, platform, problems)
     with problems.checking("platform.tenantProjects"):
         if platform.tenant_projects is not None:
             check_tenant_projects(environment, platform.tenant_projects, MAX_TENANT_NAME, problems)

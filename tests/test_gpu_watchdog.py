@@ -17,7 +17,7 @@ from components import gpu_watchdog as wd
 from components.watchdog_documents import CLUSTER_RULES, EVENT_RULES, NAME, NAMESPACE
 from config import versions
 from docs_support import section
-from tenant_objects import named, tenant_objects
+from tenant_objects import named, rbac_needed, tenant_objects
 
 K8S_VERSION = "1.33.0"
 T0 = dt.datetime(2026, 3, 2, 9, 0, tzinfo=dt.timezone.utc)
@@ -419,20 +419,11 @@ BRANCHES = [  # what each branch of a round calls: its RBAC is the union
 
 def test_its_rbac_is_exactly_what_its_calls_need(dev_run):
     """Every call the program makes in any branch, as RBAC verb and resource, equals the rules it is granted."""
-    verbs = {"GET": "list", "DELETE": "delete", "POST": "create"}  # GETs are of collections only
-
-    def resource(path: str) -> tuple[str, str, str | None]:
-        parts = path.strip("/").split("/")
-        if parts[0] == "api":  # /api/v1[/namespaces/<ns>]/<resource>[/<name>]
-            namespace = parts[3] if parts[2] == "namespaces" else None
-            return "", parts[2] if namespace is None else parts[4], namespace
-        return parts[1], parts[3], None  # /apis/<group>/<version>/<resource>[/<name>]
-
     needed = set()
     for api in BRANCHES:
         api.calls.clear()
         wd.run_once(api, CONFIG, wd.Seen(), set(), now=T0)
-        needed |= {(resource(p), verbs[m]) for m, p, _ in api.calls}
+        needed |= rbac_needed(api.calls)
     objects = tenant_objects(dev_run, "nlp")
     cluster_role = named(objects, "ClusterRole", f"gpu-platform:{NAME}")
     role = named(objects, "Role", f"gpu-platform:{NAME}-events", wd.EVENT_NAMESPACE)
@@ -458,6 +449,10 @@ def objects(dev_run) -> dict:
 def test_it_runs_the_shipped_program_with_each_pools_limit(objects):
     config_map = named(objects["nlp"], "ConfigMap", NAME, NAMESPACE)
     assert config_map["data"]["gpu_watchdog.py"] == Path(wd.__file__).read_text()
+    # Beside it, what it imports from its own directory (components/tenant_api.py), mounted with it.
+    assert config_map["data"]["tenant_api.py"] == Path(wd.tenant_event.__code__.co_filename).read_text()
+    [program] = [v for v in named(objects["nlp"], "Deployment", NAME, NAMESPACE)["spec"]["template"]["spec"]["volumes"] if v["name"] == "program"]
+    assert program["configMap"]["items"] == [{"key": f, "path": f} for f in ("gpu_watchdog.py", "tenant_api.py")]
     assert json.loads(config_map["data"]["config.json"]) == {"poolLimitSeconds": {"l4-1x": 600}, "defaultLimitSeconds": 600, "intervalSeconds": 30}
     speech = json.loads(named(objects["speech"], "ConfigMap", NAME, NAMESPACE)["data"]["config.json"])
     assert speech["poolLimitSeconds"] == {"t4-1x-spot": 600}

@@ -22,6 +22,8 @@ from sqlglot import exp
 from sqlglot.optimizer.annotate_types import annotate_types
 from sqlglot.optimizer.qualify import qualify
 
+from components import capacity_fallback as fallback
+from components import dcgm_metrics as dcgm
 from components import monitoring_documents as docs
 from components import monitoring_queries as q
 from components import watchdog_documents as watchdog
@@ -68,7 +70,7 @@ def configured_run():
     values[f"{NS}:monitoring"] = {
         "scrapeInterval": "30s",
         "notificationChannels": [{"channel": CHANNEL}, {"email": "gpu-oncall@example.com"}],
-        "alerts": {"idleGpuAfter": "2h", "idleUtilizationPercent": 5, "gpuNotOfferedAfter": "25m", "poolAtLimitAfter": "20m"},
+        "alerts": {"idleGpuAfter": "2h", "idleUtilizationPercent": 5, "gpuNotOfferedAfter": "25m", "poolAtLimitAfter": "20m", "capacityShortageAfter": "15m"},
         "showback": {"billingExportTable": BILLING_TABLE, "datasetLocation": "EU"},
     }
     values[f"{NS}:tenants"][1]["monitoring"] = {"scrapeInterval": "15s", "dashboard": False}
@@ -109,9 +111,17 @@ def test_every_gpu_node_runs_the_collector(request, run_name, tenant, project):
     assert dcgm_sd["selectors"] == [{"role": "pod", "label": "app=nvidia-dcgm-exporter", "field": f"spec.nodeName={docs.NODE_NAME_PLACEHOLDER}"}]
     assert docs.NODE_NAME_PLACEHOLDER in pod["initContainers"][0]["command"][-1]
     assert jobs[docs.KUBE_STATE_METRICS]["honor_labels"] is True
-    # Its service discovery reads pods in those two namespaces, and nothing else.
+    # The capacity fallback's metrics, from its pod on this node, its port named metrics.
+    [fallback_sd] = jobs[docs.FALLBACK]["kubernetes_sd_configs"]
+    assert fallback_sd["namespaces"]["names"] == [docs.FALLBACK_NAMESPACE]
+    assert fallback_sd["selectors"] == [{"role": "pod", "label": f"app.kubernetes.io/name={docs.FALLBACK}", "field": f"spec.nodeName={docs.NODE_NAME_PLACEHOLDER}"}]
+    deployment = named(objects, "Deployment", docs.FALLBACK, docs.FALLBACK_NAMESPACE)["spec"]["template"]
+    assert deployment["metadata"]["labels"]["app.kubernetes.io/name"] == docs.FALLBACK
+    assert deployment["spec"]["containers"][0]["ports"] == [{"name": "metrics", "containerPort": 9464}]
+    assert {"source_labels": ["__meta_kubernetes_pod_container_port_name"], "regex": "metrics", "action": "keep"} in jobs[docs.FALLBACK]["relabel_configs"]
+    # Its service discovery reads pods in those three namespaces, and nothing else.
     roles = [o for o in objects if o["kind"] in ("Role", "ClusterRole") and o["metadata"]["name"].startswith(docs.COLLECTOR)]
-    assert sorted(r["metadata"]["namespace"] for r in roles) == sorted(["gpu-operator", docs.MONITORING_NAMESPACE])
+    assert sorted(r["metadata"]["namespace"] for r in roles) == sorted(["gpu-operator", docs.MONITORING_NAMESPACE, docs.FALLBACK_NAMESPACE])
     assert all(r["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}] for r in roles)
     ksm = named(objects, "Deployment", docs.KUBE_STATE_METRICS, docs.MONITORING_NAMESPACE)["spec"]["template"]["spec"]
     assert "hostNetwork" not in ksm and ksm["containers"][0]["image"] == versions.KUBE_STATE_METRICS_IMAGE
@@ -214,7 +224,7 @@ def exporter_metric_rows(text: str) -> list[list[str]]:
 
 def test_the_dcgm_exporter_reads_our_metric_file(dev_run):
     values = gpu_operator_values(dev_run.one(VCI, "nlp"))["dcgmExporter"]
-    assert values["config"]["name"] == docs.DCGM_METRICS_CONFIG_MAP and values["config"]["create"] is True
+    assert values["config"]["name"] == dcgm.DCGM_METRICS_CONFIG_MAP and values["config"]["create"] is True
     rows = exporter_metric_rows(values["config"]["data"])
     for field, kind, _ in rows:
         assert field in DCGM_RECORD["fields"], f"{field} is not a field of the DCGM exporter"
@@ -223,7 +233,7 @@ def test_the_dcgm_exporter_reads_our_metric_file(dev_run):
     defaults = {f: v["type"] for f, v in DCGM_RECORD["fields"].items() if v["default"]}
     assert {f: kind for f, kind, _ in rows[: len(defaults)]} == defaults
     added = {f for f, _, _ in rows[len(defaults) :]}
-    assert added == {"DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", docs.XID_COUNT}
+    assert added == {"DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", dcgm.XID_COUNT}
     assert not any(DCGM_RECORD["fields"][f]["default"] for f in added)
     assert len(rows) == len({f for f, _, _ in rows})
 
@@ -238,9 +248,9 @@ def test_the_metric_file_check_catches_what_stops_the_exporter():
     # And the program refuses to write such a line.
     row = ("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization, percent.")
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(docs, "DCGM_METRICS", (row,))
+        patch.setattr(dcgm, "DCGM_METRICS", (row,))
         with pytest.raises(ValueError, match="DCGM metric DCGM_FI_DEV_GPU_UTIL: a comma, quote or newline"):
-            docs.dcgm_metrics_csv()
+            dcgm.dcgm_metrics_csv()
 
 
 def test_only_the_collector_may_read_kube_state_metrics(dev_run):
@@ -332,7 +342,7 @@ def all_queries(run) -> dict[str, str]:
 
 
 def test_every_query_parses_and_uses_only_metrics_the_collector_exports(dev_run, tenant_run, prod_run):
-    exported = {field for field, kind, _ in docs.DCGM_METRICS if kind != "label"}
+    exported = {field for field, kind, _ in dcgm.DCGM_METRICS if kind != "label"}
     node_labels = {docs.ksm_label(key) for key in docs.KSM_NODE_LABELS}
     queries = {**all_queries(dev_run), **all_queries(tenant_run), **all_queries(prod_run)}
     assert len(queries) > 30
@@ -341,6 +351,11 @@ def test_every_query_parses_and_uses_only_metrics_the_collector_exports(dev_run,
             name = selector.name
             if name.startswith("DCGM_"):
                 assert name in exported and name in DCGM_RECORD["fields"], f"{where}: {name}"
+            elif name.startswith("gpu_platform_"):
+                # The capacity fallback's own (components/capacity_fallback.py), with only the labels it writes
+                # and the collector's external ones.
+                labels = {*fallback.METRICS[name][2], "tenant", "environment", "project_id", "location", "cluster", "job", "instance"}
+                assert all(m.name in labels for m in selector.matchers.matchers), f"{where}: {name}"
             else:
                 assert name in KSM_RECORD["metrics"] and name in docs.KSM_METRICS, f"{where}: {name}"
             for matcher in selector.matchers.matchers:
@@ -360,7 +375,7 @@ def dcgm_series_labels(config: dict, job: dict, metric: str) -> set[str]:
     every GPU's, the pod's, the field's own, and one per `label` field), what the job's relabelling
     adds to its targets, Prometheus' job and instance, and the collector's external labels."""
     exporter = {*DCGM_RECORD["labels"], *DCGM_RECORD["podLabels"], *DCGM_RECORD["fields"][metric].get("labels", [])}
-    exporter |= {field for field, kind, _ in docs.DCGM_METRICS if kind == "label"}
+    exporter |= {field for field, kind, _ in dcgm.DCGM_METRICS if kind == "label"}
     return exporter | {r["target_label"] for r in job["relabel_configs"] if "target_label" in r} | {"job", "instance"} | set(config["global"]["external_labels"])
 
 
@@ -434,13 +449,13 @@ def test_the_xid_alert_counts_every_xid_and_no_restart(dev_run):
     code counts, and an exporter restart starts it at 0 instead of looking like a change. ECC
     double-bit errors are a counter: their increase."""
     query = alert_query(dev_run, "gpu-errors")
-    assert {s.name for s in selectors(query)} == {docs.XID_COUNT, q.ECC_DBE}
-    assert DCGM_RECORD["fields"][docs.XID_COUNT]["type"] == "gauge" and DCGM_RECORD["fields"][q.ECC_DBE]["type"] == "counter"
+    assert {s.name for s in selectors(query)} == {dcgm.XID_COUNT, q.ECC_DBE}
+    assert DCGM_RECORD["fields"][dcgm.XID_COUNT]["type"] == "gauge" and DCGM_RECORD["fields"][q.ECC_DBE]["type"] == "counter"
     # The count is compared as it is, never through changes() or a rate; the ECC counter's increase.
     assert inside(query, "changes") == [] and inside(query, "increase") == [f"{q.ECC_DBE}[600s]"]
     xid_branch = promql_parser.parse(query).lhs
     assert str(xid_branch.op) == ">" and xid_branch.rhs.val == 0
-    assert "xid" in xid_branch.lhs.modifier.labels and "xid" in DCGM_RECORD["fields"][docs.XID_COUNT]["labels"]
+    assert "xid" in xid_branch.lhs.modifier.labels and "xid" in DCGM_RECORD["fields"][dcgm.XID_COUNT]["labels"]
     # The exporter counts over the window the alert speaks of, long enough for the slowest scrape.
     env = gpu_operator_values(dev_run.one(VCI, "nlp"))["dcgmExporter"]["env"]
     assert env == [{"name": "DCGM_EXPORTER_XID_COUNT_WINDOW_SIZE", "value": str(duration_seconds(q.ERROR_WINDOW) * 1000)}]
@@ -618,8 +633,10 @@ def test_one_monitored_project_per_team_project(prod_run, tenant_run, dev_run):
 
 def test_alert_policies_per_environment_with_the_thresholds_from_config(configured_run, dev_run):
     policies = {p.name.removeprefix("monitoring-"): p for p in configured_run.of_type(ALERT_POLICY)}
-    # Every team's (inline and the team stack's) pool alert, and the three for every GPU.
-    assert set(policies) == {"idle-gpu", "gpu-not-offered", "gpu-errors", "pool-at-limit-nlp", "pool-at-limit-speech", "pool-at-limit-vision"}
+    # Every team's (inline and the team stack's) pool alert, the three for every GPU, and the capacity shortage of every team.
+    assert set(policies) == {
+        "idle-gpu", "gpu-not-offered", "gpu-errors", "capacity-shortage", "pool-at-limit-nlp", "pool-at-limit-speech", "pool-at-limit-vision"
+    }
     assert all(p.input("project") == "acme-ml-dev" for p in policies.values())
 
     def condition(key: str) -> dict:
@@ -629,6 +646,7 @@ def test_alert_policies_per_environment_with_the_thresholds_from_config(configur
     assert condition("idle-gpu")["duration"] == "7200s" and condition("idle-gpu")["query"].endswith("< 5")
     assert condition("gpu-not-offered")["duration"] == "1500s"
     assert condition("pool-at-limit-vision")["duration"] == "1200s"
+    assert condition("capacity-shortage")["duration"] == "900s"
     assert all(condition(k)["disableMetricValidation"] is True for k in policies)
     [email] = configured_run.of_type("gcp:monitoring/notificationChannel:NotificationChannel")
     assert email.input("type") == "email" and email.input("labels") == {"email_address": "gpu-oncall@example.com"}
@@ -761,7 +779,7 @@ def test_bad_monitoring_config_names_each_key_and_registers_nothing(stack_values
             {"channel": "projects/acme-ml-prod/notificationChannels/42"},
             {"channel": "projects/123456789012/notificationChannels/42"},
         ],
-        "alerts": {"idleGpuAfter": "0s", "idleUtilizationPercent": 0},
+        "alerts": {"idleGpuAfter": "0s", "idleUtilizationPercent": 0, "capacityShortageAfter": "soon"},
     }
     values[f"{NS}:tenants"][0]["monitoring"] = {"scrapeInterval": "10m"}
     message = refused(values, stack="dev")
@@ -778,6 +796,7 @@ def test_bad_monitoring_config_names_each_key_and_registers_nothing(stack_values
         "monitoring.notificationChannels[6].channel: 'projects/123456789012/notificationChannels/42' names its project by number, "
         f"which cannot be told apart from another project's before deploying; {OWN_CHANNELS}",
         "monitoring.alerts.idleGpuAfter: 0s would alert at once; allowed: a duration above 0",
+        "monitoring.alerts.capacityShortageAfter: 'soon' is not a duration like 10m or 1h",
         "monitoring.alerts.idleUtilizationPercent: 0 is out of range; allowed: above 0",
         "tenants[0].monitoring.scrapeInterval: 10m is out of range; allowed: 10s to 5m",
     ):

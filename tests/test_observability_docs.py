@@ -12,6 +12,8 @@ import pytest
 import sqlglot
 from sqlglot.optimizer.qualify import qualify
 
+from components import capacity_fallback as fallback
+from components import dcgm_metrics as dcgm
 from components import monitoring_documents as docs
 from components import monitoring_queries as q
 from components.dashboards import team_dashboard_name
@@ -35,11 +37,14 @@ def blocks(language: str) -> list[str]:
 
 def test_every_promql_example_parses_and_uses_exported_metrics(dev_run):
     queries = blocks("promql")
-    assert len(queries) == 4
-    exported = {field for field, kind, _ in docs.DCGM_METRICS if kind != "label"}
+    assert len(queries) == 5
+    exported = {field for field, kind, _ in dcgm.DCGM_METRICS if kind != "label"}
     config, job = dcgm_job(dev_run, "nlp")
     for query in queries:
         for selector in selectors(query.strip()):
+            if selector.name in fallback.METRICS:  # the capacity fallback's own, by the labels it writes
+                assert {m.name for m in selector.matchers.matchers} <= {"tenant", *fallback.METRICS[selector.name][2]}
+                continue
             assert selector.name in exported | set(docs.KSM_METRICS), selector.name
             assert selector.name in DCGM_RECORD["fields"] or selector.name in KSM_RECORD["metrics"]
             assert any(m.name == "tenant" for m in selector.matchers.matchers), f"{selector.name}: a team's query selects its tenant"
@@ -84,6 +89,8 @@ def test_the_billing_export_command_names_a_table_the_program_accepts():
 
 def test_the_names_on_the_page_are_the_programs():
     text = page(PAGE)
+    assert all(f"`{name}`" in text for name in fallback.METRICS) and f"namespace `{fallback.NAMESPACE}`" in text
+    assert all(f"`{reason}`" in text for reason in (fallback.CAPACITY, fallback.QUOTA, fallback.LAUNCH_FAILED, fallback.NOT_LAUNCHED))
     assert team_dashboard_name("<environment>", "<team>").replace("<team>", "`<team>`").replace("<environment>", "`<environment>`") in text
     assert f"`{docs.MONITORING_NAMESPACE}`" in text and "`hostNetwork`" in text
     assert f"`{showback_dataset('<stack>')}`" in text and f"`acme-ml-dev.{showback_dataset('dev')}`" in text
@@ -97,6 +104,7 @@ def test_the_alert_table_gives_the_defaults():
         ("idleUtilizationPercent", f"{defaults.idle_utilization_percent:g}"),
         ("gpuNotOfferedAfter", defaults.gpu_not_offered_after),
         ("poolAtLimitAfter", defaults.pool_at_limit_after),
+        ("capacityShortageAfter", defaults.capacity_shortage_after),
     ):
         assert f"`alerts.{key}` ({value})" in rows
     assert MonitoringConfig().notification_channels == () and "none by default" in rows
@@ -153,12 +161,12 @@ def test_what_the_page_says_each_series_carries(dev_run):
     assert "(`kube_pod_container_resource_requests` also `node`, `kube_pod_status_phase` not)" in text
     assert "node" in ksm["kube_pod_container_resource_requests"]["labels"] and "node" not in ksm["kube_pod_status_phase"]["labels"]
     assert all("node" in ksm[m]["labels"] for m in docs.KSM_METRICS if m.startswith("kube_node_"))
-    assert f"the XID count (`{docs.XID_COUNT}`)" in text and docs.XID_COUNT in {f for f, _, _ in docs.DCGM_EXTRA_METRICS}
+    assert f"the XID count (`{dcgm.XID_COUNT}`)" in text and dcgm.XID_COUNT in {f for f, _, _ in dcgm.DCGM_EXTRA_METRICS}
 
 
 def test_the_xid_row_says_what_the_alert_says():
     [row] = [line for line in section("For the platform team: alerts").splitlines() if line.startswith("| XID or ECC errors on a GPU |")]
     codes = ", ".join(str(c) for c in q.APPLICATION_XIDS[:-1]) + f" and {q.APPLICATION_XIDS[-1]}"
-    assert f"in the last {q.ERROR_WINDOW}." in row and f"`{docs.XID_COUNT}`" in row
+    assert f"in the last {q.ERROR_WINDOW}." in row and f"`{dcgm.XID_COUNT}`" in row
     assert f"XID {codes} alone are most often the application's: tell the team of the pod; any other code, or ECC errors: drain the node" in row
     assert q.gpu_errors().title == "XID or ECC errors on a GPU"

@@ -11,6 +11,7 @@ import re
 import policies as P
 import yaml
 
+from components import fallback_documents as fallback
 from components import watchdog_documents as watchdog
 from components.monitoring_documents import MONITORING_NAMESPACE
 from components.tenant_pod_security import FEATURE_NAMESPACES, PRIVILEGED_NAMESPACES
@@ -87,12 +88,14 @@ def test_the_collector_row_is_the_collectors_reach(dev_run):
     access = host_access(collector)
     assert (access["hostNetwork"], access["hostPID"], access["hostIPC"], access["hostPaths"]) == (True, False, False, [])
     assert all(not c["securityContext"].get("privileged") and not c["securityContext"].get("capabilities", {}).get("add") for c in access["containers"])
-    bound = {b["metadata"]["namespace"] for b in by_kind(documents, "RoleBinding") if b["subjects"][0]["name"] == access["serviceAccountName"]}
-    rules = {(r["metadata"]["namespace"], str(r["rules"])) for r in by_kind(documents, "Role") if r["metadata"]["namespace"] in bound}
-    assert bound == {"gpu-operator", MONITORING_NAMESPACE}
+    bindings = [b for b in by_kind(documents, "RoleBinding") if b["subjects"][0]["name"] == access["serviceAccountName"]]
+    bound = {b["metadata"]["namespace"] for b in bindings}
+    roles = {(b["metadata"]["namespace"], b["roleRef"]["name"]) for b in bindings}
+    rules = {(r["metadata"]["namespace"], str(r["rules"])) for r in by_kind(documents, "Role") if (r["metadata"]["namespace"], r["metadata"]["name"]) in roles}
+    assert bound == {"gpu-operator", MONITORING_NAMESPACE, fallback.NAMESPACE}
     assert {rule for _, rule in rules} == {str([{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}])}
     text = row("the GPU metrics collector")
-    assert "`get`, `list` and `watch` pods in `gpu-operator` and `gpu-platform-monitoring`" in text and "`hostNetwork`" in text
+    assert "`get`, `list` and `watch` pods in `gpu-operator`, `gpu-platform-monitoring` and `gpu-platform-capacity`" in text and "`hostNetwork`" in text
     # Nothing wider: its one cluster-wide right is `get` on /metrics.
     cluster_bindings = [b for b in by_kind(documents, "ClusterRoleBinding") if b["subjects"][0]["name"] == access["serviceAccountName"]]
     cluster_roles = {r["metadata"]["name"]: r["rules"] for r in by_kind(documents, "ClusterRole")}
@@ -157,6 +160,18 @@ def test_the_watchdog_row_is_the_watchdogs_rbac(dev_run):
     assert "`list` and `delete` its Nodes and its Karpenter NodeClaims" in text and "`create` Events in `default`" in text
 
 
+def test_the_capacity_fallback_row_is_its_rbac(dev_run):
+    assert fallback.CLUSTER_RULES == ({"apiGroups": ["karpenter.sh"], "resources": ["nodeclaims"], "verbs": ["list"]},)
+    assert fallback.POD_RULES == ({"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "create", "delete"]},)
+    assert fallback.EVENT_RULES == ({"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},)
+    [deployment] = [d for d in by_kind(tenant_documents(dev_run, "nlp"), "Deployment") if d["metadata"]["name"] == fallback.NAME]
+    assert host_access(deployment)["hostNetwork"] is False
+    text = row("the team's capacity fallback")
+    assert f"namespace `{fallback.NAMESPACE}`" in text and "`list` its Karpenter NodeClaims" in text
+    assert f"`list`, `create` and `delete` pods in `{fallback.NAMESPACE}`" in text and "`create` Events in `default`" in text
+    assert f"and so does the capacity fallback's `{fallback.NAMESPACE}`" in words(section("Pod Security")) and fallback.NAMESPACE not in PRIVILEGED_NAMESPACES
+
+
 def test_only_the_collector_has_host_access_among_the_programs_workloads():
     """What tenant-objects-by-design allows, per workload: the data the pack judges by."""
     workloads = {tuple(w["object"])[3]: w["hostAccess"] for w in P.INVENTORY[P.PROGRAM_PROJECT]["tenantWorkloads"]}
@@ -210,8 +225,8 @@ def test_the_preview_identity_reads_what_the_page_says_and_no_secret():
     for role in preview:
         assert f"`{role}`" in text or role.startswith("roles/iam."), role
     assert not any(r.startswith("custom:") for r in preview)
-    assert any(e["role"] == "custom:clusterSecretsReader" for e in identities["drift"]["project"])
-    assert "never the custom role that reads cluster Secrets (only the drift check's identity holds it" in text
+    assert not any(e["role"].startswith("custom:") for e in identities["drift"]["project"])
+    assert "no Secret of the cluster: not even the drift check's identity reads Secrets through IAM" in text
 
 
 def test_no_admin_password_is_anywhere_a_preview_reads(runs):

@@ -182,8 +182,9 @@ def test_a_privileged_tenant_gets_no_pod_security_objects(stack_values, dev_run,
     values[f"{NS}:tenant"].update(podSecurityStandard="privileged", monitoring={"enabled": False})
     run = run_shipped(values, stack="team-vision-dev", stack_outputs={env_stack_ref: dev_run.outputs})
     objects = tenant_objects(run, "vision")
-    # The GPU Operator's namespace and the GPU watchdog's objects only: no admission policy, no label on `default`.
-    assert [o["metadata"]["name"] for o in objects if o["kind"] == "Namespace"] == ["gpu-operator", "gpu-platform-system"]
+    # The GPU Operator's namespace, the GPU watchdog's and the capacity fallback's objects only: no
+    # admission policy, no label on `default`.
+    assert [o["metadata"]["name"] for o in objects if o["kind"] == "Namespace"] == ["gpu-operator", "gpu-platform-system", "gpu-platform-capacity"]
     assert POLICY_NAME not in run.one(VCI, "vision").input("spec", "template", "objects")
     assert not any(o["kind"].startswith("ValidatingAdmissionPolicy") for o in objects)
 

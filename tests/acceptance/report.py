@@ -13,8 +13,9 @@ from .leftovers import Leftover
 from .phases import ImagePull
 
 # The report.json format (report.schema.json beside this file): 2 added the GPU node's phases,
-# its images and whether it was a warm node; 3 the monitoring checks and the watchdog drill.
-REPORT_VERSION = 3
+# its images and whether it was a warm node; 3 the monitoring checks and the watchdog drill; 4 the
+# stockout drill.
+REPORT_VERSION = 4
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,7 @@ class Report:
     warm_node: bool | None = None  # the Job ran on a warm node; None: no GPU node was found
     monitoring: list[Step] = field(default_factory=list)  # the collector, the DCGM exporter, the metrics
     watchdog_drill: list[Step] | None = None  # None: not run (WATCHDOG_DRILL off)
+    stockout_drill: list[Step] | None = None  # None: not run (STOCKOUT_DRILL off)
 
     def add(self, finding: Finding, say: Callable[[str], None] | None = None) -> Finding:
         self.findings.append(finding)
@@ -82,6 +84,9 @@ class Report:
         lines += ["", "### Watchdog drill", ""] + (
             ["Not run (WATCHDOG_DRILL off)."] if self.watchdog_drill is None else render_steps(self.watchdog_drill, "No step of the drill ran.")
         )
+        lines += ["", "### Stockout drill", ""] + (
+            ["Not run (STOCKOUT_DRILL off)."] if self.stockout_drill is None else render_steps(self.stockout_drill, "No step of the drill ran.")
+        )
         lines += ["", "### Cleanup", "", self.cleanup]
         if self.leftovers:
             lines += ["", "Left in the project (delete in this order):"] + [f"    {item.command}" for item in self.leftovers]
@@ -105,6 +110,7 @@ class Report:
             },
             "monitoring": [step.to_json() for step in self.monitoring],
             "watchdogDrill": None if self.watchdog_drill is None else [step.to_json() for step in self.watchdog_drill],
+            "stockoutDrill": None if self.stockout_drill is None else [step.to_json() for step in self.stockout_drill],
             "cleanup": {
                 "result": self.cleanup,
                 "complete": self.cleaned,

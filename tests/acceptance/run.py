@@ -19,7 +19,7 @@ import sys
 import tempfile
 import threading
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -29,7 +29,7 @@ from config.catalog import GUEST
 from config.errors import ConfigError
 from config.stack import EnvironmentStack
 
-from . import prerequisites, restore_drill
+from . import capacity_runs, prerequisites, restore_drill
 from .kube import Finding
 from .leftovers import LISTINGS, find_by_hand, scan
 from .pulumi_stack import Backend, RunDir, create, outputs, prepare_program, record, resource_count, select
@@ -80,6 +80,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--cleanup", action="store_true", help="destroy every run under --out that is not cleaned up")
     parser.add_argument("--restore-drill", action="store_true", help="also back the tenant up, delete its host namespace, restore it and check it")
     parser.add_argument("--watchdog-drill", action="store_true", help="also make a GPU node lose its GPU and check that the watchdog removes it")
+    parser.add_argument("--stockout-drill", action="store_true", help="make the pool's first option fail and check that the Job gets the next")
+    parser.add_argument("--flex-start", action="store_true", help="the pool's node from Flex-start (a GPU Google sells so, e.g. nvidia-l4)")
+    parser.add_argument("--reservation", default="", help="the pool's node from this existing reservation of the tenant's project")
     return parser.parse_args(argv)
 
 
@@ -100,6 +103,9 @@ def settings_from(args: argparse.Namespace) -> Settings:
         restore_drill=args.restore_drill,
         watchdog_drill=args.watchdog_drill,
         warm_nodes=args.warm_nodes,
+        stockout_drill=args.stockout_drill,
+        flex_start=args.flex_start,
+        reservation=args.reservation.strip(),
     )
 
 
@@ -123,6 +129,22 @@ def main(argv: list[str] | None = None) -> int:
         if problems:
             say("; ".join(problems))
             return BAD_SETTINGS
+        if settings.reservation:
+            # Its zone, shape and count are what the run declares: read them first (gcloud, read only).
+            needs = prerequisites.missing(settings)
+            if needs:
+                print(prerequisites.skip_line(needs), flush=True)
+                return SKIPPED_REQUIRED if args.require else PASSED
+            try:
+                listing = Gcloud(settings.vm_project).json("compute", "reservations", "list", f"--filter=name={settings.reservation}")
+            except CommandError as e:
+                say(f"RESERVATION={settings.reservation}: could not list the reservations of project {settings.vm_project}: {e}")
+                return BAD_SETTINGS
+            found = capacity_runs.found_reservation(listing, settings.reservation, settings.vm_project, settings.zones)
+            if isinstance(found, str):
+                say(found)
+                return BAD_SETTINGS
+            settings = replace(settings, reservation_found=found)
         try:
             env = load_run_stack(settings, run_id)  # offline: a bad GPU or zone fails here, before anything
         except ConfigError as e:

@@ -14,7 +14,7 @@ from typing import Any, Callable
 from components.vcluster_values import WARM_LABEL
 from config.base import duration_seconds
 
-from . import gce, kube, metadata, monitoring, phases, restore_drill, timings, watchdog_drill
+from . import drills, gce, kube, metadata, monitoring, phases, restore_drill, timings
 from .kube import Finding
 from .report import Report, Step
 from .settings import RunNames, Settings
@@ -92,7 +92,7 @@ def run_checks(live: Live, outputs: dict[str, Any]) -> None:
         check_metadata_concealment(live, tenant)
         check_gpu_job(live, tenant)
         if live.settings.watchdog_drill:
-            check_watchdog_drill(live, tenant)
+            drills.check_watchdog_drill(live, tenant)
     if live.settings.restore_drill:
         check_restore(live, outputs["tenants"][names.tenant], namespace, release)
 
@@ -207,24 +207,40 @@ class SmokeJob:
 
 
 def check_gpu_job(live: Live, tenant: TenantAccess) -> None:
-    warm_zone = await_warm_node(live, tenant) if live.settings.warm_nodes else None
-    smoke = apply_smoke_job(live, tenant, zone=warm_zone)
+    settings = live.settings
+    zone, why = (await_warm_node(live, tenant), "the warm node's zone") if settings.warm_nodes else (None, "")
+    if settings.stockout_drill:  # where the decoy's node type is (tests/acceptance/capacity_drill.py)
+        zone, why = settings.decoy_zone, "the stockout drill's decoy reservation's zone"
+    elif settings.reservation_found is not None:  # a reserved node type is in its reservation's zone only
+        zone, why = settings.reservation_found.zone, f"reservation {settings.reservation}'s zone"
+    stockout = drills.StockoutDrill(live, tenant) if settings.stockout_drill else None
+    smoke = apply_smoke_job(live, tenant, zone=zone, why=why)
     applied = live.clock.now()
-    await_gpu_node(live, smoke)
-    vm = inspect_gpu_node(live, smoke)
-    node = smoke.node["metadata"]["name"]
-    hold = NodeHold(live, tenant, node) if live.names.monitoring else None
     try:
-        deadline = float(smoke.job["spec"].get("activeDeadlineSeconds", 1800)) - (live.clock.now() - applied).total_seconds() + 60
-        job_ended = await_job(live, smoke, timeout=max(deadline, 60))
-        record_node_phases(live, smoke)
-        if hold is not None:
-            check_monitoring(live, tenant, node)
-        else:
-            live.report.notes.append("the tenant's monitoring is off: the collector, the DCGM exporter and the metrics are not checked")
-    finally:
-        released = hold.release() if hold is not None else None
-    live.report.mark("last_pod_gone", max(filter(None, (job_ended, released)), default=None))
+        await_gpu_node(live, smoke, observe=stockout.observe if stockout else None)
+        drills.check_claims_visible(live, tenant, smoke.node)
+        vm = inspect_gpu_node(live, smoke)
+        if settings.flex_start or settings.reservation:
+            drills.check_capacity_vm(live, vm)
+        node = smoke.node["metadata"]["name"]
+        hold = NodeHold(live, tenant, node) if live.names.monitoring else None
+        try:
+            deadline = float(smoke.job["spec"].get("activeDeadlineSeconds", 1800)) - (live.clock.now() - applied).total_seconds() + 60
+            job_ended = await_job(live, smoke, timeout=max(deadline, 60))
+            record_node_phases(live, smoke)
+            if hold is not None:
+                check_monitoring(live, tenant, node)
+            else:
+                live.report.notes.append("the tenant's monitoring is off: the collector, the DCGM exporter and the metrics are not checked")
+        finally:
+            released = hold.release() if hold is not None else None
+        live.report.mark("last_pod_gone", max(filter(None, (job_ended, released)), default=None))
+    except CheckFailed:
+        if stockout is not None:  # what the drill saw, also when the Job got no node
+            stockout.finish(smoke.node)
+        raise
+    if stockout is not None:
+        stockout.finish(smoke.node)
     if live.report.warm_node:
         live.report.notes.append("the Job ran on a warm node, which stays running by design: its idle deletion is not checked")
     elif vm is not None:
@@ -280,11 +296,10 @@ def smoke_job_deadline(node_timeout_seconds: int) -> int:
     return node_timeout_seconds + 2 * READY_TIMEOUT + GPU_TIMEOUT + JOB_RUN_TIMEOUT
 
 
-def apply_smoke_job(live: Live, tenant: TenantAccess, *, zone: str | None = None) -> SmokeJob:
+def apply_smoke_job(live: Live, tenant: TenantAccess, *, zone: str | None = None, why: str = "") -> SmokeJob:
+    """`zone`, `why`: where the Job must run and why; else the zone kube.pick_gpu_zone picks."""
     nodes = tenant.json("get", "nodes")
-    if zone:
-        why = "the warm node's zone"
-    else:
+    if not zone:
         zone, why = kube.pick_gpu_zone(live.names.zones, nodes, tenant.json("get", "pods", "--all-namespaces"))
     live.report.notes.append(f"GPU Job pinned to zone {zone}: {why}" if zone else f"GPU Job not pinned to a zone: {why}")
     documents = kube.smoke_job_documents(zone, live.names.run_id, smoke_job_deadline(live.settings.node_timeout_seconds))
@@ -294,8 +309,12 @@ def apply_smoke_job(live: Live, tenant: TenantAccess, *, zone: str | None = None
     return smoke
 
 
-def await_gpu_node(live: Live, smoke: SmokeJob) -> None:
+def await_gpu_node(live: Live, smoke: SmokeJob, observe: Callable[[], None] | None = None) -> None:
+    """`observe`: called at every poll too (the stockout drill reads the claims while they last)."""
+
     def appeared() -> Finding:
+        if observe is not None:
+            observe()
         listed = smoke.pods()
         bound = (listed[-1].get("spec") or {}).get("nodeName") if listed else None
         smoke.node = kube.gpu_node(smoke.tenant.json("get", "nodes"), smoke.nodes_before, live.names.gpu, bound)
@@ -475,73 +494,3 @@ def check_monitoring(live: Live, tenant: TenantAccess, node: str) -> None:
             )
     except CheckFailed:
         pass  # recorded: the report says which step and what it saw
-
-
-# --- The watchdog drill ---------------------------------------------------------------------------
-
-
-def check_watchdog_drill(live: Live, tenant: TenantAccess) -> None:
-    """WATCHDOG_DRILL=1 (tests/acceptance/watchdog_drill.py): a GPU node for the drill's pod, its
-    device plugin withdrawn, then the watchdog's event, the node gone within the pool's gpuTimeout
-    plus a margin, and its VM deleted. Each a step of the report; the run goes on after a failure."""
-    names, drill = live.names, watchdog_drill
-    steps = live.report.watchdog_drill = []
-    tenant.apply(drill.documents(names.run_id))
-    try:
-        found: dict[str, Any] = {}
-
-        def running() -> Step:
-            step, found["node"] = drill.running(tenant.json("get", "pods", "-n", drill.NAMESPACE))
-            return step
-
-        timeout = live.settings.node_timeout_seconds + READY_TIMEOUT + GPU_TIMEOUT + JOB_RUN_TIMEOUT
-        live.settle_step(steps, "watchdog drill: a GPU node runs the drill's pod", running, timeout=timeout)
-        node = found["node"]
-        try:
-            vm = gce.vm_for_node(tenant_vms(live), tenant.json("get", "node", node))
-        except CommandError as e:
-            vm = None
-            live.report.notes.append(f"watchdog drill: the node's VM was not found, its deletion is not checked: {e}")
-        # The operator's label: the device plugin's DaemonSet leaves the node; its pod goes at once.
-        tenant.text("label", "node", node, f"{drill.DEVICE_PLUGIN_DEPLOY_LABEL}=false", "--overwrite")
-        withdrawn_at = live.clock.now()
-        for pod in drill.device_plugin_pods(tenant.json("get", "pods", "-n", drill.GPU_OPERATOR_NAMESPACE), node):
-            tenant.text("delete", "pod", pod, "-n", drill.GPU_OPERATOR_NAMESPACE, "--wait=false")
-        bound = drill.removal_bound_seconds(names.gpu_timeout)
-
-        def left() -> float:
-            return max(bound - (live.clock.now() - withdrawn_at).total_seconds(), 0)
-
-        live.settle_step(
-            steps,
-            f"watchdog drill: node {node} stops offering {kube.GPU_RESOURCE}",
-            lambda: drill.withdrawn(tenant.json("get", "node", node), tenant.json("get", "pods", "-n", drill.GPU_OPERATOR_NAMESPACE), live.clock.now()),
-            timeout=drill.WITHDRAW_TIMEOUT,
-        )
-        within = f"within gpuTimeout {names.gpu_timeout} + {bound - duration_seconds(names.gpu_timeout)} s"
-        events = ("get", "events", "-n", drill.EVENT_NAMESPACE)
-        live.settle_step(steps, f"watchdog drill: the watchdog's event on the node {within}", lambda: drill.watchdog_event(tenant.json(*events), node), timeout=left())
-        deleting: dict[str, datetime | None] = {"since": None}
-
-        def removed() -> Step:
-            step, deleting["since"] = drill.removed(tenant.json("get", "nodes"), node, deleting["since"], live.clock.now())
-            if step.ok and step.at is not None:
-                step = replace(step, seen=f"{step.seen}, {(step.at - withdrawn_at).total_seconds():.0f} s after its device plugin was withdrawn")
-            return step
-
-        live.settle_step(steps, f"watchdog drill: the node removed {within}", removed, timeout=left())
-        if vm is not None:
-            check = f"watchdog drill: its VM {vm['name']} deleted within {live.settings.idle_margin_seconds} s"
-
-            def deleted() -> Step:
-                present = any(v.get("name") == vm["name"] for v in tenant_vms(live))
-                return Step("", not present, f"VM {vm['name']} {'still exists' if present else 'deleted'}", None if present else live.clock.now(), timings.POLLED)
-
-            live.settle_step(steps, check, deleted, timeout=live.settings.idle_margin_seconds, interval=GCLOUD_POLL_SECONDS)
-    except CheckFailed:
-        pass  # recorded
-    finally:
-        try:
-            tenant.text("delete", "namespace", drill.NAMESPACE, "--wait=false")
-        except CommandError as e:
-            live.say(f"could not delete namespace {drill.NAMESPACE} (the destroy removes it with the tenant): {e}")

@@ -28,12 +28,16 @@ from config.stack import NS, EnvironmentStack, load_stack
 from config.stack_files import PROJECT_DIR, project_defaults
 from tools.plan_costs import NOT_INCLUDED, environment_costs
 
+from . import capacity_runs
+
 ENVIRONMENT = "dev"  # zonal cluster, no deletion protection: cheap and destroyable
 PROJECT_MODE, SHARED_MODE = "project", "shared"
 RUN_LABEL = "gpu-platform-acceptance"  # GCP label on the cluster and its nodes: value = run id
 TENANT_CIDR = "10.160.0.0/22"  # the run's own cluster and VPCs: nothing else to overlap
 RUN_ID_LENGTH = 6
 PROJECT_ID = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
+# A Compute Engine resource name (RFC 1035): https://cloud.google.com/compute/docs/naming-resources
+RESOURCE_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 # How long one run keeps what it deploys, for its cost estimate (docs/acceptance.md "Acceptance test" quotes
 # `cost_estimate` for the defaults): `pulumi up` of a fresh environment ≈ 20 min, the checks
@@ -69,6 +73,17 @@ class Settings:
     restore_drill: bool = False  # back up, delete the tenant's host namespace, restore, check (off by default)
     watchdog_drill: bool = False  # a GPU node made to lose its GPU, removed by the watchdog (off by default)
     warm_nodes: int = 0  # the GPU pool's warmNodes: 1 measures a pod's wait on a warm node
+    stockout_drill: bool = False  # the pool's first option made to fail: the Job must get the next (off by default)
+    flex_start: bool = False  # the pool's node from Flex-start (off by default)
+    reservation: str = ""  # the pool's node from this existing reservation of the tenant's project
+    # The reservation as the run found it (gcloud, before deploying; tests/acceptance/run.py).
+    reservation_found: capacity_runs.Reservation | None = None
+
+    @property
+    def decoy_zone(self) -> str:
+        """The stockout drill's decoy reservation's zone, where the Job is pinned: RESERVATION's (the
+        next option is there alone), else the first of ZONES."""
+        return self.reservation_found.zone if self.reservation_found is not None else self.zones[0]
 
     @property
     def mode(self) -> str:
@@ -103,6 +118,10 @@ class Settings:
             problems.append("IDLE_MARGIN must be ≥ 0 and NODE_TIMEOUT ≥ 60 seconds")
         if self.warm_nodes not in (0, 1):
             problems.append(f"WARM_NODES={self.warm_nodes}: allowed: 0 (the Job waits for a new VM) or 1 (for a warm node; the run's pool holds one node)")
+        if self.warm_nodes and (self.stockout_drill or self.flex_start or self.reservation):
+            problems.append("WARM_NODES=1 cannot be combined with STOCKOUT_DRILL, FLEX_START or RESERVATION: the Job would run on the warm node, not a new one")
+        if self.reservation and not RESOURCE_NAME.match(self.reservation):
+            problems.append(f"RESERVATION={self.reservation!r} is not a reservation name ([a-z]([-a-z0-9]*[a-z0-9])?, at most 63 characters)")
         return problems
 
     def to_dict(self) -> dict[str, Any]:
@@ -118,10 +137,12 @@ def stack_name(run_id: str) -> str:
     return f"acceptance-{run_id}"
 
 
-def stack_values(settings: Settings, run_id: str) -> dict[str, Any]:
+def stack_values(settings: Settings, run_id: str, machine_type: str | None = None) -> dict[str, Any]:
     """The stack's configuration, as a stack file would hold it. Minimal on purpose: every other
-    value is the program's default, so the run deploys what a user's `dev` stack would."""
-    return {
+    value is the program's default, so the run deploys what a user's `dev` stack would.
+    `machine_type`: the pool's machine type, which the stockout drill's decoy reservation reserves
+    (load_run_stack finds it)."""
+    values = {
         "pulumi:disable-default-providers": ["kubernetes", "gcp"],
         "gcp:project": settings.project,
         "gcp:region": settings.region,
@@ -155,15 +176,49 @@ def stack_values(settings: Settings, run_id: str) -> dict[str, Any]:
             }
         ],
     }
+    # The capacity runs (tests/acceptance/capacity_runs.py): the pool's capacity list and what it names.
+    options = capacity_runs.capacity(settings.stockout_drill, settings.flex_start, settings.reservation, run_id)
+    if options is None:
+        return values
+    tenant = f"acc-{run_id}"
+    values[f"{NS}:tenants"][0]["gpuPools"][0]["capacity"] = options
+    provider = values[f"{NS}:nodeProvider"]
+    if settings.flex_start:
+        provider["flexStart"] = {"maxRunDuration": capacity_runs.FLEX_START_MAX_RUN}
+    reservations = []
+    if settings.stockout_drill:
+        # An N1 host carries guest GPUs: the reservation names their type (machine types with GPUs built in do not).
+        machine = load_catalog().machines.get(machine_type or "")
+        gpu = settings.gpu if machine is not None and not machine.gpu else None
+        decoy = capacity_runs.Reservation(capacity_runs.decoy_name(run_id), settings.decoy_zone, machine_type or "", 1, settings.vm_project, gpu)
+        reservations.append(decoy.declared(tenant, 1))
+    if settings.reservation_found is not None:
+        reservations.append(settings.reservation_found.declared(tenant, 1))
+    if reservations:
+        provider["reservations"] = reservations
+    return values
 
 
 def load_run_stack(settings: Settings, run_id: str) -> EnvironmentStack:
     """The stack exactly as the program will load it (project defaults first, as the CLI does).
     Raises config.errors.ConfigError naming every bad key."""
-    values = {**project_defaults(PROJECT_DIR), **stack_values(settings, run_id)}
+    values = {**project_defaults(PROJECT_DIR), **stack_values(settings, run_id, drill_machine_type(settings, run_id))}
     loaded = load_stack(values, stack=stack_name(run_id), project_dir=PROJECT_DIR)
     assert isinstance(loaded, EnvironmentStack), "the acceptance stack is an environment stack"
     return loaded
+
+
+def drill_machine_type(settings: Settings, run_id: str) -> str | None:
+    """The machine type the stockout drill's decoy reserves: the one the run's pool gets without it
+    in the decoy's zone (Settings.decoy_zone): its node type of the lowest NodeProvider cost there."""
+    if not settings.stockout_drill:
+        return None
+    plain = Settings(**{**asdict(settings), "stockout_drill": False, "flex_start": False, "reservation": "", "reservation_found": None})
+    values = {**project_defaults(PROJECT_DIR), **stack_values(plain, run_id)}
+    loaded = load_stack(values, stack=stack_name(run_id), project_dir=PROJECT_DIR)
+    assert isinstance(loaded, EnvironmentStack)
+    in_zone = [nt for nt in loaded.tenants[0].gpu_pools[0].node_types if nt.zone == settings.decoy_zone]
+    return min(in_zone, key=lambda nt: nt.cost).machine_type
 
 
 @dataclass(frozen=True)

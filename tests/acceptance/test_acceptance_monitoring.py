@@ -16,7 +16,8 @@ import kubernetes_validate
 import promql_parser
 import pytest
 
-from components.monitoring_documents import DCGM_METRICS, collector_config, monitoring_objects
+from components.dcgm_metrics import DCGM_METRICS
+from components.monitoring_documents import collector_config, monitoring_objects
 from tests.acceptance import monitoring, shell
 from tests.acceptance.recorded import load
 from tests.acceptance.scenario import check_monitoring, run_checks

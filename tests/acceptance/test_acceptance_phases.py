@@ -155,7 +155,7 @@ def test_what_the_report_writes_follows_the_schema():
     report.warm_node = False
     document = report.to_json()
     jsonschema.validate(document, SCHEMA)
-    assert document["reportVersion"] == 3
+    assert document["reportVersion"] == 4 and document["stockoutDrill"] is None
     assert [p["phase"] for p in document["gpuNode"]["phases"]] == [name for name, _, _ in timings.PHASES]
     assert document["gpuNode"]["images"][1] == {
         "image": VALIDATOR,

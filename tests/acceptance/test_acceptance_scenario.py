@@ -106,6 +106,8 @@ class World:
             return {"kind": "Pod", "metadata": {"name": "gpu-node-hold", "deletionTimestamp": deleted.isoformat().replace("+00:00", "Z")}}
         if args == ("get", "events", "-n", "gpu-operator"):
             return load("kubectl/fixture-gpu-operator-events.json")
+        if args == ("get", "nodeclaims.karpenter.sh"):
+            return load("kubectl/fixture-nodeclaims-job.json")
         if args == ("get", "job", "-n", "gpu-smoke-test", "nvidia-smi"):
             return load("kubectl/job-running.json" if running else "kubectl/job-failed.json" if self.job_fails else "kubectl/job-complete.json")
         raise AssertionError(f"unexpected kubectl {args}")
@@ -146,6 +148,9 @@ class FakeTenant(Fake):
         if args in (("logs", "metadata-from-pod", "-n", "gpu-platform-acceptance"), ("logs", "metadata-from-host", "-n", "gpu-platform-acceptance")):
             pod_log = "exposed" if self.world.metadata_exposed else "concealed"
             return load(f"kubectl/metadata-probe-from-pod-{pod_log}.log" if args[1] == "metadata-from-pod" else "kubectl/metadata-probe-from-host.log")
+        if args[:2] == ("auth", "can-i"):
+            assert args == ("auth", "can-i", "list", "nodeclaims.karpenter.sh", "--as=system:serviceaccount:gpu-platform-capacity:gpu-capacity-fallback"), args
+            return "yes\n"
         assert args == ("logs", "job/nvidia-smi", "-n", "gpu-smoke-test"), args
         return load("kubectl/nvidia-smi-no-driver.log" if self.world.job_fails else "kubectl/nvidia-smi-t4.log")
 
@@ -210,6 +215,12 @@ def test_a_healthy_run_passes_every_check_and_measures_every_span(tmp_path):
         f.check for f in live.report.findings
     }
     assert live.report.findings[-1].check == "GPU VM deleted within idleAfter 60s + 600 s"
+    # What the capacity fallback and the watchdog rest on: the tenant serves Karpenter's NodeClaims, to the fallback's account too.
+    [claims] = [f for f in live.report.findings if f.check == "Karpenter NodeClaims visible inside the tenant"]
+    assert claims.detail == (
+        "1 listed, t4-1x-8w2mf for node acc-k3x9q2-gpu-8w2mf-3f9a1c; "
+        "system:serviceaccount:gpu-platform-capacity:gpu-capacity-fallback may list them: yes"
+    )
     # The Job went to the zone the CCM does not run in.
     job = next(d for d in world.applied if d["kind"] == "Job")
     assert job["spec"]["template"]["spec"]["nodeSelector"] == {"topology.kubernetes.io/zone": "us-central1-b"}
