@@ -12,8 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import capacity as cap
-from .base import DURATION, duration_seconds, parse, parse_cidr
+from .base import parse, parse_cidr
 from .catalog import Catalog, load_catalog
 from .environment import (
     ENVIRONMENTS,
@@ -25,18 +24,19 @@ from .environment import (
     resolve_cluster_defaults,
     resolve_platform_defaults,
 )
-from .errors import Broken, ConfigError, Problem, Problems, derived, shown, within
+from .errors import Broken, ConfigError, Problem, Problems, derived, shown
 from .facts import EnvironmentFacts, TenantClaim
 from .isolation import SHARED, Placement, check_tenant_projects, placement, project_id_problem, shared_warning, tenant_roles
 from .monitoring import MonitoringConfig, check_monitoring, view_name
 from .namespaces import namespace_problems
 from .node_provider import NodeProviderConfig, check_node_provider, image_family_warnings
-from .node_types import NodeTypeOffer, Offering, ReservedSlice, generate_node_types
+from .node_types import NodeTypeOffer
 from .platform_access import KEY as ADMIN_PASSWORD_KEY
 from .platform_access import check_no_admin_password
 from .platform import check_platform
 from .quota import QuotaLine, TenantEntry, quota_key, quota_lines, team_stack_tenants
-from .reservations import ReservationFacts, check_slice_tenants, facts_of, reservation_shape
+from .reservations import check_slice_tenants
+from .stack_capacity import extra_ranks, flex_seconds, node_type_offer, offer_keys, reservation_facts, reservation_shares
 from .stack_files import StackFileError, list_stacks, read_stack_values, structured
 from .stack_keys import unknown_gcp_keys
 from .tenant import MAX_TENANT_NAME, Tenant, check_tenant
@@ -211,8 +211,8 @@ def _load_environment_stack(values, environment, stack, project_dir, catalog, pr
     # node types follow the pools of every tenant of the environment, team stacks included: their
     # capacity lists decide at which ranks each capacity type is offered (config/capacity.py).
     all_team_entries = team_stack_tenants(project_dir, environment_stack_name=stack)
-    ranks = _extra_ranks([*tenants, *(e.tenant for e in all_team_entries)])
-    offer = problems.derive(lambda: _offer(region, project, node_provider, catalog, ranks), "gcp:region", "gcp:project", *_offer_keys(problems))
+    ranks = extra_ranks([*tenants, *(e.tenant for e in all_team_entries)])
+    offer = problems.derive(lambda: node_type_offer(region, project, node_provider, catalog, ranks), "gcp:region", "gcp:project", *offer_keys(problems))
     facts = _facts(stack, environment, project, region, cluster, platform, node_provider, offer, tenants, catalog, problems, monitoring)
     # The team stacks in this repo that use this environment: an inline tenant that takes one's
     # name, CIDR or project fails here too, not only in the team stack's own plan.
@@ -247,7 +247,7 @@ def _load_environment_stack(values, environment, stack, project_dir, catalog, pr
     if problems:
         return None
     plans = tuple(plan_tenant(t, facts) for t in tenants)
-    shares = _reservation_shares(node_provider, facts, [*tenants, *(e.tenant for e in all_team_entries)])
+    shares = reservation_shares(node_provider, facts, [*tenants, *(e.tenant for e in all_team_entries)])
     return EnvironmentStack(
         stack=stack,
         environment=environment,
@@ -270,21 +270,6 @@ def _load_environment_stack(values, environment, stack, project_dir, catalog, pr
         team_stack_tenants=team_plans,
         reservation_shares=shares,
     )
-
-
-def _reservation_shares(np: NodeProviderConfig, facts: EnvironmentFacts, tenants: list[Tenant]) -> dict[str, tuple[str, ...]]:
-    """The team projects each reservation is shared with: its slices' tenants' projects (a shared
-    tenant's VMs run in the host project), the owner's excluded."""
-    projects: dict[str, str] = {}
-    for tenant in tenants:
-        where = placement(tenant, environment=facts.environment, host_project=facts.project, tenant_projects=facts.tenant_projects)
-        if where is not None:
-            projects[tenant.name] = where.project
-    shares = {}
-    for r in facts.reservations:
-        found = (projects[t] for t in r.slices if t in projects)
-        shares[r.name] = tuple(dict.fromkeys(p for p in found if p != r.project))
-    return shares
 
 
 def _gcp_value(values: dict[str, Any], key: str, placeholder: str, problems: Problems) -> Any:
@@ -424,36 +409,10 @@ def _team_stack_plans(entries: list[TenantEntry], facts: EnvironmentFacts) -> tu
     return tuple(plans)
 
 
-def _offer_keys(problems: Problems) -> tuple[str, ...]:
-    """The nodeProvider keys with problems that the node types (and the facts tenants are judged
-    by) cannot do without. A reservation or Flex-start with problems is not one of them: the offer
-    leaves out a reservation whose shape is unknown and keeps Flex-start as stated, so the tenants'
-    own problems are reported beside theirs, all at once; nothing is registered while any remains."""
-    capacity = ("nodeProvider.reservations", "nodeProvider.flexStart")
-    others = any(within(p.path, "nodeProvider") and not any(within(p.path, c) for c in capacity) for p in problems.items)
-    return ("nodeProvider",) if others else ()
-
-
-def _reservation_facts(np: NodeProviderConfig, project: str, catalog: Catalog, problems: Problems) -> tuple[ReservationFacts, ...]:
-    """facts_of, with each fact of a reservation whose key has problems Broken: a pool that names
-    it is judged by its sound facts only, and a note says what waits for the rest."""
-    facts = []
-    for k, (r, fact) in enumerate(zip(np.reservations, facts_of(np.reservations, project, catalog), strict=True)):
-        path = f"nodeProvider.reservations[{k}]"
-        broken = {
-            field: Broken(f"{path}.{key}")
-            for field, keys in (("zone", ("zone",)), ("gpu", ("machineType", "gpu")), ("gpu_count", ("machineType", "gpu")), ("count", ("count", "slices")))
-            for key in keys
-            if problems.has_problems(f"{path}.{key}")
-        }
-        facts.append(dataclasses.replace(fact, **broken) if broken else fact)
-    return tuple(facts)
-
-
 def _facts(stack, environment, project, region, cluster, platform, node_provider, offer, tenants, catalog, problems, monitoring) -> EnvironmentFacts:
     """The environment as tenants see it. Facts from keys with problems are Broken, so no tenant
     is judged by them; the stack is only deployed (and its facts exported) without problems."""
-    provider = ("gcp:region", *_offer_keys(problems))
+    provider = ("gcp:region", *offer_keys(problems))
     roles = ("gcp:project", "platform.roleIdPrefix")
     names = problems.derive(lambda: tenant_roles(project, platform.role_id_prefix), *roles)
     facts = EnvironmentFacts(
@@ -464,8 +423,8 @@ def _facts(stack, environment, project, region, cluster, platform, node_provider
         node_provider_name=derived(lambda: node_provider.name),
         gpu_types=problems.derive(lambda: node_provider.gpu_types, *provider),
         spot=problems.derive(lambda: node_provider.spot, *provider),
-        flex_start_seconds=problems.derive(lambda: _flex_seconds(node_provider), *provider),
-        reservations=problems.derive(lambda: _reservation_facts(node_provider, project, catalog, problems), "gcp:project", *provider),
+        flex_start_seconds=problems.derive(lambda: flex_seconds(node_provider), *provider),
+        reservations=problems.derive(lambda: reservation_facts(node_provider, project, catalog, problems), "gcp:project", *provider),
         preemptible_gpu_quota=problems.derive(lambda: dict(node_provider.preemptible_gpu_quota), *provider),
         gpu_quota=problems.derive(lambda: dict(node_provider.gpu_quota), *provider),
         node_types=derived(lambda: offer.node_types),
@@ -519,59 +478,6 @@ def _cost_view(project: str, stack: str, monitoring: MonitoringConfig) -> str | 
 def unknown_facts(because: str) -> EnvironmentFacts:
     """Facts of an environment that could not be loaded: every one waits for the key `because`."""
     return EnvironmentFacts(**{f.name: Broken(because) for f in dataclasses.fields(EnvironmentFacts)})
-
-
-def _offer(region: str, project: str, np: NodeProviderConfig, catalog: Catalog, extra_ranks) -> NodeTypeOffer:
-    offering = Offering(
-        spot=np.spot,
-        flex_start_seconds=_flex_seconds(np),
-        extra_ranks=extra_ranks,
-        reserved=tuple(
-            ReservedSlice(r.name, r.project or project, r.zone, r.machine_type, r.gpu, s.tenant, s.count, r.reservation_bound, r.usd_per_hour)
-            for r in np.reservations
-            if reservation_shape(catalog, r.machine_type, r.gpu) is not None  # else reported at its machineType
-            for s in r.slices
-        ),
-        preemptible_quota=dict(np.preemptible_gpu_quota),
-    )
-    return generate_node_types(
-        catalog=catalog,
-        region=region,
-        zones=np.zones,
-        gpu_types=np.gpu_types,
-        offering=offering,
-        gpu_quota=np.gpu_quota,
-        cpu_machine_types=np.cpu_machine_types,
-        gpu_disk=(np.gpu_disk.size_gb, np.gpu_disk.type),
-        cpu_disk=(np.cpu_disk.size_gb, np.cpu_disk.type),
-        gpu_image_family=np.gpu_image_family,
-        prices=np.prices,
-    )
-
-
-def _flex_seconds(np: NodeProviderConfig) -> int | None:
-    """nodeProvider.flexStart's run duration in seconds, as stated (its range is checked at its key);
-    None without Flex-start, or when it is no duration at all."""
-    if np.flex_start is None or not DURATION.match(np.flex_start.max_run_duration):
-        return None
-    return duration_seconds(np.flex_start.max_run_duration)
-
-
-def _extra_ranks(tenants: list) -> dict[tuple[str, str], frozenset[int]]:
-    """(GPU type, capacity type) → the ranks above 1 the tenants' pools list it at (as far as they
-    parsed: a broken tenant or pool adds nothing, its problem is reported where it is)."""
-    found: dict[tuple[str, str], set[int]] = {}
-    for tenant in tenants:
-        pools = derived(lambda t=tenant: tuple(t.gpu_pools))
-        for pool in () if isinstance(pools, Broken) else pools:
-            entries = derived(lambda p=pool: (p.gpu, cap.pooled_ranks(p.options)))
-            if isinstance(entries, Broken):
-                continue
-            gpu, pairs = entries
-            for capacity, rank in pairs:
-                if rank > 1:
-                    found.setdefault((gpu, capacity), set()).add(rank)
-    return {key: frozenset(ranks) for key, ranks in found.items()}
 
 
 def _cluster_ranges(cluster: ClusterConfig, problems: Problems) -> tuple[tuple[str, str], ...]:
