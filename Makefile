@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 STACK  ?= dev
 
-.PHONY: venv test plan plan-all bench constraints policy-data docs verify-records team clean acceptance acceptance-cleanup
+.PHONY: venv test plan plan-all bench constraints policy-data policy-publish docs verify-records team clean acceptance acceptance-cleanup
 
 $(STAMP): requirements.txt constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -92,6 +92,14 @@ team: $(STAMP)
 ## The policy pack's copy of the program's data (policy/program_data.json); a test fails when stale.
 policy-data: $(STAMP)
 	$(BIN)/python -m tools.policy_data
+
+## Publish the policy pack under the version its files give it, after checking the checkout may publish it
+## (docs/guardrails.md "Publishing the pack"): make policy-publish [ORG=<your-org>] [DRY_RUN=1]
+ORG     ?=
+DRY_RUN ?=
+export ORG
+policy-publish: $(STAMP)
+	$(BIN)/python -m tools.policy_publish --organization "$$ORG" $(if $(DRY_RUN),--dry-run)
 
 ## The configuration reference (docs/configuration.md) and Pulumi.yaml's descriptions, generated from
 ## the config models' docstrings; a test fails when either is stale.
