@@ -3,7 +3,7 @@ new run's phases, spans and images next to the earlier run's, and so does
 
     python -m tests.acceptance.compare EARLIER/report.json LATER/report.json
 
-Reports are checked against report.schema.json first (version 3, or 2 without the monitoring
+Reports are checked against report.schema.json first (version 4 or 3, or 2 without the monitoring
 checks and the watchdog drill, which are not compared); a version-1 report (before the GPU node's
 phases were measured) has its timings only, and its phases read "not measured".
 """
