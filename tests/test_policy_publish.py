@@ -6,13 +6,12 @@ the pack said during the call."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
-from fake_commands import install_fake
+from fake_commands import fake_on_path
 from pack_version import base_version, pack_version, with_version
 
 from config.stack_files import PROJECT_DIR
@@ -86,10 +85,7 @@ def checkout(tmp_path) -> Path:
 
 @pytest.fixture
 def pulumi_log(tmp_path, monkeypatch) -> Path:
-    bin_dir, log = install_fake(tmp_path, "pulumi", FAKE_PULUMI)
-    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
-    monkeypatch.setenv("PULUMI_LOG", str(log))
-    return log
+    return fake_on_path(tmp_path, monkeypatch, "pulumi", FAKE_PULUMI, "PULUMI_LOG")
 
 
 def test_it_publishes_under_the_version_and_puts_the_file_back(checkout, pulumi_log):
