@@ -513,3 +513,15 @@ def test_the_coverage_check_fails_on_what_the_review_found(bootstrap, run_bootst
         "prod: creates team projects in folders/123456789012, billed to 012345-6789AB-CDEF01; its bootstrap entry grants nothing",
         "team-vision-dev: not among the stacks of bootstrap environment 'dev' (its teams, the policy group)",
     ]
+
+
+def test_an_entry_whose_project_is_not_its_stacks_is_refused(run_bootstrap):
+    """The entry's project is where the environment's CI identities and their roles go: the one its
+    stacks deploy to (each record's project), not a "yours:" value left half edited."""
+    values = shipped_configuration()
+    values[NS + "environments"][0]["project"] = "acme-ml-other"
+    with pytest.raises(pulumi.RunError) as raised:
+        run_bootstrap(values)
+    message = str(raised.value)
+    for stack in ("dev", "team-vision-dev"):
+        assert f"environments[0].project: 'acme-ml-other' is not the project of its stack {stack} ('acme-ml-dev' in policy/stacks/{stack}.json)" in message
