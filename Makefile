@@ -1,18 +1,25 @@
-# Everything runs in .venv, created on first use from the pinned requirements.
+# Everything runs in .venv, created on first use from the pinned requirements: `make venv` installs the
+# program's runtime alone (requirements.txt, what `pulumi install` installs too: deploy machines and CI's
+# preview and deploy jobs); every other target adds the checks and tools (requirements-dev.txt).
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
+RUNTIME_STAMP := $(VENV)/.installed-runtime
 STAMP  := $(VENV)/.installed
 STACK  ?= dev
 
 .PHONY: venv test plan plan-all bench constraints policy-data policy-publish docs verify-records team clean acceptance acceptance-cleanup
 
-$(STAMP): requirements.txt constraints.txt
+$(RUNTIME_STAMP): requirements.txt constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.txt -c constraints.txt
+	touch $(RUNTIME_STAMP)
+
+$(STAMP): $(RUNTIME_STAMP) requirements-dev.txt
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt -c constraints.txt
 	touch $(STAMP)
 
-venv: $(STAMP)
+venv: $(RUNTIME_STAMP)
 
 ## Unit tests, policy tests and the offline plan of every committed stack file.
 test: $(STAMP)
@@ -22,6 +29,10 @@ test: $(STAMP)
 ## Offline plan of one stack, the policy pack included (a mandatory violation fails it): make plan STACK=prod
 ## ... and what changed since a git ref: make plan STACK=dev COMPARE=origin/main
 ## ... with the pack's configuration (as pulumi preview --policy-pack-config): make plan POLICY_CONFIG=policy-config.json
+## A plan that deletes or replaces a stateful resource (a tenant's cluster, a team project, the host cluster) fails
+## unless declared: make plan STACK=dev ALLOW_DESTROY=tenant-nlp (docs/operations.md "Deletions and replacements").
+## ALLOW_DESTROY reaches tools/plan.py as data: make puts a variable given on its command line into the
+## recipe's environment, and the recipe never names it.
 plan: $(STAMP)
 	$(BIN)/python -m tools.plan --stack $(STACK) $(if $(COMPARE),--compare-to $(COMPARE)) $(if $(POLICY_CONFIG),--policy-pack-config $(POLICY_CONFIG))
 

@@ -16,10 +16,11 @@ from components.gke_cluster import GkeCluster, GkeClusterArgs
 from components.node_provider import GcpNodeProvider, GcpNodeProviderArgs
 from components.tenant_vcluster import TenantVCluster, TenantVClusterArgs
 from components.vcluster_platform import VClusterPlatform, VClusterPlatformArgs
+from config.deployed import check_against_deployed
 from config.errors import ConfigError
 from config.facts import PLATFORM_NAMESPACE
 from config.runtime import runtime_values
-from config.stack import NS, EnvironmentStack, TenantStack, check_against_deployed, load_stack
+from config.stack import NS, EnvironmentStack, TenantStack, load_stack
 from config.stack_files import PROJECT_DIR
 
 

@@ -10,7 +10,7 @@ import types
 import typing
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, TypeAdapter, ValidationError, WithJsonSchema
+from pydantic import BaseModel, BeforeValidator, ConfigDict, TypeAdapter, ValidationError, ValidationInfo, WithJsonSchema, field_validator
 from pydantic.alias_generators import to_camel
 
 from policy.vcluster_reader import quantity as _quantity
@@ -28,6 +28,63 @@ class ConfigModel(BaseModel):
     fails for a field without one."""
 
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _strict_scalars(cls, value: Any, info: ValidationInfo) -> Any:
+        """A number, a boolean and a string are never each other (`maxGpus: true`, `spot: "yes"`,
+        `maxGpus: "8"`), where pydantic's lax mode would convert them: see `wrong_scalar`."""
+        field = cls.model_fields.get(info.field_name or "")
+        problem = wrong_scalar(field.annotation, value) if field is not None else None
+        if problem:
+            raise ValueError(problem)
+        return value
+
+
+_SCALARS = {int: "a whole number", float: "a number", bool: "true or false"}
+_LAX_BOOLEANS = ("true", "false", "yes", "no", "on", "off", "y", "n", "t", "f", "1", "0")
+
+
+def _scalar_kind(annotation: Any) -> Any:
+    """int, float or bool for a field of that type (or `X | None`), else None."""
+    annotation = _optional(annotation)
+    return annotation if annotation in _SCALARS else None
+
+
+def wrong_scalar(annotation: Any, value: Any) -> str | None:
+    """What is wrong with `value` for a field of type int, float or bool (alone, optional, or the
+    values of a `dict[str, …]` of them), or None. The stack file's YAML types are kept as written
+    (config/yaml_io.py), so a boolean where a number belongs is the user's, not the reader's: it is
+    refused instead of read as 1 or 0, and so is a quoted number (`"8"`) or a string for a boolean."""
+    if typing.get_origin(_optional(annotation)) is dict and isinstance(value, dict):
+        inner = typing.get_args(_optional(annotation))[1]
+        for key, item in value.items():
+            problem = wrong_scalar(inner, item)
+            if problem:
+                return f"{key}: {problem}"
+        return None
+    kind = _scalar_kind(annotation)
+    if kind is None or value is None or isinstance(value, Broken):
+        return None
+    wanted = _SCALARS[kind]
+    if kind is bool:
+        # What pydantic's lax mode would take for a boolean; anything else it refuses by itself.
+        if isinstance(value, (int, float)) and not isinstance(value, bool) or isinstance(value, str) and value.lower() in _LAX_BOOLEANS:
+            return f"{shown(value)} is not true or false (write true or false, unquoted)"
+        return None
+    if isinstance(value, bool):
+        return f"{str(value).lower()} is a boolean, not {wanted}"
+    if isinstance(value, str) and _numeric(value):  # any other string pydantic refuses by itself
+        return f"{shown(value)} is a string, not {wanted} (write it without quotes)"
+    return None
+
+
+def _numeric(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 class Syntax:
@@ -193,6 +250,8 @@ def _salvage(path: str, model: type[BaseModel], raw: Any) -> Any:
 
 
 def _salvage_value(path: str, model: type[BaseModel], name: str, value: Any) -> Any:
+    if wrong_scalar(model.model_fields[name].annotation, value):
+        return Broken(path)  # reported by the model's own validator; never read as converted
     try:
         return _field_adapter(model, name).validate_python(value)
     except ValidationError:

@@ -19,14 +19,19 @@ from .catalog import Catalog, series_of
 from .errors import Broken, Problems, derived
 from .isolation import TenantProjects
 from .node_types import MAX_QUALIFIED_NAME, longest_qualified_name
-from .platform_access import Sso, check_platform_access
+from .platform_access import Sso
 from .tenant_security import ControlPlaneMaximum, TenantSecurity
+from .zones import region_zones, regions, zone_problem
+from .zones import source_url as zones_source
 
 Environment = Literal["dev", "staging", "prod"]
 ENVIRONMENTS = ("dev", "staging", "prod")
 WEEKDAYS = ("MO", "TU", "WE", "TH", "FR", "SA", "SU")
 # Far above any machine of the catalog (about 100 USD/h for 8 × H200): a larger price is a typo.
 MAX_USD_PER_HOUR = 1000
+# Compute Engine's largest Persistent Disk or Hyperdisk, 64 TiB (https://cloud.google.com/compute/docs/disks,
+# "Persistent Disk" and "Hyperdisk" size limits), in GB as the node pool and the node template take it.
+MAX_DISK_GB = 65536
 ROLE_ID_PREFIX = Syntax(r"^[a-zA-Z0-9_.]{3,40}$")
 SERVICE_ACCOUNT_ID = Syntax(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
 
@@ -40,7 +45,7 @@ class SystemPool(ConfigModel):
     """Fewest nodes per zone of the cluster's location."""
     max_nodes: int = Field(3, ge=1)
     """Most nodes per zone of the cluster's location."""
-    disk_size_gb: int = Field(100, ge=20)
+    disk_size_gb: int = Field(100, ge=20, le=MAX_DISK_GB)
     """Boot disk of each system node, in GB."""
 
 
@@ -163,7 +168,7 @@ class PlatformConfig(ConfigModel):
 class Disk(ConfigModel):
     """A node's boot disk."""
 
-    size_gb: int = Field(ge=20)
+    size_gb: int = Field(ge=20, le=MAX_DISK_GB)
     """Size in GB."""
     type: str = "pd-balanced"
     """Disk type, one the node's machine series supports (A3 Ultra always boots from hyperdisk-balanced)."""
@@ -246,6 +251,8 @@ def check_cluster(environment: str, region: str, cluster: ClusterConfig, catalog
         location = cluster.location
         if location != region and zone_region(location) != region:
             problems.add("cluster.location", f"{location!r} is neither region {region} nor one of its zones")
+        elif location != region and zone_problem(location, region):
+            problems.add("cluster.location", zone_problem(location, region))
     with problems.checking("cluster.releaseChannel"):
         if environment == "prod" and cluster.release_channel == "RAPID":
             problems.add("cluster.releaseChannel", "RAPID is not allowed in prod; allowed: REGULAR, STABLE")
@@ -333,79 +340,6 @@ def environment_warnings(environment: str, cluster: ClusterConfig, node_provider
     return warnings
 
 
-def check_platform(platform: PlatformConfig, problems: Problems) -> None:
-    with problems.checking("platform.chartVersion"):
-        try:
-            chart = versions.parse_version(platform.chart_version)
-        except ValueError as e:
-            problems.add("platform.chartVersion", str(e))
-        else:
-            if chart < versions.parse_version(versions.MIN_PLATFORM_FOR_PASSWORD_SECRET_REF):
-                problems.add(
-                    "platform.chartVersion",
-                    f"{platform.chart_version} predates admin.passwordSecretRef; "
-                    f"at least {versions.MIN_PLATFORM_FOR_PASSWORD_SECRET_REF} is needed to keep the admin password out of Helm values",
-                )
-            elif not versions.platform_supports_vcluster(platform.chart_version, platform.vcluster_version):
-                known = ", ".join(f"{k}.x→{v}" for k, v in versions.VCLUSTER_MIN_PLATFORM.items())
-                problems.add(
-                    "platform.vclusterVersion",
-                    f"{platform.vcluster_version} is not managed by platform {platform.chart_version}; minimum platform per vCluster: {known}",
-                )
-    with problems.checking("platform.ingressClass"):
-        if platform.ingress_class and not platform.public_host:
-            problems.add("platform.ingressClass", "needs platform.publicHost (the host the Ingress serves)")
-    _check_ingress_tls(platform, problems)
-    check_platform_access(platform, problems)
-    with problems.checking("platform.licenseTokenKey"):
-        if platform.license_token_key is not None and not platform.license_token_key.isidentifier():
-            problems.add("platform.licenseTokenKey", f"{platform.license_token_key!r} must be a config key name like vclusterLicenseToken")
-    with problems.checking("platform.roleIdPrefix"):
-        if not ROLE_ID_PREFIX.match(platform.role_id_prefix):
-            problems.add("platform.roleIdPrefix", f"{platform.role_id_prefix!r} must be 3–40 characters of [a-zA-Z0-9_.]")
-    with problems.checking("platform.serviceAccountId"):
-        if not SERVICE_ACCOUNT_ID.match(platform.service_account_id):
-            problems.add("platform.serviceAccountId", f"{platform.service_account_id!r} must be 6–30 characters of [a-z0-9-]")
-        elif platform.service_account_id.endswith("-nodes") or platform.service_account_id.startswith("gpu-ci-"):
-            # The names of node accounts (<cluster>-nodes, <env>-<tenant>-nodes) and CI's: one account
-            # must never be two identities.
-            problems.add(
-                "platform.serviceAccountId",
-                f"{platform.service_account_id!r} is not allowed; allowed: an id that neither ends in -nodes (node accounts) nor starts with gpu-ci- (CI's)",
-            )
-
-
-def _check_ingress_tls(platform: PlatformConfig, problems: Problems) -> None:
-    """The chart's Ingress would otherwise reference TLS Secret `loft-tls` (vcluster-platform chart
-    values.yaml `ingress.tls: {enabled: true, secret: loft-tls}`, loft-sh/loft tag v4.11.2), which
-    nothing creates: the ingress controller would serve its own default certificate."""
-    with problems.checking("platform.ingressTls"):
-        tls = platform.ingress_tls
-        if tls is None:
-            if platform.ingress_class:
-                problems.add(
-                    "platform.ingressTls",
-                    "required with ingressClass; allowed: {clusterIssuer: <a cert-manager ClusterIssuer>} (cert-manager issues the "
-                    f"certificate into Secret {INGRESS_TLS_SECRET}), {{secretName: <a kubernetes.io/tls Secret you create in namespace "
-                    "vcluster-platform>}, or {enabled: false} (TLS ends in front of the ingress controller)",
-                )
-        elif not platform.ingress_class:
-            problems.add("platform.ingressTls", "applies only with platform.ingressClass (the chart's Ingress)")
-    with problems.checking("platform.ingressTls"):
-        tls = platform.ingress_tls
-        if tls is not None:
-            named = bool(tls.secret_name or tls.cluster_issuer)
-            if not tls.enabled and named:
-                problems.add("platform.ingressTls", "enabled: false takes no secretName or clusterIssuer")
-            if tls.enabled and not named:
-                problems.add("platform.ingressTls", "name a clusterIssuer (cert-manager creates the Secret) or the secretName of a Secret you create")
-    for key, attribute in (("secretName", "secret_name"), ("clusterIssuer", "cluster_issuer")):
-        with problems.checking(f"platform.ingressTls.{key}"):
-            value = None if platform.ingress_tls is None else getattr(platform.ingress_tls, attribute)
-            if value is not None and not (len(value) <= 253 and all(DNS_LABEL.match(part) for part in value.split("."))):
-                problems.add(f"platform.ingressTls.{key}", f"{value!r} is not a Kubernetes object name (lowercase DNS subdomain)")
-
-
 def check_node_provider(region: str, np: NodeProviderConfig, catalog: Catalog, problems: Problems) -> None:
     with problems.checking("nodeProvider.name"):
         if not DNS_LABEL.match(np.name):
@@ -414,6 +348,8 @@ def check_node_provider(region: str, np: NodeProviderConfig, catalog: Catalog, p
         for i, zone in enumerate(np.zones):
             if zone_region(zone) != region or not zone.startswith(region + "-") or len(zone) != len(region) + 2:
                 problems.add(f"nodeProvider.zones[{i}]", f"{zone!r} is not in region {region}")
+            elif zone_problem(zone, region):
+                problems.add(f"nodeProvider.zones[{i}]", zone_problem(zone, region))
     known = ", ".join(catalog.gpus)
     where = region if isinstance(region, str) else "the region"
     with problems.checking("nodeProvider.gpuTypes"):
@@ -503,6 +439,9 @@ def image_family_warnings(node_provider: NodeProviderConfig, catalog: Catalog) -
 def check_region(region: str, problems: Problems) -> bool:
     if not REGION.match(region):
         problems.add("gcp:region", f"{region!r} is not a GCP region like europe-west4")
+        return False
+    if region_zones(region) is None:
+        problems.add("gcp:region", f"{region!r} is not a Compute Engine region config/zones.yaml records (from {zones_source()}); known: {', '.join(regions())}")
         return False
     return True
 

@@ -76,7 +76,7 @@ class Backup(ConfigModel):
     """Back up the tenant's control plane (its host namespace: the API objects, secrets and data volume) with Backup for GKE; off in prod only with platform.allowTenantsWithoutBackup."""
     schedule: str = "0 3 * * *"
     """When backups are taken, a standard five-field cron line in UTC (default daily at 03:00); Backup for GKE takes them at least 10 minutes apart."""
-    retain_days: int = Field(14, ge=0, le=MAX_RETAIN_DAYS)
+    retain_days: int = Field(14, ge=1, le=MAX_RETAIN_DAYS)
     """How many days each backup is kept before Backup for GKE deletes it: 1 to 365, and at most 360 times the days between two backups of `schedule` (the shortest gap where they are uneven): daily 360, every 6 hours 90, hourly 15."""
     delete_lock_days: int | None = Field(None, ge=0, le=MAX_DELETE_LOCK_DAYS)
     """For how many days after it is taken nobody can delete a backup: 0 to 90 and at most retainDays (default: retainDays in prod, at most 90; 0 elsewhere)."""
@@ -174,9 +174,7 @@ def _check_backup(path: str, backup: Backup, facts, problems: Problems) -> None:
                     f"{MIN_BACKUP_INTERVAL_MINUTES} minutes apart",
                 )
     with problems.checking(f"{path}.retainDays"):
-        if backup.retain_days == 0:
-            problems.add(f"{path}.retainDays", "0 days would leave no backup to restore; at least 1 (default 14)")
-        elif gap is not None and not problems.has_problems(f"{path}.schedule"):
+        if gap is not None and not problems.has_problems(f"{path}.schedule"):
             most = min(MAX_RETAIN_DAYS, RETAIN_DAYS_PER_INTERVAL_DAY * gap // cron.MINUTES_A_DAY)
             if backup.retain_days > most:
                 problems.add(

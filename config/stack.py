@@ -21,7 +21,6 @@ from .environment import (
     PlatformConfig,
     check_cluster,
     check_node_provider,
-    check_platform,
     check_region,
     environment_warnings,
     image_family_warnings,
@@ -31,11 +30,13 @@ from .environment import (
 from .base import parse, parse_cidr
 from .errors import Broken, ConfigError, Problem, Problems, derived, shown
 from .facts import EnvironmentFacts, TenantClaim
-from .isolation import SHARED, Placement, check_tenant_projects, placement, shared_warning, tenant_roles
+from .isolation import SHARED, Placement, check_tenant_projects, placement, project_id_problem, shared_warning, tenant_roles
 from .monitoring import MonitoringConfig, check_monitoring, view_name
+from .namespaces import namespace_problems
 from .node_types import NodeTypeOffer, generate_node_types
 from .platform_access import KEY as ADMIN_PASSWORD_KEY
 from .platform_access import check_no_admin_password
+from .platform_checks import check_platform
 from .quota import QuotaLine, TenantEntry, quota_lines, team_stack_tenants
 from .stack_files import StackFileError, list_stacks, read_stack_values, structured
 from .stack_keys import unknown_gcp_keys
@@ -128,9 +129,11 @@ def load_stack(
         else:
             result = _load_environment_stack(values, environment, stack, project_dir, catalog, problems, team_stacks)
     problems.extend(unknown_keys(set(values), values))
+    misspelt, foreign = namespace_problems(set(values))
+    problems.extend(misspelt)
     problems.raise_if_any(stack)
     assert result is not None
-    return result
+    return dataclasses.replace(result, warnings=(*foreign, *result.warnings)) if foreign else result
 
 
 def secret_keys(values: dict[str, Any]) -> set[str]:
@@ -153,6 +156,12 @@ def unknown_keys(keys: set[str], values: dict[str, Any]) -> list[Problem]:
 
 def _load_environment_stack(values, environment, stack, project_dir, catalog, problems, team_stacks) -> EnvironmentStack | None:
     project = _gcp_value(values, "gcp:project", "<project-id>", problems)
+    if not isinstance(project, Broken) and (wrong := project_id_problem(project)):
+        # Google's rules for project ids (https://cloud.google.com/resource-manager/docs/creating-managing-projects,
+        # "Before you begin": 6 to 30 lowercase letters, digits or hyphens, starting with a letter, no trailing
+        # hyphen, no restricted strings): checked here, before any name or role is derived from it.
+        problems.add("gcp:project", f"{project!r} {wrong}")
+        project = Broken("gcp:project")
     region = _gcp_value(values, "gcp:region", "<region>", problems)
     if not isinstance(region, Broken) and not check_region(region, problems):
         region = Broken("gcp:region")
@@ -484,65 +493,3 @@ def _cluster_ranges(cluster: ClusterConfig, problems: Problems) -> tuple[tuple[s
     if derived(lambda: cluster.private_nodes.enabled) is not False:
         ranges.append(("the GKE control plane range", "cluster.privateNodes.masterCidr", lambda: cluster.private_nodes.master_cidr))
     return tuple((f"{what} ({path})", problems.derive(cidr, path, "cluster.privateNodes.enabled")) for what, path, cidr in ranges)
-
-
-# Facts a tenant stack takes from the environment's stack file and builds GCP objects and IAM
-# bindings with: they must match the deployed environment exactly.
-IDENTITY_FACTS = (
-    "environment",
-    "project",
-    "region",
-    "nodeProviderName",
-    "platformServiceAccount",
-    "tenantSubnetRole",
-    "tenantDiskRole",
-    "tenantLoadBalancerRole",
-    "vclusterVersion",
-    "legacyInfrastructure",
-    "roleIdPrefix",
-    "platformRole",
-    "tenantProjects",
-    "hostCluster",
-    "monitoringEnabled",
-)
-
-
-def check_against_deployed(tenant_stack: TenantStack, deployed: dict[str, Any]) -> list[str]:
-    """Check a tenant stack against what its environment stack actually exported.
-
-    Raises ConfigError with the same messages as the static checks when the deployed environment
-    cannot serve the tenant (e.g. it does not offer the GPU type yet). Returns warnings for
-    differences that do not block the tenant (the environment's stack file is ahead of or behind
-    its deployment).
-    """
-    try:
-        facts = EnvironmentFacts.from_dict(deployed)
-    except (KeyError, TypeError, ValueError) as e:
-        raise ConfigError(
-            [Problem("environmentStack", f"{tenant_stack.environment_stack} exports no usable environmentFacts ({e!r}); run `pulumi up` on it first")],
-            tenant_stack.stack,
-        ) from None
-    problems = Problems()
-    tenant = tenant_stack.tenant.tenant
-    deployed_values, file_values = facts.to_dict(), tenant_stack.facts.to_dict()
-    # The tenant is built from the stack file: where it names the project, the platform's identity
-    # or the roles, it must be what is deployed, or the tenant would be built for another place.
-    for key in IDENTITY_FACTS:
-        if deployed_values[key] != file_values[key]:
-            problems.add(
-                "environmentStack",
-                f"{tenant_stack.environment_stack} is deployed with {key} {deployed_values[key]!r}, but its stack file in this "
-                f"repo says {file_values[key]!r}; deploy the environment stack (or update this checkout) first",
-            )
-    # The deployed environment lists its inline tenants; other teams' stacks were checked statically.
-    check_tenant("tenant", tenant, facts, list(facts.tenants), problems)
-    problems.raise_if_any(tenant_stack.stack)
-    warnings = []
-    if deployed_values != file_values:
-        differing = sorted(k for k, v in deployed_values.items() if file_values.get(k) != v)
-        warnings.append(
-            f"environment {tenant_stack.environment_stack} is deployed with a different configuration than its stack file "
-            f"in this repo ({', '.join(differing)} differ); the tenant was checked against both. "
-            "Deploy the environment stack to bring them in line."
-        )
-    return warnings

@@ -16,6 +16,8 @@ from typing import Any
 
 import yaml
 
+from . import yaml_io
+
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 
 
@@ -33,31 +35,15 @@ class StackFileError(ValueError):
     pass
 
 
-class _StrictLoader(yaml.SafeLoader):
-    """Refuses a key given twice in one mapping, as the Pulumi CLI does, instead of silently
-    keeping the last one."""
-
-
-def _strict_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict:
-    seen = set()
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=True)
-        if key in seen:
-            raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
-        seen.add(key)
-    return loader.construct_mapping(node, deep=True)
-
-
-_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _strict_mapping)
-
-
 def _load_file(path: Path) -> Any:
     return _load_cached(path, path.stat().st_mtime_ns)
 
 
 @functools.lru_cache(maxsize=64)
 def _load_cached(path: Path, mtime_ns: int) -> Any:  # mtime_ns: a changed file is read again
-    return yaml.load(path.read_text(), Loader=_StrictLoader)  # noqa: S506 - a safe loader
+    """The file as the Pulumi CLI reads it (config/yaml_io.py: YAML 1.2 scalars, duplicate keys and
+    excessive aliasing refused)."""
+    return yaml_io.load(path.read_text(), source=path.name)
 
 
 # Quoted in PyYAML's messages, and no part of a value: one character (`'\\t'` as its repr) or a token.
@@ -70,6 +56,8 @@ def yaml_problem(error: yaml.YAMLError) -> str:
     plain text that is a secret (a password, a token), which must not reach the plan's output or CI's
     logs. What stays quoted: YAML's own tokens (`','`, `'<block end>'`), one character, and the key
     of a duplicate key, which the strict loader names."""
+    if isinstance(error, yaml_io.YamlError):
+        return str(error).split(": ", 1)[-1]  # its message names the file, which the caller names too
     if not isinstance(error, yaml.MarkedYAMLError):
         return f"{type(error).__name__} (no position given)"
     parts = []
@@ -86,7 +74,14 @@ def yaml_problem(error: yaml.YAMLError) -> str:
 
 
 def _project(project_dir: Path) -> dict[str, Any]:
-    return _load_file(project_dir / "Pulumi.yaml")
+    path = project_dir / "Pulumi.yaml"
+    try:
+        document = _load_file(path)
+    except yaml.YAMLError as e:
+        raise StackFileError(f"{path.name}: not valid YAML: {yaml_problem(e)}") from None
+    if not isinstance(document, dict) or not isinstance(document.get("name"), str):
+        raise StackFileError(f"{path.name}: expected a mapping with a `name:` key")
+    return document
 
 
 def project_name(project_dir: Path = PROJECT_DIR) -> str:

@@ -7,26 +7,23 @@ in a team's own stack; the checks produce the same messages in both.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import ipaddress
 import math
-from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from . import fabric_manager, isolation
-from . import node_properties as props
-from .availability import load_availability
-from .base import DNS_LABEL, DURATION, ConfigModel, Duration, Syntax, duration_seconds, parse_cidr, quantity, read_cidr
-from .catalog import load_catalog
+from . import isolation
+from .base import DNS_LABEL, ConfigModel, Duration, Syntax, parse_cidr, quantity, read_cidr
 from .errors import Broken, Problems, derived, shown
 from .facts import PLATFORM_NAMESPACE, TENANT_CLUSTER_CIDRS, EnvironmentFacts, TenantClaim
 from .isolation import GcpProject, project_id_alone_too
-from .monitoring import OFF, MonitoringPlan, TenantMonitoring, check_alert_after_watchdog, check_tenant_monitoring, resolve_tenant_monitoring
+from .monitoring import TenantMonitoring, check_alert_after_watchdog, check_tenant_monitoring, resolve_tenant_monitoring
 from .node_types import GPU_RESOURCE, NodeType
 from .reliability import GPU_TIMEOUT, Backup, NodeShutdown, check_reliability
+from .tenant_plan import EXPECTED, PoolPlan, TenantPlan, _mi, node_usd_per_hour  # noqa: F401 - the plans, re-exported
+from .tenant_pools import _check_pool, _check_pool_timing, _check_pool_zones, _check_warm_spot, pool_node_types, purchase_options  # noqa: F401
 from .tenant_security import check_tenant_security
 from .versions import GPU_OPERATOR_VERSION
 
@@ -206,195 +203,6 @@ class Tenant(ConfigModel):
         return isolation.coerce_gcp_project(value)
 
 
-@dataclass(frozen=True)
-class PoolPlan:
-    """One dynamic auto-nodes pool, with everything needed to render it and to price it."""
-
-    name: str
-    gpu: str | None
-    gpus_per_node: int
-    spot: bool
-    max_nodes: int
-    node_types: tuple[NodeType, ...]  # the shapes the pool may get, every zone
-    limits: dict[str, str]
-    idle_after: str
-    termination_grace_period: str
-    consolidation_policy: str
-    zones: tuple[str, ...] = ()  # the pool's zones when limited, else every zone of its node types
-    # Per node type name: one node, the VM with its GPUs and its boot disk, in USD/h at the region's
-    # list prices (`node_usd_per_hour`); None where the region records no price. Every money figure
-    # of the pool (expected, ceiling, always on) is made of these.
-    node_usd_per_hour: dict[str, float | None] = dataclasses.field(default_factory=dict)
-    gpu_timeout: str = GPU_TIMEOUT  # GPU pools: the watchdog's limit (config/reliability.py)
-    # Nodes of `warm_node_type` kept running (a static pool beside the dynamic one); they are part
-    # of `max_nodes`, and `limits` are the dynamic pool's, sized for the nodes they leave.
-    warm_nodes: int = 0
-
-    @property
-    def max_gpus(self) -> int:
-        return self.max_nodes * self.gpus_per_node
-
-    @property
-    def dynamic_nodes(self) -> int:
-        """The nodes the dynamic pool may add to the warm ones."""
-        return self.max_nodes - self.warm_nodes
-
-    @property
-    def warm_node_type(self) -> NodeType:
-        """The shape warm nodes have: the pool's cheapest, as for `expected`."""
-        return self.expected_node_type
-
-    @property
-    def warm_usd_per_hour(self) -> float | None:
-        """What the warm nodes cost, busy or idle: always on."""
-        if not self.warm_nodes:
-            return 0.0
-        price = self.node_price(self.warm_node_type)
-        return None if price is None else self.warm_nodes * price
-
-    @property
-    def machine_types(self) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(nt.machine_type for nt in self.node_types))
-
-    def node_price(self, nt: NodeType) -> float | None:
-        return self.node_usd_per_hour.get(nt.name)
-
-    @property
-    def priced(self) -> bool:
-        return all(self.node_price(nt) is not None for nt in self.node_types)
-
-    @property
-    def price_estimate(self) -> bool:
-        return any(nt.price_estimate for nt in self.node_types)
-
-    def nodes_within_limits(self, nt: NodeType) -> int:
-        """How many nodes of one type the pool's limits admit. Limits are counted on the node's
-        full resources, as Karpenter counts NodePool limits against node capacity
-        (kubernetes-sigs/karpenter pkg/controllers/provisioning/scheduling: `ExceededBy`);
-        counting them on what pods can use would admit at least as many."""
-        counts = [int(self.limits["cpu"]) * 1000 // (nt.vcpus * 1000), _mi(self.limits["memory"]) // nt.capacity_memory_mi]
-        if nt.gpu_count:
-            counts.append(int(self.limits[GPU_RESOURCE]) // nt.gpu_count)
-        return min(counts)
-
-    @property
-    def expected_node_type(self) -> NodeType:
-        """The type the platform picks for pods that fit the smallest shape: the cheapest (by list
-        price when every type has one)."""
-        return min(self.node_types, key=lambda nt: (self.node_price(nt) or 0.0, nt.vcpus))
-
-    @property
-    def expected_nodes(self) -> int:
-        """How many nodes "expected" counts (EXPECTED, the one definition): a GPU pool busy at its
-        GPU limit (its warm nodes and what its dynamic limits admit); a CPU pool at its one node
-        for the tenant's system pods, as when idle."""
-        return self.nodes_within_limits(self.expected_node_type) + self.warm_nodes if self.gpu else 1
-
-    @property
-    def expected_usd_per_hour(self) -> float | None:
-        if not self.priced:
-            return None
-        return self.expected_nodes * self.node_price(self.expected_node_type)  # type: ignore[operator]
-
-    @property
-    def ceiling_node_type(self) -> NodeType:
-        """The shape whose nodes cost most when the limits are fully used."""
-        return max(self.node_types, key=lambda nt: self.nodes_within_limits(nt) * (self.node_price(nt) or 0.0))
-
-    @property
-    def usd_per_hour_ceiling(self) -> float | None:
-        """The limits fully used by the most expensive way the limits admit: the worst case."""
-        if not self.priced:
-            return None
-        nt = self.ceiling_node_type
-        return self.nodes_within_limits(nt) * self.node_price(nt) + self.warm_usd_per_hour  # type: ignore[operator]
-
-    @property
-    def cheapest_usd_per_hour(self) -> float | None:
-        return None if not self.priced else min(self.node_price(nt) for nt in self.node_types)  # type: ignore[type-var]
-
-    @property
-    def selector(self) -> list[dict]:
-        # Only the shapes the pool's limits were sized for.
-        return self._requirements(self.machine_types)
-
-    @property
-    def warm_selector(self) -> list[dict]:
-        """The warm nodes' selector: the pool's, narrowed to the warm shape."""
-        return self._requirements((self.warm_node_type.machine_type,))
-
-    def _requirements(self, machine_types: tuple[str, ...]) -> list[dict]:
-        accelerator = self.gpu or props.NO_ACCELERATOR
-        requirements = [{"property": props.ACCELERATOR, "operator": "In", "values": [accelerator]}]
-        if self.gpu:
-            requirements.append({"property": props.ACCELERATOR_COUNT, "operator": "In", "values": [str(self.gpus_per_node)]})
-            requirements.append({"property": props.INSTANCE_TYPE, "operator": "In", "values": list(machine_types)})
-        requirements.append(
-            {"property": props.CAPACITY_TYPE, "operator": "In", "values": [props.SPOT if self.spot else props.ON_DEMAND]}
-        )
-        if self.zones:
-            # Our own zone property: a custom property is passed through as written, while the
-            # built-in topology.kubernetes.io/zone has a platform default (`global`).
-            requirements.append({"property": props.ZONE, "operator": "In", "values": list(self.zones)})
-        return requirements
-
-
-def _sum(values) -> float | None:
-    values = list(values)
-    return None if any(v is None for v in values) else sum(values)
-
-
-@dataclass(frozen=True)
-class TenantPlan:
-    tenant: Tenant
-    gpu_pools: tuple[PoolPlan, ...]
-    cpu_pool: PoolPlan
-    monitoring: MonitoringPlan = OFF
-
-    @property
-    def gpu_expected_usd_per_hour(self) -> float | None:
-        return _sum(p.expected_usd_per_hour for p in self.gpu_pools)
-
-    @property
-    def gpu_usd_per_hour_ceiling(self) -> float | None:
-        return _sum(p.usd_per_hour_ceiling for p in self.gpu_pools)
-
-    @property
-    def usd_per_hour_ceiling(self) -> float | None:
-        return _sum([self.gpu_usd_per_hour_ceiling, self.cpu_pool.usd_per_hour_ceiling])
-
-    @property
-    def always_on_node_usd_per_hour(self) -> float | None:
-        """The tenant's system pods keep one CPU node (the cheapest that fits) up at all times."""
-        return self.cpu_pool.cheapest_usd_per_hour
-
-    @property
-    def warm_usd_per_hour(self) -> float | None:
-        """The GPU pools' warm nodes, always on."""
-        return _sum(p.warm_usd_per_hour for p in self.gpu_pools)
-
-    @property
-    def warm_nodes(self) -> int:
-        return sum(p.warm_nodes for p in self.gpu_pools)
-
-
-# What "expected" means, wherever a cost is shown (the plan's tables, docs/costs.md "Costs").
-EXPECTED = (
-    "every GPU pool busy at its GPU limit on the node type the platform picks, the cheapest that fits; "
-    "everything else as when idle (a tenant's CPU pool: its one node for system pods)"
-)
-
-
-def node_usd_per_hour(nt: NodeType, region: str) -> float | None:
-    """One node of `nt` per hour at the region's list prices: the VM with its GPUs (its `cost`)
-    and its boot disk. None where the region records either price."""
-    regional = load_catalog().prices.get(region)
-    disk = regional.disk(nt.properties.get(props.DISK_TYPE, ""), float(nt.properties.get(props.DISK_SIZE_GB, 0))) if regional else None
-    if nt.usd_per_hour is None or disk is None:
-        return None
-    return nt.usd_per_hour + disk.usd_per_hour
-
-
 def check_tenant(
     path: str,
     tenant: Tenant,
@@ -524,153 +332,6 @@ def _check_network(
                 problems.add(cidr_path, f"{net} overlaps {who} {other.cidr}{try_free()}")
 
 
-def _check_pool(pool_path: str, i: int, pool: GpuPool, facts: EnvironmentFacts, seen: dict[tuple, int], problems: Problems) -> None:
-    """The pool against what its environment offers."""
-    if pool.gpu not in facts.gpu_types:
-        problems.add(f"{pool_path}.gpu", f"{pool.gpu!r} is not offered by environment {facts.environment}; offered: {', '.join(facts.gpu_types)}")
-        return
-    if pool.spot and not facts.spot:
-        problems.add(f"{pool_path}.spot", f"environment {facts.environment} offers no Spot node types (nodeProvider.spot is false)")
-        return
-    if not facts.node_types_for(pool.gpu, pool.spot):
-        wanted, other = ("Spot", "on-demand") if pool.spot else ("on-demand", "Spot")
-        fix = f"set spot: {str(not pool.spot).lower()}" if facts.node_types_for(pool.gpu, not pool.spot) else "choose another GPU type"
-        problems.add(
-            f"{pool_path}.spot",
-            f"environment {facts.environment} offers no {wanted} {pool.gpu} node types ({purchase_options(pool.gpu)}); {fix}"
-            + (f" for {other}" if fix.startswith("set") else ""),
-        )
-        return
-    if problems.has_problems(f"{pool_path}.zones"):
-        return  # reported by _check_pool_zones; shapes are counted in the pool's zones
-    counts = sorted({nt.gpu_count for nt in facts.node_types_for(pool.gpu, pool.spot, zones=pool.zones)})
-    per_node = pool.gpus_per_node or (counts[0] if counts else None)
-    if per_node not in counts:
-        problems.add(
-            f"{pool_path}.gpusPerNode",
-            f"{pool.gpus_per_node} is not a shape of {pool.gpu} in environment {facts.environment}; shapes: {', '.join(map(str, counts))}",
-        )
-        return
-    if pool.max_gpus % per_node:
-        problems.add(f"{pool_path}.maxGpus", f"{pool.max_gpus} is not a multiple of gpusPerNode {per_node}")
-    if pool.warm_nodes > pool.max_gpus // per_node:
-        problems.add(
-            f"{pool_path}.warmNodes",
-            f"{pool.warm_nodes} warm nodes of {per_node} GPU{'s' if per_node > 1 else ''} hold more than maxGpus {pool.max_gpus} admits; "
-            f"at most {pool.max_gpus // per_node} (warm nodes count against maxGpus)",
-        )
-    with problems.checking(f"{pool_path}.machineTypes"):
-        _check_shapes(pool_path, pool, per_node, facts, problems)
-    if facts.environment == "prod" and not problems.has_problems(f"{pool_path}.machineTypes", f"{pool_path}.maxVcpusPerGpu"):
-        problem = fabric_manager.prod_problem(pool_node_types(pool, per_node, facts), pool.fabric_manager_verified)
-        if problem:
-            problems.add(f"{pool_path}.{fabric_manager.KEY}", problem)
-    quota = facts.gpu_quota.get(pool.gpu, 0)
-    if pool.max_gpus > quota:
-        problems.add(
-            f"{pool_path}.maxGpus",
-            f"{pool.max_gpus} exceeds the environment's quota of {quota} {pool.gpu} GPUs in {facts.region} "
-            f"(nodeProvider.gpuQuota; one pool above it is an error whatever quotaPolicy says)",
-        )
-    key = (pool.gpu, per_node, pool.spot)
-    if key in seen:
-        problems.add(pool_path, f"duplicates gpuPools[{seen[key]}] ({pool.gpu}, {per_node} per node, spot={pool.spot})")
-    seen[key] = i
-
-
-def _check_warm_spot(pool_path: str, pool: GpuPool, problems: Problems) -> None:
-    """Needs nothing from the environment: checked even when the rest of the pool is not."""
-    with problems.checking(f"{pool_path}.warmNodes"):
-        if pool.spot and pool.warm_nodes and not pool.spot_warm_nodes:
-            problems.add(
-                f"{pool_path}.warmNodes",
-                f"{pool.warm_nodes} warm node{'s' if pool.warm_nodes > 1 else ''} in a Spot pool: Compute Engine may preempt them "
-                "at any moment, and the next pod waits for a new VM after all; keep warm nodes in an on-demand pool, "
-                "or set spotWarmNodes: true to keep them anyway",
-            )
-
-
-def _check_pool_timing(pool_path: str, pool: GpuPool, problems: Problems) -> None:
-    """Durations need nothing from the environment: checked even when the rest of the pool is not."""
-    for field, attribute in (("idleAfter", "idle_after"), ("terminationGracePeriod", "termination_grace_period")):
-        with problems.checking(f"{pool_path}.{field}"):
-            value = getattr(pool, attribute)
-            if not DURATION.match(value):
-                problems.add(f"{pool_path}.{field}", f"{value!r} is not a duration like 60s, 10m or 1h30m")
-            elif field == "terminationGracePeriod" and duration_seconds(value) < 60:
-                problems.add(f"{pool_path}.{field}", f"{value} is too short for a GPU job to checkpoint; at least 1m")
-
-
-def _check_pool_zones(pool_path: str, pool: GpuPool, facts: EnvironmentFacts, problems: Problems) -> None:
-    """A pool's zones: a non-empty list without repeats (checked on its own), each in
-    nodeProvider.zones and offering the pool's GPU as the pool's capacity type (checked with the
-    pool against its environment; only where the GPU and capacity type are offered at all, as
-    otherwise that is the pool's problem, reported by _check_pool)."""
-    with problems.checking(f"{pool_path}.zones"):
-        zones = pool.zones
-        if zones is not None and not zones:
-            problems.add(f"{pool_path}.zones", "is empty; leave it out to use every zone")
-        for j, zone in enumerate(zones or ()):
-            if zone in zones[:j]:
-                continue  # reported with every list's repeats (config/base.py parse)
-            with problems.checking(pool_path):  # against the environment, as the rest of the pool
-                if zone not in facts.zones:
-                    problems.add(
-                        f"{pool_path}.zones[{j}]",
-                        f"{zone} is not in nodeProvider.zones of environment {facts.environment} ({', '.join(facts.zones)})",
-                    )
-                elif pool.gpu in facts.gpu_types and (facts.spot or not pool.spot):
-                    offering = sorted({nt.zone for nt in facts.node_types_for(pool.gpu, pool.spot)})
-                    if offering and zone not in offering:
-                        capacity = "Spot" if pool.spot else "on-demand"
-                        problems.add(
-                            f"{pool_path}.zones[{j}]",
-                            f"{zone} does not offer {pool.gpu} as {capacity} (config/catalog.yaml availability); zones that do: {', '.join(offering)}",
-                        )
-
-
-def purchase_options(gpu: str) -> str:
-    """How the machine families carrying `gpu` are sold, for error messages."""
-    catalog, availability = load_catalog(), load_availability()
-    families = dict.fromkeys(availability.family_of(shape) for shape in catalog.shapes_for(gpu))
-    return "; ".join(f"{f.name} is sold as {f.sold_as()}" for f in families)
-
-
-def _check_shapes(path: str, pool: GpuPool, per_node: int, facts: EnvironmentFacts, problems: Problems) -> None:
-    shapes = sorted({nt.machine_type: nt.vcpus for nt in facts.node_types_for(pool.gpu, pool.spot, per_node, pool.zones)}.items(), key=lambda kv: kv[1])
-    names = ", ".join(m for m, _ in shapes)
-    if pool.machine_types is not None and pool.max_vcpus_per_gpu is not None:
-        problems.add(f"{path}.maxVcpusPerGpu", "set either machineTypes or maxVcpusPerGpu, not both")
-    elif pool.machine_types is not None:
-        if not pool.machine_types:
-            problems.add(f"{path}.machineTypes", f"lists no machine type; shapes of {per_node} × {pool.gpu}: {names}")
-        for i, machine in enumerate(pool.machine_types):
-            if machine not in dict(shapes):
-                problems.add(
-                    f"{path}.machineTypes[{i}]",
-                    f"{machine!r} is not a shape of {per_node} × {pool.gpu}{' (Spot)' if pool.spot else ''} in environment {facts.environment}; shapes: {names}",
-                )
-    elif pool.max_vcpus_per_gpu is not None and not any(v <= pool.max_vcpus_per_gpu * per_node for _, v in shapes):
-        smallest = shapes[0][1] // per_node if shapes else 0
-        problems.add(
-            f"{path}.maxVcpusPerGpu",
-            f"{pool.max_vcpus_per_gpu} admits no shape of {per_node} × {pool.gpu}; the smallest has {smallest} vCPUs per GPU ({names})",
-        )
-
-
-def pool_node_types(pool: GpuPool, per_node: int, facts: EnvironmentFacts) -> tuple[NodeType, ...]:
-    """The node types a pool may get: its machineTypes, or those within maxVcpusPerGpu, or else
-    the smallest machine type of its shape."""
-    eligible = facts.node_types_for(pool.gpu, pool.spot, per_node, pool.zones)
-    if pool.machine_types:
-        wanted = set(pool.machine_types)
-    elif pool.max_vcpus_per_gpu is not None:
-        wanted = {nt.machine_type for nt in eligible if nt.vcpus <= pool.max_vcpus_per_gpu * per_node}
-    else:
-        wanted = {min(eligible, key=lambda nt: (nt.vcpus, nt.capacity_memory_mi, nt.machine_type)).machine_type}
-    return tuple(nt for nt in eligible if nt.machine_type in wanted)
-
-
 def plan_tenant(tenant: Tenant, facts: EnvironmentFacts) -> TenantPlan:
     """The pools of a tenant that passed `check_tenant`."""
     gpu_pools = []
@@ -733,11 +394,6 @@ def _limits(node_types: tuple[NodeType, ...], max_nodes: int, max_gpus: int) -> 
     cpu = max_nodes * max(nt.vcpus for nt in node_types)
     memory_gi = math.ceil(max_nodes * max(nt.capacity_memory_mi for nt in node_types) / 1024)
     return {GPU_RESOURCE: str(max_gpus), "cpu": str(cpu), "memory": f"{memory_gi}Gi"}
-
-
-def _mi(quantity: str) -> int:
-    """A memory limit as we write them (`<n>Gi`) in MiB."""
-    return int(quantity.removesuffix("Gi")) * 1024
 
 
 def suggest_cidr(facts: EnvironmentFacts, others: list[TenantClaim], *, seed: str | None = None) -> str:

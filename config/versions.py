@@ -74,6 +74,14 @@ VCLUSTER_MIN_PLATFORM: dict[str, str] = {
     "0.36": "4.11.0",
 }
 
+# The chart versions a stack may choose (platform.chartVersion, platform.vclusterVersion): those this
+# release renders its values for and tests with (the vcluster values schema of tests/data, the
+# platform's values and API as docs/sources.md cites them at these tags). Another version is refused
+# when the stack is planned, not found out by `pulumi up` or by the chart; adding one means reading
+# its chart at its tag as docs/sources.md does for the pinned ones, then listing it here.
+SUPPORTED_PLATFORM_CHART_VERSIONS = (PLATFORM_CHART_VERSION,)
+SUPPORTED_VCLUSTER_CHART_VERSIONS = (VCLUSTER_CHART_VERSION,)
+
 # admin.passwordSecretRef first appeared in chart 4.9.1; we never put the password in values.
 MIN_PLATFORM_FOR_PASSWORD_SECRET_REF = "4.9.1"
 

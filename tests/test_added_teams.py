@@ -28,6 +28,7 @@ import pytest
 import yaml
 
 import checkout_reads
+from config import yaml_io
 from config.stack_files import PROJECT_DIR, list_stacks, read_stack_values
 from docs_support import yaml_blocks
 from shipped_stacks import SHIPPED_DIR, SHIPPED_STACKS, checkout_is_as_shipped, shipped_project
@@ -57,6 +58,7 @@ SUBSET = [
     "tests/test_new_team.py",
     "tests/test_bootstrap.py::test_every_committed_stack_gets_what_it_needs_from_the_bootstrap",
     "tests/test_bootstrap.py::test_the_bootstrap_stack_passes_the_policy_pack",
+    "tests/test_yaml_reader.py::test_every_committed_stack_file_and_the_bootstraps_read",
 ]
 # The example an adopter deletes (acme's team stack: the environments stay, as theirs, edited on a
 # branch below; deleting an environment stack means deleting its CI jobs too, which a test says)
@@ -114,7 +116,7 @@ def add_teams_as_readme_says(project: Path) -> str:
     Returns the new stack's name. Its record follows with the `make team` that comes after."""
     inline, stack_files = readme_examples()
     names = {t["name"] for t in inline}
-    stack, text = next((s, t) for s, t in stack_files if yaml.safe_load(t)["config"][f"{NS}:tenant"]["name"] not in names)
+    stack, text = next((s, t) for s, t in stack_files if yaml_io.load(t)["config"][f"{NS}:tenant"]["name"] not in names)
     (project / f"Pulumi.{stack}.yaml").write_text(text)
     dev = project / "Pulumi.dev.yaml"
     document = yaml.safe_load(dev.read_text())

@@ -18,6 +18,7 @@ from policy_support import analyze, args_of, requirement_pins, violations
 from docs_support import section
 from shipped_stacks import SHIPPED_DIR, SHIPPED_STACKS, shipped_bootstrap_values, shipped_values
 
+from config import yaml_io
 from config.stack_files import PROJECT_DIR, list_stacks, read_stack_values
 from tools.mock_engine import ProgramRun, run_program
 
@@ -391,13 +392,13 @@ def test_every_configuration_problem_is_reported_at_once_and_nothing_is_register
 
 
 def test_the_stack_file_sets_only_declared_keys():
-    declared = set(yaml.safe_load((BOOTSTRAP_DIR / "Pulumi.yaml").read_text())["config"])
-    keys = {k.split(":", 1)[1] for k in yaml.safe_load((BOOTSTRAP_DIR / "Pulumi.ci.yaml").read_text())["config"] if k.startswith(NS)}
+    declared = set(yaml_io.load((BOOTSTRAP_DIR / "Pulumi.yaml").read_text())["config"])
+    keys = {k.split(":", 1)[1] for k in yaml_io.load((BOOTSTRAP_DIR / "Pulumi.ci.yaml").read_text())["config"] if k.startswith(NS)}
     assert keys <= declared
 
 
 def test_bootstrap_pins_match_the_program():
-    bootstrap, program = requirement_pins(BOOTSTRAP_DIR / "requirements.txt"), requirement_pins(PROJECT_DIR / "requirements.txt")
+    bootstrap, program = requirement_pins(BOOTSTRAP_DIR / "requirements.txt"), {**requirement_pins(PROJECT_DIR / "requirements.txt"), **requirement_pins(PROJECT_DIR / "requirements-dev.txt")}
     assert set(bootstrap) == {"pulumi", "pulumi-gcp", "pulumi-github", "pulumi-pulumiservice", "pyyaml"}
     assert {name: program.get(name) for name in bootstrap} == bootstrap
 

@@ -11,6 +11,7 @@ import pytest
 import yaml
 from pydantic import Field
 
+from config import yaml_io
 from config.base import ConfigModel, Duration
 from config.stack import KNOWN_KEYS, NS
 from config.stack_files import PROJECT_DIR
@@ -28,7 +29,7 @@ def test_the_reference_page_is_current():
 
 
 def test_pulumi_yaml_descriptions_come_from_the_models():
-    declared = {key: spec["description"] for key, spec in yaml.safe_load(PULUMI_YAML)["config"].items()}
+    declared = {key: spec["description"] for key, spec in yaml_io.load(PULUMI_YAML)["config"].items()}
     assert declared == ref.pulumi_yaml_descriptions(), "Pulumi.yaml is stale: run `make docs`"
 
 

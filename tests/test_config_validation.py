@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from config import yaml_io
 from config.errors import ConfigError
 from config.stack import load_stack
 from config.stack_files import PROJECT_DIR, read_stack_values
@@ -286,7 +287,7 @@ def test_the_environment_checks_its_inline_tenants_against_the_team_stacks(tmp_p
     import yaml
 
     project = shipped_project(tmp_path / "project", ["dev", "team-vision-dev"])
-    document = yaml.safe_load((project / "Pulumi.dev.yaml").read_text())
+    document = yaml_io.load((project / "Pulumi.dev.yaml").read_text())
     speech = document["config"][f"{NS}:tenants"][1]
     speech.update(name="vision", isolation="project", gcpProject="acme-ml-dev-vision", network={"cidr": "10.160.8.0/23"})
     (project / "Pulumi.dev.yaml").write_text(yaml.safe_dump(document))
@@ -622,7 +623,7 @@ def test_a_team_stack_cannot_take_another_teams_project(tmp_path, stack_values):
     import yaml
 
     project = shipped_project(tmp_path / "project", ["dev", "team-vision-dev"])
-    other = yaml.safe_load((SHIPPED_DIR / "Pulumi.team-vision-dev.yaml").read_text())
+    other = yaml_io.load((SHIPPED_DIR / "Pulumi.team-vision-dev.yaml").read_text())
     other["config"]["gpu-platform:tenant"].update(name="audio", network={"cidr": "10.160.12.0/22"})
     (project / "Pulumi.team-audio-dev.yaml").write_text(yaml.safe_dump(other))
     with pytest.raises(ConfigError) as caught:

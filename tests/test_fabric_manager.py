@@ -9,7 +9,7 @@ import dataclasses
 
 import yaml
 
-from config import fabric_manager
+from config import fabric_manager, yaml_io
 from config.catalog import load_catalog
 from config.stack import NS, load_stack
 from shipped_stacks import SHIPPED_DIR, problems, shipped_project
@@ -89,10 +89,10 @@ def test_a_family_the_catalog_does_not_know_is_not_known_to_ship_it(stack_values
 
 def test_a_team_stacks_pool_is_warned_about_at_its_own_key(tmp_path):
     project = shipped_project(tmp_path)
-    dev = yaml.safe_load((project / "Pulumi.dev.yaml").read_text())
+    dev = yaml_io.load((project / "Pulumi.dev.yaml").read_text())
     _dev_with_a100s(dev["config"])
     (project / "Pulumi.dev.yaml").write_text(yaml.safe_dump(dev))
-    team = yaml.safe_load((project / "Pulumi.team-vision-dev.yaml").read_text())["config"]
+    team = yaml_io.load((project / "Pulumi.team-vision-dev.yaml").read_text())["config"]
     team[f"{NS}:tenant"]["gpuPools"].append({"gpu": "nvidia-tesla-a100", "maxGpus": 8, "gpusPerNode": 8})
     stack = load_stack(team, stack="team-vision-dev", project_dir=project)
     [warning] = [w for w in stack.warnings if "Fabric Manager" in w]

@@ -23,6 +23,7 @@ import yaml
 
 from components.node_provider import GcpNodeProviderArgs, node_provider_spec
 from components.vcluster_values import VClusterValues
+from config import yaml_io
 from config.catalog import CATALOG_PATH, load_catalog
 from config.stack import EnvironmentStack, TenantStack, load_stack
 from config.stack_files import PROJECT_DIR, list_stacks, read_stack_values
@@ -286,7 +287,7 @@ def dev_control_planes() -> list[str]:
     team stack naming dev. Every one's vCluster control plane is a LoadBalancer Service on the host
     cluster, one forwarding rule in the host project."""
     def config(stack: str) -> dict:
-        return yaml.safe_load((SHIPPED_DIR / f"Pulumi.{stack}.yaml").read_text())["config"]
+        return yaml_io.load((SHIPPED_DIR / f"Pulumi.{stack}.yaml").read_text())["config"]
 
     names = [tenant["name"] for tenant in config("dev")["gpu-platform:tenants"]]
     for path in sorted(SHIPPED_DIR.glob("Pulumi.*.yaml")):
@@ -614,7 +615,7 @@ def test_environment_outputs_file_without_the_needed_outputs(tmp_path):
 
 def test_broken_stack_file_fails_with_every_problem_and_no_traceback(tmp_path):
     project = shipped_project(tmp_path / "project", ["dev"])
-    document = yaml.safe_load((project / "Pulumi.dev.yaml").read_text())
+    document = yaml_io.load((project / "Pulumi.dev.yaml").read_text())
     config = document["config"]
     config["gpu-platform:tenantz"] = []  # a typo of `tenants`
     config["gpu-platform:cluster"]["systemPool"]["minNodes"] = -1
@@ -813,12 +814,12 @@ def test_plan_of_a_team_stack_shows_its_own_project(vision):
 
 
 def test_compare_names_what_moving_a_tenant_to_its_own_project_replaces(dev_run, stack_values):
-    from tools import isolation_plan
+    from tools import plan_compare
 
     values = stack_values("dev")
     values["gpu-platform:tenants"][0].update(isolation="project", gcpProject="acme-ml-dev-nlp")
     moved = run_shipped(values, stack="dev")
-    changes = isolation_plan.compare(isolation_plan.resources_of(dev_run), isolation_plan.resources_of(moved), ref="main", stack="dev")
+    changes = plan_compare.compare(plan_compare.resources_of(dev_run), plan_compare.resources_of(moved), ref="main", stack="dev")
     assert [(m.tenant, m.before, m.after) for m in changes.moves] == [("nlp", "acme-ml-dev", "acme-ml-dev-nlp")]
     replaced = {(c.type.split(":")[1], c.name) for c in changes.changes if c.action == "replace"}
     for kind in ("compute/network", "compute/subnetwork", "compute/router", "compute/routerNat", "compute/address", "serviceaccount/account"):
@@ -827,23 +828,23 @@ def test_compare_names_what_moving_a_tenant_to_its_own_project_replaces(dev_run,
     assert not any(n.startswith("tenant-speech-") for _, n in replaced)
     created = {c.name for c in changes.changes if c.action == "create"}
     assert {"tenant-nlp-project-compute", "tenant-nlp-project-role-vm"} <= created
-    text = isolation_plan.render_changes(changes, "acme-ml-dev")
+    text = plan_compare.render_changes(changes, "acme-ml-dev")
     assert "TENANT nlp MOVES from GCP project acme-ml-dev (shared) to acme-ml-dev-nlp (its own)" in text
     assert "± replace gcp:compute/network:Network  tenant-nlp-gcp-vpc  (project: acme-ml-dev → acme-ml-dev-nlp)" in text
     assert "VIRTUAL CLUSTER RE-CREATED: tenant-nlp-instance" in text
-    assert isolation_plan.compare(isolation_plan.resources_of(dev_run), isolation_plan.resources_of(dev_run), ref="HEAD", stack="dev").changes == []
+    assert plan_compare.compare(plan_compare.resources_of(dev_run), plan_compare.resources_of(dev_run), ref="HEAD", stack="dev").changes == []
 
 
 def test_compare_to_a_git_ref_from_the_command_line():
-    from tools import isolation_plan
+    from tools import plan_compare
 
     if subprocess.run(["git", "-C", str(PROJECT_DIR), "rev-parse", "HEAD"], capture_output=True).returncode != 0:
         pytest.skip("not a git checkout")
     code, out, err = plan("--stack", "dev", "--compare-to", "HEAD", "--quiet", project_dir=PROJECT_DIR)
     assert code == 0, err
     assert re.search(r"^Changes against HEAD \(stack dev\): \d+ to create, \d+ to delete, \d+ to replace, \d+ to update$", out, flags=re.M)
-    with pytest.raises(isolation_plan.CompareError, match="git cannot read 'no-such-ref-xyz'"):
-        isolation_plan.snapshot_at("no-such-ref-xyz", "dev", PROJECT_DIR)
+    with pytest.raises(plan_compare.CompareError, match="git cannot read 'no-such-ref-xyz'"):
+        plan_compare.snapshot_at("no-such-ref-xyz", "dev", PROJECT_DIR)
 
 
 # --- one meaning per figure; every figure in the JSON --------------------------------------------

@@ -109,7 +109,7 @@ def test_enforcement_levels():
 
 
 def test_pack_runtime_pins_match_the_program():
-    pack, program = requirement_pins(POLICY_DIR / "requirements.txt"), requirement_pins(PROJECT_DIR / "requirements.txt")
+    pack, program = requirement_pins(POLICY_DIR / "requirements.txt"), {**requirement_pins(PROJECT_DIR / "requirements.txt"), **requirement_pins(PROJECT_DIR / "requirements-dev.txt")}
     assert set(pack) == {"pulumi-policy", "pulumi", "pyyaml"}
     assert {name: program.get(name) for name in pack} == pack
 

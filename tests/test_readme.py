@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from components.vcluster_values import GPU_TAINT
+from config import yaml_io
 from config.environment import ClusterConfig, NodeProviderConfig, PlatformConfig
 from config.monitoring import Alerts, MonitoringConfig, NotificationChannel, Showback, TenantMonitoring
 from config.node_types import GPU_RESOURCE
@@ -23,7 +24,7 @@ from config.tenant import Tenant
 from docs_support import all_text, commands, optional_arguments, page, section, yaml_blocks
 from shipped_stacks import SHIPPED_DIR, shipped_project
 
-PULUMI_YAML = yaml.safe_load((PROJECT_DIR / "Pulumi.yaml").read_text())
+PULUMI_YAML = yaml_io.load((PROJECT_DIR / "Pulumi.yaml").read_text())
 
 
 @pytest.mark.parametrize("model", [ClusterConfig, PlatformConfig, NodeProviderConfig, Tenant, MonitoringConfig, Alerts, Showback, NotificationChannel, TenantMonitoring])
@@ -232,14 +233,14 @@ def test_every_yaml_example_is_one_the_tests_know():
     assert {"stack file", "stack values", "workload"} <= set(kinds)
 
 
-@pytest.mark.parametrize("index", [i for i, (_, text) in enumerate(YAML_BLOCKS) if example_kind(yaml.safe_load(textwrap.dedent(text))) == "stack values"])
+@pytest.mark.parametrize("index", [i for i, (_, text) in enumerate(YAML_BLOCKS) if example_kind(yaml_io.load(textwrap.dedent(text))) == "stack values"])
 @pytest.mark.parametrize("environment", [s for s in list_stacks(SHIPPED_DIR) if not read_stack_values(SHIPPED_DIR, s)[f"{NS}:environmentStack"]])
 def test_stack_value_examples_fit_every_environment_stack(tmp_path, index, environment):
     """An inline example added to a shipped environment stack: that stack, and every shipped team
     stack (which is checked against it), stay valid."""
     example = yaml.safe_load(textwrap.dedent(YAML_BLOCKS[index][1]))
     project = shipped_project(tmp_path)
-    document = yaml.safe_load(stack_file(project, environment).read_text())
+    document = yaml_io.load(stack_file(project, environment).read_text())
     for key, value in example.items():
         current = document["config"].get(key)
         document["config"][key] = current + value if isinstance(current, list) else value
@@ -247,7 +248,7 @@ def test_stack_value_examples_fit_every_environment_stack(tmp_path, index, envir
     assert load_every_stack(project) == SHIPPED_WARNINGS  # e.g. no GPU quota exceeded by the new team
 
 
-@pytest.mark.parametrize("index", [i for i, (_, text) in enumerate(YAML_BLOCKS) if example_kind(yaml.safe_load(textwrap.dedent(text))) == "stack file"])
+@pytest.mark.parametrize("index", [i for i, (_, text) in enumerate(YAML_BLOCKS) if example_kind(yaml_io.load(textwrap.dedent(text))) == "stack file"])
 def test_stack_file_examples_work_as_new_stacks(tmp_path, index):
     """A stack file example, saved under the name the docs give it next to the shipped stacks, is a
     valid new stack and leaves the shipped ones valid; the docs' commands create exactly it."""

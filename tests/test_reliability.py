@@ -191,7 +191,7 @@ def test_a_retention_of_zero_days_and_a_lock_past_it(stack_values):
     values[f"{NS}:tenants"][0]["backup"] = {"retainDays": 0}
     values[f"{NS}:tenants"][1]["backup"] = {"retainDays": 7, "deleteLockDays": 10, "schedule": "daily"}
     assert problems(values) == [
-        "tenants[0].backup.retainDays: 0 days would leave no backup to restore; at least 1 (default 14)",
+        "tenants[0].backup.retainDays: 0 is out of range; must be at least 1",
         "tenants[1].backup.schedule: 'daily' is not a five-field cron line like \"0 3 * * *\" (UTC): it has 1 fields, not 5",
         "tenants[1].backup.deleteLockDays: 10 is longer than retainDays 7: a backup cannot be locked past its deletion",
     ]

@@ -414,10 +414,13 @@ def test_only_dev_and_prod_are_deployed_only_from_main_and_prod_only_in_producti
             assert "up-dev" in job["needs"], "prod follows a successful dev deployment"
         else:
             assert environment_name(job) is None, name
-    # The only other `pulumi up`s are the team stacks' steps of these two jobs (below).
+    # The only other `pulumi up`s are the team stacks' steps of these two jobs (below); the previews'
+    # destroy gates run `pulumi preview` alone (tests/test_upgrade_check.py).
     for name, job in workflow["jobs"].items():
         for step in steps(job):
-            if "pulumi" in str(step.get("run", "")) or "team_stacks" in str(step.get("run", "")):
+            if step.get("name") == "Destroy gate":
+                assert re.findall(r"\bpulumi \w+", step["run"]) == ["pulumi preview"], name
+            elif "pulumi" in str(step.get("run", "")) or "team_stacks" in str(step.get("run", "")):
                 assert name in ("up-dev", "up-prod") and step is team_stacks_step(job), f"{name}: {step.get('name')}"
 
 

@@ -57,6 +57,9 @@ class Registration:
     delete_before_replace: bool = False
     retain_on_delete: bool = False
     encoded_outputs: Any = None  # the mock provider's state for it (PlatformMocks), decoded on first use
+    # Its aliases as the SDK sent them: {"urn": …} or a spec {"name", "type", "parentUrn", "noParent", …}
+    # with only the fields set (tools/plan_compare.py resolves them as the engine does).
+    aliases: list[dict[str, Any]] = field(default_factory=list)
 
     @functools.cached_property
     def outputs(self) -> dict[str, Any]:
@@ -139,9 +142,30 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
                     delete_before_replace=bool(request.deleteBeforeReplace),
                     retain_on_delete=bool(request.retainOnDelete),
                     encoded_outputs=response.object if request.custom else None,
+                    aliases=_aliases(request),
                 )
             )
         return response
+
+
+def _aliases(request) -> list[dict[str, Any]]:
+    """The request's aliases (pulumi/pulumi proto/pulumi/resource.proto `RegisterResourceRequest`):
+    `aliases`, alias specs or URNs (the mock monitor supports specs, so the SDK sends those), and
+    `aliasURNs` from an SDK that computes them itself."""
+    found: list[dict[str, Any]] = [{"urn": urn} for urn in request.aliasURNs]
+    for alias in request.aliases:
+        if alias.WhichOneof("alias") == "urn":
+            found.append({"urn": alias.urn})
+        else:
+            spec = alias.spec
+            fields = {"name": spec.name, "type": spec.type, "stack": spec.stack, "project": spec.project}
+            parent = spec.WhichOneof("parent")
+            if parent == "parentUrn":
+                fields["parentUrn"] = spec.parentUrn
+            elif parent == "noParent":
+                fields["noParent"] = spec.noParent
+            found.append({k: v for k, v in fields.items() if v})
+    return found
 
 
 class PlatformMocks(pulumi_mocks.Mocks):

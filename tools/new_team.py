@@ -1,7 +1,7 @@
 """Add a team: its own stack in an environment, and everything `make test` then expects.
 
     make team NAME=robotics ENV=dev [GPU=nvidia-l4] [MAX_GPUS=4] [TEAM_PROJECT=<existing project id>] [CIDR=<cidr>]
-    python -m tools.new_team --name robotics --env dev [--gpu nvidia-l4] [--max-gpus 4] [--project <id>] [--cidr <cidr>]
+    .venv/bin/python -m tools.new_team --name robotics --env dev [--gpu nvidia-l4] [--max-gpus 4] [--project <id>] [--cidr <cidr>]
 
 It writes Pulumi.team-<name>-<env>.yaml (a /22 of the environment the team's name picks, the first
 free one from there, unless CIDR names one; the team's GPU pool and project) and runs `make
@@ -31,8 +31,17 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
+try:  # the project's packages live in .venv: outside it, say what to run instead of a traceback
+    import pydantic  # noqa: F401
+    import yaml  # noqa: F401
+except ImportError as missing:
+    sys.exit(
+        f"python -m tools.new_team needs the project's pinned packages ({missing.name} is not installed for {sys.executable}): "
+        "run `make team NAME=<team> ENV=<environment>`, which installs them in .venv first (after that, "
+        "`.venv/bin/python -m tools.new_team …` works too)"
+    )
 
+from config import yaml_io
 from config.base import DNS_LABEL, read_cidr
 from config.catalog import load_catalog
 from config.errors import ConfigError
@@ -214,7 +223,7 @@ def _load_environment(environment: str, project_dir: Path) -> EnvironmentStack:
 
 def _organization(project_dir: Path) -> str:
     """The Pulumi organization of the stacks: the bootstrap's, else that of a committed team stack."""
-    values = yaml.safe_load((project_dir / BOOTSTRAP_STACK).read_text())["config"]
+    values = yaml_io.load((project_dir / BOOTSTRAP_STACK).read_text(), source=BOOTSTRAP_STACK)["config"]
     organization = (values.get("gpu-platform-bootstrap:pulumiCloud") or {}).get("organization")
     if organization:
         return str(organization)
@@ -241,7 +250,7 @@ def _check(team: NewTeam, project_dir: Path) -> None:
                     "the new stack would not plan (NAME, GPU, MAX_GPUS, TEAM_PROJECT and CIDR are its tenant.name, "
                     f"gpuPools[0].gpu, gpuPools[0].maxGpus, gcpProject and network.cidr):\n{e}"
                 ) from None
-    environments = yaml.safe_load((project_dir / BOOTSTRAP_STACK).read_text())["config"].get("gpu-platform-bootstrap:environments") or []
+    environments = yaml_io.load((project_dir / BOOTSTRAP_STACK).read_text(), source=BOOTSTRAP_STACK)["config"].get("gpu-platform-bootstrap:environments") or []
     if team.environment_name not in [e.get("name") for e in environments if isinstance(e, dict)]:
         raise TeamError(
             f"{BOOTSTRAP_STACK} has no entry for environment {team.environment_name} under gpu-platform-bootstrap:environments, "

@@ -19,8 +19,14 @@ The policy pack (policy/) runs over each planned stack as `pulumi preview --poli
 would: every mandatory violation is printed in full, naming its resource, before the costs, and
 fails the stack; advisory ones are warnings.
 
+The stack is also compared with another version of itself (tools/plan_compare.py): with its stack
+files as committed when they differ from the checkout, or with the code and stack files of
+`--compare-to GIT_REF` (the upgrade check). A deletion or replacement of a stateful resource is
+printed first and fails the plan unless $ALLOW_DESTROY declares it (tools/destroy_gate.py).
+
 Exit status: 0 when every stack planned, 1 when one did not (its configuration problems are printed,
-all at once, without a traceback) or the pack rejects it, 2 for a wrong command line.
+all at once, without a traceback), the pack rejects it or it destroys undeclared, 2 for a wrong
+command line.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ import argparse
 import dataclasses
 import hashlib
 import json
+import os
 import sys
 import traceback
 from dataclasses import dataclass
@@ -39,22 +46,22 @@ import pulumi
 import yaml
 
 from components.templates import environment_template, kubernetes_template, node_template
-from components.tenant_vcluster import GPU_OPERATOR_IMAGES_ANNOTATION
-from components.vcluster_values import POOL_LABEL, VClusterValues
-from config import node_properties as props
-from config import versions
+from config import versions, yaml_io
 from config.catalog import load_catalog
 from config.errors import ConfigError
 from config.permissions import AUTO_NODES, LEGACY_AUTO_NODES, load_roles
 from config.stack import NS, EnvironmentStack, TenantStack, load_stack, secret_keys
 from config.stack_files import PROJECT_DIR, SecureValue, StackFileError, list_stacks, read_stack_values, stack_file
 from config.tenant import TenantPlan
-from tools import isolation_plan, policy_check, policy_data
+from tools import destroy_gate, plan_compare, policy_check, policy_data
 from tools.mock_engine import ProgramRun, config_strings, run_program
 from tools.plan_costs import control_planes_of, environment_costs, tenant_stack_costs
+from tools.plan_documents import write_documents
 from tools.plan_json import summary
-from tools.plan_model import INSTANCE_TYPE, NODE_PROVIDER_TYPE, SECRET, PlanError, Pool, StackPlan, TenantReport
-from tools.plan_text import DOCUMENT_HEADER, render_quiet, render_text, render_violations
+from tools.plan_model import NODE_PROVIDER_TYPE, SECRET, PlanError, StackPlan
+from tools.plan_tenants import tenant_report
+from tools.plan_text import render_quiet, render_text, render_violations
+from tools.plan_values import explicit_keys, is_set, mask, normalise, ordered_metadata
 
 __all__ = ["PlanError", "StackPlan", "main", "order_stacks", "plan_stack", "write_documents"]
 
@@ -147,7 +154,7 @@ def _plan_stack(
 
     run = _run(values, stack, project_dir, stack_outputs)
     secrets = secret_keys(values)
-    explicit = _explicit_keys(project_dir, stack)
+    explicit = explicit_keys(project_dir, stack)
     control_planes = control_planes_of(loaded, stack, project_dir)
     if isinstance(loaded, EnvironmentStack):
         costs = environment_costs(catalog, loaded, control_planes)
@@ -157,7 +164,7 @@ def _plan_stack(
         stack=stack,
         kind=kind,
         stack_path=stack_file(project_dir, stack),
-        config={k: SECRET if k in secrets and _is_set(v) else _mask(v) for k, v in sorted(values.items())},
+        config={k: SECRET if k in secrets and is_set(v) else mask(v) for k, v in sorted(values.items())},
         config_from_defaults={k for k in values if k not in explicit},
         loaded=loaded,
         run=run,
@@ -174,7 +181,7 @@ def _plan_stack(
             f"with `pulumi config set --secret {key.split(':', 1)[1]} <value>` (shown here as {SECRET}, never as written)",
         )
         for key in sorted(secrets)
-        if _is_set(values.get(key)) and not isinstance(values[key], SecureValue)
+        if is_set(values.get(key)) and not isinstance(values[key], SecureValue)
     ]
     plan.warnings += [("plan", f"costs: {why}") for why in costs.unknown]
     _check_policy(plan, values, environment_entry, policy_levels)
@@ -185,7 +192,7 @@ def _plan_stack(
     else:
         _plan_tenant_stack(plan, loaded)
         tenant_plans = (loaded.tenant,)
-    plan.tenants = [_tenant_report(run, t) for t in tenant_plans]
+    plan.tenants = [tenant_report(run, t) for t in tenant_plans]
     for tenant in plan.tenants:
         if tenant.vcluster_yaml is None:
             plan.warnings.append(("plan", f"tenant {tenant.name}: no VirtualClusterInstance with rendered values was registered"))
@@ -252,7 +259,7 @@ def _read_outputs_file(path: Path, reference: str) -> dict[str, Any]:
     except OSError as e:
         raise PlanError(f"--environment-outputs {path}: cannot read it ({e.strerror})") from None
     try:
-        document = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+        document = json.loads(text) if path.suffix == ".json" else yaml_io.load(text, source=str(path))
     except (ValueError, yaml.YAMLError) as e:
         raise PlanError(f"--environment-outputs {path}: neither JSON nor YAML ({e})") from None
     needed = ("environmentFacts", "kubeconfig")
@@ -278,8 +285,8 @@ def _plan_environment(plan: StackPlan, env: EnvironmentStack) -> None:
         plan.node_provider = {
             "apiVersion": inputs.get("apiVersion"),
             "kind": inputs.get("kind"),
-            "metadata": _ordered_metadata(inputs.get("metadata") or {}),
-            "spec": _normalise(inputs.get("spec")),
+            "metadata": ordered_metadata(inputs.get("metadata") or {}),
+            "spec": normalise(inputs.get("spec")),
         }
 
     if env.node_provider.legacy_infrastructure and not any("legacyInfrastructure" in m for _, m in plan.warnings):
@@ -336,105 +343,6 @@ def _legacy_warning(what: str) -> str:
     )
 
 
-def _tenant_report(run: ProgramRun, tenant: TenantPlan) -> TenantReport:
-    name = tenant.tenant.name
-    instance = next((r for r in run.of_type(INSTANCE_TYPE) if (r.input("metadata", "name") == name)), None)
-    report = TenantReport(name, tenant, [], None, None, None, None, None)
-    if instance is None:
-        return report
-    report.host_namespace = instance.input("spec", "clusterRef", "namespace")
-    template = instance.input("spec", "template") or {}
-    values = (template.get("helmRelease") or {}).get("values")
-    if isinstance(values, str):
-        report.vcluster_yaml = values
-        report.pools = _pools(values)
-    annotation = (instance.input("metadata", "annotations") or {}).get(GPU_OPERATOR_IMAGES_ANNOTATION)
-    report.prefetch_images = json.loads(annotation) if isinstance(annotation, str) else {}
-    for chart in template.get("charts") or []:
-        if chart.get("name") == versions.GPU_OPERATOR_CHART:
-            report.gpu_operator_version = chart.get("version")
-            report.gpu_operator_values = chart.get("values")
-    objects = template.get("objects")
-    report.objects = objects if isinstance(objects, str) else None
-    return report
-
-
-def _pools(values: str) -> list[Pool]:
-    """One row per pool of the tenant's config: its dynamic pool, with its warm nodes (the static
-    pool labelled with the same pool name) added; a pool whose warm nodes take all its GPUs has
-    its static pool only."""
-    document = VClusterValues.parse(values)
-    pools: dict[str, Pool] = {}
-    for pool in document.dynamic_pools():
-        pools[pool.name] = _pool_row(pool)
-    for static in document.static_pools():
-        name = str((static.spec.get("nodeLabels") or {}).get(POOL_LABEL) or static.name)
-        row = pools.get(name)
-        if row is None:
-            row = pools[name] = _pool_row(static, name=name)
-            row.max_gpus, row.limits = 0 if row.gpu else None, {}
-        row.warm_nodes += static.quantity or 0
-        row.warm_machine_types = list(static.selected(props.INSTANCE_TYPE))
-        if row.gpu and row.max_gpus is not None:
-            limit = static.gpu_limit
-            row.max_gpus = None if limit is None else row.max_gpus + limit
-    return list(pools.values())
-
-
-def _pool_row(pool, *, name: str | None = None) -> Pool:
-    accelerator = next(iter(pool.selected(props.ACCELERATOR)), None)
-    gpu = accelerator if accelerator and accelerator != props.NO_ACCELERATOR else None
-    count = next(iter(pool.selected(props.ACCELERATOR_COUNT)), None)
-    return Pool(
-        name=name or pool.name,
-        gpu=gpu,
-        gpus_per_node=int(count) if gpu and count and count.isdigit() else None,
-        max_gpus=pool.gpu_limit if gpu else None,
-        idle_after=pool.consolidate_after,
-        spot=pool.selected(props.CAPACITY_TYPE) == [props.SPOT],
-        machine_types=list(pool.selected(props.INSTANCE_TYPE)),
-        zones=list(pool.selected(props.ZONE)),
-        limits={k: str(v) for k, v in pool.limits.items()},
-    )
-
-
-def _explicit_keys(project_dir: Path, stack: str) -> set[str]:
-    document = yaml.safe_load(stack_file(project_dir, stack).read_text()) or {}
-    name = yaml.safe_load((project_dir / "Pulumi.yaml").read_text())["name"]
-    return {k if ":" in k else f"{name}:{k}" for k in (document.get("config") or {})}
-
-
-def _is_set(value: Any) -> bool:
-    return value is not None and value != ""  # a key left blank holds nothing
-
-
-def _mask(value: Any) -> Any:
-    if isinstance(value, SecureValue):
-        return SECRET
-    if isinstance(value, dict):
-        return {k: _mask(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_mask(v) for v in value]
-    return value
-
-
-def _normalise(value: Any) -> Any:
-    """Registered inputs travel as protobuf Structs: every number comes back a float."""
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, dict):
-        return {k: _normalise(v) for k, v in value.items() if v is not None}
-    if isinstance(value, list):
-        return [_normalise(v) for v in value]
-    return value
-
-
-def _ordered_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
-    ordered = {k: metadata[k] for k in ("name", "namespace") if k in metadata}
-    ordered.update({k: dict(sorted(v.items())) if isinstance(v, dict) else v for k, v in sorted(metadata.items()) if k not in ordered})
-    return ordered
-
-
 def order_stacks(project_dir: Path) -> list[str]:
     """Every stack of the project, environment stacks first (tenant stacks use their outputs)."""
     environments, tenants = [], []
@@ -445,58 +353,6 @@ def order_stacks(project_dir: Path) -> list[str]:
             is_tenant = False  # planned (and reported) with the environment stacks
         (tenants if is_tenant else environments).append(stack)
     return environments + tenants
-
-
-# --- documents (--out) ---------------------------------------------------------------------------
-
-
-class _Dumper(yaml.SafeDumper):
-    """Multi-line strings (inline templates, embedded YAML) as literal blocks, readable in a diff."""
-
-
-def _represent_str(dumper: yaml.SafeDumper, data: str) -> yaml.Node:
-    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style="|" if "\n" in data else None)
-
-
-_Dumper.add_representer(str, _represent_str)
-
-TENANT_FILES = ("vcluster.yaml", "gpu-operator-values.yaml", "objects.yaml")
-
-
-def write_documents(plan: StackPlan, out_dir: Path) -> list[Path]:
-    """One YAML file per rendered document under <out>/<stack>/; files of an earlier plan of the
-    same stack that no longer exist (a removed tenant) are deleted."""
-    base = out_dir / plan.stack
-    _remove_previous(base)
-    written = []
-
-    def write(path: Path, text: str) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(DOCUMENT_HEADER + (text if text.endswith("\n") else text + "\n"))
-        written.append(path)
-
-    if plan.node_provider is not None:
-        write(base / "nodeprovider.yaml", yaml.dump(plan.node_provider, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=120))
-    for tenant in plan.tenants:
-        directory = base / "tenants" / tenant.name
-        for filename, text in zip(TENANT_FILES, (tenant.vcluster_yaml, tenant.gpu_operator_values, tenant.objects)):
-            if text is not None:
-                write(directory / filename, text)
-    plan.written = written
-    return written
-
-
-def _remove_previous(base: Path) -> None:
-    (base / "nodeprovider.yaml").unlink(missing_ok=True)
-    tenants = base / "tenants"
-    if not tenants.is_dir():
-        return
-    for directory in tenants.iterdir():
-        if directory.is_dir():
-            for filename in TENANT_FILES:
-                (directory / filename).unlink(missing_ok=True)
-            if not any(directory.iterdir()):
-                directory.rmdir()
 
 
 # --- command line ----------------------------------------------------------------------------------
@@ -559,14 +415,15 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     cache: dict[str, EnvironmentOutputs] = {}
     summaries: list[dict[str, Any]] = []
+    allowed = destroy_gate.declared(os.environ.get(destroy_gate.ENVIRONMENT_VARIABLE))
     failed = 0
     for i, stack in enumerate(stacks):
         try:
             plan = plan_stack(stack, project_dir, environment_outputs_file=args.environment_outputs, environment_cache=cache, policy_levels=levels)
             if args.out is not None:
                 write_documents(plan, args.out)
-            changes = isolation_plan.compare_plan(plan, args.compare_to) if args.compare_to else None
-        except (PlanError, isolation_plan.CompareError) as e:
+            changes = plan_compare.compare_plan(plan, args.compare_to) if args.compare_to else plan_compare.committed_stack_files(plan)
+        except (PlanError, plan_compare.CompareError) as e:
             failed += 1
             _report_failure(stack, str(e), args, summaries)
             continue
@@ -574,22 +431,31 @@ def main(argv: list[str] | None = None) -> int:
             failed += 1
             _report_failure(stack, "internal error (a bug, not a problem of the stack file):\n" + traceback.format_exc(), args, summaries)
             continue
+        # Deletions and replacements of what holds state come first, and fail the plan unless declared.
+        destructions = changes.destructions() if changes else []
+        banner, permitted = destroy_gate.verdict(stack, destructions, allowed)
         violations = plan.mandatory_violations
-        failed += bool(violations)
+        failed += bool(violations) or not permitted
         if args.json:
-            summaries.append({**summary(plan), **({"changes": changes.to_dict()} if changes else {})})
-        elif args.quiet:
+            destroys = [{"action": d.action, "type": d.type, "name": d.name, "declared": destroy_gate.covered(d, allowed)} for d in destructions]
+            summaries.append({**summary(plan), **({"changes": changes.to_dict(), "destroys": destroys} if changes else {})})
+            continue
+        if i and not args.quiet:
+            print("\n" + "=" * 100 + "\n")
+        if banner:
+            print(banner, flush=True)
+            if not permitted:
+                print(banner, end="", file=sys.stderr, flush=True)
+        if args.quiet:
             print(render_quiet(plan), flush=True)
             if violations:
                 print(render_violations(plan), file=sys.stderr, flush=True)
         else:
-            if i:
-                print("\n" + "=" * 100 + "\n")
             print(render_text(plan, all_node_types=args.node_types), end="", flush=True)
             if violations:
                 print(f"plan of stack {stack}: the policy pack rejects it ({len(violations)} mandatory violation(s), printed above the costs)", file=sys.stderr, flush=True)
-        if changes and not args.json:
-            print(("\n" if not args.quiet else "") + isolation_plan.render_changes(changes, plan.loaded.facts.project, plan.loaded.facts.environment), end="", flush=True)
+        if changes:
+            print(("\n" if not args.quiet else "") + plan_compare.render_changes(changes, plan.loaded.facts.project, plan.loaded.facts.environment), end="", flush=True)
     if args.json:
         print(json.dumps(summaries[0] if not args.all else {"stacks": summaries}, indent=2, default=str))
     return 1 if failed else 0

@@ -23,8 +23,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import yaml
-
+from config import yaml_io
 from config.stack_files import PROJECT_DIR
 from policy.pack_version import PROJECT_FILE, pack_version, with_version
 
@@ -64,7 +63,7 @@ def problems_before_publishing(project_dir: Path, *, check_data: bool = True) ->
 
 
 def organization_of(project_dir: Path) -> str | None:
-    values = yaml.safe_load((project_dir / "bootstrap" / "Pulumi.ci.yaml").read_text())["config"]
+    values = yaml_io.load((project_dir / "bootstrap" / "Pulumi.ci.yaml").read_text(), source="bootstrap/Pulumi.ci.yaml")["config"]
     return (values.get("gpu-platform-bootstrap:pulumiCloud") or {}).get("organization")
 
 

@@ -1,0 +1,470 @@
+"""What a deployment of this checkout would do to a stack that runs another version: `make plan
+COMPARE=<ref>` (`--compare-to`), the upgrade check (docs/operations.md "Upgrade"), and the plan's
+default comparison with the stack files as committed (tools/plan.py).
+
+Both sides are evaluated offline under the mock engine, each with its own code and stack files, and
+matched as Pulumi's engine matches a program's resources with a stack's state:
+
+- **By URN, then by alias** (tools/engine_urns.py: the engine's URNs, and the aliases its step
+  generator looks a resource up by). An old resource nobody claims is deleted; a new one that
+  matches nothing is created. A renamed tenant instance without an alias is a deletion and a
+  creation.
+- **Replaced when an input that forces replacement changes** (`REPLACE_ON_CHANGE`, recorded from
+  the providers' own schemas with their sources), or one of the resource's own `replace_on_changes`.
+
+`pulumi preview --diff` against the real stack stays authoritative: what the providers compute
+(defaults, server-side values) is not here. The destroy gate (tools/destroy_gate.py) judges the
+result.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from components.vcluster_values import VClusterValues
+from config import node_properties as props
+from config.tenant_security import PROD, SETTINGS, as_yaml
+from policy.vcluster_reader import TenantInstance
+from tools import destroy_gate
+from tools.engine_urns import Resource, engine_urns, match
+from tools.isolation_plan import REACH
+
+INSTANCE = "kubernetes:management.loft.sh/v1:VirtualClusterInstance"
+
+# Inputs whose change replaces a resource, by type prefix ("" = every type). Paths are the
+# Pulumi (camelCase) input names.
+# - Stateful GCP types: the top-level fields with `ForceNew: true` in terraform-provider-google,
+#   which pulumi-gcp bridges (a ForceNew field's change is a replacement), read in
+#   hashicorp/terraform-provider-google at commit e03b7622a26cf4e878f90bdccaca6aa3d03a7999:
+#   google/services/container/resource_container_cluster.go (`ResourceContainerCluster`),
+#   google/services/resourcemanager/resource_google_project.go, and
+#   google/services/gkebackup/resource_gke_backup_backup_plan.go. Nested ForceNew fields (e.g. a
+#   node config's) are not listed: the preview shows them.
+# - Kubernetes objects: pulumi/pulumi-kubernetes provider/pkg/provider/forcenew.go
+#   (`forceNewProperties`: `.metadata.name` and `.metadata.namespace` for every kind; the kinds it
+#   adds fields for are none of the program's custom resources).
+# - Other GCP types: names, projects and locations, and the identity fields of IAM members, as this
+#   plan reads the same provider (not one by one against its source: none of them holds state).
+REPLACE_ON_CHANGE = {
+    "gcp:container/cluster:Cluster": (
+        "name", "location", "clusterIpv4Cidr", "description", "enableKubernetesAlpha", "enableTpu", "enableAutopilot",
+        "initialNodeCount", "confidentialNodes", "network", "nodePools", "project", "subnetwork", "ipAllocationPolicy",
+        "networkingMode", "defaultMaxPodsPerNode", "datapathProvider", "dataplaneOptimizationMode",
+    ),
+    "gcp:organizations/project:Project": ("projectId", "tags"),
+    "gcp:gkebackup/backupPlan:BackupPlan": ("cluster", "location", "name", "project"),
+    "kubernetes:": ("metadata.name", "metadata.namespace"),
+    "gcp:": ("project", "name", "region", "zone", "location"),
+    "gcp:serviceaccount/account:": ("accountId",),
+    "gcp:projects/iAMMember:": ("role", "member", "condition"),
+    "gcp:serviceaccount/iAMMember:": ("serviceAccountId", "role", "member", "condition"),
+    "gcp:compute/subnetworkIAMMember:": ("subnetwork", "role", "member", "condition"),
+    "gcp:projects/service:": ("service",),
+    "gcp:projects/iAMCustomRole:": ("roleId",),
+    "gcp:compute/subnetwork:": ("network",),
+    "gcp:compute/routerNat:": ("router",),
+    "gcp:compute/address:": ("addressType", "networkTier"),
+    "gcp:monitoring/monitoredProject:": ("metricsScope",),
+    "gcp:bigquery/dataset:": ("datasetId", "location"),
+    "gcp:bigquery/table:": ("datasetId", "tableId"),
+}
+
+# Run in a fresh interpreter, once for several trees (each a checkout of a git ref): each tree's own
+# code evaluates its own stack files, its modules dropped before the next tree's are imported (the
+# SDKs, the slow part, load once). Only APIs every version of this project has: read_stack_values,
+# run_program and its registrations (name, type, parent, urn, custom, inputs; aliases where recorded).
+_SNAPSHOT = r"""
+import json, sys
+from pathlib import Path
+
+def evaluate(root, stack):
+    from config.stack_files import read_stack_values
+    from tools.mock_engine import run_program
+    values = read_stack_values(root, stack)
+    outputs = {}
+    reference = values.get("gpu-platform:environmentStack")
+    if reference:
+        env = str(reference).split("/")[-1]
+        outputs[reference] = run_program(read_stack_values(root, env), stack=env, project_dir=root).outputs
+    run = run_program(values, stack=stack, stack_outputs=outputs, project_dir=root)
+    return [
+        {"urn": r.urn, "type": r.type, "name": r.name, "parent": r.parent, "custom": r.custom,
+         "inputs": r.plain_inputs if hasattr(r, "plain_inputs") else r.inputs,
+         "replaceOnChanges": list(getattr(r, "replace_on_changes", [])), "aliases": list(getattr(r, "aliases", []))}
+        for r in run.registrations
+    ]
+
+jobs = json.loads(sys.argv[1])
+roots = {str(Path(job[0]).resolve()) for job in jobs}
+previous = None
+for tree, stack, out, stacks_dir in jobs:
+    root = Path(tree).resolve()
+    if root != previous:  # another tree: drop the modules of the one before
+        for name, module in list(sys.modules.items()):
+            if any(str(getattr(module, "__file__", None) or "").startswith(r + "/") for r in roots):
+                del sys.modules[name]
+        if previous is not None:
+            sys.path.remove(str(previous))
+        sys.path.insert(0, str(root))
+        previous = root
+    stacks_dir = Path(stacks_dir).resolve()
+    rows = evaluate(stacks_dir, stack) if (stacks_dir / f"Pulumi.{stack}.yaml").exists() else None
+    Path(out).write_text(json.dumps(rows, default=str))
+"""
+
+
+class CompareError(Exception):
+    pass
+
+
+@dataclass
+class Change:
+    action: str  # create | delete | replace | update
+    type: str
+    name: str
+    because: list[str] = field(default_factory=list)  # changed inputs ("project: a → b"), or why deleted
+
+
+@dataclass
+class TenantMove:
+    tenant: str
+    before: str | None  # GCP project, None: the tenant did not exist
+    after: str | None
+
+
+@dataclass
+class SecurityChange:
+    tenant: str
+    setting: str  # a key of config/tenant_security.py SETTINGS
+    before: Any
+    after: Any
+
+
+@dataclass
+class Changes:
+    ref: str
+    stack: str
+    changes: list[Change]
+    moves: list[TenantMove]
+    note: str | None = None  # e.g. the stack did not exist at the ref
+    security: list[SecurityChange] = field(default_factory=list)
+
+    def count(self, action: str) -> int:
+        return sum(1 for c in self.changes if c.action == action)
+
+    def destructions(self) -> list[destroy_gate.Destruction]:
+        """The deletions and replacements of stateful resources (tools/destroy_gate.py)."""
+        found = (destroy_gate.stateful(c.action, c.type, c.name, "; ".join(c.because)) for c in self.changes)
+        return [d for d in found if d is not None]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ref": self.ref,
+            "note": self.note,
+            "counts": {a: self.count(a) for a in ("create", "delete", "replace", "update")},
+            "changes": [{"action": c.action, "type": c.type, "name": c.name, "because": c.because} for c in self.changes],
+            "tenantMoves": [{"tenant": m.tenant, "from": m.before, "to": m.after} for m in self.moves],
+            "securityChanges": [{"tenant": c.tenant, "setting": c.setting, "from": c.before, "to": c.after} for c in self.security],
+        }
+
+
+# --- both sides ---------------------------------------------------------------------------------------
+
+
+def resources_of(run: Any) -> list[Resource]:
+    """Every resource of a ProgramRun (tools/mock_engine.py), components too, in registration order."""
+    return engine_urns(
+        [
+            {"urn": r.urn, "type": r.type, "name": r.name, "parent": r.parent, "custom": r.custom, "inputs": r.plain_inputs,
+             "replaceOnChanges": r.replace_on_changes, "aliases": r.aliases}
+            for r in run.registrations
+        ]
+    )
+
+
+def snapshots_at(refs: list[str], stacks: list[str], project_dir: Path) -> dict[tuple[str, str], list[Resource] | None]:
+    """Per git ref and stack, the stack's resources as the code and stack files at that ref register
+    them (None where the stack file did not exist), every one evaluated in one interpreter."""
+    with tempfile.TemporaryDirectory(prefix="gpu-platform-compare-") as tmp:
+        jobs, keys = [], []
+        for i, ref in enumerate(refs):
+            tree = Path(tmp) / f"tree{i}" / "gpu-platform"
+            extract(ref, project_dir, tree)
+            for stack in stacks:
+                jobs.append((str(tree), stack, str(Path(tmp) / f"resources-{i}-{stack}.json"), str(tree)))
+                keys.append((ref, stack))
+        return evaluate_trees(jobs, keys)
+
+
+def evaluate_trees(jobs: list[tuple[str, str, str, str]], keys: list[Any]) -> dict[Any, list[Resource] | None]:
+    """Each job (code tree, stack, output file, directory of the stack files) evaluated with that
+    tree's code, all in one fresh interpreter (the SDKs load once)."""
+    env = {"PYTHONDONTWRITEBYTECODE": "1", **{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}}
+    result = subprocess.run([sys.executable, "-c", _SNAPSHOT, json.dumps(jobs)], cwd=Path(jobs[0][0]).parent, capture_output=True, text=True, env=env)
+    if result.returncode != 0:
+        tail = "\n".join(result.stderr.strip().splitlines()[-12:])
+        raise CompareError(f"stack {', '.join(sorted({job[1] for job in jobs}))} as committed could not be evaluated offline:\n{tail}")
+    found = {}
+    for key, (_, _, out, _) in zip(keys, jobs):
+        rows = json.loads(Path(out).read_text())
+        found[key] = None if rows is None else engine_urns(rows)
+    return found
+
+
+def snapshot_at(ref: str, stack: str, project_dir: Path) -> list[Resource] | None:
+    return snapshots_at([ref], [stack], project_dir)[ref, stack]
+
+
+def resolve_ref(ref: str, project_dir: Path) -> str:
+    """A release (`v0.1.0`) resolves through tools/releases.py (its tag, or its CHANGELOG.md section
+    in a clone without tags); any other ref is git's."""
+    from tools.releases import release_commit
+
+    return release_commit(ref, project_dir) or ref
+
+
+def extract(ref: str, project_dir: Path, tree: Path) -> None:
+    """The files of the git ref (a release resolves as `resolve_ref` says) written under `tree`."""
+    try:
+        archive = subprocess.run(["git", "-C", str(project_dir), "archive", "--format=tar", resolve_ref(ref, project_dir)], capture_output=True, check=True).stdout
+    except FileNotFoundError:
+        raise CompareError("git is not installed") from None
+    except subprocess.CalledProcessError as e:
+        raise CompareError(f"git cannot read {ref!r} in {project_dir}: {e.stderr.decode().strip()}") from None
+    tree.mkdir(parents=True)
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(tree, filter="data")
+
+
+def committed_stack_files(plan: Any) -> Changes | None:
+    """The stack as its stack files are committed (HEAD), evaluated by this checkout's code, against
+    the plan: what editing the stack files does. None when they are unchanged, the project is no
+    git work tree, or the stack is new."""
+    from tools.mock_engine import run_program  # tools.mock_engine imports the program's modules
+    from config.stack_files import read_stack_values
+
+    project_dir = plan.stack_path.parent
+    names = sorted({"Pulumi.yaml", *(p.name for p in project_dir.glob("Pulumi.*.yaml"))})
+    changed = subprocess.run(["git", "-C", str(project_dir), "status", "--porcelain", "--", *names], capture_output=True, text=True)
+    if changed.returncode != 0 or not changed.stdout.strip():
+        return None  # no git work tree, or the stack files are as committed
+    committed = {}
+    for name in names:
+        if (project_dir / name).is_symlink():  # a link's target is compared where it lives
+            committed[name] = (project_dir / name).read_text()
+            continue
+        shown = subprocess.run(["git", "-C", str(project_dir), "show", f"HEAD:./{name}"], capture_output=True, text=True)
+        if shown.returncode == 0:
+            committed[name] = shown.stdout
+    if f"Pulumi.{plan.stack}.yaml" not in committed or "Pulumi.yaml" not in committed:
+        return None
+    with tempfile.TemporaryDirectory(prefix="gpu-platform-committed-") as tmp:
+        root = Path(tmp)
+        for name, text in committed.items():
+            (root / name).write_text(text)
+        values = read_stack_values(root, plan.stack)
+        outputs = {}
+        reference = values.get("gpu-platform:environmentStack")
+        if reference:
+            env = str(reference).split("/")[-1]
+            outputs[reference] = run_program(read_stack_values(root, env), stack=env, project_dir=root).outputs
+        before = resources_of(run_program(values, stack=plan.stack, stack_outputs=outputs, project_dir=root))
+    return compare(before, resources_of(plan.run), ref="the committed stack files (HEAD)", stack=plan.stack, host_project=plan.loaded.facts.project)
+
+
+def compare_plan(plan: Any, ref: str) -> Changes:
+    """The changes of a StackPlan's stack (tools/plan.py) since `ref`."""
+    before = snapshot_at(ref, plan.stack, plan.stack_path.parent)
+    return compare(before, resources_of(plan.run), ref=ref, stack=plan.stack, host_project=plan.loaded.facts.project)
+
+
+def compare(before: list[Resource] | None, after: list[Resource], *, ref: str, stack: str, host_project: str | None = None) -> Changes:
+    changes: list[Change] = []
+    note = None
+    if before is None:
+        note = f"stack {stack} does not exist at {ref}: everything is created"
+        before = []
+    olds = {r.urn: r for r in before}
+    matched = match(olds, after)
+    created: dict[str, list[str]] = {}
+    for new in after:
+        if not new.custom:
+            continue
+        old = olds.get(matched.get(new.urn, ""))
+        if old is None:
+            changes.append(Change("create", new.type, new.name))
+            created.setdefault(new.type, []).append(new.name)
+            continue
+        differing = _differing(old.inputs, new.inputs)
+        if old.type != new.type:
+            differing.append("(type)")
+        if not differing:
+            continue
+        forcing = [k for k in differing if _forces_replacement(new, k)]
+        replaced_paths = [p for p in new.replace_on_changes if _at(old.inputs, p) != _at(new.inputs, p)]
+        because = [f"{k}: {_short(_at(old.inputs, k))} → {_short(_at(new.inputs, k))}" for k in forcing]
+        because += [f"{p}: {_short(_at(old.inputs, p))} → {_short(_at(new.inputs, p))}" for p in replaced_paths]
+        if because:
+            changes.append(Change("replace", new.type, new.name, because))
+        else:
+            changes.append(Change("update", new.type, new.name, sorted(differing)))
+    taken = set(matched.values())
+    for old in before:
+        if old.custom and old.urn not in taken:
+            twin = max(created.get(old.type, []), key=lambda n: len(os.path.commonprefix([n, old.name])), default=None)
+            why = [f"its URN changed ({twin} of the same type is created) without an alias naming the old one"] if twin else []
+            changes.append(Change("delete", old.type, old.name, why))
+    order = {"replace": 0, "delete": 1, "create": 2, "update": 3}
+    changes.sort(key=lambda c: (order[c.action], c.type, c.name))
+    by_urn_before = {r.urn: r for r in before if r.custom}
+    by_urn_after = {r.urn: r for r in after if r.custom}
+    return Changes(ref, stack, changes, _moves(by_urn_before, by_urn_after), note, _security_changes(by_urn_before, by_urn_after, host_project))
+
+
+def _moves(before: dict[str, Resource], after: dict[str, Resource]) -> list[TenantMove]:
+    def projects(resources: dict[str, Resource]) -> dict[str, str | None]:
+        found = {}
+        for r in resources.values():
+            if r.type == INSTANCE:
+                name = _at(r.inputs, "metadata.name")
+                try:
+                    entries = VClusterValues.parse(_at(r.inputs, "spec.template.helmRelease.values") or "").auto_nodes
+                except ValueError:
+                    entries = []
+                found[name] = (entries[0].get("properties") or {}).get(props.PROJECT) if entries else None
+        return found
+
+    old, new = projects(before), projects(after)
+    return [TenantMove(t, old.get(t), new.get(t)) for t in sorted(set(old) | set(new)) if old.get(t) != new.get(t)]
+
+
+def _settings(resources: dict[str, Resource], host_project: str | None) -> dict[str, dict[str, Any]]:
+    """Per tenant, its security settings as its instance shows them (isolation when the
+    environment's project is known), and its GCP project."""
+    found = {}
+    for r in resources.values():
+        if r.type != INSTANCE:
+            continue
+        try:
+            instance = TenantInstance.parse(_at(r.inputs, "spec") or {}, _at(r.inputs, "metadata.name"))
+        except ValueError:
+            continue
+        found[str(instance.name)] = {**instance.security_settings(host_project), "gcpProject": instance.project}
+    return found
+
+
+def _security_changes(before: dict[str, Resource], after: dict[str, Resource], host_project: str | None) -> list[SecurityChange]:
+    old, new = _settings(before, host_project), _settings(after, host_project)
+    changes = []
+    for tenant in sorted(set(old) & set(new)):
+        for key in sorted(set(old[tenant]) | set(new[tenant])):
+            if key != "gcpProject" and old[tenant].get(key) != new[tenant].get(key):
+                changes.append(SecurityChange(tenant, key, old[tenant].get(key), new[tenant].get(key)))
+    return changes
+
+
+
+def render_changes(changes: Changes, host_project: str | None = None, environment: str | None = None) -> str:
+    out = [
+        f"Changes against {changes.ref} (stack {changes.stack}): {changes.count('create')} to create, {changes.count('delete')} to delete, "
+        f"{changes.count('replace')} to replace, {changes.count('update')} to update",
+        "  Both sides evaluated offline under the mock engine; which changes replace a resource is this plan's reading of the "
+        "providers: `pulumi preview --diff` is authoritative.",
+    ]
+    if changes.note:
+        out.append(f"  {changes.note}")
+    for move in changes.moves:
+        def mode(project: str | None) -> str:
+            return "" if project is None else " (shared)" if project == host_project else " (its own)"
+
+        if move.before is None or move.after is None:
+            continue
+        out.append(
+            f"  TENANT {move.tenant} MOVES from GCP project {move.before}{mode(move.before)} to {move.after}{mode(move.after)}: its network, NAT "
+            "addresses, node identity and virtual cluster are replaced, and every VM of it is deleted with the old virtual cluster "
+            "(docs/migration.md \"Migration\")."
+        )
+    for c in changes.security:
+        reach = REACH.get((c.setting, c.after))
+        approval = (
+            f"; in prod it needs platform.approvedTenantSecurity.{c.tenant}.{c.setting}: {as_yaml(c.after)} in the environment stack"
+            if reach
+            else ""
+        )
+        out.append(
+            f"  SECURITY CHANGE: tenant {c.tenant}: {c.setting} {as_yaml(c.before)} → {as_yaml(c.after)}"
+            + (f" ({reach})" if reach else " (back to the safe value)" if c.after == SETTINGS[c.setting][1] else "")
+            + (approval if environment == PROD or environment is None else "")
+            + "."
+        )
+    for change in changes.changes:
+        if change.action == "replace" and change.type == INSTANCE:
+            out.append(
+                f"  VIRTUAL CLUSTER RE-CREATED: {change.name} is deleted (its finalizers delete the tenant's VMs) and created anew; "
+                "what runs inside it and its control-plane data are lost: back it up first (docs/migration.md \"Migration\")."
+            )
+    symbols = {"create": "+", "delete": "-", "replace": "±", "update": "~"}
+    for change in changes.changes:
+        detail = f"  ({'; '.join(change.because)})" if change.because and change.action in ("replace", "delete") else (
+            f"  (changed: {', '.join(change.because)})" if change.because else ""
+        )
+        out.append(f"  {symbols[change.action]} {change.action:<7} {change.type}  {change.name}{detail}")
+    if not changes.changes:
+        out.append("  no changes")
+    return "\n".join(out) + "\n"
+
+
+
+# --- helpers -----------------------------------------------------------------------------------------
+
+
+def _differing(old: dict[str, Any], new: dict[str, Any], prefix: str = "") -> list[str]:
+    """Changed input paths: top-level keys, and one level into `metadata` (names and namespaces)."""
+    keys = []
+    for key in sorted(set(old) | set(new)):
+        path = f"{prefix}{key}"
+        a, b = old.get(key), new.get(key)
+        if a == b:
+            continue
+        if key == "metadata" and isinstance(a, dict) and isinstance(b, dict) and not prefix:
+            keys += _differing(a, b, "metadata.")
+        else:
+            keys.append(path)
+    return keys
+
+
+def _forces_replacement(resource: Resource, path: str) -> bool:
+    return any(resource.type.startswith(prefix) and path in keys for prefix, keys in REPLACE_ON_CHANGE.items())
+
+
+def _at(value: Any, path: str) -> Any:
+    """`a.b["c/d"].e` in nested dicts; None where absent."""
+    segments: list[str] = []
+    rest = path
+    while rest:
+        if rest.startswith("["):
+            end = rest.index("]")
+            segments.append(json.loads(rest[1:end]))
+            rest = rest[end + 1 :].lstrip(".")
+        else:
+            head = rest.split(".", 1)[0].split("[", 1)[0]
+            segments.append(head)
+            rest = rest[len(head) :].lstrip(".")
+    for segment in segments:
+        value = value.get(segment) if isinstance(value, dict) else None
+    return value
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, default=str) if not isinstance(value, str) else value
+    return text if len(text) <= 60 else text[:57] + "..."
+
