@@ -8,6 +8,15 @@ RUNTIME_STAMP := $(VENV)/.installed-runtime
 STAMP  := $(VENV)/.installed
 STACK  ?= dev
 
+# Every variable a recipe hands on reaches the program as data, never as code: through the
+# environment, quoted in the shell ("$$X": `STACK='dev;id'` is a stack name, never a command), and
+# as the text given on the command line or in the environment (`$(value X)`: make expands no
+# `$(shell …)` in it); this Makefile's own defaults are expanded as usual.
+data = $(if $(filter file,$(origin $(1))),$($(1)),$(value $(1)))
+# make puts command-line variables into every recipe's environment, expanded: these reach the
+# recipes as data below instead.
+unexport STACK COMPARE POLICY_CONFIG QUICK NAME ENV GPU MAX_GPUS TEAM_PROJECT CIDR ORG DRY_RUN
+
 .PHONY: venv test plan plan-all bench constraints policy-data policy-publish docs verify-records team clean acceptance acceptance-cleanup
 
 $(RUNTIME_STAMP): requirements.txt constraints.txt
@@ -33,8 +42,11 @@ test: $(STAMP)
 ## unless declared: make plan STACK=dev ALLOW_DESTROY=tenant-nlp (docs/operations.md "Deletions and replacements").
 ## ALLOW_DESTROY reaches tools/plan.py as data: make puts a variable given on its command line into the
 ## recipe's environment, and the recipe never names it.
+plan: export PLAN_STACK = $(call data,STACK)
+plan: export PLAN_COMPARE = $(call data,COMPARE)
+plan: export PLAN_POLICY_CONFIG = $(call data,POLICY_CONFIG)
 plan: $(STAMP)
-	$(BIN)/python -m tools.plan --stack $(STACK) $(if $(COMPARE),--compare-to $(COMPARE)) $(if $(POLICY_CONFIG),--policy-pack-config $(POLICY_CONFIG))
+	$(BIN)/python -m tools.plan --stack "$$PLAN_STACK" $${PLAN_COMPARE:+--compare-to "$$PLAN_COMPARE"} $${PLAN_POLICY_CONFIG:+--policy-pack-config "$$PLAN_POLICY_CONFIG"}
 
 plan-all: $(STAMP)
 	$(BIN)/python -m tools.plan --all
@@ -51,7 +63,7 @@ PROJECT          ?=
 TEAM_PROJECT     ?=
 ISOLATION        ?=
 REGION           ?= us-central1
-ZONES            ?= $(REGION)-a,$(REGION)-b
+ZONES            ?= $(value REGION)-a,$(value REGION)-b
 GPU              ?= nvidia-tesla-t4
 GPU_QUOTA        ?= 1
 GPUS_PER_NODE    ?= 1
@@ -66,26 +78,30 @@ ACCEPTANCE_OUT   ?= acceptance-out
 ACCEPTANCE_FLAGS ?=
 
 # Passed through the environment, never pasted into the command line: the workflow's inputs end up
-# in these variables, and the shell expands "$$VAR" without interpreting its value.
-export PROJECT TEAM_PROJECT ISOLATION REGION ZONES GPU GPU_QUOTA GPUS_PER_NODE BACKEND IDLE_MARGIN NODE_TIMEOUT WARM_NODES COMPARE ACCEPTANCE_OUT RESTORE_DRILL WATCHDOG_DRILL
+# in these variables, and the shell expands "$$VAR" without interpreting its value (`data` above).
+# ACCEPTANCE_FLAGS is split into words (globbing off), never run.
+ACCEPTANCE_VARIABLES := PROJECT TEAM_PROJECT ISOLATION REGION ZONES GPU GPU_QUOTA GPUS_PER_NODE BACKEND IDLE_MARGIN NODE_TIMEOUT \
+  WARM_NODES COMPARE ACCEPTANCE_OUT RESTORE_DRILL WATCHDOG_DRILL ACCEPTANCE_FLAGS
+unexport $(ACCEPTANCE_VARIABLES)
+$(foreach v,$(ACCEPTANCE_VARIABLES),$(eval acceptance acceptance-cleanup: export ACCEPTANCE_$(v) = $$(call data,$(v))))
 
 acceptance: $(STAMP)
-	@$(BIN)/python -m tests.acceptance.run --project "$$PROJECT" --team-project "$$TEAM_PROJECT" --isolation "$$ISOLATION" \
-	  --region "$$REGION" --zones "$$ZONES" \
-	  --gpu "$$GPU" --gpu-quota "$$GPU_QUOTA" --gpus-per-node "$$GPUS_PER_NODE" --backend "$$BACKEND" \
-	  --idle-margin "$$IDLE_MARGIN" --node-timeout "$$NODE_TIMEOUT" --warm-nodes "$$WARM_NODES" --compare "$$COMPARE" \
-	  --out "$$ACCEPTANCE_OUT" $(if $(RESTORE_DRILL),--restore-drill) \
-	  $(if $(WATCHDOG_DRILL),--watchdog-drill) $(ACCEPTANCE_FLAGS)
+	@set -f; $(BIN)/python -m tests.acceptance.run --project "$$ACCEPTANCE_PROJECT" --team-project "$$ACCEPTANCE_TEAM_PROJECT" \
+	  --isolation "$$ACCEPTANCE_ISOLATION" --region "$$ACCEPTANCE_REGION" --zones "$$ACCEPTANCE_ZONES" \
+	  --gpu "$$ACCEPTANCE_GPU" --gpu-quota "$$ACCEPTANCE_GPU_QUOTA" --gpus-per-node "$$ACCEPTANCE_GPUS_PER_NODE" --backend "$$ACCEPTANCE_BACKEND" \
+	  --idle-margin "$$ACCEPTANCE_IDLE_MARGIN" --node-timeout "$$ACCEPTANCE_NODE_TIMEOUT" --warm-nodes "$$ACCEPTANCE_WARM_NODES" \
+	  --compare "$$ACCEPTANCE_COMPARE" --out "$$ACCEPTANCE_ACCEPTANCE_OUT" $${ACCEPTANCE_RESTORE_DRILL:+--restore-drill} \
+	  $${ACCEPTANCE_WATCHDOG_DRILL:+--watchdog-drill} $$ACCEPTANCE_ACCEPTANCE_FLAGS
 
 ## Destroy every recorded acceptance run that did not clean up after itself (a failed or cancelled run).
 acceptance-cleanup: $(STAMP)
-	@$(BIN)/python -m tests.acceptance.run --cleanup --out "$$ACCEPTANCE_OUT"
+	@$(BIN)/python -m tests.acceptance.run --cleanup --out "$$ACCEPTANCE_ACCEPTANCE_OUT"
 
 ## Benchmarks (docs/development.md "Performance"): make bench QUICK=1 takes under a minute (best of 1,
 ## dev and 10 tenants: does everything run, rough figures); make bench about 11 minutes (best of 5,
 ## 1 to 100 tenants: the figures the docs report). Both print the docs' table for the run.
 bench: $(STAMP)
-	$(BIN)/python -m bench.run $(if $(QUICK),--quick)
+	$(BIN)/python -m bench.run $(if $(call data,QUICK),--quick)
 
 constraints: $(STAMP)
 	{ echo "# Transitive dependencies, pinned so a fresh clone installs exactly what was tested."; \
@@ -95,10 +111,16 @@ constraints: $(STAMP)
 ## Add a team, with everything make test expects (docs/teams.md "Add a team"):
 ##   make team NAME=robotics ENV=dev [GPU=nvidia-l4] [MAX_GPUS=4] [TEAM_PROJECT=<existing project id>] [CIDR=<cidr>]
 ## Only values given on the command line count (GPU and TEAM_PROJECT also mean something to `make acceptance`).
+team: export TEAM_NAME = $(call data,NAME)
+team: export TEAM_ENV = $(if $(filter command line,$(origin ENV)),$(call data,ENV))
+team: export TEAM_GPU = $(call data,GPU)
+team: export TEAM_MAX_GPUS = $(call data,MAX_GPUS)
+team: export TEAM_EXISTING_PROJECT = $(call data,TEAM_PROJECT)
+team: export TEAM_CIDR = $(call data,CIDR)
 team: $(STAMP)
-	@$(BIN)/python -m tools.new_team --name "$(NAME)" --env "$(if $(filter command line,$(origin ENV)),$(ENV))" \
-	  $(if $(filter command line,$(origin GPU)),--gpu "$(GPU)") $(if $(MAX_GPUS),--max-gpus "$(MAX_GPUS)") \
-	  $(if $(filter command line,$(origin TEAM_PROJECT)),--project "$(TEAM_PROJECT)") $(if $(CIDR),--cidr "$(CIDR)")
+	@$(BIN)/python -m tools.new_team --name "$$TEAM_NAME" --env "$$TEAM_ENV" \
+	  $(if $(filter command line,$(origin GPU)),--gpu "$$TEAM_GPU") $${TEAM_MAX_GPUS:+--max-gpus "$$TEAM_MAX_GPUS"} \
+	  $(if $(filter command line,$(origin TEAM_PROJECT)),--project "$$TEAM_EXISTING_PROJECT") $${TEAM_CIDR:+--cidr "$$TEAM_CIDR"}
 
 ## The policy pack's copy of the program's data (policy/program_data.json); a test fails when stale.
 policy-data: $(STAMP)
@@ -106,11 +128,10 @@ policy-data: $(STAMP)
 
 ## Publish the policy pack under the version its files give it, after checking the checkout may publish it
 ## (docs/guardrails.md "Publishing the pack"): make policy-publish [ORG=<your-org>] [DRY_RUN=1]
-ORG     ?=
-DRY_RUN ?=
-export ORG
+policy-publish: export PUBLISH_ORG = $(call data,ORG)
+policy-publish: export PUBLISH_DRY_RUN = $(call data,DRY_RUN)
 policy-publish: $(STAMP)
-	$(BIN)/python -m tools.policy_publish --organization "$$ORG" $(if $(DRY_RUN),--dry-run)
+	$(BIN)/python -m tools.policy_publish --organization "$$PUBLISH_ORG" $${PUBLISH_DRY_RUN:+--dry-run}
 
 ## The configuration reference (docs/configuration.md) and Pulumi.yaml's descriptions, generated from
 ## the config models' docstrings; a test fails when either is stale.

@@ -18,7 +18,7 @@ from components.tenant_vcluster import TenantVCluster, TenantVClusterArgs
 from components.vcluster_platform import VClusterPlatform, VClusterPlatformArgs
 from config.deployed import check_against_deployed
 from config.errors import ConfigError
-from config.facts import PLATFORM_NAMESPACE
+from config.facts import PLATFORM_NAMESPACE, ci_drift_account
 from config.runtime import runtime_values
 from config.stack import NS, EnvironmentStack, TenantStack, load_stack
 from config.stack_files import PROJECT_DIR
@@ -62,11 +62,12 @@ def deploy_environment(env: EnvironmentStack) -> None:
             service_account_email=identity.email,
             kubeconfig=gke.kubeconfig,
             public_host=env.platform.public_host,
-            ingress_class=env.platform.ingress_class,
-            ingress_tls=env.platform.ingress_tls,
+            public_source_ranges=env.platform.public_source_ranges,
+            tls=env.platform.tls,
+            hosted_router=env.platform.hosted_router,
             license_token=config.require_secret(license_key) if license_key else None,
             sso=env.platform.sso,
-            ingress_source_ranges=env.platform.ingress_source_ranges,
+            ci_secret_readers=(ci_drift_account(env.environment, env.project),),
         ),
         opts=pulumi.ResourceOptions(providers=[gke.provider], depends_on=[gke.system_pool, identity]),
     )

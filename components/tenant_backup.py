@@ -39,6 +39,10 @@ NAMESPACED_RESTORE_MODE = "DELETE_AND_RESTORE"
 VOLUME_RESTORE_POLICY = "RESTORE_VOLUME_DATA_FROM_BACKUP"
 
 
+def backup_plan_id(project: str, location: str, name: str) -> str:
+    return f"projects/{project}/locations/{location}/backupPlans/{name}"
+
+
 @dataclass(frozen=True)
 class TenantBackupArgs:
     tenant: str
@@ -90,7 +94,11 @@ class TenantBackup(pulumi.ComponentResource):
             name=self.restore_plan_name,
             project=args.project,
             location=args.region,
-            backup_plan=self.backup_plan.id,
+            # The backup plan's id as Backup for GKE names it (hashicorp/terraform-provider-google tag
+            # v7.9.0 google/services/gkebackup/resource_gke_backup_backup_plan.go: the id is
+            # projects/{{project}}/locations/{{location}}/backupPlans/{{name}}), written out so that a
+            # preview and the policy pack see which team's backups it restores (data-targets-by-design).
+            backup_plan=backup_plan_id(args.project, args.region, self.backup_plan_name),
             cluster=args.cluster,
             description=f"Restores team {args.tenant}'s host namespace {args.namespace} into its host cluster (docs/reliability.md)",
             restore_config=gcp.gkebackup.RestorePlanRestoreConfigArgs(
@@ -100,6 +108,6 @@ class TenantBackup(pulumi.ComponentResource):
                 cluster_resource_restore_scope=gcp.gkebackup.RestorePlanRestoreConfigClusterResourceRestoreScopeArgs(no_group_kinds=True),
             ),
             labels=labels,
-            opts=pulumi.ResourceOptions(parent=self, protect=protect),
+            opts=pulumi.ResourceOptions(parent=self, protect=protect, depends_on=[self.backup_plan]),
         )
         self.register_outputs({"backupPlan": self.backup_plan_name, "restorePlan": self.restore_plan_name})

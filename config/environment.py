@@ -1,9 +1,10 @@
-"""Config models of an environment stack: gpu-platform:cluster, :platform and :nodeProvider.
+"""Config models of an environment stack: gpu-platform:cluster and :nodeProvider (:platform is
+config/platform.py's, re-exported here).
 
 Every field is documented by the docstring below it; docs/configuration.md is generated from them
 (`make docs`).
 Defaults that depend on the environment (dev: zonal and destroyable; prod: regional and
-protected) are filled in by `resolve_cluster_defaults` and `resolve_platform_defaults`.
+protected) are filled in by `resolve_cluster_defaults`.
 """
 
 from __future__ import annotations
@@ -12,15 +13,12 @@ from typing import Literal
 
 from pydantic import Field
 
-from . import versions
 from .availability import check_gpu_availability
-from .base import DNS_LABEL, GCP_LABEL_KEY, GCP_LABEL_VALUE, REGION, ConfigModel, Syntax, read_cidr, zone_region
+from .base import DNS_LABEL, GCP_LABEL_KEY, GCP_LABEL_VALUE, REGION, ConfigModel, read_cidr, zone_region
 from .catalog import Catalog, series_of
 from .errors import Broken, Problems, derived
-from .isolation import TenantProjects
 from .node_types import MAX_QUALIFIED_NAME, longest_qualified_name
-from .platform_access import Sso
-from .tenant_security import ControlPlaneMaximum, TenantSecurity
+from .platform import PlatformConfig, check_platform, resolve_platform_defaults  # noqa: F401 - re-exported (config/platform.py)
 from .zones import region_zones, regions, zone_problem
 from .zones import source_url as zones_source
 
@@ -32,8 +30,6 @@ MAX_USD_PER_HOUR = 1000
 # Compute Engine's largest Persistent Disk or Hyperdisk, 64 TiB (https://cloud.google.com/compute/docs/disks,
 # "Persistent Disk" and "Hyperdisk" size limits), in GB as the node pool and the node template take it.
 MAX_DISK_GB = 65536
-ROLE_ID_PREFIX = Syntax(r"^[a-zA-Z0-9_.]{3,40}$")
-SERVICE_ACCOUNT_ID = Syntax(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
 
 
 class SystemPool(ConfigModel):
@@ -114,57 +110,6 @@ class ClusterConfig(ConfigModel):
     """GCP labels on the cluster and its nodes (lowercase keys and values of [a-z0-9_-])."""
 
 
-class IngressTls(ConfigModel):
-    """TLS of the chart's Ingress (platform.ingressClass)."""
-
-    enabled: bool = True
-    """Whether the Ingress serves TLS; false: TLS ends in front of the ingress controller."""
-    secret_name: str | None = None
-    """The kubernetes.io/tls Secret in namespace vcluster-platform the Ingress serves; unset with clusterIssuer: vcluster-platform-tls."""
-    cluster_issuer: str | None = None
-    """A cert-manager ClusterIssuer (cert-manager you install) that issues the certificate into secretName."""
-
-
-INGRESS_TLS_SECRET = "vcluster-platform-tls"
-
-
-class PlatformConfig(ConfigModel):
-    """The vCluster Platform of an environment, and where teams' GCP projects are created."""
-
-    chart_version: str = versions.PLATFORM_CHART_VERSION
-    """The vcluster-platform chart version, at least 4.9.1 (admin.passwordSecretRef)."""
-    vcluster_version: str = versions.VCLUSTER_CHART_VERSION
-    """The tenants' vcluster chart version, checked against the platform version."""
-    public_host: str | None = None
-    """The platform's host name (config.loftHost); unset: its hosted *.loft.host domain; route it to the loft Service yourself, or set ingressClass."""
-    ingress_class: str | None = None
-    """With publicHost: the chart's Ingress for that host, of this IngressClass (the controller must exist)."""
-    ingress_tls: IngressTls | None = None
-    """TLS of the chart's Ingress, required with ingressClass: {clusterIssuer: <name>} (cert-manager, which you install, issues the certificate into Secret vcluster-platform-tls or secretName), {secretName: <name>} (a kubernetes.io/tls Secret you create in namespace vcluster-platform) or {enabled: false} (TLS ends in front of the ingress controller); without it the chart's Ingress would name Secret loft-tls, which nothing creates."""
-    license_token_key: str | None = None
-    """Name of a secret config key of this stack that holds the platform license token."""
-    role_id_prefix: str | None = None
-    """Prefix of the custom role ids (<prefix>_autoNodes, _tenantSubnetUse, _tenantDisks, _tenantLoadBalancers); unset: gpuPlatform_<environment>."""
-    service_account_id: str | None = None
-    """The platform's Google service account id; unset: vcluster-platform-<environment>."""
-    tenant_projects: TenantProjects | None = None
-    """Where Pulumi creates the GCP projects of tenants that name none, as <prefix>-<environment>-<team> (at most 30 characters, so the prefix may have 12 − len(environment) characters)."""
-    allow_shared_isolation: bool | None = None
-    """Whether tenants may use isolation: shared (always warned about); unset: allowed in dev and staging, refused in prod."""
-    allow_tenants_without_backup: bool | None = None
-    """Tenants may turn their backup off (backup.enabled: false); default true in dev and staging, false in prod."""
-    allow_shared_with_project_tenants: bool = False
-    """Accept shared tenants beside tenants in projects of their own (refused by default: a shared tenant's node identity reads every VM of the environment's project, whose host cluster runs every tenant's control plane; docs/security.md, "Shared and project tenants")."""
-    approved_tenant_security: dict[str, TenantSecurity] = {}
-    """In prod: per team name, the security settings (isolation, loadBalancerServices, nodeMetadata, podSecurityStandard) its tenant may have instead of the safe defaults; a team stack's unapproved change is refused."""
-    control_plane_maximum: ControlPlaneMaximum = ControlPlaneMaximum()
-    """The most one tenant's control-plane pod may request or be limited to (tenants[i].controlPlane), so that no tenant starves the others on the system nodes."""
-    sso: Sso | None = None
-    """Log in to the platform through an OpenID Connect provider, and password login off; needs publicHost."""
-    ingress_source_ranges: tuple[str, ...] | None = None
-    """With an ingress-nginx ingressClass (its name contains nginx; other controllers ignore the ranges): the source ranges (IPv4 CIDRs) the chart's Ingress admits, which needs the controller to see clients' own addresses (its Service with externalTrafficPolicy: Local, docs/security.md); unset: every address."""
-
-
 class Disk(ConfigModel):
     """A node's boot disk."""
 
@@ -221,23 +166,6 @@ def resolve_cluster_defaults(environment: str, region: str, cluster: ClusterConf
 def _default_location(prod: bool, region: str, zones: tuple[str, ...]) -> str:
     in_region = [z for z in zones if zone_region(z) == region]
     return region if prod or not in_region else in_region[0]
-
-
-def resolve_platform_defaults(environment: str, platform: PlatformConfig) -> PlatformConfig:
-    if isinstance(platform, Broken):
-        return platform
-    return platform.model_copy(
-        update={
-            "role_id_prefix": derived(lambda: platform.role_id_prefix or f"gpuPlatform_{environment}"),
-            "service_account_id": derived(lambda: platform.service_account_id or f"vcluster-platform-{environment}"),
-            "allow_shared_isolation": derived(
-                lambda: environment != "prod" if platform.allow_shared_isolation is None else platform.allow_shared_isolation
-            ),
-            "allow_tenants_without_backup": derived(
-                lambda: environment != "prod" if platform.allow_tenants_without_backup is None else platform.allow_tenants_without_backup
-            ),
-        }
-    )
 
 
 def check_cluster(environment: str, region: str, cluster: ClusterConfig, catalog: Catalog, problems: Problems) -> None:

@@ -32,6 +32,15 @@ def project_namespace(platform_project: str) -> str:
     return f"{PROJECT_NAMESPACE_PREFIX}{platform_project}"
 
 
+def ci_drift_account(environment: str, project: str) -> str:
+    """The e-mail of the CI bootstrap's drift identity of an environment: the account
+    bootstrap/ci_config.py `account_id` names gpu-ci-<environment>-drift in the environment's
+    project (tests/test_bootstrap.py checks that both agree for every committed environment). The
+    environment stack lets it read the Secrets of the platform's namespace, and only those
+    (components/vcluster_platform.py `ci_secrets_reader`)."""
+    return f"gpu-ci-{environment}-drift@{project}.iam.gserviceaccount.com"
+
+
 @dataclass(frozen=True)
 class TenantClaim:
     """A tenant already known to the environment (inline, or another team's stack file)."""

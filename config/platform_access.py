@@ -1,5 +1,22 @@
-"""Who reaches the vCluster Platform's UI and API, and how they log in (`platform.sso`,
-`platform.ingressSourceRanges`), and how the admin password comes to be.
+"""Who reaches the vCluster Platform's UI and API, how they log in, and how the admin password comes
+to be: `platform.hostedRouter`, `platform.publicHost` with `platform.publicSourceRanges` and
+`platform.tls`, `platform.sso`.
+
+Closed by default. The vendor's hosted router (`*.loft.host`) would serve the UI and API to anyone
+on the internet, and the platform is cluster-admin on the host cluster: it is off
+(`DISABLE_LOFT_ROUTER`, loft-sh/vcluster-docs platform_versioned_docs/version-4.11.0/install/helm.mdx
+"Loft Router", commit 0f45a068f4c65baa8df49daef2868bb1644fbf53) unless a stack turns it on by name,
+and prod takes it only with single sign-on. Without it, admins reach the platform by port-forward
+through the host cluster's IAM-authenticated API; team members reach `publicHost`, served by a
+LoadBalancer Service that admits `publicSourceRanges` only (GKE turns loadBalancerSourceRanges into
+the load balancer's firewall rules). Upstream recommends exactly that Service for external access
+(port 443 to the pod's 10443, selector app: loft; same commit,
+platform_versioned_docs/version-4.11.0/configure/installation-options/domain.mdx "External access
+through LoadBalancer", install/environments/gcp.mdx), and keeps its ingress-nginx examples only
+"for reference" since that project's retirement. The platform pod serves HTTPS itself (the chart's
+`tls`, loft-sh/loft tag v4.11.2 chart/templates/deployment.yaml PROXY_TLS_CERT/KEY; its own
+self-signed certificate without), so TLS ends in the pod: no proxy in between sees a password or
+token.
 
 The admin password is never a Pulumi secret: a Pulumi secret is decrypted by whoever may preview
 the stack, and dev's previews run for every pull request (docs/ci.md "Continuous delivery"). The
@@ -34,11 +51,27 @@ OIDC_SECRET_KEY = "clientSecret"
 OIDC_CLIENT_SECRET_ENV = "OIDC_CLIENT_SECRET"
 OIDC_CALLBACK_PATH = "/auth/oidc/callback"
 
-# ingress-nginx reads an Ingress's allowed client ranges from this annotation (kubernetes/ingress-nginx
-# internal/ingress/annotations/ipallowlist/main.go: `whitelist-source-range`, the alias every release
-# reads; newer ones also `allowlist-source-range`; read at commit 38b133a1e8d446aa75ba6bb9288a4fc53d987d3c).
-# Other controllers ignore it: it takes effect only with an ingress-nginx class (`is_nginx_class`).
-SOURCE_RANGE_ANNOTATION = "nginx.ingress.kubernetes.io/whitelist-source-range"
+# The Service the program puts in front of the platform for publicHost, and the Secret of
+# publicHost's certificate the admins create with platform.tls (components/vcluster_platform.py).
+PUBLIC_SERVICE = "vcluster-platform-public"
+TLS_SECRET = "vcluster-platform-tls"
+DNS_NAME = Syntax(r"^(?=.{1,253}$)[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)+$")
+# What replaces each retired key (the chart's Ingress under ingress-nginx).
+RETIRED = {
+    "ingressClass": "ingress_class",
+    "ingressTls": "ingress_tls",
+    "ingressSourceRanges": "ingress_source_ranges",
+}
+RETIRED_WHY = (
+    "is retired: it configured the chart's Ingress under ingress-nginx, which the Kubernetes project retired in March 2026 "
+    "(no releases or security fixes since); the platform is now reached at publicHost through a LoadBalancer Service that admits "
+    "only publicSourceRanges, and serves TLS itself (tls: true; docs/migration.md \"From the chart's Ingress\"); "
+)
+RETIRED_INSTEAD = {
+    "ingressClass": "remove it, and set publicSourceRanges: [<the CIDRs that may reach publicHost>]",
+    "ingressTls": f"remove it, and set tls: true with publicHost's certificate in Secret {TLS_SECRET} (type kubernetes.io/tls) of namespace vcluster-platform (cert-manager's Certificate can write it)",
+    "ingressSourceRanges": "rename it publicSourceRanges, same ranges",
+}
 
 HTTPS_URL = Syntax(r"^https://[A-Za-z0-9.-]+(:[0-9]+)?(/[^\s]*)?$")
 CLAIM = Syntax(r"^[A-Za-z0-9_.:/-]{1,100}$")
@@ -60,38 +93,29 @@ class Sso(ConfigModel):
     """The ID token's claim that names the user, like email; unset: the platform's default."""
 
 
-def check_platform_access(platform: Any, problems: Problems) -> None:
-    """Checks of `platform.sso` and `platform.ingressSourceRanges` (a resolved PlatformConfig)."""
+def check_platform_access(environment: str, platform: Any, problems: Problems) -> None:
+    """Checks of who reaches the platform and how they log in (a resolved PlatformConfig)."""
     with problems.checking("platform.sso"):
         sso = platform.sso
         if sso is not None:
             _check_sso(sso, platform, problems)
-    with problems.checking("platform.ingressSourceRanges"):
-        ranges = platform.ingress_source_ranges
-        if ranges is not None:
-            if not platform.ingress_class:
-                problems.add(
-                    "platform.ingressSourceRanges",
-                    "applies only with platform.ingressClass (the chart's Ingress carries the ranges); set ingressClass and publicHost",
-                )
-            elif not is_nginx_class(platform.ingress_class):
-                problems.add(
-                    "platform.ingressSourceRanges",
-                    f"takes effect only under ingress-nginx (the ranges are its annotation {SOURCE_RANGE_ANNOTATION}), but "
-                    f"platform.ingressClass is {shown(platform.ingress_class)}, whose controller ignores it and would admit every address; "
-                    "allowed: an ingressClass of ingress-nginx (its name contains 'nginx', like the chart's default nginx), "
-                    "or leave ingressSourceRanges out (GCE ingress has no source-range annotation: limit it with a Cloud Armor "
-                    "policy of your own)",
-                )
-            if not ranges:
-                problems.add("platform.ingressSourceRanges", "lists no range, so nobody could reach the UI; leave it out to admit every address")
-            for i, cidr in enumerate(ranges):
-                with problems.checking(f"platform.ingressSourceRanges[{i}]"):
-                    _, problem = read_cidr(cidr, "203.0.113.0/24")
-                    if problem:
-                        problems.add(f"platform.ingressSourceRanges[{i}]", problem)
-
-
+    with problems.checking("platform.hostedRouter"):
+        if platform.hosted_router is True and environment == "prod" and platform.sso is None:
+            problems.add(
+                "platform.hostedRouter",
+                "true is not allowed in prod without platform.sso: the hosted *.loft.host domain serves the platform's UI and API to "
+                "anyone on the internet, with password login, and the platform is cluster-admin on the host cluster; allowed: false "
+                "(team members reach publicHost, admins port-forward), or true with single sign-on (platform.sso)",
+            )
+    with problems.checking("platform.publicHost"):
+        host = platform.public_host
+        if host is not None and not DNS_NAME.match(host):
+            problems.add("platform.publicHost", f"{shown(host)} is not a host name like gpu-platform.example.com (lowercase, no scheme, no port)")
+    _check_public_access(environment, platform, problems)
+    for key, attribute in RETIRED.items():
+        with problems.checking(f"platform.{key}"):
+            if getattr(platform, attribute) is not None:
+                problems.add(f"platform.{key}", RETIRED_WHY + f"allowed: {RETIRED_INSTEAD[key]}")
     for resource in ("cpu", "memory"):
         with problems.checking(f"platform.controlPlaneMaximum.{resource}"):
             text = getattr(platform.control_plane_maximum, resource)
@@ -100,14 +124,33 @@ def check_platform_access(platform: Any, problems: Problems) -> None:
                 problems.add(f"platform.controlPlaneMaximum.{resource}", f"{shown(text)} is not a Kubernetes quantity like {example}")
 
 
-def is_nginx_class(ingress_class: str) -> bool:
-    """Whether an IngressClass name is taken for one of ingress-nginx. The program cannot see which
-    controller serves a class (that is the cluster's IngressClass object), so it goes by the name:
-    ingress-nginx's chart names its class `nginx` (kubernetes/ingress-nginx tag
-    controller-v1.15.1, charts/ingress-nginx/values.yaml `controller.ingressClassResource.name`),
-    and a second controller's class is named after it by convention (docs/faq.md there:
-    `nginx-two`); `gce`, `gce-internal` and other controllers' classes are refused."""
-    return "nginx" in ingress_class
+def _check_public_access(environment: str, platform: Any, problems: Problems) -> None:
+    with problems.checking("platform.publicSourceRanges"):
+        ranges = platform.public_source_ranges
+        if ranges is not None:
+            if not platform.public_host:
+                problems.add(
+                    "platform.publicSourceRanges",
+                    "needs platform.publicHost: the name team members reach the platform by (its certificate and the single sign-on "
+                    "redirect are issued for it)",
+                )
+            if not ranges:
+                problems.add("platform.publicSourceRanges", "lists no range, so nobody could reach publicHost; leave it out to make no Service")
+            for i, cidr in enumerate(ranges):
+                with problems.checking(f"platform.publicSourceRanges[{i}]"):
+                    _, problem = read_cidr(cidr, "203.0.113.0/24")
+                    if problem:
+                        problems.add(f"platform.publicSourceRanges[{i}]", problem)
+    with problems.checking("platform.tls"):
+        if platform.tls is True and not platform.public_host:
+            problems.add("platform.tls", "needs platform.publicHost: the certificate is publicHost's")
+        if platform.tls is not True and environment == "prod" and platform.public_source_ranges:
+            problems.add(
+                "platform.tls",
+                "required in prod with publicSourceRanges: without it the platform serves its own self-signed certificate, which no "
+                f"client can tell from an impostor's; allowed: true, with publicHost's certificate in Secret {TLS_SECRET} (type "
+                "kubernetes.io/tls) that you create in namespace vcluster-platform (pulumi up stops before the platform until it exists)",
+            )
 
 
 def _check_sso(sso: Sso, platform: Any, problems: Problems) -> None:

@@ -36,7 +36,7 @@ from .namespaces import namespace_problems
 from .node_types import NodeTypeOffer, generate_node_types
 from .platform_access import KEY as ADMIN_PASSWORD_KEY
 from .platform_access import check_no_admin_password
-from .platform_checks import check_platform
+from .platform import check_platform
 from .quota import QuotaLine, TenantEntry, quota_lines, team_stack_tenants
 from .stack_files import StackFileError, list_stacks, read_stack_values, structured
 from .stack_keys import unknown_gcp_keys
@@ -185,7 +185,7 @@ def _load_environment_stack(values, environment, stack, project_dir, catalog, pr
         check_cluster(environment, region, cluster, catalog, problems)
     platform = resolve_platform_defaults(environment, platform)
     with problems.checking("platform"):
-        check_platform(platform, problems)
+        check_platform(environment, platform, problems)
     with problems.checking("platform.tenantProjects"):
         if platform.tenant_projects is not None:
             check_tenant_projects(environment, platform.tenant_projects, MAX_TENANT_NAME, problems)

@@ -23,6 +23,7 @@ from guardrails import (
     kubeconfigs,
     platform_objects,
     public_ranges,
+    recorded,
     supply_chain,
     targets,
     tenancy,
@@ -91,7 +92,8 @@ from guardrails.iam import (  # noqa: F401
     role_key,
     workload_identity_members,
 )
-from guardrails.kubeconfigs import KUBERNETES_PROVIDER, kubernetes_providers_by_design  # noqa: F401
+from guardrails.kubeconfigs import KUBERNETES_PROVIDER, kubernetes_providers_by_design, kubernetes_providers_own_cluster  # noqa: F401
+from guardrails.recorded import stack_resources_by_record  # noqa: F401
 from guardrails.platform_objects import one_node_provider, platform_access_by_design, platform_objects_by_design  # noqa: F401
 from guardrails.public_ranges import public_ranges_nonprod, public_ranges_prod  # noqa: F401
 from guardrails.supply_chain import helm_release_version, instance_chart_versions, node_provider_templates  # noqa: F401
@@ -108,6 +110,7 @@ from guardrails.vcluster_values import control_plane_isolation, nat_addresses, v
 
 POLICIES = [
     *by_design.POLICIES,
+    *recorded.POLICIES,
     *kubeconfigs.POLICIES,
     *gke.POLICIES,
     *public_ranges.POLICIES,

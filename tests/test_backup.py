@@ -60,7 +60,10 @@ def test_each_tenants_host_namespace_is_backed_up_daily_and_kept_14_days(request
         "clusterResourceRestoreScope": {"noGroupKinds": True},
     }
     assert (restore.input("cluster"), restore.input("project"), restore.input("name")) == (cluster, project, f"{environment}-{tenant}-restore")
-    assert restore.property_dependencies["backupPlan"] == [backup.urn]  # the plan's id, once it exists
+    # Its own team's backup plan, by the id Backup for GKE gives it (known in a preview, for the pack), created first.
+    assert restore.input("backupPlan") == f"projects/{project}/locations/{restore.input('location')}/backupPlans/{environment}-{tenant}"
+    assert backup.input("name") == f"{environment}-{tenant}" and backup.input("location") == restore.input("location")
+    assert backup.urn in restore.dependencies
     # Protected in prod: neither `pulumi destroy` nor a deleted stack takes the backups along.
     assert backup.protect is restore.protect is (environment == "prod")
     outputs = run.outputs if "tenants" not in run.outputs else run.outputs["tenants"][tenant]

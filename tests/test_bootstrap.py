@@ -245,6 +245,23 @@ def test_preview_and_drift_identities_cannot_write():
     assert not any(r.startswith("custom:") for r in preview), "pull requests never read cluster Secrets"
 
 
+def test_no_ci_identity_reads_secrets_through_a_project(bootstrap):
+    """Issue 27 item 3: no custom role of the bootstrap holds container.secrets.*, and the only
+    Kubernetes roles CI identities get on a project are container.viewer (preview, drift: no
+    Secrets) and the deployer's container.admin (`pulumi up` installs the platform chart, which binds
+    cluster-admin, and Kubernetes lets only a holder of a role's permissions bind it). The drift
+    check reads the platform namespace's Secrets through RBAC there (tests/test_platform_access.py)."""
+    assert CI_ROLES["customRoles"] == {}
+    custom = bootstrap.of_type("gcp:projects/iAMCustomRole:IAMCustomRole")
+    assert not [r for r in custom if any(p.startswith("container.secrets.") for p in r.input("permissions"))]
+    container_roles = {}
+    for r in bootstrap.registrations:
+        if r.type.endswith(("iAMMember:IAMMember", "IamMember:AccountIamMember")) and "container" in str(r.input("role")):
+            kind = re.match(r"serviceAccount:gpu-ci-[a-z0-9]+-([a-z]+)@", r.input("member")).group(1)
+            container_roles.setdefault(kind, set()).add(r.input("role"))
+    assert container_roles == {"deploy": {"roles/container.admin"}, "preview": {"roles/container.viewer"}, "drift": {"roles/container.viewer"}}
+
+
 def test_tenant_project_grants_only_when_configured(bootstrap, variant):
     folder = bootstrap.of_type("gcp:folder/iAMMember:IAMMember")
     assert folder and {r.input("folder") for r in folder} == {"folders/123456789012"}

@@ -211,7 +211,8 @@ def test_the_programs_kubeconfigs_pass_and_are_the_builders(runs):
     assert form["exec"] == [built["users"][0]["user"]["exec"]] and form["exec"][0]["command"] == "gke-gcloud-auth-plugin"
     assert (form["clusterKeys"], form["userKeys"]) == (sorted(built["clusters"][0]["cluster"]), ["exec"])
     assert inventory.kubeconfigs(runs.values()) == form
-    assert [c["environmentForms"] for c in P.INVENTORY[P.PROGRAM_PROJECT]["commands"]] == [{"KUBECONFIG_DATA": "kubeconfig"}] * 3
+    # The admin password, the OIDC secret's check, the TLS secret's check, the API wait: each given the kubeconfig only.
+    assert [c["environmentForms"] for c in P.INVENTORY[P.PROGRAM_PROJECT]["commands"]] == [{"KUBECONFIG_DATA": "kubeconfig"}] * 4
 
 
 def test_a_constant_environment_value_is_pinned_to_the_programs(runs, monkeypatch):

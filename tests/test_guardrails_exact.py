@@ -350,13 +350,7 @@ PLATFORM_LB = {
             "kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding",
             CLUSTER_ADMIN,
             P.kubernetes_rbac_by_design,
-            "ClusterRoleBinding 'everyone-is-admin' binding Group system:authenticated to 'cluster-admin' is not host RBAC the program makes",
-        ),
-        (
-            "kubernetes:core/v1:Service",
-            PLATFORM_LB,
-            P.load_balancer_services,
-            "spec.type: 'LoadBalancer' is not allowed on the host cluster (Service 'vcluster-platform-loadbalancer', admitting 0.0.0.0/0)",
+            "metadata.name: 'everyone-is-admin' is not a ClusterRoleBinding stack dev's configuration makes; allowed: none",
         ),
         (
             "gcp:compute/networkFirewallPolicyRule:NetworkFirewallPolicyRule",
@@ -377,13 +371,29 @@ def test_a_type_the_program_never_creates_is_rejected_and_checked_too(typ, props
     assert any(m.startswith("intruder") and message in m for m in (m for _, m in reports(policy, args))), reports(policy, args)
 
 
+def test_a_service_other_than_the_platforms_own_is_rejected(runs):
+    """The program makes one host Service, the platform's LoadBalancer for publicHost: another one,
+    or the same with other ranges, is refused field by field."""
+    run, reg = one(runs, "dev", "kubernetes:core/v1:Service")
+    assert P.load_balancer_services.name not in names(rejected(args_of(run, reg)))
+    found = rejected(make_args("kubernetes:core/v1:Service", PLATFORM_LB, name="intruder"))
+    assert only(found, P.load_balancer_services).startswith(
+        "intruder: metadata.name: 'vcluster-platform-loadbalancer' is not a Service stack dev's configuration makes; allowed: 'vcluster-platform-public'"
+    )
+    props = copy.deepcopy(reg.plain_inputs)
+    props["spec"]["loadBalancerSourceRanges"] = ["0.0.0.0/0"]
+    assert only(rejected(args_of(run, reg, props=props)), P.load_balancer_services).startswith(
+        "platform-public: spec.loadBalancerSourceRanges[0]: '0.0.0.0/0' is not what stack dev's configuration sets; allowed: '203.0.113.0/24'"
+    )
+
+
 def test_a_command_with_another_script_is_rejected(runs):
     run, reg = one(runs, "dev", COMMAND, "api-ready")
     props = {**reg.plain_inputs, "create": "gcloud projects add-iam-policy-binding acme-ml-dev --member=user:eve@example.com --role=roles/owner"}
     assert only(rejected(args_of(run, reg, props=props)), P.commands_by_design) == (
         "platform-api-ready: create: 'gcloud projects add-iam-policy-binding acme-ml-dev --member=user:eve@example.com --role=roles/owner' "
-        "is not a script gpu-platform runs (a command runs on the deployer's machine, with its credentials); allowed: the program's 3 commands "
-        "(policy/program_data.json inventory (make policy-data))"
+        "is not a script gpu-platform runs (a command runs on the deployer's machine, with its credentials); allowed: the program's "
+        f"{len(P.INVENTORY[P.PROGRAM_PROJECT]['commands'])} commands (policy/program_data.json inventory (make policy-data))"
     )
     props = {**reg.plain_inputs, "interpreter": ["/bin/bash", "-c"], "environment": {**reg.plain_inputs["environment"], "LD_PRELOAD": "/tmp/x.so"}}
     found = [m for name, m in rejected(args_of(run, reg, props=props)) if name == P.commands_by_design.name]
@@ -807,16 +817,15 @@ def test_a_firewall_split_open_is_rejected_but_googles_ranges_are_not(runs):
     assert "together admit public address space" in only(rejected(args_of(run, reg, props=props)), P.public_ranges_prod)
 
 
-def test_the_platform_ingress_ranges_and_a_control_plane_are_judged_too(runs):
-    from components.vcluster_platform import SOURCE_RANGE_ANNOTATION
-    from guardrails import public_ranges
-
-    assert public_ranges.SOURCE_RANGE_ANNOTATION == SOURCE_RANGE_ANNOTATION  # the pack reads the annotation the program writes
+def test_a_platform_ingress_and_a_control_plane_are_judged_too(runs):
+    """The program writes no Ingress (ingress-nginx is retired): a release that adds one, with the
+    ranges of an annotation a GCE ingress ignores, is refused by path; a control plane open to
+    public space by its ranges."""
     run, reg = one(runs, "prod", RELEASE)
     props = copy.deepcopy(reg.plain_inputs)
-    props["values"]["ingress"] = {"annotations": {SOURCE_RANGE_ANNOTATION: "0.0.0.0/1,128.0.0.0/1"}}
-    [message] = [m for _, m in reports(P.public_ranges_prod, args_of(run, reg, props=props))]
-    assert message.startswith("platform-release (chart 'vcluster-platform'): values.ingress.annotations['nginx.ingress.kubernetes.io/whitelist-source-range']")
+    props["values"]["ingress"] = {"enabled": True, "ingressClass": "gce", "annotations": {"nginx.ingress.kubernetes.io/whitelist-source-range": "203.0.113.0/24"}}
+    found = [m for name, m in rejected(args_of(run, reg, props=props)) if name == P.release_by_design.name]
+    assert any(m.startswith("platform-release (chart 'vcluster-platform'): values.ingress.enabled: true is not a value gpu-platform sets for chart vcluster-platform") for m in found), found
     run, reg = one(runs, "prod", VCI)
     props = edit_values(reg.plain_inputs, lambda d: d["controlPlane"]["service"]["spec"].update(loadBalancerSourceRanges=["0.0.0.0/1", "128.0.0.0/1"]))
     assert "together admit public address space" in only(rejected(args_of(run, reg, props=props)), P.public_ranges_prod)
@@ -1018,7 +1027,7 @@ def test_the_inventory_is_what_the_runs_register(runs):
     for run in runs.values():
         assert {r.type for r in run.registrations} <= types
     assert {"pulumi:providers:command", "pulumi:pulumi:Stack", "gcp:organizations/project:Project"} <= types
-    assert not any(t.startswith(("kubernetes:rbac.", "random:")) or t == "kubernetes:core/v1:Service" for t in types)
+    assert not any(t.startswith("random:") or t.endswith((":ClusterRole", ":ClusterRoleBinding")) for t in types)
     assert inventory.value_paths({"a": {"b/c": [1, {"d": 2}]}, "e": []}) == {'a["b/c"][]', 'a["b/c"][].d', "e"}
     # A switch is fixed when every document that has it writes it one way; list items count each.
     assert inventory.fixed_switches(
@@ -1043,7 +1052,7 @@ def test_the_committed_stacks_pass_the_pack_served_from_a_copy_of_policy_alone(t
     with served_pack(copied, cwd=tmp_path) as analyzer:
         for stack, run in committed_runs.items():
             resources = []
-            for reg in run.registrations:
+            for reg in [*run.registrations, *run.reads]:
                 diagnostics = analyze_remote(analyzer, reg.type, reg.plain_inputs, reg.urn, reg.name, protect=reg.protect, provider=remote_provider(run, reg))
                 assert [d.message for d in diagnostics if d.enforcementLevel == analyzer_pb2.MANDATORY] == [], (stack, reg.name)
                 if reg.custom:
@@ -1054,5 +1063,5 @@ def test_the_committed_stacks_pass_the_pack_served_from_a_copy_of_policy_alone(t
             stack_diagnostics = analyzer.AnalyzeStack(analyzer_pb2.AnalyzeStackRequest(resources=resources), timeout=60).diagnostics
             assert [d.message for d in stack_diagnostics] == [], stack
         # ... and rejects a type the program never creates.
-        [diagnostic] = analyze_remote(analyzer, "kubernetes:core/v1:Service", {"spec": {"type": "ClusterIP"}}, urn_of("kubernetes:core/v1:Service", "x"), "x")
+        [diagnostic] = analyze_remote(analyzer, "kubernetes:networking.k8s.io/v1:Ingress", {"spec": {}}, urn_of("kubernetes:networking.k8s.io/v1:Ingress", "x"), "x")
         assert diagnostic.policyName == P.resource_types_by_design.name

@@ -176,19 +176,19 @@ def test_the_stack_file_says_what_it_is_and_who_deploys_it():
     assert "never by the team" in text and "gcpProject" not in text
 
 
-def test_make_team_passes_what_the_command_line_gives():
+def test_make_team_passes_what_the_command_line_gives(tmp_path):
     """`make team` runs the tool with the values given on make's command line only: GPU and
     TEAM_PROJECT have defaults of their own for `make acceptance`, which must not leak in."""
-    import subprocess
+    from make_support import run_make
 
-    def command(*variables: str) -> str:
-        result = subprocess.run(["make", "-n", "--no-print-directory", "team", *variables], cwd=PROJECT_DIR, capture_output=True, text=True, check=True)
-        return " ".join(result.stdout.replace("\\\n", " ").split()).split(" -m tools.new_team ", 1)[1]
+    def arguments(directory: str, *variables: str) -> list[str]:
+        (tmp_path / directory).mkdir()
+        return run_make(tmp_path / directory, "team", *variables).arguments[2:]
 
-    assert command("NAME=robotics", "ENV=dev") == '--name "robotics" --env "dev"'
-    assert command("NAME=robotics", "ENV=dev", "GPU=nvidia-l4", "MAX_GPUS=4", "TEAM_PROJECT=acme-robotics", "CIDR=10.160.40.0/22") == (
-        '--name "robotics" --env "dev" --gpu "nvidia-l4" --max-gpus "4" --project "acme-robotics" --cidr "10.160.40.0/22"'
-    )
+    assert arguments("a", "NAME=robotics", "ENV=dev") == ["--name", "robotics", "--env", "dev"]
+    assert arguments("b", "NAME=robotics", "ENV=dev", "GPU=nvidia-l4", "MAX_GPUS=4", "TEAM_PROJECT=acme-robotics", "CIDR=10.160.40.0/22") == [
+        *("--name", "robotics", "--env", "dev", "--gpu", "nvidia-l4", "--max-gpus", "4", "--project", "acme-robotics", "--cidr", "10.160.40.0/22")
+    ]
 
 
 def test_the_docs_make_team_examples_add_a_team_to_the_stacks_as_shipped(project):

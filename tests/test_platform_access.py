@@ -1,5 +1,7 @@
 """The platform's admin login is no Pulumi secret (no preview decrypts it), single sign-on turns
-password login off, and the UI's Ingress can be limited to source ranges (issue 18, item 8)."""
+password login off (issue 18, item 8), and the platform is closed by default (issue 27, item 1):
+the hosted router off unless a stack turns it on, and never in prod without single sign-on;
+publicHost behind a LoadBalancer that admits its source ranges only, TLS served by the pod."""
 
 from __future__ import annotations
 
@@ -9,8 +11,8 @@ import subprocess
 
 import pytest
 
-from components.vcluster_platform import ENSURE_ADMIN_PASSWORD, REQUIRE_OIDC_SECRET, SOURCE_RANGE_ANNOTATION
-from config.platform_access import ADMIN_PASSWORD_KEY, ADMIN_PASSWORD_SECRET, OIDC_SECRET, OIDC_SECRET_KEY
+from components.vcluster_platform import ENSURE_ADMIN_PASSWORD, REQUIRE_OIDC_SECRET, REQUIRE_TLS_SECRET
+from config.platform_access import ADMIN_PASSWORD_KEY, ADMIN_PASSWORD_SECRET, OIDC_SECRET, OIDC_SECRET_KEY, RETIRED
 from fake_commands import install_fake
 from config.stack import load_stack
 from shipped_stacks import SHIPPED_DIR, problems, run_shipped
@@ -133,43 +135,120 @@ def test_a_bad_sso_block_names_the_key(stack_values, sso, expected):
 
 
 def test_sso_needs_the_public_host_and_every_problem_comes_at_once(stack_values):
-    found = problems(_platform(stack_values, sso={"issuerUrl": "ftp://x", "clientId": "gpu"}, ingressSourceRanges=["10.0.0.1/8"]))
-    assert found == [
+    values = _platform(stack_values, sso={"issuerUrl": "ftp://x", "clientId": "gpu"}, publicSourceRanges=["10.0.0.1/8"])
+    values[f"{NS}:platform"].pop("publicHost")
+    assert problems(values) == [
         "platform.sso: needs platform.publicHost: the provider sends users back to https://<publicHost>/auth/oidc/callback, and the hosted "
         "loft.host domain is no redirect URI you can register",
         "platform.sso.issuerUrl: 'ftp://x' is not an https URL like https://accounts.google.com",
-        "platform.ingressSourceRanges: applies only with platform.ingressClass (the chart's Ingress carries the ranges); set ingressClass and publicHost",
-        "platform.ingressSourceRanges[0]: '10.0.0.1/8' is malformed: host bits are set; did you mean 10.0.0.0/8?",
+        "platform.publicSourceRanges: needs platform.publicHost: the name team members reach the platform by (its certificate and the single "
+        "sign-on redirect are issued for it)",
+        "platform.publicSourceRanges[0]: '10.0.0.1/8' is malformed: host bits are set; did you mean 10.0.0.0/8?",
     ]
 
 
-# --- The UI's Ingress -----------------------------------------------------------------------------------
+# --- Who reaches the platform ------------------------------------------------------------------------
 
 
-def test_the_ui_ingress_admits_its_source_ranges_only(stack_values):
-    values = _platform(
-        stack_values, publicHost=HOST, ingressClass="nginx", ingressTls={"clusterIssuer": "letsencrypt"}, ingressSourceRanges=["203.0.113.0/24", "198.51.100.7/32"]
-    )
-    release = run_shipped(values, stack="dev").one(RELEASE).input("values")
-    assert release["ingress"]["annotations"] == {SOURCE_RANGE_ANNOTATION: "203.0.113.0/24,198.51.100.7/32", "cert-manager.io/cluster-issuer": "letsencrypt"}
-    # The hosted loft.host route would bypass the Ingress and its ranges.
-    assert release["env"] == {"DISABLE_LOFT_ROUTER": "true"}
-    assert problems({**values, f"{NS}:platform": {**values[f"{NS}:platform"], "ingressSourceRanges": []}}) == [
-        "platform.ingressSourceRanges: lists no range, so nobody could reach the UI; leave it out to admit every address"
+def test_the_shipped_stacks_render_the_platform_with_the_hosted_router_off(dev_run, prod_run):
+    """dev and prod as shipped: DISABLE_LOFT_ROUTER set, publicHost served by the platform's own
+    LoadBalancer that admits the example ranges only, TLS ending in the pod (prod with its certificate)."""
+    for run, host in ((dev_run, "gpu-platform.dev.acme.example"), (prod_run, "gpu-platform.acme.example")):
+        values = run.one(RELEASE).input("values")
+        assert values["env"] == {"DISABLE_LOFT_ROUTER": "true"}
+        assert values["config"]["loftHost"] == host
+        [service] = run.of_type("kubernetes:core/v1:Service")
+        assert service.plain_inputs == {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": "vcluster-platform-public", "namespace": "vcluster-platform", "labels": {"app.kubernetes.io/part-of": "gpu-platform"}},
+            "spec": {
+                "type": "LoadBalancer",
+                "selector": {"app": "loft", "release": "vcluster-platform"},
+                "ports": [{"name": "https", "port": 443, "targetPort": 10443, "protocol": "TCP"}],
+                "loadBalancerSourceRanges": ["203.0.113.0/24"],
+            },
+        }
+        assert run.one(RELEASE).urn in run.depends_on(service.urn)  # the pods it selects come with the release
+        assert not run.of_type("kubernetes:networking.k8s.io/v1:Ingress") and "ingress" not in values
+    assert "tls" not in dev_run.one(RELEASE).input("values")  # dev: the platform's self-signed certificate
+    assert prod_run.one(RELEASE).input("values")["tls"] == {"enabled": True, "secret": "vcluster-platform-tls"}
+    check = prod_run.one(COMMAND, "tls-secret")
+    assert check.input("create") == REQUIRE_TLS_SECRET and set(check.input("environment")) == {"KUBECONFIG_DATA"}
+    assert check.urn in prod_run.depends_on(prod_run.one(RELEASE).urn)
+
+
+def test_the_hosted_router_is_on_only_when_a_stack_says_so(stack_values):
+    values = _platform(stack_values, hostedRouter=True)
+    assert "env" not in run_shipped(values, stack="dev").one(RELEASE).input("values")
+    values = _platform(stack_values)
+    values[f"{NS}:platform"] = {"allowSharedWithProjectTenants": True}  # no publicHost: admins port-forward
+    release = run_shipped(values, stack="dev")
+    assert release.one(RELEASE).input("values")["env"] == {"DISABLE_LOFT_ROUTER": "true"}
+    assert not release.of_type("kubernetes:core/v1:Service")
+
+
+def test_prod_refuses_the_hosted_router_without_single_sign_on(stack_values):
+    values = stack_values("prod")
+    values[f"{NS}:platform"]["hostedRouter"] = True
+    assert problems(values) == [
+        "platform.hostedRouter: true is not allowed in prod without platform.sso: the hosted *.loft.host domain serves the platform's UI "
+        "and API to anyone on the internet, with password login, and the platform is cluster-admin on the host cluster; allowed: false "
+        "(team members reach publicHost, admins port-forward), or true with single sign-on (platform.sso)"
     ]
+    values[f"{NS}:platform"]["sso"] = SSO
+    load_stack(values, stack="prod", project_dir=SHIPPED_DIR)  # with single sign-on: allowed
 
 
-def test_source_ranges_need_an_ingress_nginx_class(stack_values):
-    """The ranges are ingress-nginx's annotation: under GCE ingress (or any other controller) they
-    would be ignored and the UI left open to every address, so the pair is refused."""
-    tls = {"clusterIssuer": "letsencrypt"}
-    for ingress_class in ("gce", "gce-internal", "traefik"):
-        assert problems(_platform(stack_values, publicHost=HOST, ingressClass=ingress_class, ingressTls=tls, ingressSourceRanges=["203.0.113.0/24"])) == [
-            f"platform.ingressSourceRanges: takes effect only under ingress-nginx (the ranges are its annotation {SOURCE_RANGE_ANNOTATION}), "
-            f"but platform.ingressClass is {ingress_class!r}, whose controller ignores it and would admit every address; allowed: an "
-            "ingressClass of ingress-nginx (its name contains 'nginx', like the chart's default nginx), or leave ingressSourceRanges out "
-            "(GCE ingress has no source-range annotation: limit it with a Cloud Armor policy of your own)"
-        ]
-    # Another ingress-nginx controller's class, and any class without ranges, pass.
-    for platform in ({"ingressClass": "nginx-internal", "ingressSourceRanges": ["203.0.113.0/24"]}, {"ingressClass": "gce"}):
-        load_stack(_platform(stack_values, publicHost=HOST, ingressTls=tls, **platform), stack="dev", project_dir=SHIPPED_DIR)
+def test_public_access_problems_name_their_keys_all_at_once(stack_values):
+    values = stack_values("prod")
+    values[f"{NS}:platform"].update(publicHost="https://Gpu.example.com", publicSourceRanges=[], tls="maybe")
+    assert problems(values) == [
+        "platform.tls: 'maybe' is not true or false",
+        "platform.publicHost: 'https://Gpu.example.com' is not a host name like gpu-platform.example.com (lowercase, no scheme, no port)",
+        "platform.publicSourceRanges: lists no range, so nobody could reach publicHost; leave it out to make no Service",
+    ]
+    values = stack_values("prod")
+    values[f"{NS}:platform"].pop("tls")
+    [message] = problems(values)
+    assert message.startswith("platform.tls: required in prod with publicSourceRanges: without it the platform serves its own self-signed certificate")
+
+
+@pytest.mark.parametrize("key", sorted(RETIRED))
+def test_the_retired_ingress_keys_say_what_replaces_them(stack_values, key):
+    """ingress-nginx is retired: a stack that still sets a key of the chart's Ingress gets an error
+    naming the key and what to write instead, beside every other problem."""
+    values = _platform(stack_values, **{key: "nginx" if key == "ingressClass" else ({"clusterIssuer": "x"} if key == "ingressTls" else ["203.0.113.0/24"])})
+    [message] = problems(values)
+    assert message.startswith(f"platform.{key}: is retired: it configured the chart's Ingress under ingress-nginx, which the Kubernetes project retired in March 2026")
+    assert "allowed: " in message and ("publicSourceRanges" in message or "tls: true" in message)
+
+
+def test_pulumi_up_stops_before_the_platform_without_the_tls_secret(tmp_path):
+    bin_dir, log = install_fake(tmp_path, "kubectl", KUBECTL)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "KUBECONFIG_DATA": "k", "FAKE_LOG": str(log), "FAKE_SECRETS": ""}
+    missing = subprocess.run(["/bin/sh", "-c", REQUIRE_TLS_SECRET], env=env, capture_output=True, text=True, timeout=60)
+    assert missing.returncode == 1
+    assert "platform.tls: Secret vcluster-platform-tls with key tls.crt is missing in namespace vcluster-platform" in missing.stderr
+    assert "kubectl -n vcluster-platform create secret tls vcluster-platform-tls --cert=" in missing.stderr
+    present = subprocess.run(["/bin/sh", "-c", REQUIRE_TLS_SECRET], env={**env, "FAKE_SECRETS": "vcluster-platform-tls"}, capture_output=True, text=True, timeout=60)
+    assert present.returncode == 0, present.stderr
+
+
+def test_the_drift_identity_reads_the_platforms_secrets_through_rbac_there_only(dev_run, prod_run):
+    """Issue 27 item 3: the environment stack binds a Role that gets and lists Secrets in
+    vcluster-platform to the bootstrap's drift identity of that environment, and nothing
+    cluster-wide; the bootstrap grants no CI identity container.secrets.* (tests/test_bootstrap.py)."""
+    import policies as P
+
+    for run, environment in ((dev_run, "dev"), (prod_run, "prod")):
+        drift = [email for email, a in P.DATA["bootstrap"]["accounts"].items() if a["environment"] == environment and a["kind"] == "drift"]
+        assert len(drift) == 1
+        role = run.one("kubernetes:rbac.authorization.k8s.io/v1:Role")
+        binding = run.one("kubernetes:rbac.authorization.k8s.io/v1:RoleBinding")
+        assert role.input("metadata") == {"name": "gpu-platform-ci-secrets-reader", "namespace": "vcluster-platform"}
+        assert role.input("rules") == [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list"]}]
+        assert binding.input("metadata") == {"name": "gpu-platform-ci-secrets-reader", "namespace": "vcluster-platform"}
+        assert binding.input("roleRef") == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "gpu-platform-ci-secrets-reader"}
+        assert binding.input("subjects") == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": email} for email in drift]
+        assert not [r for r in run.registrations if r.type.endswith((":ClusterRole", ":ClusterRoleBinding"))]

@@ -149,6 +149,7 @@ def test_every_policy_the_readme_table_needs_is_a_resource_or_stack_policy():
     kinds = {type(p).__name__ for p in P.POLICIES}
     assert kinds == {"ResourcePolicy", "StackValidationPolicy"}
     assert [p.name for p in P.POLICIES if isinstance(p, StackValidationPolicy)] == [
+        P.kubernetes_providers_own_cluster.name,
         P.no_grants_on_host_network.name,
         P.one_tenant_per_project.name,
         P.nat_addresses.name,

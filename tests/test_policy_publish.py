@@ -6,6 +6,7 @@ the pack said during the call."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -123,6 +124,21 @@ def test_the_command_takes_the_organization_from_the_bootstrap_and_says_what_com
     assert pulumi_log.read_text().count("policy publish") == 1
 
 
-def test_make_policy_publish_passes_the_organization_as_data():
-    result = subprocess.run(["make", "-n", "--no-print-directory", "policy-publish", "ORG=acme; rm -rf /", "DRY_RUN=1"], cwd=PROJECT_DIR, capture_output=True, text=True, check=True)
-    assert result.stdout.strip().endswith('-m tools.policy_publish --organization "$ORG" --dry-run')
+def test_make_policy_publish_passes_the_organization_as_data(tmp_path):
+    """ORG reaches the tool as its text, never as shell code or a make expansion (the Makefile's `data`)."""
+    bin_dir = tmp_path / ".venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    (bin_dir / "python").write_text('#!/usr/bin/env bash\nfor a in "$@"; do echo "[$a]"; done\n')
+    (bin_dir / "python").chmod(0o755)
+    for stamp in (".installed-runtime", ".installed"):
+        (tmp_path / ".venv" / stamp).write_text("")
+    shutil.copy(PROJECT_DIR / "Makefile", tmp_path / "Makefile")
+    for name in ("requirements.txt", "requirements-dev.txt", "constraints.txt"):
+        shutil.copy(PROJECT_DIR / name, tmp_path / name)
+    for name in ("requirements.txt", "requirements-dev.txt", "constraints.txt"):
+        os.utime(tmp_path / name, (0, 0))
+    given = "acme; touch pwned $(shell touch pwned2)"
+    result = subprocess.run(["make", "--no-print-directory", "policy-publish", f"ORG={given}", "DRY_RUN=1"], cwd=tmp_path, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-5:] == ["[-m]", "[tools.policy_publish]", "[--organization]", f"[{given}]", "[--dry-run]"], result.stdout
+    assert not (tmp_path / "pwned").exists() and not (tmp_path / "pwned2").exists()

@@ -319,7 +319,7 @@ def test_a_federation_binding_with_another_subject_is_rejected(bootstrap_run, na
         ("ci-dev-deploy-iam-roleadmin", {"project": "acme-ml-prod"}, "is bound on project 'acme-ml-prod'; allowed: its environment's project ['acme-ml-dev']"),
         ("ci-prod-deploy-folder-resourcemanager-projectcreator", {"folder": "folders/1"}, "is bound on folder 'folders/1'; allowed: its environment's folder ['folders/123456789012']"),
         (
-            "ci-dev-drift-clustersecretsreader",
+            "ci-dev-drift-gkebackup-viewer",  # a role only the drift identity holds
             {"member": "serviceAccount:gpu-ci-dev-preview@acme-ml-dev.iam.gserviceaccount.com"},
             "is not a drift identity; allowed: gpu-ci-dev-drift@acme-ml-dev.iam.gserviceaccount.com, gpu-ci-prod-drift@acme-ml-prod.iam.gserviceaccount.com",
         ),

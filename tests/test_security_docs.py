@@ -210,8 +210,8 @@ def test_the_preview_identity_reads_what_the_page_says_and_no_secret():
     for role in preview:
         assert f"`{role}`" in text or role.startswith("roles/iam."), role
     assert not any(r.startswith("custom:") for r in preview)
-    assert any(e["role"] == "custom:clusterSecretsReader" for e in identities["drift"]["project"])
-    assert "never the custom role that reads cluster Secrets (only the drift check's identity holds it" in text
+    assert not any(e["role"].startswith("custom:") for e in identities["drift"]["project"])
+    assert "no Secret of the cluster: not even the drift check's identity reads Secrets through IAM" in text
 
 
 def test_no_admin_password_is_anywhere_a_preview_reads(runs):

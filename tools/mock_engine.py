@@ -120,6 +120,20 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
     def __init__(self, mocks: pulumi_mocks.Mocks):
         super().__init__(mocks)
         self.registrations: list[Registration] = []
+        self.reads: list[Registration] = []
+
+    def ReadResource(self, request):
+        """A resource the program reads (a StackReference), kept apart from what it registers for the
+        stack policies, which the engine hands reads too (pulumi/pulumi commit 1b5949891b3c:
+        step_executor.go stores every step's new state in the `news` step_generator.go
+        AnalyzeResources passes on)."""
+        response = super().ReadResource(request)
+        fields = dict(parent=request.parent, provider=request.provider, dependencies=list(request.dependencies), property_dependencies={})
+        self.reads.append(
+            Registration(response.urn, request.type, request.name, custom=True, encoded_inputs=request.properties, protect=False,
+                         deleted_with="", ignore_changes=[], encoded_outputs=response.properties, **fields)  # fmt: skip
+        )
+        return response
 
     def RegisterResource(self, request):
         response = super().RegisterResource(request)
@@ -239,6 +253,7 @@ class ProgramRun:
     outputs: dict[str, Any]
     secret_outputs: set[str] = field(default_factory=set)
     warnings: list[str] = field(default_factory=list)
+    reads: list[Registration] = field(default_factory=list)  # resources it read (StackReferences)
 
     def of_type(self, typ: str) -> list[Registration]:
         return [r for r in self.registrations if r.type == typ]
@@ -471,7 +486,7 @@ def run_program(
             outputs[name], is_secret = _sync_await(_resolve(value))
             if is_secret:
                 secret.add(name)
-        return ProgramRun(stack, monitor.registrations, outputs, secret, collector.messages)
+        return ProgramRun(stack, monitor.registrations, outputs, secret, collector.messages, monitor.reads)
     finally:
         settings.ROOT.set(None)
         # A failed program leaves registrations waiting on outputs that will never resolve.

@@ -119,7 +119,7 @@ def stack_args(run: ProgramRun, extra: list[PolicyResource] = ()) -> StackValida
     """Every custom resource of a run (plus `extra`), as a stack policy sees the stack at `pulumi
     up`: with its final outputs (pulumi/pulumi tag v3.187.0 pkg/resource/deploy/step_generator.go,
     AnalyzeResources), here the mock provider's state over its inputs."""
-    resources = [policy_resource(r.type, r.final_state, r.urn, r.name) for r in run.registrations if r.custom]
+    resources = [policy_resource(r.type, r.final_state, r.urn, r.name) for r in [*run.registrations, *run.reads] if r.custom]
     return StackValidationArgs(resources=[*resources, *extra])
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import copy
 import dataclasses
+import importlib.metadata
 import importlib.util
 import itertools
 import json
@@ -46,6 +47,9 @@ from config.stack_files import PROJECT_DIR, list_stacks, read_stack_values
 from config.tenant_security import POD_SECURITY_STANDARDS, SETTINGS, STRICTER
 from tools import program_inventory as inventory
 from tools.mock_engine import ProgramRun, run_program
+from tools.policy_check import P  # noqa: F401 - puts policy/ on sys.path, as the CLI runs the pack
+
+from guardrails import recorded  # noqa: E402
 
 OUTPUT = PROJECT_DIR / "policy" / "program_data.json"
 RECORDS_DIR = PROJECT_DIR / "policy" / "stacks"  # one record per committed stack (policy/stack_records.py)
@@ -186,16 +190,16 @@ NS = "gpu-platform"
 
 def _all_options(values: dict[str, Any]) -> dict[str, Any] | None:
     """Every option that adds resources, commands, chart values or in-tenant objects, at once: a
-    license, single sign-on behind the chart's Ingress with source ranges, monitoring's e-mail
-    channel and cost view, and per project-mode tenant load balancers, SSH through IAP, the smoke
-    test, no Pod Security."""
+    license, single sign-on at publicHost behind the platform's LoadBalancer with TLS of its own,
+    the hosted router on (with SSO, as prod allows it), monitoring's e-mail channel and cost view,
+    and per project-mode tenant load balancers, SSH through IAP, the smoke test, no Pod Security."""
     platform = values.setdefault(f"{NS}:platform", {})
     platform.update(
         licenseTokenKey="policyDataLicense",
         publicHost="gpu.example.com",
-        ingressClass="nginx",
-        ingressTls={"clusterIssuer": "letsencrypt"},
-        ingressSourceRanges=["203.0.113.0/24"],
+        publicSourceRanges=["203.0.113.0/24"],
+        tls=True,
+        hostedRouter=True,
         sso={"issuerUrl": "https://accounts.example.com", "clientId": "gpu-platform", "groups": ["admins"], "groupsClaim": "groups"},
     )
     values[f"{NS}:policyDataLicense"] = "placeholder-license"
@@ -354,6 +358,10 @@ def stack_entry(stack: str, run: ProgramRun, values: dict[str, Any], environment
     """One stack's entry of `stacks`, from its run; a team stack's needs its environment's entry."""
     env = environment_stack_of(values)
     entry = inventory.stack_identities(run, values[f"{NS}:environment"], env or stack, environment_entry if env else None)
+    # The resources the pack holds to this stack's configuration exactly (policy/guardrails/recorded.py).
+    entry["resources"] = recorded_resources(run)
+    if env is not None:
+        entry["environmentStackReference"] = values[f"{NS}:environmentStack"]
     if env is None:
         facts = run_facts(run)
         entry["approvedTenantSecurity"] = facts.get("approvedTenantSecurity", {})
@@ -367,6 +375,22 @@ def stack_entry(stack: str, run: ProgramRun, values: dict[str, Any], environment
         assert environment_entry is not None, f"stack {stack}: its environment's entry first"
         entry.update({key: environment_entry[key] for key in ENVIRONMENT_DECISIONS})
     return entry
+
+
+def recorded_resources(run: ProgramRun) -> dict[str, list[dict[str, Any]]]:
+    """Per kind of policy/guardrails/recorded.py SPECS, what the record keeps of each resource of
+    that kind the run registers, in a stable order (tenants register in parallel)."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for r in run.registrations:
+        if r.custom and r.type in recorded.SPECS:
+            out.setdefault(r.type, []).append(recorded.recorded_form(r.type, r.plain_inputs))
+    return {k: sorted(out[k], key=lambda entry: json.dumps(entry, sort_keys=True)) for k in sorted(out)}
+
+
+def provider_versions() -> dict[str, str]:
+    """The version of each provider whose resource the pack judges, as its SDK registers it (the
+    engine puts it into the provider's inputs): the installed, pinned SDK's."""
+    return {recorded.GCP_PROVIDER: importlib.metadata.version("pulumi_gcp"), recorded.KUBERNETES_PROVIDER: importlib.metadata.version("pulumi_kubernetes")}
 
 
 def run_facts(run: ProgramRun) -> dict[str, Any]:
@@ -389,8 +413,6 @@ def _program(evaluated: Evaluated) -> dict[str, Any]:
         "tenantImages": inventory.tenant_images(runs),
         "tenantRbac": inventory.tenant_rbac(runs),
         "tenantWorkloads": inventory.tenant_workloads(runs),
-        "kubernetesRbac": inventory.kubernetes_objects(runs, inventory.RBAC_KINDS),
-        "kubernetesServices": inventory.kubernetes_objects(runs, ("Service",)),
         "kubernetesSecrets": inventory.kubernetes_secrets(runs),
     }
 
@@ -453,6 +475,7 @@ def build(evaluated: Evaluated | None = None) -> dict[str, Any]:
             "allowedPaths": list(yaml_io.load(VALUE_PATHS.read_text())["paths"]),
         },
         "gpusPerMachineType": _gpus_per_machine_type(),
+        "providerVersions": provider_versions(),
         "tenantInstance": {
             **inventory.node_property_names(),
             "enforceLabel": ENFORCE_LABEL,

@@ -365,18 +365,6 @@ def tenant_images(runs: Iterable[ProgramRun]) -> list[str]:
     return sorted({c.get("image") for run in runs for r in run.of_type(INSTANCE) for d in _objects(r) for c in _containers(d) if c.get("image")})
 
 
-def kubernetes_objects(runs: Iterable[ProgramRun], kinds: tuple[str, ...]) -> list[dict[str, Any]]:
-    """The inputs of every Kubernetes resource of `kinds` the program registers on a host cluster
-    (none today), recorded whole: the pack allows exactly these."""
-    found: dict[str, dict[str, Any]] = {}
-    for run in runs:
-        for r in run.registrations:
-            if r.type.startswith("kubernetes:") and r.type.rsplit(":", 1)[-1] in kinds:
-                entry = {"type": r.type, "inputs": r.plain_inputs}
-                found[repr(entry)] = entry
-    return [found[k] for k in sorted(found)]
-
-
 # --- Identities, per stack ---------------------------------------------------------------------------
 
 

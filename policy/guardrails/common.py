@@ -73,6 +73,22 @@ def get(value: Any, *path: str) -> Any:
     return value
 
 
+def is_set(value: Any) -> bool:
+    """Whether an input holds more than its zero value (nothing, false, 0, "", an empty list or
+    map). The engine hands the pack a resource's inputs as its provider's Check returns them
+    (pulumi/pulumi pkg/resource/deploy/step_generator.go:
+    `inputs = resp.Properties`, then "Send the resource off to any Analyzers", read at commit
+    1b5949891b3cefcb9974752b24a5ecef0acc86c8), and a release's Check re-encodes every field of its
+    Release type, the unset ones at their zero value: `postrender: ""`, `atomic: false`
+    (pulumi/pulumi-kubernetes provider/pkg/provider/helm_release.go Check, `resource.NewPropertyMap`,
+    read at commit 94977969d64112b04e19945818a7d5d5f38f631d; pulumi/pulumi
+    sdk/go/common/util/mapper/mapper_encode.go keeps zero values). It also merges `valueYamlFiles`
+    into `values`, which helm-release-by-design's value paths then judge."""
+    if isinstance(value, Mapping) or is_list(value):
+        return len(value) > 0
+    return value not in (None, "", False, 0)
+
+
 def as_list(value: Any) -> list[Any]:
     return list(value) if is_list(value) else []
 

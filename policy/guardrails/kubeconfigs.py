@@ -13,6 +13,16 @@ uid.us-central1.gke.goog", https://cloud.google.com/kubernetes-engine/docs/refer
 so the uid is the cloud's and the pack holds the rest: the domain and the location of the stack's
 host cluster. A kubeconfig still unknown during preview (a cluster not yet created) defers the
 check to `pulumi up`, which runs it before the command runs or the provider connects.
+
+Another cluster of the same location has the same form, so a stack policy holds every Kubernetes
+provider of a stack to its own host cluster exactly: the endpoint of the GKE cluster resource of
+the stack's record in the same stack (an environment stack), or the kubeconfig its environment
+exports through the StackReference the record names (a team stack). The engine hands stack
+policies each resource's outputs, read resources such as a StackReference included (pulumi/pulumi
+pkg/resource/deploy/step_generator.go AnalyzeResources, step_executor.go, commit
+1b5949891b3cefcb9974752b24a5ecef0acc86c8); with an existing cluster a preview judges it before
+anything changes, and the `pulumi up` that creates the cluster judges it after its update, as
+vcluster-control-plane-nat-addresses does (docs/guardrails.md "Addresses known at `pulumi up`").
 """
 
 from __future__ import annotations
@@ -22,9 +32,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from kubernetes_reader import entries, read_kubeconfig
-from pulumi_policy import EnforcementLevel, ReportViolation, ResourceValidationArgs, Severity
+from pulumi_policy import EnforcementLevel, ReportViolation, ResourceValidationArgs, Severity, StackValidationArgs, StackValidationPolicy
+from pulumi_policy.proxy import UnknownValueError
 
-from .common import INVENTORY, ResourcePolicy, project_of, show, stack_data, unknown_stack
+from .common import GKE_CLUSTER, INVENTORY, ResourcePolicy, described, get, project_of, show, stack_data, stack_of, unknown_stack
 
 KUBERNETES_PROVIDER = "pulumi:providers:kubernetes"
 GKE_DNS_DOMAIN = "gke.goog"
@@ -157,4 +168,72 @@ kubernetes_providers_by_design = ResourcePolicy(
     severity=Severity.CRITICAL,
 )
 
-POLICIES = [kubernetes_providers_by_design]
+STACK_REFERENCE = "pulumi:pulumi:StackReference"
+
+
+def servers(kubeconfig: Any) -> list[Any]:
+    """The server of each cluster entry of a kubeconfig ([] for one that cannot be read)."""
+    document, _ = read_kubeconfig(kubeconfig)
+    return [cluster.get("server") for _, _, cluster in entries(document, "clusters")] if document is not None else []
+
+
+def _host_endpoint(args: StackValidationArgs, stack: Mapping[str, Any]) -> tuple[str | None, str]:
+    """The server the stack's Kubernetes providers must name, and where it comes from."""
+    reference = stack.get("environmentStackReference")
+    if reference:
+        where = f"the kubeconfig environment stack {reference} exports (its StackReference in this stack)"
+        for r in args.resources:
+            if r.resource_type == STACK_REFERENCE and get(r.props, "name") == reference:
+                found = servers(get(r.props, "outputs", "kubeconfig"))
+                return (found[0] if len(found) == 1 else None), where
+        return None, where
+    cluster = re.fullmatch(r"projects/([^/]+)/locations/([^/]+)/clusters/([^/]+)", stack.get("hostCluster") or "")
+    project, location, name = cluster.groups() if cluster else (None, None, None)
+    where = f"the DNS endpoint of the stack's host cluster {stack.get('hostCluster')} (its GKE cluster resource in this stack)"
+    for r in args.resources:
+        if r.resource_type == GKE_CLUSTER and (get(r.props, "project"), get(r.props, "location"), get(r.props, "name")) == (project, location, name):
+            endpoint = get(r.props, "controlPlaneEndpointsConfig", "dnsEndpointConfig", "endpoint")
+            return (f"https://{endpoint}" if endpoint else None), where
+    return None, where
+
+
+def validate_own_cluster(args: StackValidationArgs, report_violation: ReportViolation) -> None:
+    """Every Kubernetes provider of a stack names its own host cluster's endpoint, exactly."""
+    providers = [r for r in args.resources if r.resource_type == KUBERNETES_PROVIDER]
+    if not providers:
+        return
+    stack = stack_data(providers[0].urn)
+    if stack is None:
+        return  # kubernetes-providers-by-design reports it for each provider
+    deferred: UnknownValueError | None = None
+    wanted, where = _host_endpoint(args, stack)  # unknown (a cluster being created): judged at `pulumi up`
+    for provider in providers:
+        try:
+            found = servers(get(provider.props, "kubeconfig"))
+        except UnknownValueError as e:
+            deferred = deferred or e
+            continue
+        for i, server in enumerate(found):
+            if wanted is None or server != wanted:
+                report_violation(
+                    f"{described(provider)}: kubeconfig: clusters[{i}].cluster.server: {show(server)} is not the stack's own host cluster; "
+                    f"allowed: exactly {show(wanted) if wanted else 'the endpoint of ' + where + ', which is not in stack ' + stack_of(provider.urn)}, "
+                    f"{where}",
+                    provider.urn,
+                )
+    if deferred is not None:
+        raise deferred
+
+
+kubernetes_providers_own_cluster = StackValidationPolicy(
+    name="kubernetes-providers-own-cluster",
+    description=(
+        "Every Kubernetes provider of a stack names exactly its own host cluster: the endpoint of the stack's GKE cluster, or the "
+        "kubeconfig its environment stack exports (a team stack), never another cluster of the same location."
+    ),
+    validate=validate_own_cluster,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    severity=Severity.CRITICAL,
+)
+
+POLICIES = [kubernetes_providers_by_design, kubernetes_providers_own_cluster]

@@ -1,6 +1,6 @@
 """No public address range by any split: whatever admits clients from outside (the GKE control
 plane's authorized networks, firewall rules, network firewall policy rules, Services'
-`loadBalancerSourceRanges`, a tenant's control plane, the platform's Ingress) is judged by the
+`loadBalancerSourceRanges` (the platform's LoadBalancer), a tenant's control plane) is judged by the
 address space it admits, all its ranges together: 0.0.0.0/1 + 128.0.0.0/1 is 0.0.0.0/0, and 256
 adjacent /24s are a /16. Public space in one block wider than the configured prefix (default /24;
 IPv6 /64) is rejected in prod and reported as advisory elsewhere.
@@ -22,7 +22,6 @@ from .common import (
     DATA,
     FIREWALL,
     GKE_CLUSTER,
-    HELM_RELEASES,
     INSTANCE_LABEL_FIELD,
     NON_PROD_ENVIRONMENTS,
     VIRTUAL_CLUSTER_INSTANCE,
@@ -37,7 +36,6 @@ from .common import (
 
 PREFIX_CONFIG, PREFIX_V6_CONFIG = "minPublicPrefixLength", "minPublicPrefixLengthV6"
 DEFAULT_PREFIX, DEFAULT_PREFIX_V6 = 24, 64
-SOURCE_RANGE_ANNOTATION = "nginx.ingress.kubernetes.io/whitelist-source-range"
 FIREWALL_POLICY_RULES = (
     "gcp:compute/networkFirewallPolicyRule:NetworkFirewallPolicyRule",
     "gcp:compute/regionNetworkFirewallPolicyRule:RegionNetworkFirewallPolicyRule",
@@ -115,10 +113,6 @@ def _admitted(args: ResourceValidationArgs) -> list[tuple[str, list[Any], list[A
         if values is None or values.control_plane_service_type != "LoadBalancer":
             return []
         return [(f"{Values.FIELD} controlPlane.service.spec.loadBalancerSourceRanges", values.load_balancer_source_ranges or ["0.0.0.0/0", "::/0"], [])]
-    if typ in HELM_RELEASES:
-        annotation = get(props, "values", "ingress", "annotations", SOURCE_RANGE_ANNOTATION)
-        if isinstance(annotation, str):
-            return [(f"values.ingress.annotations[{SOURCE_RANGE_ANNOTATION!r}]", [r for r in annotation.split(",") if r.strip()], [])]
     return []
 
 
@@ -176,7 +170,7 @@ public_ranges_prod = ResourcePolicy(
     name="public-ranges-prod",
     description=(
         "In prod, nothing admits a public address block wider than /24 (configurable), counting all its ranges together: authorized "
-        "networks, firewall and firewall policy rules, loadBalancerSourceRanges, the platform Ingress's source ranges."
+        "networks, firewall and firewall policy rules, loadBalancerSourceRanges (the platform's LoadBalancer, control planes)."
     ),
     validate=_validator("public-ranges-prod", prod=True),
     enforcement_level=EnforcementLevel.MANDATORY,

@@ -165,6 +165,25 @@ ASSUMPTIONS: tuple[Assumption, ...] = (
         "The platform removes from a tenant the objects its VirtualClusterInstance no longer lists (monitoring turned off).",
         not_by_this_run("the run never turns monitoring off; deploy, set monitoring.enabled: false for the tenant, pulumi up, and look for namespace gpu-platform-monitoring"),
     ),
+    Assumption(
+        "platform-source-ranges",
+        "The platform's LoadBalancer answers publicHost from platform.publicSourceRanges and from nowhere else (GKE's firewall rules for it).",
+        not_by_this_run("the run sets no publicHost; deploy with one and platform.publicSourceRanges, and connect from inside and outside those ranges"),
+    ),
+    Assumption(
+        "drift-reads-platform-secrets-only",
+        "The drift identity, with its Role in vcluster-platform, refreshes the stack and reads no Secret of another namespace.",
+        not_by_this_run(
+            "the run uses no CI identity; in a bootstrapped environment: kubectl auth can-i get secrets -n vcluster-<team> "
+            "--as=gpu-ci-<env>-drift@<project>.iam.gserviceaccount.com says no, and the daily drift check passes"
+        ),
+    ),
+    Assumption(
+        "pack-on-the-engine-inputs",
+        "The policy pack, handed the engine's real inputs (a provider's version, the defaults a bridged provider's Check fills in), "
+        "passes every resource of the run.",
+        not_by_this_run("the run deploys without the pack; run pulumi preview --policy-pack policy on the run's stack (docs/guardrails.md)"),
+    ),
 )
 
 

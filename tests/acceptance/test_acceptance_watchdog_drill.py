@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import copy
 import json
-import subprocess
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -17,7 +16,7 @@ import pytest
 from components import gpu_watchdog
 from config import versions
 from config.reliability import WATCHDOG_POLL_SECONDS
-from config.stack_files import PROJECT_DIR
+from tests.make_support import run_make
 from tests.acceptance import monitoring
 from tests.acceptance import watchdog_drill as drill
 from tests.acceptance.recorded import load
@@ -310,12 +309,14 @@ def test_a_node_nobody_removes_fails_within_the_bound(tmp_path):
 # --- the switch and the cost ---------------------------------------------------------------------
 
 
-def test_the_switch_reaches_the_runner_and_the_drill_is_off_by_default():
+def test_the_switch_reaches_the_runner_and_the_drill_is_off_by_default(tmp_path):
     assert Settings(project="acme-acceptance").watchdog_drill is False and Report(RUN_ID, 10).to_json()["watchdogDrill"] is None
     assert settings_from(parse_args(["--project", "acme-acceptance", "--watchdog-drill"])).watchdog_drill is True
 
-    def make(*variables: str) -> str:
-        return subprocess.run(["make", "-n", "--no-print-directory", "acceptance", "PROJECT=acme-acceptance", *variables], cwd=PROJECT_DIR, capture_output=True, text=True, check=True).stdout
+    def make(*variables: str) -> list[str]:
+        directory = tmp_path / str(len(list(tmp_path.iterdir())))
+        directory.mkdir()
+        return run_make(directory, "acceptance", "PROJECT=acme-acceptance", *variables).arguments
 
     assert "--watchdog-drill" in make("WATCHDOG_DRILL=1") and "--watchdog-drill" not in make()
     assert "--restore-drill" in make("RESTORE_DRILL=1") and "--restore-drill" not in make("WATCHDOG_DRILL=1")

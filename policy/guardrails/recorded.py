@@ -1,0 +1,247 @@
+"""Resources exactly as the stack's configuration makes them: for the kinds where any other value
+is a way around the rest of the pack, the pack holds the stack's record of each resource the
+program's run of that stack registers (program_data.json `stacks.<stack>.resources`, from `make
+policy-data`) and refuses every other value, field by field.
+
+- Host node pools (and the host cluster's own node fields: its default pool, inline pools, node
+  auto-provisioning): machine type, counts, kubelet settings, metadata (an SSH key), taints.
+- Notification channels: their type and where they send (an outside webhook is another type).
+- The showback dataset and its view: the view's query names the billing export it reads, and a
+  query over another environment's export reads that environment's costs.
+- Restore plans: the one tenant backup plan each restores, its namespace, no transformation rules.
+- GCP providers: project, region, labels; no impersonation, credentials or endpoints of their own.
+- The platform's Helm release values: login (the identity provider, client, redirect), hosted
+  router, TLS, identity, license, by value.
+- Host RBAC and Services: the CI drift identity's Secrets reader in the platform's namespace, the
+  platform's LoadBalancer and its source ranges.
+
+A field the program does not set is refused when it holds more than its zero value, except where
+the provider's own Check fills in a default (a bridged Terraform provider applies its schema's
+`Default`s before the engine hands the resource to the pack): those few are listed with their
+source below. The engine also adds the provider's `version` to a provider's inputs (pulumi/pulumi
+pkg/resource/deploy/providers/registry.go SetProviderVersion, commit 1b5949891b3c): it must be
+the version the program pins.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pulumi_policy import EnforcementLevel, ReportViolation, ResourceValidationArgs, Severity
+
+from .common import DATA, GKE_CLUSTER, GKE_NODE_POOL, HELM_RELEASES, ResourcePolicy, get, is_list, is_set, plain, show_short, stack_data, stack_of, unknown_stack
+
+GCP_PROVIDER = "pulumi:providers:gcp"
+KUBERNETES_PROVIDER = "pulumi:providers:kubernetes"
+NOTIFICATION_CHANNEL = "gcp:monitoring/notificationChannel:NotificationChannel"
+DATASET = "gcp:bigquery/dataset:Dataset"
+TABLE = "gcp:bigquery/table:Table"
+RESTORE_PLAN = "gcp:gkebackup/restorePlan:RestorePlan"
+SERVICE = "kubernetes:core/v1:Service"
+RBAC_TYPES = tuple(f"kubernetes:rbac.authorization.k8s.io/v1:{kind}" for kind in ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"))
+# The provider versions the program pins (program_data.json, from its installed SDKs).
+PROVIDER_VERSIONS: Mapping[str, str] = DATA["providerVersions"]
+SOURCE = "policy/program_data.json stacks (make policy-data)"
+
+
+@dataclass(frozen=True)
+class Spec:
+    """How one kind is recorded and matched: `key`, the field naming one resource of the kind (None:
+    the stack's resources of the kind are compared as a set); `fields`, the fields judged (None:
+    all); `ignored`, fields another policy judges."""
+
+    label: str
+    key: tuple[str, ...] | None
+    fields: tuple[str, ...] | None = None
+    ignored: tuple[str, ...] = ()
+
+
+SPECS: dict[str, Spec] = {
+    GKE_NODE_POOL: Spec("node pool", ("name",)),
+    # The cluster's node shape only: the other fields have policies of their own.
+    GKE_CLUSTER: Spec("cluster", ("name",), ("nodeConfig", "initialNodeCount", "nodePools", "clusterAutoscaling", "nodePoolDefaults", "nodePoolAutoConfig")),
+    NOTIFICATION_CHANNEL: Spec("notification channel", ("displayName",)),
+    DATASET: Spec("dataset", ("datasetId",)),
+    TABLE: Spec("table", ("tableId",)),
+    RESTORE_PLAN: Spec("restore plan", ("name",)),
+    GCP_PROVIDER: Spec("GCP provider", None),
+    # The kubeconfig is kubernetes-providers-by-design's (its form) and kubernetes-providers-own-cluster's (its server).
+    KUBERNETES_PROVIDER: Spec("Kubernetes provider", None, ignored=("kubeconfig",)),
+    # The release's other inputs, chart and value paths are helm-release-by-design's.
+    **{t: Spec("Helm release", ("name",), ("values",)) for t in HELM_RELEASES},
+    SERVICE: Spec("Service", ("metadata", "name")),
+    **{t: Spec(t.rsplit(":", 1)[-1], ("metadata", "name")) for t in RBAC_TYPES},
+}
+
+# Defaults a bridged provider's Check fills in where the program sets nothing, per kind: (path,
+# value). Read from hashicorp/terraform-provider-google tag v7.9.0 (commit
+# 34da6e75d778be372149429e8eed085049906b08), each schema's `Default:`: container/resource_container_node_pool.go
+# (upgrade_settings.strategy, management.auto_repair and auto_upgrade), container/node_config.go
+# (shielded_instance_config.enable_integrity_monitoring), monitoring/resource_monitoring_notification_channel.go
+# (enabled), bigquery/resource_bigquery_table.go (deletion_protection), bigquery/resource_bigquery_dataset.go
+# (location), provider/provider.go (add_terraform_attribution_label). Defaults that are zero
+# values (false, 0, "") need no entry.
+_NODE_DEFAULTS = {"nodeConfig.shieldedInstanceConfig.enableIntegrityMonitoring": True}
+PROVIDER_DEFAULTS: dict[str, dict[str, Any]] = {
+    GKE_NODE_POOL: {"upgradeSettings.strategy": "SURGE", "management.autoRepair": True, "management.autoUpgrade": True, **_NODE_DEFAULTS},
+    GKE_CLUSTER: dict(_NODE_DEFAULTS),
+    NOTIFICATION_CHANNEL: {"enabled": True},
+    TABLE: {"deletionProtection": True},
+    DATASET: {"location": "US"},
+    GCP_PROVIDER: {"addTerraformAttributionLabel": True},
+}
+
+
+def recorded_form(resource_type: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
+    """What the record keeps of a resource's inputs (tools/policy_data.py writes these)."""
+    spec = SPECS[resource_type]
+    key = spec.key[0] if spec.key else None
+    kept = {k: v for k, v in inputs.items() if (spec.fields is None or k in spec.fields or k == key) and k not in spec.ignored}
+    return json.loads(json.dumps(kept, sort_keys=True))
+
+
+def _path(parent: str, key: Any) -> str:
+    if isinstance(key, int):
+        return f"{parent}[{key}]"
+    if re.fullmatch(r"[A-Za-z0-9_-]+", str(key)):
+        return f"{parent}.{key}" if parent else str(key)
+    return f'{parent}["{key}"]'
+
+
+def _same(a: Any, b: Any) -> bool:
+    return json.dumps(a, sort_keys=True, default=str) == json.dumps(b, sort_keys=True, default=str)
+
+
+def _excused(path: str, value: Any, defaults: Mapping[str, Any]) -> bool:
+    """Whether a value the record does not have is only what the provider's Check fills in."""
+    if isinstance(value, Mapping):
+        return all(_excused(_path(path, k), v, defaults) for k, v in value.items())
+    if is_list(value):
+        return all(_excused(_path(path, i), v, defaults) for i, v in enumerate(value))
+    return not is_set(value) or (path in defaults and _same(value, defaults[path]))
+
+
+def _diff(path: str, found: Any, wanted: Any, defaults: Mapping[str, Any], out: list[tuple[str, Any, Any]]) -> None:
+    if not is_set(wanted):
+        if not _excused(path, found, defaults):
+            out.append((path, found, wanted))  # wanted: None (not set), or the zero value the program writes
+    elif not is_set(found):
+        out.append((path, None, wanted))
+    elif isinstance(found, Mapping) and isinstance(wanted, Mapping):
+        for key in [*found, *(k for k in wanted if k not in found)]:
+            _diff(_path(path, key), found.get(key), wanted.get(key), defaults, out)
+    elif is_list(found) and is_list(wanted) and len(found) == len(wanted):
+        for i, (f, w) in enumerate(zip(found, wanted)):
+            _diff(_path(path, i), f, w, defaults, out)
+    elif not _same(found, wanted):
+        out.append((path, found, wanted))
+
+
+def differences(resource_type: str, props: Mapping[str, Any], recorded: Mapping[str, Any]) -> list[tuple[str, Any, Any]]:
+    """(path, value or None, the recorded value or None) for each place `props` (as the record keeps
+    them) differs from the recorded resource: a value the record does not have (reported where it
+    starts, unless it is only the provider's defaults), a recorded value it lacks, another value."""
+    spec = SPECS[resource_type]
+    key = spec.key[0] if spec.key else None
+    kept = plain({k: props[k] for k in props if (spec.fields is None or k in spec.fields or k == key) and k not in spec.ignored and k != "version"})
+    out: list[tuple[str, Any, Any]] = []
+    _diff("", kept, dict(recorded), PROVIDER_DEFAULTS.get(resource_type, {}), out)
+    return out
+
+
+def _key(spec: Spec, document: Mapping[str, Any]) -> Any:
+    return get(document, *spec.key) if spec.key else None
+
+
+def _version_problem(args: ResourceValidationArgs) -> str | None:
+    if args.resource_type not in PROVIDER_VERSIONS or "version" not in args.props:
+        return None
+    version, pinned = args.props["version"], PROVIDER_VERSIONS[args.resource_type]
+    if version == pinned:
+        return None
+    return f"version: {show_short(version)} is not the provider version gpu-platform pins; allowed: {pinned!r} (requirements.txt)"
+
+
+def judge(args: ResourceValidationArgs, report_violation: ReportViolation) -> bool:
+    """Report each way a resource of a recorded kind differs from the stack's record; False for a
+    resource of another kind."""
+    spec = SPECS.get(args.resource_type)
+    if spec is None:
+        return False
+    stack = stack_data(args.urn)
+    if stack is None:
+        report_violation(unknown_stack(args.urn), None)
+        return True
+    problem = _version_problem(args)
+    if problem:
+        report_violation(problem, None)
+    records = (stack.get("resources") or {}).get(args.resource_type, [])
+    key = _key(spec, args.props)
+    candidates = [r for r in records if spec.key is None or _key(spec, r) == key]
+    where = f"stack {stack_of(args.urn)}"
+    if not candidates:
+        names = ", ".join(sorted(repr(_key(spec, r)) for r in records))
+        field = ".".join(spec.key) if spec.key else "type"
+        report_violation(
+            f"{field}: {show_short(key if spec.key else args.resource_type)} is not a {spec.label} {where}'s configuration makes; allowed: "
+            f"{names or 'none'} ({SOURCE}: a {spec.label} the program makes for this stack flows in when the data is regenerated)",
+            None,
+        )
+        return True
+    found = min((differences(args.resource_type, args.props, r) for r in candidates), key=len)
+    for path, value, wanted in found:
+        shown_value, shown_wanted = shown_pair(value, wanted)
+        got = "not set" if value is None else f"{shown_value} is not what {where}'s configuration sets"
+        allowed = "not set" if wanted is None else shown_wanted
+        report_violation(f"{path}: {got}; allowed: {allowed} ({SOURCE})", None)
+    return True
+
+
+def _numbers(value: Any) -> Any:
+    """Whole numbers as the stack file writes them (the analyzer's protobuf makes every number a float)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, Mapping):
+        return {k: _numbers(v) for k, v in value.items()}
+    if is_list(value):
+        return [_numbers(v) for v in value]
+    return value
+
+
+def shown_pair(value: Any, wanted: Any, width: int = 160) -> tuple[str, str]:
+    """Both values as a reader compares them: short ones whole, two long texts around where they
+    first differ (a view's query, a kubeconfig), anything else cut at `width`."""
+    if isinstance(value, str) and isinstance(wanted, str) and max(len(value), len(wanted)) > width:
+        start = max(0, next((i for i, (a, b) in enumerate(zip(value, wanted)) if a != b), min(len(value), len(wanted))) - 40)
+        return tuple(repr(("…" if start else "") + s[start : start + width] + ("…" if len(s) > start + width else "")) for s in (value, wanted))  # type: ignore[return-value]
+    return tuple(_cut(repr(_numbers(v)) if not isinstance(v, bool) else str(v).lower(), width) for v in (value, wanted))  # type: ignore[return-value]
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def validate_recorded(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
+    if args.resource_type in (SERVICE, *RBAC_TYPES):
+        return  # load-balancer-services-by-design's and host-rbac-by-design's
+    judge(args, report_violation)
+
+
+stack_resources_by_record = ResourcePolicy(
+    name="stack-resources-by-record",
+    description=(
+        "Host node pools (and the cluster's node shape), notification channels, the showback dataset and view, restore plans, GCP "
+        "and Kubernetes providers and the platform's Helm values exactly as the stack's configuration makes them (program_data.json "
+        "stacks): no other machine, kubelet setting or SSH key, no webhook channel, no view over another export, no restore rules "
+        "or other team's backup, no impersonation, no other identity provider."
+    ),
+    validate=validate_recorded,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    severity=Severity.CRITICAL,
+)
+
+POLICIES = [stack_resources_by_record]
