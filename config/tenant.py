@@ -7,6 +7,7 @@ in a team's own stack; the checks produce the same messages in both.
 
 from __future__ import annotations
 
+import hashlib
 import ipaddress
 import math
 from typing import Literal
@@ -395,14 +396,19 @@ def _limits(node_types: tuple[NodeType, ...], max_nodes: int, max_gpus: int) -> 
     return {GPU_RESOURCE: str(max_gpus), "cpu": str(cpu), "memory": f"{memory_gi}Gi"}
 
 
-def suggest_cidr(facts: EnvironmentFacts, others: list[TenantClaim]) -> str:
+def suggest_cidr(facts: EnvironmentFacts, others: list[TenantClaim], *, seed: str | None = None) -> str:
     """A free /22 for a tenant, clear of the host cluster's ranges, the tenant clusters' own and
     every valid range `others` claim: pass every other tenant of the environment, inline and in
     team stacks, not only the ones checked so far (ranges with problems are not known, and do not
-    hold the suggestion up)."""
+    hold the suggestion up). The first free one of the pool; with a `seed` (the new team's name,
+    `make team`), the first free one from a place of the pool the name picks, so two teams added
+    on two branches at once get different ranges (one chance in 1024 that two names pick the same
+    place: the merge's check then fails the second with a free range, `try_free` below)."""
     claimed = [c for _, c in facts.reserved_cidrs] + [c for _, c in TENANT_CLUSTER_CIDRS] + [o.cidr for o in others]
     taken = [net for net in (None if isinstance(c, Broken) else parse_cidr(c) for c in claimed) if net is not None]
-    for candidate in TENANT_CIDR_POOL.subnets(new_prefix=22):
+    candidates = list(TENANT_CIDR_POOL.subnets(new_prefix=22))
+    start = int.from_bytes(hashlib.sha256(seed.encode()).digest()[:8], "big") % len(candidates) if seed else 0
+    for candidate in candidates[start:] + candidates[:start]:
         if not any(candidate.overlaps(t) for t in taken):
             return str(candidate)
     return "a free private /22"
