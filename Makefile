@@ -15,9 +15,9 @@ STACK  ?= dev
 data = $(if $(filter file,$(origin $(1))),$($(1)),$(value $(1)))
 # make puts command-line variables into every recipe's environment, expanded: these reach the
 # recipes as data below instead.
-unexport STACK COMPARE POLICY_CONFIG QUICK NAME ENV GPU MAX_GPUS TEAM_PROJECT CIDR
+unexport STACK COMPARE POLICY_CONFIG QUICK NAME ENV GPU MAX_GPUS TEAM_PROJECT CIDR ORG DRY_RUN
 
-.PHONY: venv test plan plan-all bench constraints policy-data docs verify-records team clean acceptance acceptance-cleanup
+.PHONY: venv test plan plan-all bench constraints policy-data policy-publish docs verify-records team clean acceptance acceptance-cleanup
 
 $(RUNTIME_STAMP): requirements.txt constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -132,6 +132,13 @@ team: $(STAMP)
 ## The policy pack's copy of the program's data (policy/program_data.json); a test fails when stale.
 policy-data: $(STAMP)
 	$(BIN)/python -m tools.policy_data
+
+## Publish the policy pack under the version its files give it, after checking the checkout may publish it
+## (docs/guardrails.md "Publishing the pack"): make policy-publish [ORG=<your-org>] [DRY_RUN=1]
+policy-publish: export PUBLISH_ORG = $(call data,ORG)
+policy-publish: export PUBLISH_DRY_RUN = $(call data,DRY_RUN)
+policy-publish: $(STAMP)
+	$(BIN)/python -m tools.policy_publish --organization "$$PUBLISH_ORG" $${PUBLISH_DRY_RUN:+--dry-run}
 
 ## The configuration reference (docs/configuration.md) and Pulumi.yaml's descriptions, generated from
 ## the config models' docstrings; a test fails when either is stale.

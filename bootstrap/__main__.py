@@ -13,6 +13,7 @@ import pulumi
 
 from ci_config import ConfigProblems, parse
 from ci_identities import EnvironmentIdentities, GithubTrust
+from from_policy import stack_records
 from github_repo import GithubRepository
 from pulumi_cloud import PulumiCloudAccess, team_name
 
@@ -22,6 +23,7 @@ try:
         {key: _config.get_object(key) for key in ("github", "environments", "pulumiCloud")}
         | {key: _config.get(key) for key in ("driftEnvironment", "roleIdPrefix")},
         pulumi.Config("gcp").get("project"),
+        stack_records(),
     )
 except ConfigProblems as e:
     raise pulumi.RunError(f"bootstrap configuration:\n{e}") from None

@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from from_policy import existing_team_projects, stacks_of
+
 MAIN_REF = "refs/heads/main"  # the protected branch: only reviewed code runs from it
 GITHUB_ISSUER = "https://token.actions.githubusercontent.com"
 IDENTITY_KINDS = ("deploy", "preview", "drift")
@@ -62,12 +64,15 @@ class TenantProjects:
 class Environment:
     name: str
     project: str
-    stacks: tuple[str, ...]  # its environment stack (named like it) and its team stacks
+    # Its environment stacks and team stacks: the committed stacks whose gpu-platform:environment
+    # is `name`, from the pack's records (policy/stacks/, from_policy.py), never listed by hand.
+    stacks: tuple[str, ...]
     deploy: GitHubJobs
     preview: GitHubJobs
     tenant_projects: TenantProjects = field(default_factory=TenantProjects)
     # Existing GCP projects of the environment's tenants (`gcpProject: <id>`), inline or in team
-    # stacks: its deployer builds their networks and identities there, previews and drift read them.
+    # stacks, from the same records: its deployer builds their networks and identities there,
+    # previews and drift read them.
     team_projects: tuple[str, ...] = ()
 
 
@@ -170,25 +175,32 @@ def _jobs(raw: Any, key: str, problems: list[str], *, deploy: bool) -> GitHubJob
     return GitHubJobs(pull_requests=bool(pulls), ref=ref)
 
 
-def _environment(raw: Any, i: int, problems: list[str]) -> Environment | None:
+# Keys of an environment entry that earlier versions listed by hand and the records now give.
+DERIVED_KEYS = ("stacks", "teamProjects")
+ENTRY_KEYS = ("name", "project", "deploy", "preview", "tenantProjects")
+
+
+def _environment(raw: Any, i: int, problems: list[str], records: dict[str, dict[str, Any]]) -> Environment | None:
     key = f"environments[{i}]"
     if not isinstance(raw, dict):
         problems.append(f"{key}: {raw!r} is not a mapping")
         return None
-    unknown = sorted(set(raw) - {"name", "project", "stacks", "deploy", "preview", "tenantProjects", "teamProjects"})
+    for derived in (k for k in DERIVED_KEYS if k in raw):
+        problems.append(
+            f"{key}.{derived}: no longer set here; each environment's stacks and existing team projects come from the policy "
+            "pack's stack records (policy/stacks/, written by make policy-data from the stack files): remove the key"
+        )
+    unknown = sorted(set(raw) - set(ENTRY_KEYS) - set(DERIVED_KEYS))
     if unknown:
-        problems.append(f"{key}: unknown key(s) {unknown}; allowed: name, project, stacks, deploy, preview, tenantProjects, teamProjects")
+        problems.append(f"{key}: unknown key(s) {unknown}; allowed: {', '.join(ENTRY_KEYS)}")
     name, project = str(raw.get("name", "")), str(raw.get("project", ""))
     if not _ENVIRONMENT_NAME.match(name):
         problems.append(f"{key}.name: {name!r} is not allowed; allowed: a lowercase name of at most 12 letters and digits, e.g. dev or prod")
     if not _PROJECT_ID.match(project):
         problems.append(f"{key}.project: {project!r} is not a GCP project id")
-    stacks = raw.get("stacks") or [name]
-    if not isinstance(stacks, list) or not all(isinstance(s, str) and _STACK.match(s) for s in stacks):
-        problems.append(f"{key}.stacks: {stacks!r} is not a list of stack names")
-        stacks = [name]
-    if name not in stacks:
-        problems.append(f"{key}.stacks: {stacks} lacks the environment stack {name!r}")
+    stacks = [s for s in stacks_of(records, name) if _STACK.match(s)]
+    for stack in (s for s, record in records.items() if record["environment"] == name and record["project"] != project):
+        problems.append(f"{key}.project: {project!r} is not the project of its stack {stack} ({records[stack]['project']!r} in policy/stacks/{stack}.json)")
     deploy = _jobs(raw.get("deploy"), f"{key}.deploy", problems, deploy=True)
     preview = _jobs(raw.get("preview"), f"{key}.preview", problems, deploy=False)
     if deploy.environment and deploy.environment == preview.environment:
@@ -199,18 +211,15 @@ def _environment(raw: Any, i: int, problems: list[str]) -> Environment | None:
         problems.append(f"{key}.tenantProjects.folder: {folder!r} is not allowed; allowed: folders/<numeric id>")
     if billing is not None and not _BILLING_ACCOUNT.match(str(billing)):
         problems.append(f"{key}.tenantProjects.billingAccount: {billing!r} is not allowed; allowed: a billing account id XXXXXX-XXXXXX-XXXXXX")
-    team_projects = raw.get("teamProjects") or []
-    if not isinstance(team_projects, list) or not all(isinstance(p, str) and _PROJECT_ID.match(p) for p in team_projects):
-        problems.append(f"{key}.teamProjects: {team_projects!r} is not allowed; allowed: a list of GCP project ids")
-        team_projects = []
-    elif project in team_projects or len(set(team_projects)) != len(team_projects):
-        problems.append(f"{key}.teamProjects: {team_projects} names the environment's project or a project twice; allowed: each team project once")
+    team_projects = [p for p in existing_team_projects(records, name) if _PROJECT_ID.match(p)]
     return Environment(name, project, tuple(stacks), deploy, preview, TenantProjects(folder, billing), tuple(team_projects))
 
 
-def parse(values: dict[str, Any], pool_project: str | None) -> BootstrapConfig:
+def parse(values: dict[str, Any], pool_project: str | None, records: dict[str, dict[str, Any]] | None = None) -> BootstrapConfig:
     """`values`: the stack's config keys without namespace (github, environments, pulumiCloud,
-    driftEnvironment, roleIdPrefix). Raises ConfigProblems listing every problem."""
+    driftEnvironment, roleIdPrefix); `records`: the pack's stack records (from_policy.py), each
+    environment's stacks and existing team projects. Raises ConfigProblems listing every problem."""
+    records = records or {}
     problems: list[str] = []
     github = values.get("github") or {}
     repository = str(github.get("repository", ""))
@@ -225,13 +234,16 @@ def parse(values: dict[str, Any], pool_project: str | None) -> BootstrapConfig:
     if not isinstance(raw_environments, list) or not raw_environments:
         problems.append("environments: not set; allowed: one entry per environment, e.g. [{name: dev, …}, {name: prod, …}]")
         raw_environments = []
-    environments = [e for i, raw in enumerate(raw_environments) if (e := _environment(raw, i, problems)) is not None]
+    environments = [e for i, raw in enumerate(raw_environments) if (e := _environment(raw, i, problems, records)) is not None]
     names = [e.name for e in environments]
     for duplicate in sorted({n for n in names if names.count(n) > 1}):
         problems.append(f"environments: {duplicate!r} appears twice")
-    stacks = [s for e in environments for s in e.stacks]
-    for duplicate in sorted({s for s in stacks if stacks.count(s) > 1}):
-        problems.append(f"environments[].stacks: stack {duplicate!r} belongs to two environments")
+    for stack, record in sorted(records.items()):
+        if record["environment"] not in names:
+            problems.append(
+                f"environments: no entry for environment {record['environment']!r} of stack {stack} (policy/stacks/{stack}.json), so CI "
+                f"could neither preview nor deploy it; allowed: add {{name: {record['environment']}, project: …, deploy: …, preview: …}}"
+            )
     drift = str(values.get("driftEnvironment") or "drift")
     taken = {j.environment for e in environments for j in (e.deploy, e.preview) if j.environment}
     if drift in taken:

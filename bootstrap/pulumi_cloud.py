@@ -13,27 +13,18 @@ allows previews and decrypting the stack's secrets, "Stack Write" updates (Pulum
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pulumi
 import pulumi_pulumiservice as ps
-import yaml
 
 from ci_config import DEPENDABOT, GITHUB_ISSUER, MAIN_REF, BootstrapConfig
+from from_policy import policy_pack_version
 
 POLICY_PACK = "gpu-platform-guardrails"  # policy/__main__.py PolicyPack(name=…)
-POLICY_PACK_FILE = Path(__file__).resolve().parent.parent / "policy" / "PulumiPolicy.yaml"
 TOKEN_LIFETIME_SECONDS = 2 * 3600  # a prod `pulumi up` that creates a regional cluster takes over an hour
 
 
 def team_name(environment: str, access: str) -> str:
     return f"gpu-platform-ci-{environment}-{access}"
-
-
-def policy_pack_version() -> str:
-    """The pack version committed in policy/PulumiPolicy.yaml: publish it first
-    (`pulumi policy publish policy`), then this stack moves the policy group to it."""
-    return str(yaml.safe_load(POLICY_PACK_FILE.read_text())["version"])
 
 
 class PulumiCloudAccess(pulumi.ComponentResource):
@@ -106,6 +97,8 @@ class PulumiCloudAccess(pulumi.ComponentResource):
             entity_type="stacks",
             mode="preventative",
             stacks=stacks,
+            # The version this checkout's pack publishes as (policy/pack_version.py): publish it
+            # first (`make policy-publish`), then this stack moves the policy group to it.
             policy_packs=[ps.PolicyGroupPolicyPackReferenceInputArgs(name=POLICY_PACK, version_tag=policy_pack_version())],
             opts=child,
         )

@@ -8,7 +8,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from config import versions, yaml_io
+from config import fabric_manager, versions, yaml_io
 from config.catalog import load_catalog
 from config.gpu_operator import node_images
 from config.tenant import GpuOperator
@@ -18,6 +18,9 @@ from .fallback_documents import fallback_objects
 from .tenant_pod_security import ENFORCE_LABEL, GPU_OPERATOR_NAMESPACE, PRIVILEGED, pod_security_objects
 from .vcluster_values import GPU_RESOURCE
 from .watchdog_documents import watchdog_objects
+
+# The smoke Job's shell: nvidia-smi decides the Job; the probe's lines follow in its log.
+SMOKE_TEST_SCRIPT = f"nvidia-smi || exit $?; {fabric_manager.PROBE}; exit 0"
 
 SMOKE_TEST_NAMESPACE = "gpu-smoke-test"
 
@@ -157,7 +160,11 @@ def tenant_objects(
                                 {
                                     "name": "nvidia-smi",
                                     "image": versions.SMOKE_TEST_IMAGE,
-                                    "command": ["nvidia-smi"],
+                                    # nvidia-smi, then what the guest sees of NVSwitches and the
+                                    # GPUs' fabric state (config/fabric_manager.py PROBE), which
+                                    # settles Fabric Manager on an 8- or 16-GPU shape; the Job's
+                                    # result is nvidia-smi's.
+                                    "command": ["sh", "-c", SMOKE_TEST_SCRIPT],
                                     "resources": {"limits": {GPU_RESOURCE: "1"}},
                                     "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
                                 }

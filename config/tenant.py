@@ -7,6 +7,7 @@ in a team's own stack; the checks produce the same messages in both.
 
 from __future__ import annotations
 
+import hashlib
 import ipaddress
 from typing import Literal
 
@@ -132,7 +133,7 @@ class Tenant(ConfigModel):
     gpu_operator: GpuOperator = GpuOperator()
     """The GPU Operator inside the tenant."""
     smoke_test: bool = False
-    """A Job running nvidia-smi on one GPU of the tenant."""
+    """A Job running nvidia-smi on one GPU of the tenant, then printing what its node sees of NVSwitches (docs/gpu-nodes.md, "Fabric Manager")."""
     persistent_disks: bool = True
     """Persistent volumes through the PD CSI driver on the tenant's nodes, whose node identity then holds project-wide disk rights (docs/security.md, "Node service account"); unset: true with isolation: project, false with isolation: shared, where true is refused (the environment's project holds the host cluster's volumes)."""
     load_balancer_services: bool = False
@@ -292,14 +293,19 @@ def _check_network(
                 problems.add(cidr_path, f"{net} overlaps {who} {other.cidr}{try_free()}")
 
 
-def suggest_cidr(facts: EnvironmentFacts, others: list[TenantClaim]) -> str:
+def suggest_cidr(facts: EnvironmentFacts, others: list[TenantClaim], *, seed: str | None = None) -> str:
     """A free /22 for a tenant, clear of the host cluster's ranges, the tenant clusters' own and
     every valid range `others` claim: pass every other tenant of the environment, inline and in
     team stacks, not only the ones checked so far (ranges with problems are not known, and do not
-    hold the suggestion up)."""
+    hold the suggestion up). The first free one of the pool; with a `seed` (the new team's name,
+    `make team`), the first free one from a place of the pool the name picks, so two teams added
+    on two branches at once get different ranges (one chance in 1024 that two names pick the same
+    place: the merge's check then fails the second with a free range, `try_free` below)."""
     claimed = [c for _, c in facts.reserved_cidrs] + [c for _, c in TENANT_CLUSTER_CIDRS] + [o.cidr for o in others]
     taken = [net for net in (None if isinstance(c, Broken) else parse_cidr(c) for c in claimed) if net is not None]
-    for candidate in TENANT_CIDR_POOL.subnets(new_prefix=22):
+    candidates = list(TENANT_CIDR_POOL.subnets(new_prefix=22))
+    start = int.from_bytes(hashlib.sha256(seed.encode()).digest()[:8], "big") % len(candidates) if seed else 0
+    for candidate in candidates[start:] + candidates[:start]:
         if not any(candidate.overlaps(t) for t in taken):
             return str(candidate)
     return "a free private /22"

@@ -3,11 +3,22 @@ their programs evaluated once per session (see tests/shipped_stacks.py for which
 
 from __future__ import annotations
 
+import checkout_reads
 import pytest
 
 from config.stack_files import PROJECT_DIR, read_stack_values
-from shipped_stacks import SHIPPED_DIR, checkout_is_as_shipped, committed_stacks, shipped_values
+from shipped_stacks import (
+    SHIPPED_BOOTSTRAP,
+    SHIPPED_DIR,
+    bootstrap_is_as_shipped,
+    checkout_is_as_shipped,
+    committed_stacks,
+    shipped_bootstrap_values,
+    shipped_values,
+)
 from tools.mock_engine import ProgramRun, run_program
+
+BOOTSTRAP_DIR = PROJECT_DIR / "bootstrap"
 
 # The environment stack the shipped team stack references.
 ENV_STACK_REF = read_stack_values(SHIPPED_DIR, "team-vision-dev")["gpu-platform:environmentStack"]
@@ -97,27 +108,55 @@ def legacy_dev_run(legacy_dev_values):
 
 
 @pytest.fixture(scope="session")
-def bootstrap_run():
-    """The CI bootstrap (bootstrap/), evaluated from its committed stack file."""
-    bootstrap = PROJECT_DIR / "bootstrap"
-    return run_program(read_stack_values(bootstrap, "ci"), stack="ci", main=bootstrap / "__main__.py", project="gpu-platform-bootstrap")
+def shipped_records_dir(runs, tmp_path_factory):
+    """The records `make policy-data` writes for the stacks as shipped (policy/stacks/<stack>.json),
+    in a directory of their own: what the bootstrap as shipped derives its stacks and team projects from."""
+    import json
+
+    from tools import policy_data
+
+    directory = tmp_path_factory.mktemp("shipped-records")
+    records = policy_data.stack_data(runs, {stack: shipped_values(stack) for stack in runs})
+    for stack, record in records.items():
+        (directory / f"{stack}.json").write_text(json.dumps(record, indent=2) + "\n")
+    return directory
+
+
+@pytest.fixture(scope="session")
+def bootstrap_run(shipped_records_dir):
+    """The CI bootstrap as shipped (tests/data/shipped/bootstrap/Pulumi.ci.yaml, beside the stacks as
+    shipped and their records), evaluated: the bootstrap's tests of exact figures run on it, whatever
+    this checkout's bootstrap/Pulumi.ci.yaml (the user's: `yours:`) and stacks hold."""
+    from bootstrap_support import run_shipped_bootstrap
+
+    return run_shipped_bootstrap(shipped_bootstrap_values(), shipped_records_dir)
+
+
+@pytest.fixture(scope="session")
+def committed_bootstrap_run(request):
+    """This checkout's bootstrap (bootstrap/Pulumi.ci.yaml, with this checkout's records of
+    policy/stacks/), as `make policy-data` and `pulumi up` in bootstrap/ evaluate it."""
+    if checkout_is_as_shipped() and bootstrap_is_as_shipped():
+        return request.getfixturevalue("bootstrap_run")
+    return run_program(read_stack_values(BOOTSTRAP_DIR, "ci"), stack="ci", main=BOOTSTRAP_DIR / "__main__.py", project="gpu-platform-bootstrap")
 
 
 @pytest.fixture(scope="session", autouse=True)
 def pack_judges_the_shipped_stacks(request):
-    """The pack's per-stack data (policy/program_data.json) is this checkout's; the tests that run
-    the pack over the shipped stacks' runs judge them by the shipped stacks' own data. Nothing to do
-    while the two are the same."""
-    if checkout_is_as_shipped():
+    """The pack's per-stack data (policy/stacks/) and its data of the bootstrap (program_data.json
+    `bootstrap`) are this checkout's; the tests that run the pack over the shipped stacks' and the
+    shipped bootstrap's runs judge them by the shipped ones' own data. Nothing to do while the two
+    are the same."""
+    if checkout_is_as_shipped() and bootstrap_is_as_shipped():
         yield
         return
-    from policy_support import pack_stacks
+    from policy_support import pack_bootstrap, pack_stacks
 
     from tools import policy_data
 
     shipped = request.getfixturevalue("runs")
     values = {stack: shipped_values(stack) for stack in shipped}
-    with pack_stacks(policy_data.stack_data(shipped, values)):
+    with pack_stacks(policy_data.stack_data(shipped, values)), pack_bootstrap(policy_data.bootstrap_data(SHIPPED_BOOTSTRAP.parent)):
         yield
 
 
@@ -159,6 +198,30 @@ class BrokenStack:
 
 
 ADDED_TEAMS = "test_added_teams.py::test_the_tests_pass_after_adding_teams_as_the_docs_say_and_with_make_team"
+
+checkout_reads.install()
+
+
+def pytest_assertrepr_compare(config, op, left, right):
+    """A failing `==` of two large values (documents) prints its first differences at their paths,
+    not both documents whole (tests/assertion_diff.py); small values and messages as pytest shows them."""
+    from assertion_diff import explain, explain_in
+
+    if op == "==":
+        return explain(left, right)
+    if op == "in":
+        return explain_in(left, right)
+    return None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Which test reads this checkout's own stack files (tests/checkout_reads.py), fixtures included."""
+    checkout_reads.current = item.nodeid
+    try:
+        yield
+    finally:
+        checkout_reads.current = None
 
 
 def pytest_collection_modifyitems(items):

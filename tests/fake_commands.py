@@ -16,3 +16,14 @@ def install_fake(tmp_path: Path, name: str, script: str) -> tuple[Path, Path]:
     log = tmp_path / f"{name}.log"
     log.write_text("")
     return bin_dir, log
+
+
+def fake_on_path(tmp_path: Path, monkeypatch, name: str, script: str, log_variable: str) -> Path:
+    """`install_fake`, first on this test's PATH, its log's path in the environment variable
+    `log_variable` (for the script to write to); returns the log."""
+    import os
+
+    bin_dir, log = install_fake(tmp_path, name, script)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setenv(log_variable, str(log))
+    return log

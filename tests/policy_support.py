@@ -93,9 +93,48 @@ def pools_of(document: dict) -> dict[str, dict]:
 
 
 def pack_stacks(stacks: dict[str, Any]):
-    """The pack judging with `stacks` as its per-stack data (program_data.json `stacks`) for a while:
-    the shipped stacks' own data for their runs, whatever stacks this checkout holds."""
+    """The pack judging with `stacks` as its per-stack data (policy/stacks/) for a while: the
+    shipped stacks' own data for their runs, whatever stacks this checkout holds."""
     return policy_check.judging_stacks(stacks, replace=True)
+
+
+@contextlib.contextmanager
+def pack_bootstrap(bootstrap: dict[str, Any]):
+    """The pack judging with `bootstrap` as its data of the CI bootstrap (program_data.json
+    `bootstrap`) for a while: the bootstrap as shipped, whatever this checkout's configures. Changed
+    in place, as the guardrails hold on to the mappings (identities.py ACCOUNTS)."""
+    data = P.DATA["bootstrap"]
+    saved, saved_accounts = dict(data), dict(data["accounts"])
+    accounts = data["accounts"]
+    data.update({k: v for k, v in bootstrap.items() if k != "accounts"})
+    accounts.clear()
+    accounts.update(bootstrap["accounts"])
+    try:
+        yield
+    finally:
+        data.update(saved)
+        accounts.clear()
+        accounts.update(saved_accounts)
+
+
+def pack_copy_judging_the_shipped_stacks(directory: Path, shipped_records_dir: Path) -> Path:
+    """A copy of policy/ alone (what `pulumi policy publish` uploads) whose records are the stacks
+    as shipped (tests/conftest.py `shipped_records_dir`) and whose data of the CI bootstrap is the
+    bootstrap as shipped: the served pack then judges the shipped stacks' runs by their own data,
+    whatever stacks and bootstrap this checkout holds."""
+    import shutil
+
+    from shipped_stacks import SHIPPED_BOOTSTRAP
+
+    from tools import policy_data
+
+    copied = directory / "published" / "policy"
+    shutil.copytree(Path(P.__file__).resolve().parent, copied, ignore=shutil.ignore_patterns(".venv", "__pycache__", "stacks"))
+    shutil.copytree(shipped_records_dir, copied / "stacks")
+    data = json.loads((copied / "program_data.json").read_text())
+    data["bootstrap"] = policy_data.bootstrap_data(SHIPPED_BOOTSTRAP.parent)
+    (copied / "program_data.json").write_text(json.dumps(data, indent=2) + "\n")
+    return copied
 
 
 @contextlib.contextmanager

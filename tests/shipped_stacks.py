@@ -6,8 +6,9 @@ worked examples) would break the moment someone follows the docs. Those tests ru
 of the stacks as shipped, `tests/data/shipped/` (its `Pulumi.yaml` is a link to the project's).
 Tests about every committed stack iterate whatever stacks this checkout has (`committed_stacks`)
 and assert what must hold for any of them: it plans, passes the policy pack, CI selects it.
-`make team` also lists its stack in bootstrap/Pulumi.ci.yaml, so the bootstrap as shipped, listing
-exactly the shipped stacks, is frozen beside them (`SHIPPED_BOOTSTRAP`).
+The CI bootstrap's stack file is the user's too (its `yours:` values), so the bootstrap as shipped
+is frozen beside them (`SHIPPED_BOOTSTRAP`); it derives its stacks and team projects from the
+shipped stacks' records (tests/conftest.py `shipped_records_dir`), this checkout's from its own.
 """
 
 from __future__ import annotations
@@ -38,6 +39,11 @@ def shipped_project(directory: Path, stacks: Iterable[str] = SHIPPED_STACKS, *, 
     return directory
 
 
+def shipped_bootstrap_values() -> dict[str, Any]:
+    """A fresh, mutable copy of the bootstrap's configuration as shipped (tests/data/shipped/bootstrap/)."""
+    return copy.deepcopy(read_stack_values(SHIPPED_BOOTSTRAP.parent, "ci"))
+
+
 def shipped_values(stack: str) -> dict[str, Any]:
     """A fresh, mutable copy of a shipped stack's configuration (project defaults included)."""
     return copy.deepcopy(read_stack_values(SHIPPED_DIR, stack))
@@ -59,13 +65,28 @@ def environment_stack_of(stack: str, project_dir: Path = PROJECT_DIR) -> str | N
 
 
 def checkout_is_as_shipped(project_dir: Path = PROJECT_DIR) -> bool:
-    """This checkout's stacks are exactly the shipped ones (same names, same values)."""
+    """This checkout's stacks are exactly the shipped ones (same names, same values). A comparison
+    only: not a dependency on the checkout's stack files (tests/checkout_reads.py)."""
+    from checkout_reads import exempt
+
     if list_stacks(project_dir) != sorted(SHIPPED_STACKS):
         return False
-    try:
-        return all(read_stack_values(project_dir, s) == read_stack_values(SHIPPED_DIR, s) for s in SHIPPED_STACKS)
-    except StackFileError:
-        return False
+    with exempt():
+        try:
+            return all(read_stack_values(project_dir, s) == read_stack_values(SHIPPED_DIR, s) for s in SHIPPED_STACKS)
+        except StackFileError:
+            return False
+
+
+def bootstrap_is_as_shipped() -> bool:
+    """This checkout's bootstrap/Pulumi.ci.yaml is the shipped one (same values); a comparison only."""
+    from checkout_reads import exempt
+
+    with exempt():
+        try:
+            return read_stack_values(PROJECT_DIR / "bootstrap", "ci") == shipped_bootstrap_values()
+        except StackFileError:
+            return False
 
 
 def problems(values: dict[str, Any], stack: str = "dev", project_dir: Path = SHIPPED_DIR) -> list[str]:

@@ -13,9 +13,10 @@ import pulumi
 import pytest
 import yaml
 from ci_config import MAIN_REF
+from bootstrap_support import run_shipped_bootstrap
 from policy_support import analyze, args_of, requirement_pins, violations
 from docs_support import section
-from shipped_stacks import SHIPPED_DIR, SHIPPED_STACKS, shipped_values
+from shipped_stacks import SHIPPED_DIR, SHIPPED_STACKS, shipped_bootstrap_values, shipped_values
 
 from config import yaml_io
 from config.stack_files import PROJECT_DIR, list_stacks, read_stack_values
@@ -32,12 +33,16 @@ POOL = "projects/placeholder-project-number/locations/global/workloadIdentityPoo
 CI_ROLES = yaml.safe_load((BOOTSTRAP_DIR / "ci_roles.yaml").read_text())
 
 
-def committed_values() -> dict:
-    return copy.deepcopy(read_stack_values(BOOTSTRAP_DIR, "ci"))
+def shipped_configuration() -> dict:
+    """The bootstrap's configuration as shipped (tests/data/shipped/bootstrap/): exact figures are
+    checked on it, whatever this checkout's bootstrap/Pulumi.ci.yaml (the user's `yours:`) holds."""
+    return shipped_bootstrap_values()
 
 
-def run_bootstrap(values: dict) -> ProgramRun:
-    return run_program(values, stack="ci", main=MAIN, project=PROJECT)
+@pytest.fixture(scope="module")
+def run_bootstrap(shipped_records_dir):
+    """The bootstrap on a configuration, beside the records of the stacks as shipped."""
+    return lambda values, records_dir=shipped_records_dir: run_shipped_bootstrap(values, records_dir)
 
 
 @pytest.fixture(scope="module")
@@ -46,21 +51,23 @@ def bootstrap(bootstrap_run) -> ProgramRun:
 
 
 TEAM_PROJECT = "acme-ml-dev-vision"  # the shipped team stack's existing project (Pulumi.team-vision-dev.yaml)
-
-
-def committed_environments() -> list[dict]:
-    return committed_values()[NS + "environments"]
+# What the shipped stacks' records give each environment (policy/stack_records.py).
+SHIPPED_ENVIRONMENT_STACKS = {"dev": ["dev", "team-vision-dev"], "prod": ["prod"]}
+SHIPPED_TEAM_PROJECTS = {"dev": [TEAM_PROJECT], "prod": []}
 
 
 @pytest.fixture(scope="module")
-def variant() -> ProgramRun:
-    """The committed configuration with prod creating no team projects, dev listing no existing
-    team projects, and no Pulumi Cloud management."""
-    values = committed_values()
+def variant(run_bootstrap, shipped_records_dir, tmp_path_factory) -> ProgramRun:
+    """The configuration as shipped with prod creating no team projects, no team stack in dev (so
+    no existing team project), and no Pulumi Cloud management."""
+    records = tmp_path_factory.mktemp("records-without-team-stack")
+    for path in shipped_records_dir.glob("*.json"):
+        if path.stem != "team-vision-dev":
+            (records / path.name).write_text(path.read_text())
+    values = shipped_configuration()
     del values[NS + "environments"][1]["tenantProjects"]
-    del values[NS + "environments"][0]["teamProjects"]
     values[NS + "pulumiCloud"]["manage"] = False
-    return run_bootstrap(values)
+    return run_bootstrap(values, records)
 
 
 # --- Who can obtain which identity ----------------------------------------------------------------
@@ -175,11 +182,42 @@ def test_roles_exactly_as_readme_lists_them(bootstrap, variant):
 
 
 def test_every_environment_gets_its_own_identities_on_its_own_project(bootstrap):
-    """On its environment's project, or on the team projects that environment lists, nowhere else."""
-    team_projects = {e["name"]: e.get("teamProjects", []) for e in committed_environments()}
+    """On its environment's project, or on the existing team projects of its stacks, nowhere else."""
     for reg in bootstrap.of_type(PROJECT_MEMBER):
         environment = re.match(r"serviceAccount:gpu-ci-([a-z0-9]+)-", reg.input("member")).group(1)
-        assert reg.input("project") in [f"acme-ml-{environment}", *team_projects[environment]], reg.name
+        assert reg.input("project") in [f"acme-ml-{environment}", *SHIPPED_TEAM_PROJECTS[environment]], reg.name
+
+
+def test_each_environments_stacks_and_team_projects_come_from_the_stack_records(shipped_records_dir):
+    """From the pack's records of the stacks as shipped (what `make policy-data` writes to
+    policy/stacks/): dev's team stack and its existing project; prod's created projects are not
+    team projects (its folder grants cover them); the shared tenants' project is the environment's."""
+    from from_policy import existing_team_projects, stacks_of
+    from stack_records import load_records
+
+    records = load_records(shipped_records_dir)
+    assert {env: stacks_of(records, env) for env in ("dev", "prod")} == SHIPPED_ENVIRONMENT_STACKS
+    assert {env: existing_team_projects(records, env) for env in ("dev", "prod")} == SHIPPED_TEAM_PROJECTS
+    assert records["prod"]["tenants"]["research"]["projectCreated"] is True  # acme-prod-research, in the folder
+
+
+def test_a_list_set_by_hand_is_refused_with_where_it_comes_from_now(run_bootstrap):
+    """Earlier versions listed each environment's stacks and team projects in Pulumi.ci.yaml."""
+    values = shipped_configuration()
+    values[NS + "environments"][0].update(stacks=["dev", "team-vision-dev"], teamProjects=[TEAM_PROJECT])
+    with pytest.raises(pulumi.RunError) as raised:
+        run_bootstrap(values)
+    message = str(raised.value)
+    assert "environments[0].stacks: no longer set here; each environment's stacks and existing team projects come from the policy pack's stack records (policy/stacks/" in message
+    assert "environments[0].teamProjects: no longer set here" in message
+
+
+def test_a_stack_of_an_environment_without_an_entry_is_refused(run_bootstrap):
+    """prod's stack recorded, prod's entry gone: CI could neither preview nor deploy it."""
+    values = shipped_configuration()
+    del values[NS + "environments"][1]
+    with pytest.raises(pulumi.RunError, match=r"environments: no entry for environment 'prod' of stack prod \(policy/stacks/prod.json\), so CI could neither"):
+        run_bootstrap(values)
 
 
 def test_preview_and_drift_identities_cannot_write():
@@ -234,9 +272,8 @@ def test_tenant_project_grants_only_when_configured(bootstrap, variant):
 
 
 def test_existing_team_projects_get_exactly_the_team_project_roles(bootstrap, variant):
-    """dev lists its team stack's existing project (CI deploys team stacks): exactly the team-project
-    roles there; nothing on a team project nobody lists."""
-    assert TEAM_PROJECT in committed_environments()[0]["teamProjects"]
+    """dev's team stack has an existing project (CI deploys team stacks): exactly the team-project
+    roles there; nothing there without that stack (the variant)."""
     assert not [r for r in variant.of_type(PROJECT_MEMBER) if r.input("project") == TEAM_PROJECT]
     granted = {(r.input("member").split("@")[0].removeprefix("serviceAccount:"), r.input("role")) for r in bootstrap.of_type(PROJECT_MEMBER) if r.input("project") == TEAM_PROJECT}
     expected = {(f"gpu-ci-dev-{kind}", e["role"]) for kind, spec in CI_ROLES["identities"].items() for e in spec["teamProject"]}
@@ -277,23 +314,23 @@ def test_team_stack_permissions(bootstrap):
     the environment stack and its team stacks, which CI deploys after it (docs/teams.md "Add a team")."""
     granted = {(r.input("team"), r.input("stack"), r.input("permission")) for r in bootstrap.of_type("pulumiservice:index:TeamStackPermission")}
     read, edit = 101, 102  # TeamStackPermissionScope.READ / EDIT
-    listed = {(e["name"], s) for e in committed_environments() for s in e["stacks"]}
+    listed = {(env, s) for env, stacks in SHIPPED_ENVIRONMENT_STACKS.items() for s in stacks}
     assert granted == {(f"gpu-platform-ci-{env}-{team}", s, level) for env, s in listed for team, level in (("read", read), ("deploy", edit))}
-    # As shipped: dev with its team stack, prod alone.
-    assert {("dev", "dev"), ("dev", "team-vision-dev"), ("prod", "prod")} <= listed
-    assert ("gpu-platform-ci-dev-deploy", "team-vision-dev", edit) in granted
 
 
-def test_the_policy_group_enforces_the_committed_pack_on_every_stack(bootstrap):
+def test_the_policy_group_enforces_the_checked_out_pack_on_every_stack(bootstrap):
+    """Every stack of every environment and the bootstrap's own, with the version this checkout's
+    pack publishes as (`make policy-publish`: PulumiPolicy.yaml's version and the digest of the
+    pack's files, policy/pack_version.py)."""
+    from pack_version import base_version, digest, pack_version
+
     group = bootstrap.one("pulumiservice:index:PolicyGroup")
     assert group.input("mode") == "preventative" and group.input("entityType") == "stacks"
     stacks = {(s["routingProject"], s["name"]) for s in group.input("stacks")}
-    assert stacks == {("gpu-platform", s) for e in committed_environments() for s in e["stacks"]} | {(PROJECT, "ci")}
-    assert {("gpu-platform", s) for s in ("dev", "team-vision-dev", "prod")} <= stacks
-    pack_version = yaml.safe_load((PROJECT_DIR / "policy" / "PulumiPolicy.yaml").read_text())["version"]
+    assert stacks == {("gpu-platform", s) for s in ("dev", "team-vision-dev", "prod")} | {(PROJECT, "ci")}
     main_py = (PROJECT_DIR / "policy" / "__main__.py").read_text()
     [pack] = group.input("policyPacks")
-    assert pack["versionTag"] == pack_version and f'name="{pack["name"]}"' in main_py
+    assert pack["versionTag"] == pack_version() == f"{base_version()}-{digest()}" and f'name="{pack["name"]}"' in main_py
 
 
 def test_github_variables(bootstrap):
@@ -310,8 +347,17 @@ def test_without_pulumi_cloud_management_nothing_of_it_is_registered(variant):
 # --- The guardrails hold for the bootstrap too ----------------------------------------------------
 
 
-def test_the_bootstrap_stack_passes_the_policy_pack(bootstrap):
+def test_the_bootstrap_stack_passes_the_policy_pack(bootstrap, committed_bootstrap_run):
+    """As shipped (judged by the shipped data), and this checkout's, by this checkout's pack."""
     assert analyze(bootstrap) == []
+    if committed_bootstrap_run is not bootstrap:
+        from policy_support import pack_bootstrap, pack_stacks
+        from stack_records import load_records
+
+        from tools import policy_data
+
+        with pack_bootstrap(policy_data.bootstrap_data()), pack_stacks(load_records(PROJECT_DIR / "policy" / "stacks")):
+            assert analyze(committed_bootstrap_run) == []
 
 
 @pytest.mark.parametrize(
@@ -340,8 +386,8 @@ def test_a_deployer_role_on_a_preview_identity_is_still_allowed_only_by_design(b
 # --- Configuration ---------------------------------------------------------------------------------
 
 
-def test_every_configuration_problem_is_reported_at_once_and_nothing_is_registered():
-    values = committed_values()
+def test_every_configuration_problem_is_reported_at_once_and_nothing_is_registered(run_bootstrap):
+    values = shipped_configuration()
     values[NS + "github"] = {"repository": "gpu-platform", "repositoryId": "abc"}
     values[NS + "environments"][0]["deploy"] = {"pullRequests": True}
     values[NS + "environments"][1]["deploy"] = {"ref": "refs/heads/release"}
@@ -406,8 +452,8 @@ def test_the_repository_variables_are_the_outputs(bootstrap):
     assert {r.input("repository") for r in bootstrap.of_type("github:index/actionsVariable:ActionsVariable")} == {"gpu-platform"}
 
 
-def test_reviewers_are_required_when_github_is_managed():
-    values = committed_values()
+def test_reviewers_are_required_when_github_is_managed(run_bootstrap):
+    values = shipped_configuration()
     del values[NS + "github"]["reviewers"]
     with pytest.raises(pulumi.RunError, match=r"github.reviewers: not set; allowed: the teams or users who approve"):
         run_bootstrap(values)
@@ -431,50 +477,69 @@ def committed_stacks() -> dict[str, dict]:
     return {stack: copy.deepcopy(read_stack_values(PROJECT_DIR, stack)) for stack in list_stacks(PROJECT_DIR)}
 
 
-def coverage_problems(environments: list[dict], stacks: dict[str, dict]) -> list[str]:
-    """What the stack files need from the bootstrap's `environments` and lack: every stack listed
-    under its environment (policy group, read and deploy teams), the folder and billing account of
-    an environment stack that creates team projects, the existing projects of its tenants, inline
-    or in team stacks (CI's deployer deploys both)."""
-    problems = []
+def coverage_problems(run: ProgramRun, environments: list[dict], stacks: dict[str, dict]) -> list[str]:
+    """What the stack files need from a run of the bootstrap and lack: every stack in its
+    environment's read and deploy teams and the policy group (CI previews and deploys it, the
+    guardrails hold for it), its tenants' existing projects (as the stack files say: `gcpProject:
+    <id>`) granted to the environment's CI identities (CI's deployer deploys inline tenants and team
+    stacks), and an environment stack that creates team projects its folder and billing account."""
+    permitted = {(r.input("team"), r.input("stack")) for r in run.of_type("pulumiservice:index:TeamStackPermission")}
+    grouped = {s["name"] for r in run.of_type("pulumiservice:index:PolicyGroup") for s in r.input("stacks")}
+    deployers = {(m.group(1), r.input("project")) for r in run.of_type(PROJECT_MEMBER) if (m := re.match(r"serviceAccount:gpu-ci-([a-z0-9]+)-deploy@", r.input("member")))}
     by_name = {e["name"]: e for e in environments}
+    problems = []
     for stack, values in stacks.items():
-        environment = by_name.get(values["gpu-platform:environment"])
-        if environment is None or stack not in environment.get("stacks", []):
-            problems.append(f"{stack}: not in the stacks of bootstrap environment {values['gpu-platform:environment']!r}")
+        env = values["gpu-platform:environment"]
+        if {(f"gpu-platform-ci-{env}-read", stack), (f"gpu-platform-ci-{env}-deploy", stack)} - permitted or stack not in grouped:
+            problems.append(f"{stack}: not among the stacks of bootstrap environment {env!r} (its teams, the policy group)")
             continue
         wanted = (values.get("gpu-platform:platform") or {}).get("tenantProjects")
-        given = environment.get("tenantProjects") or {}
+        given = by_name.get(env, {}).get("tenantProjects") or {}
         if wanted and (given.get("folder"), given.get("billingAccount")) != (wanted["folder"], wanted["billingAccount"]):
             problems.append(f"{stack}: creates team projects in {wanted['folder']}, billed to {wanted['billingAccount']}; its bootstrap entry grants {given or 'nothing'}")
         for tenant in [values.get("gpu-platform:tenant") or {}, *(values.get("gpu-platform:tenants") or [])]:
             project = tenant.get("gcpProject")
             spec = {"id": project} if isinstance(project, str) else project or {}
-            if spec.get("id") and not spec.get("create") and spec["id"] not in environment.get("teamProjects", []):
-                problems.append(f"{stack}: tenant {tenant['name']}'s existing project {spec['id']} is not in the bootstrap entry's teamProjects")
+            if spec.get("id") and not spec.get("create") and (env, spec["id"]) not in deployers:
+                problems.append(f"{stack}: tenant {tenant['name']}'s existing project {spec['id']} has no roles of {env}'s CI deployer")
     return problems
 
 
-def test_every_committed_stack_gets_what_it_needs_from_the_bootstrap():
-    assert coverage_problems(committed_values()[NS + "environments"], committed_stacks()) == []
+def test_every_committed_stack_gets_what_it_needs_from_the_bootstrap(committed_bootstrap_run):
+    """This checkout's bootstrap, with this checkout's stack records, covers every stack file."""
+    environments = read_stack_values(PROJECT_DIR / "bootstrap", "ci")[NS + "environments"]
+    assert coverage_problems(committed_bootstrap_run, environments, committed_stacks()) == []
 
 
-def test_the_coverage_check_fails_on_what_the_review_found():
-    """On the stacks as shipped (tests/data/shipped/) and the bootstrap entries they need."""
+def test_the_coverage_check_fails_on_what_the_review_found(bootstrap, run_bootstrap, shipped_records_dir, tmp_path):
+    """On the stacks as shipped (tests/data/shipped/): a bootstrap run whose records lack the team
+    stack (stale records: `make policy-data` not run) and whose prod entry lacks tenantProjects,
+    and a tenant moved to an existing project its records do not know."""
     assert list_stacks(SHIPPED_DIR) == sorted(SHIPPED_STACKS)
     stacks = {stack: shipped_values(stack) for stack in SHIPPED_STACKS}
+    environments = shipped_configuration()[NS + "environments"]
+    assert coverage_problems(bootstrap, environments, stacks) == []
     stacks["dev"]["gpu-platform:tenants"][0]["gcpProject"] = "acme-ml-dev-nlp"  # dev's deployer has no rights there
-    environments = [{"name": "dev", "stacks": ["dev"]}, {"name": "prod", "stacks": ["prod"]}]
-    assert coverage_problems(environments, stacks) == [
-        "dev: tenant nlp's existing project acme-ml-dev-nlp is not in the bootstrap entry's teamProjects",
+    for path in shipped_records_dir.glob("*.json"):
+        if path.stem != "team-vision-dev":
+            (tmp_path / path.name).write_text(path.read_text())
+    values = shipped_configuration()
+    del values[NS + "environments"][1]["tenantProjects"]
+    stale = run_bootstrap(values, tmp_path)
+    assert coverage_problems(stale, values[NS + "environments"], stacks) == [
+        "dev: tenant nlp's existing project acme-ml-dev-nlp has no roles of dev's CI deployer",
         "prod: creates team projects in folders/123456789012, billed to 012345-6789AB-CDEF01; its bootstrap entry grants nothing",
-        "team-vision-dev: not in the stacks of bootstrap environment 'dev'",  # outside the policy group, CI cannot deploy it
+        "team-vision-dev: not among the stacks of bootstrap environment 'dev' (its teams, the policy group)",
     ]
-    environments[0].update(teamProjects=["acme-ml-dev-nlp"], stacks=["dev", "team-vision-dev"])
-    # Listed, but CI's deployer, which deploys team stacks too, has no rights in the team's project.
-    assert coverage_problems(environments, stacks)[1:] == [
-        "team-vision-dev: tenant vision's existing project acme-ml-dev-vision is not in the bootstrap entry's teamProjects",
-    ]
-    environments[0]["teamProjects"].append("acme-ml-dev-vision")
-    environments[1]["tenantProjects"] = {"folder": "folders/123456789012", "billingAccount": "012345-6789AB-CDEF01"}
-    assert coverage_problems(environments, stacks) == []
+
+
+def test_an_entry_whose_project_is_not_its_stacks_is_refused(run_bootstrap):
+    """The entry's project is where the environment's CI identities and their roles go: the one its
+    stacks deploy to (each record's project), not a "yours:" value left half edited."""
+    values = shipped_configuration()
+    values[NS + "environments"][0]["project"] = "acme-ml-other"
+    with pytest.raises(pulumi.RunError) as raised:
+        run_bootstrap(values)
+    message = str(raised.value)
+    for stack in ("dev", "team-vision-dev"):
+        assert f"environments[0].project: 'acme-ml-other' is not the project of its stack {stack} ('acme-ml-dev' in policy/stacks/{stack}.json)" in message

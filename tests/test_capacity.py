@@ -282,10 +282,10 @@ def test_the_pack_refuses_a_pool_that_selects_another_teams_slice(tmp_path, prod
 
     copied = tmp_path / "policy"
     shutil.copytree(PROJECT_DIR / "policy", copied, ignore=shutil.ignore_patterns(".venv", "__pycache__"))
-    data = json.loads((copied / "program_data.json").read_text())
-    # prod as if a second team, nlp, had a slice of its own of another reservation.
-    data["stacks"]["prod"]["reservedNodeTypes"]["rsv-shared-h100-nlp"] = "nlp"
-    (copied / "program_data.json").write_text(json.dumps(data))
+    record = json.loads((copied / "stacks" / "prod.json").read_text())
+    # prod's record as if a second team, nlp, had a slice of its own of another reservation.
+    record["reservedNodeTypes"]["rsv-shared-h100-nlp"] = "nlp"
+    (copied / "stacks" / "prod.json").write_text(json.dumps(record))
     instance = prod_run.one(VCI, "research")
 
     def select(values: list[str], operator: str = "In"):

@@ -78,7 +78,7 @@ def test_readme_is_read_top_to_bottom():
     readme = page("README.md")
     assert len(readme.splitlines()) <= 300
     titles = [title for level, title, _ in headings(readme) if level == 2]
-    assert titles == ["What it is", "Try it offline", "Deploy an environment", "Add a team", "For team members", "Where to go next"]
+    assert titles == ["What it is", "Status", "What it needs and what it costs", "Try it offline", "Deploy an environment", "Add a team", "For team members", "Where to go next"]
     assert re.search(r"```mermaid\nflowchart ", section("What it is", "README.md"))
     cells = [cell.strip() for line in readme.splitlines() if line.startswith("|") for cell in line.strip("|").split("|")]
     assert cells and [cell for cell in cells if len(cell) > 80] == []

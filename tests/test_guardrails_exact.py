@@ -130,7 +130,7 @@ def test_a_stack_the_data_does_not_know_gets_no_grant(runs):
     run, reg = one(runs, "dev", PROJECT_MEMBER, "tenant-nlp-project-platform-vm-role")
     args = args_of(run, reg, urn=urn_of(reg.type, reg.name, stack="mallory"))
     message = only(rejected(args), P.grant_allow_list)
-    assert "stack 'mallory' is not in the pack's data, so nothing of it is known; allowed: the stacks of policy/program_data.json" in message
+    assert "stack 'mallory' is not in the pack's data, so nothing of it is known; allowed: the stacks of policy/stacks/ (" in message
 
 
 def test_the_identity_data_is_what_the_runs_name(runs):

@@ -124,9 +124,9 @@ def preconditions(instance) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def offer():
-    """Node types of a real environment: prod offers T4 (N1), L4 (G2), A100 (A2), H100 (A3),
-    Spot variants and E2 CPU types."""
-    stack = load_stack(read_stack_values(ROOT, "prod"), stack="prod", project_dir=ROOT)
+    """Node types of a real environment: prod as shipped offers T4 (N1), L4 (G2), A100 (A2), H100
+    (A3), Spot variants and E2 CPU types."""
+    stack = load_stack(read_stack_values(SHIPPED_DIR, "prod"), stack="prod", project_dir=SHIPPED_DIR)
     return stack
 
 

@@ -13,9 +13,11 @@ import json
 from typing import Any
 
 import policies as P
+from stack_records import load_records
 import pytest
 import yaml
 from policy_support import (
+    pack_copy_judging_the_shipped_stacks,
     analyze,
     analyze_remote,
     args_of,
@@ -56,8 +58,8 @@ def test_pack_passes_every_committed_stack(request, stack):
     if shipped:
         found = analyze(run)
     else:
-        # This checkout's stacks, by the data `make policy-data` wrote for them.
-        with pack_stacks(json.loads((POLICY_DIR / "program_data.json").read_text())["stacks"]):
+        # This checkout's stacks, by the records `make policy-data` wrote for them (policy/stacks/).
+        with pack_stacks(load_records(POLICY_DIR / "stacks")):
             found = analyze(run)
     assert found == [], "\n".join(f"{level.value} {policy} on {resource}: {message}" for level, policy, resource, message in found)
 
@@ -774,14 +776,14 @@ def test_ceiling_schema():
 # --- The pack as the CLI runs it -----------------------------------------------------------------
 
 
-def test_pack_serves_the_policies_over_grpc(runs):
+def test_pack_serves_the_policies_over_grpc(runs, tmp_path, shipped_records_dir):
     """Starts policy/ the way the CLI's Python analyzer does and talks to it: proves the imports
     resolve from policy/, the pack lists every policy with its level, and the SDK's own servicer
     applies config and levels."""
     from google.protobuf import empty_pb2
     from pulumi.runtime.proto import analyzer_pb2
 
-    with served_pack(POLICY_DIR) as analyzer:
+    with served_pack(pack_copy_judging_the_shipped_stacks(tmp_path, shipped_records_dir), cwd=tmp_path) as analyzer:
         info = analyzer.GetAnalyzerInfo(empty_pb2.Empty(), timeout=30)
         served = {p.name: p.enforcementLevel for p in info.policies}
         assert served == {
@@ -793,7 +795,7 @@ def test_pack_serves_the_policies_over_grpc(runs):
         def remote():
             return analyze_remote(analyzer, instance.type, instance.plain_inputs, instance.urn, instance.name)
 
-        assert remote() == []
+        assert [d.message for d in remote()] == []  # each violation by its message, whole
         config = analyzer_pb2.PolicyConfig(enforcementLevel=analyzer_pb2.ADVISORY)
         config.properties.update({P.MAX_GPUS_CONFIG: 5})
         analyzer.Configure(analyzer_pb2.ConfigureAnalyzerRequest(policyConfig={P.GPU_CEILING_NON_PROD: config}), timeout=30)

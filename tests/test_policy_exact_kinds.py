@@ -5,8 +5,8 @@ refused by a MANDATORY policy whose message names the resource and the field.
 
 The stack judged is dev, configured as a user would to have every kind the program makes: single
 sign-on, an e-mail notification channel and the showback view over dev's own billing export. The
-copy's program_data.json records dev so configured (what `make policy-data` writes for it), so the
-pack judges by value against that record."""
+copy's records (policy/stacks/) record dev so configured (what `make policy-data` writes for it), so
+the pack judges by value against that record."""
 
 from __future__ import annotations
 
@@ -45,9 +45,9 @@ def analyzer(configured, prod_run, tenant_run, tmp_path_factory):
     run, values = configured
     copied = tmp_path_factory.mktemp("published") / "policy"
     shutil.copytree(PROJECT_DIR / "policy", copied, ignore=shutil.ignore_patterns(".venv", "__pycache__"))
-    data = json.loads((copied / "program_data.json").read_text())
-    data["stacks"].update(policy_data.stack_data({"dev": run, "prod": prod_run, "team-vision-dev": tenant_run}, {**_shipped_values(), "dev": values}))
-    (copied / "program_data.json").write_text(json.dumps(data))
+    records = policy_data.stack_data({"dev": run, "prod": prod_run, "team-vision-dev": tenant_run}, {**_shipped_values(), "dev": values})
+    for stack, record in records.items():  # one file per stack (policy/stacks/)
+        (copied / "stacks" / f"{stack}.json").write_text(json.dumps(record))
     with served_pack(copied, cwd=copied.parent) as stub:
         yield stub
 

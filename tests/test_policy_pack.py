@@ -5,6 +5,7 @@ IAM grants exactly the grants the program makes."""
 from __future__ import annotations
 
 import copy
+import json
 import re
 import shutil
 import subprocess
@@ -13,7 +14,7 @@ import sys
 import policies as P
 import pytest
 import yaml
-from policy_support import analyze_remote, served_pack
+from policy_support import analyze_remote, pack_copy_judging_the_shipped_stacks, served_pack
 from pulumi_policy import StackValidationPolicy
 
 from components.auto_nodes_identity import PLATFORM_KSA, PLATFORM_NAMESPACE
@@ -21,29 +22,47 @@ from config.iam_grants import load_grants
 from config.stack_files import PROJECT_DIR, read_stack_values
 from guardrails.common import grant_scope, is_iam_grant
 from tools import policy_data
-from docs_support import all_text
+from docs_support import all_text, section
 from shipped_stacks import SHIPPED_DIR, run_shipped
 
 POLICY_DIR = PROJECT_DIR / "policy"
 
 
 @pytest.fixture(scope="module")
-def evaluated(committed_runs, bootstrap_run):
-    """What `make policy-data` evaluates, from the session's runs of the committed stacks."""
-    return policy_data.evaluate(stacks=committed_runs, bootstrap=bootstrap_run)
+def evaluated(committed_runs, committed_bootstrap_run, runs):
+    """What `make policy-data` evaluates, from the session's runs of the committed stacks (and of the
+    stacks as shipped, where this checkout's differ), and of this checkout's bootstrap."""
+    return policy_data.evaluate(stacks=committed_runs, bootstrap=committed_bootstrap_run, reference=runs)
 
 
 def test_program_data_is_fresh(evaluated):
-    assert policy_data.OUTPUT.read_text() == policy_data.render(evaluated), "policy/program_data.json is stale: run `make policy-data`"
+    assert policy_data.stale_files(evaluated) == [], "run `make policy-data`"
 
 
-def test_freshness_check_fails_on_a_stale_file(tmp_path, monkeypatch, evaluated):
+def test_freshness_check_fails_on_a_stale_file_a_missing_record_and_a_record_of_no_stack(tmp_path, monkeypatch, evaluated):
     monkeypatch.setattr(policy_data, "evaluate", lambda: evaluated)
-    stale = tmp_path / "program_data.json"
-    stale.write_text(policy_data.render().replace('"autoNodes"', '"somethingElse"', 1))
+    stale, records = tmp_path / "program_data.json", tmp_path / "stacks"
+    stale.write_text(policy_data.render(evaluated).replace('"autoNodes"', '"somethingElse"', 1))
+    records.mkdir()
+    [first, *others] = sorted(policy_data.render_records(evaluated).items())
+    for name, text in others:
+        (records / name).write_text(text)
+    (records / "team-gone-dev.json").write_text("{}\n")  # its stack file deleted
     monkeypatch.setattr(policy_data, "OUTPUT", stale)
+    monkeypatch.setattr(policy_data, "RECORDS_DIR", records)
     assert policy_data.main(["--check"]) == 1
+    assert policy_data.stale_files(evaluated) == [str(stale), str(records / first[0]), str(records / "team-gone-dev.json")]
     assert policy_data.main([]) == 0 and policy_data.main(["--check"]) == 0
+    assert sorted(p.name for p in records.iterdir()) == sorted(policy_data.render_records(evaluated))
+
+
+def test_each_stack_has_a_record_of_its_own():
+    """One file per committed stack under policy/stacks/ (two teams added at once add two files),
+    none of them in program_data.json."""
+    from config.stack_files import list_stacks
+
+    assert sorted(p.stem for p in (POLICY_DIR / "stacks").glob("*.json")) == list_stacks(PROJECT_DIR)
+    assert "stacks" not in json.loads((POLICY_DIR / "program_data.json").read_text())
 
 
 def test_the_pack_edits_no_import_path():
@@ -74,9 +93,9 @@ def test_a_copy_of_policy_alone_imports(tmp_path):
     assert result.stdout.strip() == f'{{"policies": {len(P.POLICIES)}, "program_modules": []}}'
 
 
-def test_a_copy_of_policy_alone_serves_and_rejects(tmp_path, runs):
+def test_a_copy_of_policy_alone_serves_and_rejects(tmp_path, runs, shipped_records_dir):
     """The copied pack, started as the CLI starts it, rejects a grant the program does not make."""
-    copied = _copy_of_the_pack(tmp_path)
+    copied = pack_copy_judging_the_shipped_stacks(tmp_path, shipped_records_dir)
     with served_pack(copied, cwd=tmp_path) as analyzer:
         run = runs["dev"]
         binding = run.one("gcp:projects/iAMMember:IAMMember", "tenant-nlp-project-platform-vm-role")
@@ -138,13 +157,15 @@ def test_every_policy_the_readme_table_needs_is_a_resource_or_stack_policy():
     ]
 
 
-def test_readme_enables_the_committed_pack_version():
-    """The docs read the version from policy/PulumiPolicy.yaml rather than naming it, so a bump
-    cannot leave it stale."""
+def test_the_docs_publish_the_pack_under_the_version_its_files_give_it():
+    """No version is written by hand anywhere: the docs publish with `make policy-publish` and print
+    the version with `python policy/pack_version.py`, which says what the bootstrap enables."""
+    from pack_version import pack_version
+
     version = yaml.safe_load((POLICY_DIR / "PulumiPolicy.yaml").read_text())["version"]
-    readme = all_text()
-    assert version not in readme
-    found = re.search(r'pulumi policy enable <your-org>/gpu-platform-guardrails "\$\((sed [^)]+)\)" --policy-group gpu-platform-guardrails\n', readme)
-    assert found
-    printed = subprocess.run(found.group(1), shell=True, cwd=PROJECT_DIR, capture_output=True, text=True, check=True).stdout
-    assert printed == f"{version}\n"
+    docs = all_text()
+    assert version not in docs and "pulumi policy enable" not in docs and "pulumi policy publish policy" not in docs
+    assert "make policy-publish" in section("Guardrails") and "make policy-publish" in section("Add a team")
+    printed = subprocess.run([sys.executable, "policy/pack_version.py"], cwd=PROJECT_DIR, capture_output=True, text=True, check=True).stdout
+    assert "`python policy/pack_version.py` prints it" in " ".join(section("Publishing the pack").split())
+    assert printed == f"{pack_version()}\n" and re.fullmatch(rf"{re.escape(str(version))}-[0-9a-f]{{12}}\n", printed)

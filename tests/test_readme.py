@@ -343,10 +343,13 @@ def test_team_stacks_are_deployed_by_ci_after_their_environment_and_listed_first
     (tests/test_workflow.py): CI's deploy job of its environment, after the bootstrap lists it."""
     text = " ".join(section("Add a team").split())
     assert "CI deploys it, never the team" in text and "`python -m tools.team_stacks <env>`" in text
-    assert "list the stack under its environment's `stacks` in `bootstrap/Pulumi.ci.yaml`" in text
-    assert "the project under that environment's `teamProjects`" in text
+    # Listed by nobody: the bootstrap derives each environment's stacks and existing team projects
+    # from the stack records make policy-data writes (tests/test_bootstrap.py).
+    assert "then `make policy-data` (it writes the stack's record, `policy/stacks/team-robotics-dev.json`). Nothing else" in text
+    assert "every existing project (`gcpProject: <id>`) of its tenants the environment's team-project roles" in text
+    assert "teamProjects" not in all_text() and "`stacks` in `bootstrap/Pulumi.ci.yaml`" not in all_text()
     delivery = " ".join(section("Continuous delivery").split())
-    assert "every committed team stack of its environment" in delivery and "(Stack Write on the same `stacks`" in delivery
+    assert "every committed team stack of its environment" in delivery and "(Stack Write on the same stacks" in delivery
     words = " ".join(all_text().split())
     for claim in ("deploys the environment stack only", "deploys a merged team stack", "is deployed by its team", "deployed by their teams."):
         assert claim not in words

@@ -5,11 +5,10 @@ that records its calls."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
-from fake_commands import install_fake
+from fake_commands import fake_on_path
 
 from config.stack_files import PROJECT_DIR
 from tools import team_stacks
@@ -39,10 +38,7 @@ def project(tmp_path) -> Path:
 
 @pytest.fixture
 def pulumi_log(tmp_path, monkeypatch) -> Path:
-    bin_dir, log = install_fake(tmp_path, "pulumi", FAKE_PULUMI)
-    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
-    monkeypatch.setenv("PULUMI_LOG", str(log))
-    return log
+    return fake_on_path(tmp_path, monkeypatch, "pulumi", FAKE_PULUMI, "PULUMI_LOG")
 
 
 def test_an_environments_team_stacks_are_those_that_name_it(project):

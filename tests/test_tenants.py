@@ -167,7 +167,12 @@ def test_in_tenant_objects_are_valid_kubernetes(dev_run):
     assert [o for o in nlp if o["kind"] == "Job"] == []
     job = next(o for o in speech if o["kind"] == "Job")
     pod = job["spec"]["template"]["spec"]
-    assert pod["containers"][0]["command"] == ["nvidia-smi"]
+    # nvidia-smi decides the Job; Fabric Manager's probe (config/fabric_manager.py) prints after it.
+    from components.tenant_documents import SMOKE_TEST_SCRIPT
+    from config.fabric_manager import PROBE
+
+    assert pod["containers"][0]["command"] == ["sh", "-c", SMOKE_TEST_SCRIPT]
+    assert SMOKE_TEST_SCRIPT.startswith("nvidia-smi || exit $?; ") and PROBE in SMOKE_TEST_SCRIPT
     assert pod["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "1"}
     # It tolerates exactly the taint GPU pools carry, and cleans up after itself.
     taint = values_of(dev_run.one(VCI, "speech")).gpu_pools()[0].taints[0]

@@ -13,14 +13,16 @@ from pathlib import Path
 import pytest
 
 from config.stack_files import PROJECT_DIR
+from shipped_stacks import SHIPPED_DIR
 from tools import destroy_gate, plan_compare
 from tools import plan as plan_tool
+from tools.releases import latest_release
 
-# The program's files; enough of the repository for the program to run at each commit.
-PROGRAM = ("__main__.py", "Pulumi.yaml", "Pulumi.dev.yaml", "components", "config", "policy", "templates", "tools")
+# The program's files; enough of the repository for the program to run at each commit (with the
+# dev stack as shipped: this checkout's stack files are the user's, tests/checkout_reads.py).
+PROGRAM = ("__main__.py", "Pulumi.yaml", "components", "config", "policy", "templates", "tools")
 INSTANCE = "kubernetes:management.loft.sh/v1:VirtualClusterInstance"
-# v0.1.0, the first release (CHANGELOG.md); tools/releases.py finds it from git's tag or CHANGELOG.md
-# where that module exists.
+# v0.1.0, the first release (CHANGELOG.md); tools/releases.py finds it from git's tag or CHANGELOG.md.
 FIRST_RELEASE = "20a639d57e35401bb74ad0b429894d2f43780d84"
 
 
@@ -40,13 +42,8 @@ def commit_edit(repo: Path, old: str, new: str, message: str) -> str:
 
 def release_commit() -> str | None:
     """The last release's commit, when this clone has it."""
-    try:
-        from tools.releases import latest_release  # type: ignore[import-not-found]
-    except ImportError:
-        release = FIRST_RELEASE
-    else:
-        latest = latest_release(PROJECT_DIR)
-        release = latest.commit if latest is not None else FIRST_RELEASE
+    latest = latest_release(PROJECT_DIR)
+    release = latest.commit if latest is not None and latest.commit else FIRST_RELEASE
     found = subprocess.run(["git", "-C", str(PROJECT_DIR), "cat-file", "-e", f"{release}^{{commit}}"], capture_output=True)
     return release if found.returncode == 0 else None
 
@@ -70,6 +67,7 @@ def evaluated(tmp_path_factory) -> dict:
             shutil.copytree(source, repo / name, ignore=shutil.ignore_patterns("__pycache__", ".venv", "*.pyc"))
         else:
             shutil.copy(source, repo / name)
+    shutil.copy(SHIPPED_DIR / "Pulumi.dev.yaml", repo / "Pulumi.dev.yaml")
     git(repo, "init", "-q")
     git(repo, "add", ".")
     git(repo, "commit", "-qm", "as released")

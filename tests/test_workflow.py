@@ -467,6 +467,10 @@ def test_each_deploy_job_deploys_its_environment_then_every_committed_team_stack
     job = workflow["jobs"][job_name]
     up = step_of(job, PULUMI_ACTION)
     assert up["with"]["command"] == "up" and up["with"]["stack-name"] == f"${{{{ vars.PULUMI_ORG }}}}/{environment_stack}"
+    assert (PROJECT_DIR / f"Pulumi.{environment_stack}.yaml").exists(), (
+        f"Pulumi.{environment_stack}.yaml is gone, but .github/workflows/pulumi.yml still deploys it in {job_name}: "
+        "remove that job (and its preview job) with the environment, or restore the stack file"
+    )
     step = team_stacks_step(job)
     assert steps(job).index(step) == index_of(job, PULUMI_ACTION) + 1, "right after the environment stack's update"
     assert TEAM_STACKS_COMMAND.fullmatch(str(step["run"]).strip()).group("environment") == environment_stack

@@ -3,11 +3,14 @@
     make team NAME=robotics ENV=dev [GPU=nvidia-l4] [MAX_GPUS=4] [TEAM_PROJECT=<existing project id>] [CIDR=<cidr>]
     .venv/bin/python -m tools.new_team --name robotics --env dev [--gpu nvidia-l4] [--max-gpus 4] [--project <id>] [--cidr <cidr>]
 
-It writes Pulumi.team-<name>-<env>.yaml (a free /22 of the environment unless CIDR names one, the
-team's GPU pool and project), lists the stack, and an existing project, for CI in bootstrap/Pulumi.ci.yaml (the
-environment's `stacks` and `teamProjects`), regenerates policy/program_data.json (make policy-data)
-and bumps the pack's version when that changed (a published version is immutable), then prints the
-next steps: the pull request, who approves it and what an administrator runs before it merges.
+It writes Pulumi.team-<name>-<env>.yaml (a /22 of the environment the team's name picks, the first
+free one from there, unless CIDR names one; the team's GPU pool and project) and runs `make
+policy-data`, which writes the stack's record, policy/stacks/team-<name>-<env>.json: the pack judges
+the stack by it, and the bootstrap derives from it that CI's identities may preview and deploy the
+stack and build in its existing project. Then it prints the next steps: the pull request, who
+approves it and what an administrator runs before it merges. Nothing is listed by hand and no
+version is bumped, so two teams added on two branches at once touch files of their own and merge
+without a conflict (docs/teams.md "Two teams at once").
 
 Everything is checked before anything is written, as `make test` would: the name, the environment,
 the GPU and the new stack against its environment and every other tenant (load_stack, the
@@ -22,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
-import re
 import subprocess
 import sys
 import tempfile
@@ -51,8 +53,8 @@ from config.tenant import MAX_TENANT_NAME, RESERVED_NAMES, TENANT_CIDR_POOL, sug
 from tools.team_stacks import environment_stack_of
 
 BOOTSTRAP_STACK = Path("bootstrap") / "Pulumi.ci.yaml"
-PACK_VERSION = Path("policy") / "PulumiPolicy.yaml"
 PROGRAM_DATA = Path("policy") / "program_data.json"
+RECORDS = Path("policy") / "stacks"
 
 
 class TeamError(Exception):
@@ -69,7 +71,7 @@ class NewTeam:
     cidr: str
     gpu: str
     max_gpus: int
-    project: str | None  # an existing project (listed in teamProjects), or None when Pulumi creates it
+    project: str | None  # an existing project (CI's identities get roles there), or None when Pulumi creates it
     created_project: str | None
     organization: str
 
@@ -131,7 +133,8 @@ def plan_team(
         raise TeamError(_each(problems))
     max_gpus = max_gpus if max_gpus is not None else counts[0]
     if cidr is None:
-        cidr = suggest_cidr(env.facts, claims)
+        # From a place the team's name picks: two teams added at once on two branches get two ranges.
+        cidr = suggest_cidr(env.facts, claims, seed=name)
         if not _is_cidr(cidr):
             raise TeamError(f"environment {environment} has no free /22 left in {TENANT_CIDR_POOL} for a new team; name one with CIDR=<cidr>")
     created = None
@@ -248,52 +251,12 @@ def _check(team: NewTeam, project_dir: Path) -> None:
                     "the new stack would not plan (NAME, GPU, MAX_GPUS, TEAM_PROJECT and CIDR are its tenant.name, "
                     f"gpuPools[0].gpu, gpuPools[0].maxGpus, gcpProject and network.cidr):\n{e}"
                 ) from None
-    bootstrap_with((project_dir / BOOTSTRAP_STACK).read_text(), team.environment_name, team.stack, team.project)
-
-
-# --- the bootstrap's lists --------------------------------------------------------------------------
-
-
-def bootstrap_with(text: str, environment: str, stack: str, project: str | None) -> str:
-    """bootstrap/Pulumi.ci.yaml with `stack` under the environment's `stacks` and an existing
-    `project` under its `teamProjects` (each once); comments and layout kept (one-line lists, as
-    committed)."""
-    lines = text.splitlines(keepends=True)
-    start, end = _environment_block(lines, environment)
-    lines[start:end] = _add_to_list(lines[start:end], "stacks", stack, environment, after=None)
-    if project is not None:
-        start, end = _environment_block(lines, environment)
-        lines[start:end] = _add_to_list(lines[start:end], "teamProjects", project, environment, after="stacks")
-    result = "".join(lines)
-    entry = next(e for e in yaml_io.load(result, source=BOOTSTRAP_STACK)["config"]["gpu-platform-bootstrap:environments"] if e["name"] == environment)
-    assert stack in entry["stacks"] and (project is None or project in entry["teamProjects"]), "bootstrap edit"
-    return result
-
-
-def _environment_block(lines: list[str], environment: str) -> tuple[int, int]:
-    starts = [i for i, line in enumerate(lines) if re.match(r"^    - name: ", line)]
-    for i, start in enumerate(starts):
-        if re.match(rf"^    - name: {re.escape(environment)}\s*(#.*)?$", lines[start]):
-            end = starts[i + 1] if i + 1 < len(starts) else next((j for j in range(start + 1, len(lines)) if re.match(r"^\S", lines[j])), len(lines))
-            return start, end
-    raise TeamError(f"{BOOTSTRAP_STACK} has no entry for environment {environment} under gpu-platform-bootstrap:environments; add it first (docs/deploy.md)")
-
-
-def _add_to_list(block: list[str], key: str, item: str, environment: str, *, after: str | None) -> list[str]:
-    pattern = re.compile(rf"^(      {key}: \[)([^\]]*)(\].*)$", flags=re.S)
-    for i, line in enumerate(block):
-        match = pattern.match(line)
-        if match:
-            items = [s.strip() for s in match.group(2).split(",") if s.strip()]
-            if item in items:
-                return block
-            return [*block[:i], f"{match.group(1)}{', '.join([*items, item])}{match.group(3)}", *block[i + 1 :]]
-        if re.match(rf"^      {key}:", line):
-            raise TeamError(f"{BOOTSTRAP_STACK}: {environment}'s {key} is not a one-line list [..]; add {item} to it by hand")
-    anchor = next((i for i, line in enumerate(block) if after and re.match(rf"^      {after}:", line)), None)
-    if anchor is None:
-        raise TeamError(f"{BOOTSTRAP_STACK}: environment {environment} has no `{key}:`; add {key}: [{item}] to it by hand")
-    return [*block[: anchor + 1], f"      {key}: [{item}]\n", *block[anchor + 1 :]]
+    environments = yaml_io.load((project_dir / BOOTSTRAP_STACK).read_text(), source=BOOTSTRAP_STACK)["config"].get("gpu-platform-bootstrap:environments") or []
+    if team.environment_name not in [e.get("name") for e in environments if isinstance(e, dict)]:
+        raise TeamError(
+            f"{BOOTSTRAP_STACK} has no entry for environment {team.environment_name} under gpu-platform-bootstrap:environments, "
+            "so CI could neither preview nor deploy the stack; add it first (docs/deploy.md)"
+        )
 
 
 # --- writing ----------------------------------------------------------------------------------------
@@ -301,7 +264,8 @@ def _add_to_list(block: list[str], key: str, item: str, environment: str, *, aft
 
 def add_team(team: NewTeam, project_dir: Path) -> list[str]:
     """Writes the files; returns what changed, one line each. On a failure every file is put back."""
-    paths = [stack_file(project_dir, team.stack), project_dir / BOOTSTRAP_STACK, project_dir / PROGRAM_DATA, project_dir / PACK_VERSION]
+    record = project_dir / RECORDS / f"{team.stack}.json"
+    paths = [stack_file(project_dir, team.stack), project_dir / PROGRAM_DATA, record]
     saved = {path: path.read_text() if path.exists() else None for path in paths}
     try:
         return _write(team, project_dir)
@@ -319,39 +283,26 @@ def _write(team: NewTeam, project_dir: Path) -> list[str]:
     stack_file(project_dir, team.stack).write_text(team.text)
     where = f"project {team.project} (must exist)" if team.project else f"project {team.created_project}, created by Pulumi"
     changed.append(f"{stack_file(project_dir, team.stack).name}: the team's stack (network {team.cidr}, {team.max_gpus} × {team.gpu}, {where})")
-    bootstrap = project_dir / BOOTSTRAP_STACK
-    bootstrap.write_text(bootstrap_with(bootstrap.read_text(), team.environment_name, team.stack, team.project))
-    listed = f"{team.stack} under environment {team.environment_name}'s stacks" + (f", {team.project} under its teamProjects" if team.project else "")
-    changed.append(f"{BOOTSTRAP_STACK}: {listed}")
     data = project_dir / PROGRAM_DATA
     before = data.read_text()
-    # In the project's own checkout: the pack's data come from its bootstrap file and code.
+    # In the project's own checkout: the pack's data come from its stack files and code.
     result = subprocess.run([sys.executable, "-m", "tools.policy_data"], cwd=project_dir, capture_output=True, text=True, timeout=300)
     if result.returncode != 0:
         raise TeamError(f"make policy-data failed:\n{result.stdout}{result.stderr}")
+    if not (project_dir / RECORDS / f"{team.stack}.json").exists():
+        raise TeamError(f"make policy-data wrote no record of {team.stack} to {RECORDS}/")
+    changed.append(f"{RECORDS}/{team.stack}.json: the stack's record, which the pack judges it by and the bootstrap lists it from (make policy-data)")
     if data.read_text() != before:
-        old, new = bump_pack_version(project_dir / PACK_VERSION)
+        # The program made something for this team that no stack made before (the pack's inventory).
         changed.append(f"{PROGRAM_DATA}: regenerated (make policy-data)")
-        changed.append(f"{PACK_VERSION}: version {old} → {new} (a published pack version is immutable)")
     return changed
-
-
-def bump_pack_version(path: Path) -> tuple[str, str]:
-    text = path.read_text()
-    match = re.search(r"^version: (\d+)\.(\d+)\.(\d+)\s*$", text, flags=re.M)
-    if match is None:
-        raise TeamError(f"{path.name} has no `version: X.Y.Z` line to bump")
-    old = ".".join(match.groups())
-    new = f"{match.group(1)}.{match.group(2)}.{int(match.group(3)) + 1}"
-    path.write_text(text[: match.start()] + f"version: {new}" + text[match.end() :])
-    return old, new
 
 
 def next_steps(team: NewTeam, changed: list[str]) -> str:
     if team.project:
         project = (
             f"The team's project {team.project} must exist (Pulumi enables the APIs it needs there); for another one, "
-            f"edit gcpProject in {stack_file(Path('.'), team.stack).name} and teamProjects in {BOOTSTRAP_STACK}."
+            f"edit gcpProject in {stack_file(Path('.'), team.stack).name} and run make policy-data."
         )
     else:
         project = (
@@ -373,12 +324,13 @@ def next_steps(team: NewTeam, changed: list[str]) -> str:
             "Next steps:",
             f"  1. make test && make plan STACK={team.stack}",
             f"  2. One pull request, with {', '.join(files)}. A platform admin reviews and approves it (main needs one",
-            "     approving review; the pack's data records the team's accounts, project and settings). Before it",
-            "     merges, the admin runs, from its head:",
+            "     approving review; the record holds the team's accounts, project and settings). Before it merges, once",
+            "     it is up to date with main (main requires that), the admin runs, from its head:",
             f"       pulumi stack init {team.organization}/{team.stack}",
-            "       pulumi policy publish policy",
+            "       make policy-publish",
             "       cd bootstrap && pulumi up",
-            "     and re-runs its preview, which passes once the published pack records the stack.",
+            "     and re-runs its preview, which passes once the published pack records the stack. One team at a",
+            "     time: merge it before applying the next team's pull request (docs/teams.md \"Two teams at once\").",
             f"  3. Then, after its merge {deploy}.",
         ]
     )

@@ -217,9 +217,9 @@ def _check_policy(plan: StackPlan, values: dict[str, Any], environment_entry: di
             plan.warnings.append(
                 (
                     "plan",
-                    f"policy pack: stack {plan.stack} {differs} (policy/program_data.json `stacks`), so the pack judges it by an old "
+                    f"policy pack: stack {plan.stack} {differs} (policy/stacks/{plan.stack}.json), so the pack judges it by an old "
                     "record: its tenants, accounts and settings as this plan shows them need `make policy-data`, and the published "
-                    "pack (pulumi policy publish policy) before `pulumi preview` passes; judged here as it will be then",
+                    "pack (make policy-publish) before `pulumi preview` passes; judged here as it will be then",
                 )
             )
         with policy_check.judging_stacks({plan.stack: plan.pack_entry}):

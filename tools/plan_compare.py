@@ -227,10 +227,8 @@ def snapshot_at(ref: str, stack: str, project_dir: Path) -> list[Resource] | Non
 def resolve_ref(ref: str, project_dir: Path) -> str:
     """A release (`v0.1.0`) resolves through tools/releases.py (its tag, or its CHANGELOG.md section
     in a clone without tags); any other ref is git's."""
-    try:
-        from tools.releases import release_commit  # type: ignore[import-not-found]
-    except ImportError:
-        return ref
+    from tools.releases import release_commit
+
     return release_commit(ref, project_dir) or ref
 
 

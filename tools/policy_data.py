@@ -1,13 +1,18 @@
-"""Generate policy/program_data.json: the facts the policy pack checks against, taken from the data
-the program and the bootstrap use and from what they register under the mock engine (every
-committed stack, the coverage variants below and the bootstrap: tools/program_inventory.py), so the
-pack can be published on its own (`pulumi policy publish` uploads policy/ and nothing else) and
-still agree with them.
+"""Generate policy/program_data.json and policy/stacks/<stack>.json: the facts the policy pack checks
+against, taken from the data the program and the bootstrap use and from what they register under
+the mock engine (every committed stack, the stacks as shipped, the coverage variants below and the
+bootstrap: tools/program_inventory.py), so the pack can be published on its own (`pulumi policy
+publish` uploads policy/ and nothing else) and still agree with them.
+
+program_data.json holds what the program makes under any configuration (`inventory`) and the
+data of the program and the bootstrap; each committed stack's record (its exact identities and
+tenants) is a file of its own under policy/stacks/, so that adding a team adds one file and two
+teams added on two branches merge without a conflict.
 
     make policy-data          # python -m tools.policy_data
-    python -m tools.policy_data --check   # exit 1 when the committed file is stale
+    python -m tools.policy_data --check   # exit 1 when a generated file is stale
 
-tests/test_policy_data.py fails when the committed file differs from what this writes.
+tests/test_policy_pack.py fails when the committed files differ from what this writes.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import importlib.util
 import itertools
 import json
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -47,6 +53,11 @@ from tools.policy_check import P  # noqa: F401 - puts policy/ on sys.path, as th
 from guardrails import recorded  # noqa: E402
 
 OUTPUT = PROJECT_DIR / "policy" / "program_data.json"
+RECORDS_DIR = PROJECT_DIR / "policy" / "stacks"  # one record per committed stack (policy/stack_records.py)
+# The stacks as shipped, frozen (tests/data/shipped/): the program's runs of them and their variants
+# feed the inventory whatever stacks this checkout holds, so a pack published by an adopter who
+# replaced or deleted the examples still admits what the program makes in those configurations.
+REFERENCE_DIR = PROJECT_DIR / "tests" / "data" / "shipped"
 BOOTSTRAP_DIR = PROJECT_DIR / "bootstrap"
 BOOTSTRAP_ROLES = BOOTSTRAP_DIR / "ci_roles.yaml"
 BOOTSTRAP_STACK = BOOTSTRAP_DIR / "Pulumi.ci.yaml"
@@ -92,23 +103,35 @@ def _bootstrap_grants() -> list[dict[str, Any]]:
 
 
 def _bootstrap_module(name: str) -> ModuleType:
-    """A pure module of bootstrap/ (its own Pulumi project, not a package of this one)."""
+    """A pure module of bootstrap/ (its own Pulumi project, not a package of this one), whose own
+    imports of its siblings find them as the CLI's run of it does (bootstrap/ on sys.path)."""
     spec = importlib.util.spec_from_file_location(f"bootstrap_{name}", BOOTSTRAP_DIR / f"{name}.py")
     assert spec and spec.loader
     if spec.name in sys.modules:
         return sys.modules[spec.name]
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
+    added = str(BOOTSTRAP_DIR) not in sys.path
+    if added:
+        sys.path.insert(0, str(BOOTSTRAP_DIR))
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        if added:
+            sys.path.remove(str(BOOTSTRAP_DIR))
     return module
 
 
-def _bootstrap() -> dict[str, Any]:
-    """What the committed bootstrap configuration derives: the provider's condition, and per CI
-    account its kind, token subject and where its roles are bound."""
+def bootstrap_data(bootstrap_dir: Path = BOOTSTRAP_DIR) -> dict[str, Any]:
+    """What the committed bootstrap configuration (`bootstrap_dir`/Pulumi.ci.yaml) derives: the
+    provider's condition, and per CI account its kind, token subject and where its roles are bound."""
+    return _bootstrap(bootstrap_dir)
+
+
+def _bootstrap(bootstrap_dir: Path = BOOTSTRAP_DIR) -> dict[str, Any]:
     ci_config = _bootstrap_module("ci_config")
     namespace = _project_name(BOOTSTRAP_DIR) + ":"
-    values = read_stack_values(BOOTSTRAP_DIR, "ci")
+    values = read_stack_values(bootstrap_dir, "ci")
     config = ci_config.parse(
         {key: values.get(namespace + key) for key in ("github", "environments", "pulumiCloud", "driftEnvironment", "roleIdPrefix")},
         values.get("gcp:project"),
@@ -121,7 +144,8 @@ def _bootstrap() -> dict[str, Any]:
             "kind": identity.kind,
             "subject": identity.subject,
             "project": env.project,
-            "teamProjects": list(env.team_projects),
+            # No team projects here: the pack derives them from the stack records, as the bootstrap
+            # does (policy/stack_records.py), so a team's record is all that changes with it.
             "folder": env.tenant_projects.folder,
             "billingAccount": env.tenant_projects.billing_account,
         }
@@ -226,8 +250,9 @@ COVERAGE_VARIANTS: dict[str, Callable[[dict[str, Any]], dict[str, Any] | None]] 
 
 @dataclass
 class Evaluated:
-    """The committed stacks' runs by stack name, the variants' runs, the bootstrap's run, and each
-    committed stack's configuration."""
+    """The committed stacks' runs by stack name, the runs of the stacks as shipped that differ from
+    them and the variants' runs (the inventory's other runs), the bootstrap's run, and each committed
+    stack's configuration."""
 
     stacks: dict[str, ProgramRun]
     variants: list[ProgramRun]
@@ -240,37 +265,76 @@ def environment_stack_of(values: dict[str, Any]) -> str | None:
     return str(reference).split("/")[-1] if reference else None
 
 
-def evaluate(stacks: dict[str, ProgramRun] | None = None, bootstrap: ProgramRun | None = None, project_dir: Path = PROJECT_DIR) -> Evaluated:
-    """Run every committed stack (environment stacks first) unless given, their variants, and the bootstrap."""
+def _run_all(project_dir: Path, given: dict[str, ProgramRun] | None) -> tuple[dict[str, ProgramRun], dict[str, dict[str, Any]]]:
+    """Every stack of `project_dir` (environment stacks first: team stacks plan with their outputs)
+    run, but those `given`; and each stack's configuration."""
     values = {stack: read_stack_values(project_dir, stack) for stack in list_stacks(project_dir)}
     ordered = sorted(values, key=lambda s: (environment_stack_of(values[s]) is not None, s))
-    runs = dict(stacks or {})
+    runs = dict(given or {})
     for stack in ordered:
         if stack in runs:
             continue
         env = environment_stack_of(values[stack])
-        outputs = {values[stack][f"{NS}:environmentStack"]: runs[env].outputs} if env else None
+        outputs = {values[stack][f"{NS}:environmentStack"]: runs[env].outputs} if env and env in runs else None
         runs[stack] = run_program(values[stack], stack=stack, stack_outputs=outputs, project_dir=project_dir)
+    return {s: runs[s] for s in ordered}, values
+
+
+def _variants(values: dict[str, dict[str, Any]], project_dir: Path) -> list[ProgramRun]:
     variants = []
-    for stack in ordered:
-        if environment_stack_of(values[stack]) is None:
+    for stack, stack_values in values.items():
+        if environment_stack_of(stack_values) is None:
             for variant in COVERAGE_VARIANTS.values():
-                edited = variant(copy.deepcopy(values[stack]))
+                edited = variant(copy.deepcopy(stack_values))
                 if edited is not None:
                     variants.append(run_program(edited, stack=stack, project_dir=project_dir))
+    return variants
+
+
+def evaluate(
+    stacks: dict[str, ProgramRun] | None = None,
+    bootstrap: ProgramRun | None = None,
+    project_dir: Path = PROJECT_DIR,
+    reference: dict[str, ProgramRun] | None = None,
+) -> Evaluated:
+    """Run every committed stack (environment stacks first) unless given, the stacks as shipped
+    (unless given as `reference`) where this checkout's differ, the variants of every environment
+    stack of both, and the bootstrap."""
+    runs, values = _run_all(project_dir, stacks)
+    variants = _variants(values, project_dir)
+    if REFERENCE_DIR.is_dir() and project_dir != REFERENCE_DIR:
+        shipped = {stack: read_stack_values(REFERENCE_DIR, stack) for stack in list_stacks(REFERENCE_DIR)}
+        differing = {stack: v for stack, v in shipped.items() if values.get(stack) != v}
+        if differing:
+            # The shipped stacks run beside each other (their team stacks read their environment's outputs).
+            same = {stack: runs[stack] for stack in shipped if stack not in differing}
+            reference_runs, _ = _run_all(REFERENCE_DIR, {**same, **(reference or {})})
+            variants += [reference_runs[stack] for stack in differing]
+            variants += _variants({s: v for s, v in differing.items()}, REFERENCE_DIR)
     if bootstrap is None:
-        bootstrap = _run_bootstrap()
-    return Evaluated({s: runs[s] for s in ordered}, variants, bootstrap, values)
+        bootstrap = _run_bootstrap(stack_data(runs, values))
+    return Evaluated(runs, variants, bootstrap, values)
 
 
-def _run_bootstrap() -> ProgramRun:
-    """The bootstrap (its own Pulumi project) from its committed stack file. Its entry point imports
-    its sibling modules top-level, as the CLI runs it with bootstrap/ on sys.path; so here."""
+def _run_bootstrap(records: dict[str, Any]) -> ProgramRun:
+    """The bootstrap (its own Pulumi project) from its committed stack file, with the stack records
+    this run writes (what it derives its stacks and team projects from, as after `make policy-data`).
+    Its entry point imports its sibling modules top-level, as the CLI runs it with bootstrap/ on
+    sys.path; so here."""
     added = str(BOOTSTRAP_DIR) not in sys.path
     if added:
         sys.path.insert(0, str(BOOTSTRAP_DIR))
     try:
-        return run_program(read_stack_values(BOOTSTRAP_DIR, "ci"), stack="ci", main=BOOTSTRAP_DIR / "__main__.py", project=_project_name(BOOTSTRAP_DIR))
+        import from_policy
+
+        with tempfile.TemporaryDirectory(prefix="gpu-platform-records-") as tmp:
+            for stack, record in records.items():
+                (Path(tmp) / f"{stack}.json").write_text(json.dumps(record))
+            saved, from_policy.RECORDS_DIR = from_policy.RECORDS_DIR, Path(tmp)
+            try:
+                return run_program(read_stack_values(BOOTSTRAP_DIR, "ci"), stack="ci", main=BOOTSTRAP_DIR / "__main__.py", project=_project_name(BOOTSTRAP_DIR))
+            finally:
+                from_policy.RECORDS_DIR = saved
     finally:
         if added:
             sys.path.remove(str(BOOTSTRAP_DIR))
@@ -433,7 +497,6 @@ def build(evaluated: Evaluated | None = None) -> dict[str, Any]:
             "podSecurityObjects": _pod_security_objects(),
         },
         "tenantSecurity": {"safe": {k: safe for k, (_, safe) in SETTINGS.items()}, "stricter": {k: list(v) for k, v in STRICTER.items()}},
-        "stacks": stack_data(evaluated.stacks, evaluated.values),
         "inventory": {program: _program(evaluated), bootstrap: _bootstrap_inventory(evaluated)},
     }
 
@@ -457,18 +520,53 @@ def render(evaluated: Evaluated | None = None) -> str:
     return json.dumps(build(evaluated), indent=2, sort_keys=False) + "\n"
 
 
+def render_records(evaluated: Evaluated) -> dict[str, str]:
+    """Each committed stack's record as the file policy/stacks/<stack>.json holds it, by file name."""
+    return {f"{stack}.json": json.dumps(record, indent=2) + "\n" for stack, record in stack_data(evaluated.stacks, evaluated.values).items()}
+
+
+def stale_files(evaluated: Evaluated, output: Path | None = None, records_dir: Path | None = None) -> list[str]:
+    """The generated files that differ from what this writes (missing, changed, or a record of a
+    stack this checkout no longer has), by path."""
+    output, records_dir = output or OUTPUT, records_dir or RECORDS_DIR
+    stale = [] if output.exists() and output.read_text() == render(evaluated) else [_shown(output)]
+    records = render_records(evaluated)
+    present = {p.name: p.read_text() for p in records_dir.glob("*.json")} if records_dir.is_dir() else {}
+    return stale + [_shown(records_dir / name) for name in sorted(set(records) | set(present)) if records.get(name) != present.get(name)]
+
+
+def _shown(path: Path) -> str:
+    return str(path.relative_to(PROJECT_DIR)) if path.is_relative_to(PROJECT_DIR) else str(path)
+
+
+def write(evaluated: Evaluated, output: Path | None = None, records_dir: Path | None = None) -> list[str]:
+    """Writes program_data.json and the records (a stack's record removed with its stack file);
+    returns the paths it changed."""
+    output, records_dir = output or OUTPUT, records_dir or RECORDS_DIR
+    changed = stale_files(evaluated, output, records_dir)
+    output.write_text(render(evaluated))
+    records_dir.mkdir(exist_ok=True)
+    records = render_records(evaluated)
+    for path in records_dir.glob("*.json"):
+        if path.name not in records:
+            path.unlink()
+    for name, text in records.items():
+        (records_dir / name).write_text(text)
+    return changed
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 if policy/program_data.json is stale")
+    parser.add_argument("--check", action="store_true", help="exit 1 if policy/program_data.json or a record of policy/stacks/ is stale")
     args = parser.parse_args(argv)
-    text = render()
+    evaluated = evaluate()
     if args.check:
-        if not OUTPUT.exists() or OUTPUT.read_text() != text:
-            print(f"{OUTPUT} is stale: run `make policy-data`", file=sys.stderr)
-            return 1
-        return 0
-    OUTPUT.write_text(text)
-    print(f"wrote {OUTPUT}")
+        stale = stale_files(evaluated)
+        for path in stale:
+            print(f"{path} is stale: run `make policy-data`", file=sys.stderr)
+        return 1 if stale else 0
+    changed = write(evaluated)
+    print(f"wrote {_shown(OUTPUT)} and {_shown(RECORDS_DIR)}/" + (f" ({len(changed)} changed: {', '.join(changed)})" if changed else " (unchanged)"))
     return 0
 
 

@@ -28,6 +28,7 @@ KUBERNETES_PROVIDER = "pulumi:providers:kubernetes"
 SECRET = "kubernetes:core/v1:Secret"
 INSTANCE = "kubernetes:management.loft.sh/v1:VirtualClusterInstance"
 PLATFORM_PROJECT = "kubernetes:management.loft.sh/v1:Project"
+GCP_PROJECT = "gcp:organizations/project:Project"
 ACCOUNT = "gcp:serviceaccount/account:Account"
 NETWORK = "gcp:compute/network:Network"
 SUBNETWORK = "gcp:compute/subnetwork:Subnetwork"
@@ -391,6 +392,9 @@ def _tenant(run: ProgramRun, resources: list[Registration], environment_project:
     [instance] = [r for r in resources if r.type == INSTANCE]
     parsed = TenantInstance.parse(instance.input("spec") or {}, instance.input("metadata", "name"))
     entry: dict[str, Any] = {"project": parsed.project, **parsed.security_settings(environment_project)}
+    # A project Pulumi creates (platform.tenantProjects) or one that exists before: the bootstrap
+    # grants CI's identities roles in the existing ones (policy/stack_records.py).
+    entry["projectCreated"] = any(r.type == GCP_PROJECT for r in resources)
     # The other options that add grants (config/iam_grants.yaml `when`), as the run shows them.
     entry["persistentDisks"] = parsed.properties.get(PERSISTENT_DISKS) == "true"
     entry["monitoring"] = any(r.type == TENANT_MONITORING for r in resources)

@@ -1,5 +1,5 @@
-"""What every guardrail shares: resource types, the facts of program_data.json, and helpers that
-read props the way the analyzer hands them over.
+"""What every guardrail shares: resource types, the facts of program_data.json and of each stack's
+record (stacks/<stack>.json), and helpers that read props the way the analyzer hands them over.
 
 At run time `args.props` is a read-only Mapping proxy (not a dict) that raises `UnknownValueError`
 when a validator touches a value that is unknown during preview; the SDK turns that into an advisory
@@ -23,15 +23,18 @@ import yaml
 from pulumi_policy import ReportViolation, ResourceValidationArgs, ResourceValidationPolicy
 from pulumi_policy.proxy import UnknownValueError
 from kubernetes_reader import is_list, plain  # noqa: F401 - the guardrails' readers of read-only proxies
+from stack_records import load_records
 from vcluster_reader import VClusterValues
 
-DATA: dict[str, Any] = json.loads((Path(__file__).resolve().parent.parent / "program_data.json").read_text())
+PACK_DIR = Path(__file__).resolve().parent.parent
+DATA: dict[str, Any] = json.loads((PACK_DIR / "program_data.json").read_text())
 PROGRAM_PROJECT: str = DATA["projects"]["program"]
 BOOTSTRAP_PROJECT: str = DATA["projects"]["bootstrap"]
 # What the program and the bootstrap register, per Pulumi project (tools/program_inventory.py).
 INVENTORY: dict[str, dict[str, Any]] = DATA["inventory"]
-# Per committed stack of the program: its exact identities and tenants.
-STACKS: dict[str, dict[str, Any]] = DATA["stacks"]
+# Per committed stack of the program: its exact identities and tenants, one file per stack
+# (stacks/<stack>.json, `make policy-data`), so that two pull requests adding a team each add a file.
+STACKS: dict[str, dict[str, Any]] = load_records()
 
 # --- Resource types -------------------------------------------------------------------------------
 
@@ -127,7 +130,7 @@ def stack_data(urn: str) -> Mapping[str, Any] | None:
 def unknown_stack(urn: str) -> str:
     return (
         f"stack {stack_of(urn)!r} is not in the pack's data, so nothing of it is known; allowed: the stacks of "
-        f"policy/program_data.json ({', '.join(sorted(STACKS)) or 'none'}): commit the stack file, run `make policy-data` and publish the pack"
+        f"policy/stacks/ ({', '.join(sorted(STACKS)) or 'none'}): commit the stack file, run `make policy-data` and publish the pack"
     )
 
 

@@ -25,7 +25,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from .common import DATA, NON_PROD_ENVIRONMENTS, account_of, get, show, stack_data, stack_of, unknown_stack
+from stack_records import existing_team_projects
+
+from .common import DATA, NON_PROD_ENVIRONMENTS, STACKS, account_of, get, show, stack_data, stack_of, unknown_stack
 
 CONDITIONS: dict[str, str] = DATA["conditions"]["expressions"]
 PREFIX_PLACEHOLDER: str = DATA["conditions"]["prefixPlaceholder"]
@@ -249,7 +251,9 @@ def bootstrap_problem(entry: Mapping[str, Any], scope: str, props: Mapping[str, 
         return 0, f"is not a {entry['principal']} identity; allowed: {_accounts(entry['principal'])}"
     where = {
         "project": ("project", [account["project"]]),
-        "teamProject": ("project", account["teamProjects"]),
+        # The existing team projects of its environment's stacks, from their records (the bootstrap
+        # grants its identities roles in exactly these: policy/stack_records.py).
+        "teamProject": ("project", existing_team_projects(STACKS, account["environment"])),
         "folder": ("folder", [account["folder"]]),
         "billingAccount": ("billingAccountId", [account["billingAccount"]]),
     }[entry.get("on", scope)]

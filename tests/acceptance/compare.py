@@ -3,8 +3,8 @@ new run's phases, spans and images next to the earlier run's, and so does
 
     python -m tests.acceptance.compare EARLIER/report.json LATER/report.json
 
-Reports are checked against report.schema.json first (version 4, 3 without the stockout drill, or 2
-without the monitoring checks and the drills, which are not compared); a version-1 report (before the GPU node's
+Reports are checked against report.schema.json first (version 4, 3 without the stockout drill and the
+assumptions' lines, or 2 without the monitoring checks and the drills, which are not compared); a version-1 report (before the GPU node's
 phases were measured) has its timings only, and its phases read "not measured".
 """
 

@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from components.tenant_documents import SMOKE_TEST_NAMESPACE, tenant_objects
+from config import fabric_manager
 from config import node_properties as props
 from config.node_types import GPU_RESOURCE
 
@@ -291,3 +292,18 @@ def node_findings(node: dict[str, Any], *, project: str, zones: tuple[str, ...],
     offered = allocatable_gpus(node)
     findings.append(Finding(f"allocatable {GPU_RESOURCE}", offered >= gpus, f"{offered} (expected {gpus})"))
     return findings
+
+
+def fabric_manager_findings(logs: str) -> list[Finding]:
+    """On an NVSwitch machine: what the guest saw (config/fabric_manager.py PROBE, printed by the smoke
+    Job after nvidia-smi) and whether the fabric is set up where the guest manages it. Two checks: the
+    first records the verdict, the second fails when the guest sees switches and a GPU's fabric is not
+    `Completed` (CUDA cannot use it)."""
+    seen = fabric_manager.read_probe(logs)
+    saw = f"{seen.nvswitch_devices} NVSwitch device(s), {seen.nvlink5_ports} NVLink5 switch port(s); fabric states: {', '.join(seen.fabric_states) or 'none read'}"
+    ready = not seen.guest_sees_switches or (bool(seen.fabric_states) and all(s == "Completed" for s in seen.fabric_states))
+    return [
+        Finding("Fabric Manager: what the guest saw", "nvswitch-devices=" in logs, f"{saw}: {seen.verdict}"),
+        Finding("Fabric Manager: fabric ready", ready, saw),
+    ]
+

@@ -7,14 +7,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Callable
 
-from . import timings
+from . import assumptions, timings
 from .kube import Finding
 from .leftovers import Leftover
 from .phases import ImagePull
 
 # The report.json format (report.schema.json beside this file): 2 added the GPU node's phases,
 # its images and whether it was a warm node; 3 the monitoring checks and the watchdog drill; 4 the
-# stockout drill.
+# stockout drill and one line per assumption only a real project can settle (assumptions.py).
 REPORT_VERSION = 4
 
 
@@ -50,6 +50,8 @@ class Report:
     monitoring: list[Step] = field(default_factory=list)  # the collector, the DCGM exporter, the metrics
     watchdog_drill: list[Step] | None = None  # None: not run (WATCHDOG_DRILL off)
     stockout_drill: list[Step] | None = None  # None: not run (STOCKOUT_DRILL off)
+    gpu_machine_type: str | None = None  # the Job's GPU VM's machine type; None: no VM found
+    gpu_machine_nvswitch: bool = False  # that machine type is a full HGX board (config/catalog.yaml `nvswitch`)
 
     def add(self, finding: Finding, say: Callable[[str], None] | None = None) -> Finding:
         self.findings.append(finding)
@@ -87,6 +89,7 @@ class Report:
         lines += ["", "### Stockout drill", ""] + (
             ["Not run (STOCKOUT_DRILL off)."] if self.stockout_drill is None else render_steps(self.stockout_drill, "No step of the drill ran.")
         )
+        lines += ["", "### What only a real project can settle", ""] + render_assumptions(self)
         lines += ["", "### Cleanup", "", self.cleanup]
         if self.leftovers:
             lines += ["", "Left in the project (delete in this order):"] + [f"    {item.command}" for item in self.leftovers]
@@ -111,6 +114,9 @@ class Report:
             "monitoring": [step.to_json() for step in self.monitoring],
             "watchdogDrill": None if self.watchdog_drill is None else [step.to_json() for step in self.watchdog_drill],
             "stockoutDrill": None if self.stockout_drill is None else [step.to_json() for step in self.stockout_drill],
+            "assumptions": [
+                {"assumption": a.key, "statement": a.statement, "result": v.result, "evidence": v.evidence} for a, v in assumptions.results(self)
+            ],
             "cleanup": {
                 "result": self.cleanup,
                 "complete": self.cleaned,
@@ -118,6 +124,14 @@ class Report:
             },
             "notes": self.notes,
         }
+
+
+def render_assumptions(report: Report) -> list[str]:
+    """One line per assumption of assumptions.py, settled by this run or not."""
+    lines = ["| assumption | result | evidence |", "|---|---|---|"]
+    for assumption, verdict in assumptions.results(report):
+        lines.append(f"| {assumption.key}: {_cell(assumption.statement)} | {verdict.result} | {_cell(verdict.evidence)} |")
+    return lines
 
 
 def render_images(images: list[ImagePull]) -> list[str]:

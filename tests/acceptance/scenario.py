@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 from components.vcluster_values import WARM_LABEL
 from config.base import duration_seconds
+from config.catalog import load_catalog
 
 from . import drills, gce, kube, metadata, monitoring, phases, restore_drill, timings
 from .kube import Finding
@@ -357,6 +358,9 @@ def await_job(live: Live, smoke: SmokeJob, *, timeout: float) -> datetime | None
         except CommandError as e:
             logs = f"(no logs: {e})"
         report.add(kube.nvidia_smi_finding(logs, live.names.gpu), live.say)
+        if report.gpu_machine_nvswitch:
+            for finding in kube.fabric_manager_findings(logs):
+                report.add(finding, live.say)
     report.mark("job_done", kube.parse_time((smoke.state().get("status") or {}).get("completionTime")))
     node_name = smoke.node["metadata"]["name"]
     times = [kube.pod_times(p) for p in smoke.pods() if (p.get("spec") or {}).get("nodeName") == node_name]
@@ -400,6 +404,9 @@ def check_vm(live: Live, node: dict[str, Any]) -> dict[str, Any] | None:
     for finding in gce.vm_findings(vm, node, tenant=live.names.tenant, gpu=live.names.gpu, gpu_machines=live.gpu_machines):
         live.report.add(finding, live.say)
     if vm is not None:
+        machine = gce.last_segment(vm.get("machineType"))
+        live.report.gpu_machine_type = machine
+        live.report.gpu_machine_nvswitch = bool(machine and (found := load_catalog().machines.get(machine)) and found.nvswitch)
         live.report.mark("vm_created", kube.parse_time(vm.get("creationTimestamp")))
         live.report.mark("vm_running", kube.parse_time(gce.vm_running_time(vm)))
         try:

@@ -12,10 +12,15 @@ run's objects from everything else.
 
 from __future__ import annotations
 
+import atexit
+import functools
 import re
 import secrets
+import shutil
 import string
+import tempfile
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 from components.tenant_network import tenant_resource_name
@@ -200,10 +205,11 @@ def stack_values(settings: Settings, run_id: str, machine_type: str | None = Non
 
 
 def load_run_stack(settings: Settings, run_id: str) -> EnvironmentStack:
-    """The stack exactly as the program will load it (project defaults first, as the CLI does).
-    Raises config.errors.ConfigError naming every bad key."""
+    """The stack exactly as the program will load it (project defaults first, as the CLI does), beside
+    no other stack file: the run's copy of the program has none of the checkout's (pulumi_stack.py
+    NOT_COPIED), which are the user's. Raises config.errors.ConfigError naming every bad key."""
     values = {**project_defaults(PROJECT_DIR), **stack_values(settings, run_id, drill_machine_type(settings, run_id))}
-    loaded = load_stack(values, stack=stack_name(run_id), project_dir=PROJECT_DIR)
+    loaded = load_stack(values, stack=stack_name(run_id), project_dir=run_project_dir())
     assert isinstance(loaded, EnvironmentStack), "the acceptance stack is an environment stack"
     return loaded
 
@@ -215,10 +221,19 @@ def drill_machine_type(settings: Settings, run_id: str) -> str | None:
         return None
     plain = Settings(**{**asdict(settings), "stockout_drill": False, "flex_start": False, "reservation": "", "reservation_found": None})
     values = {**project_defaults(PROJECT_DIR), **stack_values(plain, run_id)}
-    loaded = load_stack(values, stack=stack_name(run_id), project_dir=PROJECT_DIR)
+    loaded = load_stack(values, stack=stack_name(run_id), project_dir=run_project_dir())
     assert isinstance(loaded, EnvironmentStack)
     in_zone = [nt for nt in loaded.tenants[0].gpu_pools[0].node_types if nt.zone == settings.decoy_zone]
     return min(in_zone, key=lambda nt: nt.cost).machine_type
+
+
+@functools.cache
+def run_project_dir() -> Path:
+    """A directory with this project's Pulumi.yaml and no stack file, removed when the process ends."""
+    directory = Path(tempfile.mkdtemp(prefix="gpu-platform-acceptance-project-"))
+    atexit.register(shutil.rmtree, directory, ignore_errors=True)
+    shutil.copy(PROJECT_DIR / "Pulumi.yaml", directory / "Pulumi.yaml")
+    return directory
 
 
 @dataclass(frozen=True)

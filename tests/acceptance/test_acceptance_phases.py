@@ -14,6 +14,7 @@ import jsonschema
 import pytest
 
 from tests.acceptance import compare, gce, phases, run, timings
+from tests.acceptance.assumptions import ASSUMPTIONS
 from tests.acceptance.kube import parse_time
 from tests.acceptance.recorded import DATA, load
 from tests.acceptance.report import Report
@@ -156,6 +157,7 @@ def test_what_the_report_writes_follows_the_schema():
     document = report.to_json()
     jsonschema.validate(document, SCHEMA)
     assert document["reportVersion"] == 4 and document["stockoutDrill"] is None
+    assert [a["assumption"] for a in document["assumptions"]] == [a.key for a in ASSUMPTIONS]
     assert [p["phase"] for p in document["gpuNode"]["phases"]] == [name for name, _, _ in timings.PHASES]
     assert document["gpuNode"]["images"][1] == {
         "image": VALIDATOR,

@@ -21,6 +21,7 @@ from tests.acceptance.settings import (
     load_run_stack,
     new_run_id,
     run_names,
+    run_project_dir,
     stack_values,
 )
 from tools.mock_engine import run_program
@@ -50,7 +51,7 @@ def team_names():
 def run():
     """The real program under the mock engine, with the run's configuration in project mode (the
     shared tenant's program is the committed dev stack's)."""
-    return run_program({**project_defaults(PROJECT_DIR), **stack_values(TEAM, RUN_ID)}, stack=f"acceptance-{RUN_ID}")
+    return run_program({**project_defaults(PROJECT_DIR), **stack_values(TEAM, RUN_ID)}, stack=f"acceptance-{RUN_ID}", project_dir=run_project_dir())
 
 
 def test_the_default_run_is_a_dev_environment_with_one_tenant(env):
