@@ -13,7 +13,7 @@ from typing import Literal
 from pydantic import Field
 
 from . import node_properties as props
-from .availability import check_gpu_availability
+from .availability import ON_DEMAND, check_gpu_availability, load_availability
 from .base import DNS_LABEL, ConfigModel, zone_region
 from .capacity import reserved_type_name
 from .catalog import Catalog
@@ -54,9 +54,9 @@ class NodeProviderConfig(ConfigModel):
     reservations: tuple[Reservation, ...] = ()
     """Compute Engine reservations of the environment, each sliced per tenant; a tenant's pool lists {reservation: <name>} to use its slice."""
     gpu_quota: dict[str, int] = {}
-    """Per GPU type, the regional GPU quota (on-demand) of each project tenants' VMs run in; required for every GPU type."""
+    """Per GPU type, the regional GPU quota (on-demand) of each project tenants' VMs run in; required for every GPU type Google sells on demand in the zones (not for one sold only as Spot, Flex-start and future reservations, such as H200 and B200)."""
     preemptible_gpu_quota: dict[str, int] = {}
-    """Per GPU type, the regional preemptible GPU quota of each such project, which Spot and Flex-start VMs draw on; unset for a GPU type: none granted (Spot VMs then draw on gpuQuota)."""
+    """Per GPU type, the regional preemptible GPU quota of each such project, which Spot and Flex-start VMs draw on; unset for a GPU type: none granted (Spot and Flex-start VMs then draw on gpuQuota)."""
     cpu_machine_types: tuple[str, ...] = ("e2-standard-2", "e2-standard-4")
     """Machine types of tenants' CPU nodes (their system pods), CPU machine types of config/catalog.yaml."""
     gpu_image_family: str | None = None
@@ -71,6 +71,16 @@ class NodeProviderConfig(ConfigModel):
     """What happens when the tenants' GPU limits together exceed gpuQuota: warn, or fail (registers nothing); unset: fail in prod, warn elsewhere."""
     legacy_infrastructure: bool = False
     """Opt-in: the official infrastructure template and its broad 59-permission role (warned); every tenant must then be isolation: shared, as that template builds networks in the environment's project only, so prod also needs platform.allowSharedIsolation: true."""
+
+
+def sold_on_demand(gpu: str, region: str, zones) -> bool:
+    """Whether Google sells the GPU on demand in any of the zones (config/catalog.yaml
+    `availability`): only then does a project have an on-demand quota of it to state (gpuQuota). A
+    GPU sold only through Spot, Flex-start and future reservations (H200, B200) needs none: Spot and
+    Flex-start are judged by preemptibleGpuQuota, a future reservation charges no quota
+    (config/quota.py). Unknown in the region: required, as before."""
+    families = [f for f in load_availability().families.values() if f.gpu == gpu and set(f.zones_in(region) or ()) & set(zones)]
+    return not families or any(ON_DEMAND in f.purchase for f in families)
 
 
 def check_node_provider(region: str, np: NodeProviderConfig, catalog: Catalog, problems: Problems) -> None:
@@ -90,7 +100,7 @@ def check_node_provider(region: str, np: NodeProviderConfig, catalog: Catalog, p
             with problems.checking(f"nodeProvider.gpuQuota.{gpu}"):
                 if gpu not in catalog.gpus:
                     problems.add(f"nodeProvider.gpuTypes[{i}]", f"{gpu!r} is not offered; known: {known}")
-                elif gpu not in np.gpu_quota:
+                elif gpu not in np.gpu_quota and sold_on_demand(gpu, region, np.zones):
                     problems.add(
                         f"nodeProvider.gpuQuota.{gpu}",
                         f"missing; set it to the project's {gpu} quota in {where} (Compute Engine quota page), e.g. gpuQuota: {{{gpu}: 8}}",

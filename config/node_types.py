@@ -6,7 +6,7 @@ the machine's full shape and its `overhead.kubeReserved` the reserve of `catalog
 platform's API defines them (loft-sh/loft api/openapi-spec/swagger.json at tag v4.11.2,
 `TerraformNodeTypeSpec`: "Resources lists the full resources for a single node", `NodeTypeOverhead`:
 "KubeReserved is the resource overhead for kubelet and other Kubernetes system daemons"); its cost is
-the region's list price; its capacity comes from the GPU quota. A pairing the catalog does not hold (E2 with a GPU, 8 × T4, L4 on N1)
+the region's list price; only a reserved slice's type has a `maxCapacity` (see `generate_node_types`). A pairing the catalog does not hold (E2 with a GPU, 8 × T4, L4 on N1)
 cannot be produced because only catalog shapes are iterated, and a GPU node type exists only in the
 zones where the catalog records its machine family and only as the capacity types the family is
 sold with (config/availability.py).
@@ -68,7 +68,7 @@ class NodeType:
     reserved_memory_mi: int
     usd_per_hour: float | None  # the option's price; None: not recorded in the region
     price_estimate: bool  # the price comes (partly) from an estimate
-    max_capacity: int | None  # None: no limit from us (CPU types)
+    max_capacity: int | None  # None: no limit from us (every type but a reserved slice's)
     properties: dict[str, str] = field(hash=False)
     rank: int = 1  # config/capacity.py: 0 for reserved types, 1.. for the others
     # What the option costs at most where its own price is unknown: the on-demand price of a
@@ -245,21 +245,35 @@ def generate_node_types(
     image = (gpu_image_family or catalog.gpu_image.family, catalog.gpu_image.project)
 
     for gpu in gpu_types:
-        quota = gpu_quota[gpu]
+        # None: a GPU Google sells on demand nowhere here states no on-demand quota (config/node_provider.py).
+        quota = gpu_quota.get(gpu)
         excluded = []
         for shape_place, shape in enumerate(catalog.shapes_for(gpu)):
-            if quota // shape.gpu_count == 0:
+            if quota is not None and quota // shape.gpu_count == 0:
                 excluded.append(f"{shape.machine.name} ({shape.gpu_count} GPUs)")
                 continue
             family = availability.family_of(shape)
             offered = family.zones_in(region) or ()
             for zone_place, zone in ((i, z) for i, z in enumerate(zones) if z in offered):
                 for capacity in (c for c in offering.pooled() if c in family.capacity_types):
-                    # Spot and Flex-start VMs draw on the preemptible GPU quota where one is set.
+                    # Spot and Flex-start VMs draw on the preemptible GPU quota where one is set: a
+                    # shape that quota cannot hold once is not offered as them.
                     pool_quota = offering.preemptible_quota.get(gpu) if capacity != props.ON_DEMAND else None
-                    max_capacity = (pool_quota or quota) // shape.gpu_count
-                    if max_capacity == 0:
+                    if (pool_quota or quota) is not None and (pool_quota or quota) // shape.gpu_count == 0:
                         continue
+                    # No maxCapacity on pooled types: the platform counts a type's nodes across the
+                    # whole NodeProvider, every tenant's together ("the platform tracks how many
+                    # nodes of this type have been created and marks the node type as unavailable
+                    # once the limit is reached", vcluster-docs platform/administer/node-providers/
+                    # overview.mdx at commit 0f45a06, "Max capacity"), while GPU quota is each
+                    # project's own, per region and GPU type across every shape, zone and capacity
+                    # type. A cap of quota ÷ GPUs per VM would let one team's nodes make the type
+                    # unavailable to a team with its own quota, and even for tenants sharing one
+                    # project it bounds one type, never their sum. Each tenant's NodePool limits
+                    # (maxGpus, checked against the quota) bound its nodes; the plan's quota table
+                    # sums them per project (config/quota.py); past a quota Compute Engine refuses
+                    # the VM and the capacity fallback asks for the next option.
+                    max_capacity = None
                     for rank in offering.ranks(gpu, capacity):
                         node_types.append(
                             _node_type(
@@ -267,7 +281,7 @@ def generate_node_types(
                                 cap.tie_break(zone_place, shape_place),
                             )
                         )
-        quota_use.append(QuotaUse(gpu, quota, tuple(excluded)))
+        quota_use.append(QuotaUse(gpu, quota or 0, tuple(excluded)))
 
     for place, reserved in enumerate(offering.reserved):
         zone_place = zones.index(reserved.zone) if reserved.zone in zones else 0

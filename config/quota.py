@@ -7,12 +7,17 @@ on-demand VMs draw on it, VMs consuming a reservation too ("Projects are charged
 creation and consumption of the shared reservation":
 https://cloud.google.com/compute/docs/instances/reservations-shared), and a reservation draws on
 its owner project's at creation. `preemptibleGpuQuota` is the preemptible quota
-(PREEMPTIBLE_NVIDIA_<GPU>_GPUS), which Spot VMs draw on where it is granted (else on the on-demand
-one: "To prevent Spot VMs from consuming your quotas for standard VMs' CPUs, GPUs, and disks,
-consider requesting preemptible quota", https://cloud.google.com/compute/docs/instances/create-use-spot)
-and Flex-start VMs draw on ("Flex-start VMs … consume preemptible quota", Google Cloud blog
-"Introducing Flex-start VMs", 2025-09-25; without preemptible quota they are counted like Spot,
-unverified). Tenants that share the environment's (host) project add up against it together; a
+(PREEMPTIBLE_NVIDIA_<GPU>_GPUS), which Spot and Flex-start VMs draw on, each falling back to the
+standard quota where the project has no preemptible quota (https://cloud.google.com/compute/docs/instances/provisioning-models,
+its quota row: "When you create a Flex-start VM, preemptible quota is consumed. If your project lacks
+preemptible quota, then standard quota is consumed", the same for Spot; "you must request preemptible
+quota" for Flex-start and Spot, https://cloud.google.com/ai-hypercomputer/docs/consumption-models and
+Cluster Director's "Obtain capacity", https://cloud.google.com/cluster-director/docs/obtain-capacity).
+Future reservations (`reservationBound`: calendar mode, or AI Hypercomputer) draw on no quota of the
+team's: "No quota is charged" in calendar mode, and for the others "Quota is automatically increased
+before capacity is delivered" (the same page), so neither a bound reservation nor the VMs that consume
+it count here, and a GPU Google does not sell on demand needs no `gpuQuota`
+(config/node_provider.py). Tenants that share the environment's (host) project add up against it together; a
 tenant with a project of its own counts against that project's quota alone. A "quota scope" names
 that project. Each pool already fits the quota on its own (`check_tenant`); this is the sum the
 platform could ask for when every team is busy at once. Past the quota Compute Engine refuses new
@@ -127,10 +132,13 @@ def quota_scope(tenant: Tenant, facts: EnvironmentFacts) -> str:
 def pool_kinds(pool, facts: EnvironmentFacts) -> tuple[str, ...]:
     """The quota kinds a pool's options draw on (a pool may be served by each, so its maxGpus counts
     against each): on-demand for on-demand and reservation entries, preemptible for Spot and
-    Flex-start where a preemptible quota is set, else on-demand."""
+    Flex-start where a preemptible quota is set, else on-demand; none for a future reservation's
+    slice (reservationBound: Google charges the team no quota for it, module docstring)."""
     kinds = []
     for entry in pool.options:
         kind = cap.kind_of(entry)
+        if kind == cap.RESERVATION and _bound(entry.name, facts):
+            continue
         if kind in (cap.SPOT, cap.FLEX_START) and facts.preemptible_gpu_quota.get(pool.gpu):
             kinds.append(PREEMPTIBLE_KIND)
         else:
@@ -154,6 +162,8 @@ def quota_lines(entries: Iterable[TenantEntry], facts: EnvironmentFacts) -> tupl
             for kind in pool_kinds(pool, facts):
                 asked.setdefault((scope, pool.gpu, kind), []).append((f"{entry.tenant.name} ({entry.source})", pool.max_gpus))
     for reservation in facts.reservations:
+        if reservation.bound is True:
+            continue  # a future reservation: no quota charged (module docstring)
         scope = f"host project {facts.project}" if reservation.project == facts.project else f"project {reservation.project}"
         asked.setdefault((scope, reservation.gpu, RESERVED_KIND), []).append(
             (f"reservation {reservation.name} ({reservation.count} × {reservation.machine_type})", reservation.count * reservation.gpu_count)
@@ -181,6 +191,11 @@ def quota_lines(entries: Iterable[TenantEntry], facts: EnvironmentFacts) -> tupl
             )
         )
     return tuple(lines)
+
+
+def _bound(name: str, facts: EnvironmentFacts) -> bool:
+    reservation = facts.reservation(name)
+    return reservation is not None and reservation.bound is True
 
 
 def team_stack_tenants(project_dir: Path, *, environment_stack_name: str, exclude: str | None = None) -> list[TenantEntry]:

@@ -256,10 +256,14 @@ def _check_pool(pool_path: str, i: int, pool: GpuPool, tenant: str, facts: Envir
                     f"{pool_path}.capacity[{k}]",
                     f"reservation {entry.name} reserves {reservation.gpu_count} GPUs per VM, the pool gets {per_node}; set gpusPerNode: {reservation.gpu_count}",
                 )
-    limit = _quota_limit(pool, facts)
+    limit = _quota_limit(pool, facts, tenant)
     if pool.max_gpus > limit:
-        preemptible = facts.preemptible_gpu_quota.get(pool.gpu) and {cap.SPOT, cap.FLEX_START} & {cap.kind_of(e) for e in pool.options}
-        keys = "nodeProvider.gpuQuota" + (" and preemptibleGpuQuota, which Spot and Flex-start draw on" if preemptible else "")
+        kinds = {cap.kind_of(e) for e in pool.options}
+        preemptible = bool({cap.SPOT, cap.FLEX_START} & kinds)
+        keys = " and ".join(
+            [*(["nodeProvider.gpuQuota"] if kinds - {cap.SPOT, cap.FLEX_START} or not facts.preemptible_gpu_quota.get(pool.gpu) else []),
+             *(["nodeProvider.preemptibleGpuQuota, which Spot and Flex-start draw on"] if preemptible else [])]
+        )
         problems.add(
             f"{pool_path}.maxGpus",
             f"{pool.max_gpus} exceeds the environment's quota of {limit} {pool.gpu} GPUs in {facts.region} "
@@ -272,23 +276,46 @@ def _check_pool(pool_path: str, i: int, pool: GpuPool, tenant: str, facts: Envir
     seen[key] = i
 
 
-def _quota_limit(pool: GpuPool, facts: EnvironmentFacts) -> int:
+def _quota_limit(pool: GpuPool, facts: EnvironmentFacts, tenant: str = "") -> int:
     """The GPUs the pool's options may draw on together: the on-demand quota (on-demand, and VMs
     consuming a reservation, which count against the consuming project's quota too:
     https://cloud.google.com/compute/docs/instances/reservations-shared), plus the preemptible quota
-    for Spot and Flex-start where one is set (Spot VMs use the on-demand quota without one)."""
-    kinds = {cap.kind_of(e) for e in pool.options}
+    for Spot and Flex-start where one is set (both use the on-demand quota without one), plus the
+    GPUs of its slices of future reservations (reservationBound), which draw on no quota of the
+    team's (config/quota.py)."""
+    kinds = set()
+    bound = 0
+    for entry in pool.options:
+        reservation = facts.reservation(entry.name) if isinstance(entry, Reserve) else None
+        if reservation is not None and reservation.bound is True:
+            slice_vms = reservation.slices.get(tenant, 0) if isinstance(reservation.slices, dict) else 0
+            bound += slice_vms * reservation.gpu_count if isinstance(reservation.gpu_count, int) else 0
+            continue
+        kinds.add(cap.kind_of(entry))
     on_demand = facts.gpu_quota.get(pool.gpu, 0)
     preemptible = facts.preemptible_gpu_quota.get(pool.gpu, 0)
     limit = on_demand if kinds & {cap.ON_DEMAND, cap.RESERVATION} else 0
     if kinds & {cap.SPOT, cap.FLEX_START}:
         limit = limit + preemptible if preemptible else max(limit, on_demand)
-    return limit
+    return limit + bound
 
 
 def _check_warm_spot(pool_path: str, pool: GpuPool, problems: Problems) -> None:
     """Needs nothing from the environment: checked even when the rest of the pool is not."""
     with problems.checking(f"{pool_path}.warmNodes"):
+        if pool.options and pool.options[0] == cap.FLEX_START and pool.warm_nodes:
+            # Warm nodes are a static pool of the first option's cheapest shape: a static pool has no
+            # expireAfter (loft-sh/vcluster v0.36.1 chart/values.schema.json StaticNodePool; only
+            # DynamicNodePool has it), so nothing would drain them before Compute Engine stops the
+            # Flex-start VMs at their max run duration. Refused rather than moved to a later option,
+            # which would change what the team asked to keep warm and what it pays for.
+            problems.add(
+                f"{pool_path}.warmNodes",
+                f"{pool.warm_nodes} warm node{'s' if pool.warm_nodes > 1 else ''} in a pool whose first option is flex-start: warm nodes "
+                "are of the first option, and Compute Engine stops a Flex-start VM at nodeProvider.flexStart.maxRunDuration without a "
+                "drain (a warm, static pool has no expireAfter); allowed: warmNodes: 0, or another option first in capacity "
+                "(e.g. [on-demand, flex-start])",
+            )
         if pool.options and pool.options[0] == cap.SPOT and pool.warm_nodes and not pool.spot_warm_nodes:
             problems.add(
                 f"{pool_path}.warmNodes",

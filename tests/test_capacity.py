@@ -140,6 +140,22 @@ def test_a_flex_start_pool_expires_its_nodes_before_their_run_duration(flex_run)
     assert [e.message for e in jsonschema.Draft202012Validator(SCHEMA).iter_errors(document)] == []
 
 
+def test_prods_flex_start_pool_passes_the_pack_served_over_grpc(tmp_path, prod_run):
+    """prod's research A100 pool is [flex-start, on-demand]: its vcluster.yaml carries expireAfter,
+    and the pack, served as `pulumi preview --policy-pack` serves it, admits it (the allow-list of
+    value paths once lacked expireAfter, so every Flex-start pool was refused)."""
+    from pulumi.runtime.proto import analyzer_pb2
+
+    pool = pools_of(prod_run, "research")["a100-1x-flex-od"]
+    assert pool.selected(props.CAPACITY_OPTION) == ["r1-flex-start", "r2-on-demand"] and pool.spec["expireAfter"] == "167h20m"
+    copied = tmp_path / "policy"
+    shutil.copytree(PROJECT_DIR / "policy", copied, ignore=shutil.ignore_patterns(".venv", "__pycache__"))
+    instance = prod_run.one(VCI, "research")
+    with served_pack(copied, cwd=tmp_path) as analyzer:
+        diagnostics = analyze_remote(analyzer, instance.type, instance.plain_inputs, instance.urn, instance.name)
+    assert [(d.policyName, d.message) for d in diagnostics if d.enforcementLevel == analyzer_pb2.MANDATORY] == []
+
+
 def test_a_grace_period_that_leaves_no_time_before_the_run_duration_is_refused(stack_values):
     values = stack_values("dev")
     values[f"{NS}:nodeProvider"]["flexStart"] = {"maxRunDuration": "30m"}
@@ -357,7 +373,7 @@ def test_h200_and_b200_pools_are_priced_or_say_why_not(tmp_path):
     text = path.read_text()
     text = text.replace("gpuTypes: [nvidia-tesla-t4, nvidia-l4, nvidia-tesla-a100, nvidia-h100-80gb]",
                         "gpuTypes: [nvidia-tesla-t4, nvidia-l4, nvidia-tesla-a100, nvidia-h100-80gb, nvidia-h200-141gb, nvidia-b200]")
-    text = text.replace("nvidia-h100-80gb: 16}", "nvidia-h100-80gb: 16, nvidia-h200-141gb: 8, nvidia-b200: 8}")
+    text = text.replace("nvidia-h100-80gb: 16}", "nvidia-h100-80gb: 16, nvidia-h200-141gb: 8, nvidia-b200: 16}")
     text = text.replace(
         "          - {tenant: research, count: 1}\n",
         "          - {tenant: research, count: 1}\n"
@@ -368,7 +384,8 @@ def test_h200_and_b200_pools_are_priced_or_say_why_not(tmp_path):
     text = text.replace(
         "        - {gpu: nvidia-l4, maxGpus: 4, spot: true}\n",
         "        - {gpu: nvidia-h200-141gb, maxGpus: 8, gpusPerNode: 8, capacity: [spot]}\n"
-        "        - {gpu: nvidia-b200, maxGpus: 8, gpusPerNode: 8, capacity: [{reservation: research-b200}, spot]}\n",
+        "        - {gpu: nvidia-b200, maxGpus: 8, gpusPerNode: 8, capacity: [{reservation: research-b200}, spot]}\n"
+        "        - {gpu: nvidia-b200, maxGpus: 8, gpusPerNode: 8, capacity: [flex-start]}\n",
     )
     path.write_text(text)
     out = _plan_text(project, "prod")
@@ -388,9 +405,60 @@ def test_h200_and_b200_pools_are_priced_or_say_why_not(tmp_path):
     reserved, spot = option_rows("b200-8x-rsv-spot")
     assert reserved[1] == "rsv-research-b200-research" and reserved[6].startswith("committed 70.50/h")
     assert spot[1] == "r1-spot" and spot[4] == "unknown"
+    # A4's Flex-start is discounted (config/catalog.yaml flexStart), whether or not a bound is known.
+    [flex] = option_rows("b200-8x-flex")
+    assert flex[1] == "r1-flex-start" and flex[6] == "Flex-start, discounted (figure not recorded)"
     costs = out[out.index("Costs in USD") :]
     assert "  reservation research-b200 (1 × a4-highgpu-8g, us-central1-b; slices research 1): committed" in costs
     assert "unknown: us-central1 records no Spot price for a4-highgpu-8g" in costs
     # Busy, the pool's one node on its reserved slice, is known: the reserved node's boot disk.
     b200 = next(line for line in lines if line.strip().startswith("b200-8x-rsv-spot "))
     assert b200.split()[-2:] == ["0.03", "unknown"]
+
+
+# --- Quota kinds: what each option draws on ---------------------------------------------------------
+
+
+def _with_b200(values: dict, *, preemptible: dict | None) -> dict:
+    """prod as shipped plus B200 (A4: sold as Spot, Flex-start and future reservations only, no
+    on-demand), a calendar-mode reservation sliced to research, and a pool [its slice, spot]; no
+    gpuQuota for B200."""
+    provider = values[f"{NS}:nodeProvider"]
+    provider["gpuTypes"] = [*provider["gpuTypes"], "nvidia-b200"]
+    if preemptible is not None:
+        provider["preemptibleGpuQuota"] = preemptible
+    provider["reservations"].append(
+        {"name": "research-b200", "zone": "us-central1-b", "machineType": "a4-highgpu-8g", "count": 1, "create": False,
+         "reservationBound": True, "slices": [{"tenant": "research", "count": 1}]}
+    )
+    values[f"{NS}:tenants"][0]["gpuPools"].append(
+        {"gpu": "nvidia-b200", "maxGpus": 16, "gpusPerNode": 8, "capacity": [{"reservation": "research-b200"}, "spot"]}
+    )
+    return values
+
+
+def test_a_future_reservation_and_a_gpu_not_sold_on_demand_need_no_on_demand_quota(stack_values):
+    """A future reservation charges the team no quota ("No quota is charged" in calendar mode), so
+    its slice counts against none; Spot and Flex-start draw on the preemptible quota; a GPU Google
+    does not sell on demand needs no gpuQuota (config/quota.py)."""
+    env = load_stack(_with_b200(stack_values("prod"), preemptible={"nvidia-b200": 16}), stack="prod", project_dir=SHIPPED_DIR)
+    b200 = [(q.scope, q.kind, q.quota, q.asked) for q in env.quota if q.gpu == "nvidia-b200"]
+    assert b200 == [("project acme-prod-research", "preemptible GPUs", 16, 16)]
+    # The H100 reservation, consumed by STANDARD VMs, still counts against its owner's quota.
+    assert [q.kind for q in env.quota if q.gpu == "nvidia-h100-80gb"].count("reservations") == 1
+    # prod's A100 pool is [flex-start, on-demand] without a preemptible A100 quota: both draw on gpuQuota
+    # (Flex-start falls back to the standard quota, provisioning-models page).
+    assert [(q.kind, q.asked) for q in env.quota if q.gpu == "nvidia-tesla-a100"] == [("on-demand GPUs", 4)]
+
+
+def test_without_preemptible_quota_a_pool_of_a_gpu_not_sold_on_demand_is_told_which_key(stack_values):
+    found = problems(_with_b200(stack_values("prod"), preemptible=None), "prod")
+    assert found == [
+        "tenants[0].gpuPools[3].maxGpus: 16 exceeds the environment's quota of 8 nvidia-b200 GPUs in us-central1 "
+        "(nodeProvider.gpuQuota and nodeProvider.preemptibleGpuQuota, which Spot and Flex-start draw on; one pool above it is an error "
+        "whatever quotaPolicy says)"
+    ]
+    # A GPU sold on demand still needs its gpuQuota.
+    values = stack_values("prod")
+    del values[f"{NS}:nodeProvider"]["gpuQuota"]["nvidia-l4"]
+    assert any(p.startswith("nodeProvider.gpuQuota.nvidia-l4: missing;") for p in problems(values, "prod"))

@@ -113,8 +113,9 @@ def test_every_node_type_is_a_real_pairing_that_fits_its_shape(generated):
             assert machine.vcpus <= max_vcpus and machine.memory_gb <= max_gb
         else:
             assert machine.gpu == nt.gpu and machine.gpu_count == nt.gpu_count
-        # Capacity: no node type alone can exceed the regional quota.
-        assert 1 <= nt.max_capacity and nt.max_capacity * nt.gpu_count <= quota[nt.gpu]
+        # Quota: no shape is offered that the regional quota cannot hold once; no pooled type is
+        # capped (the platform counts a type across every tenant, quota is per project).
+        assert nt.gpu_count <= quota[nt.gpu] and nt.max_capacity is None
         # Only the capacity types the environment offers, at rank 1 or where a pool asks for more.
         assert nt.capacity in offering.pooled() and nt.rank in offering.ranks(nt.gpu, nt.capacity)
         # Only where and as what its machine family can be created.

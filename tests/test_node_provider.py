@@ -85,7 +85,9 @@ def test_node_types_are_the_generated_offer(dev_run, stack_values):
     l4 = rendered["g2-standard-8-europe-west4-b-spot"]
     assert l4["resources"] == {"cpu": "8", "memory": "32768Mi", "nvidia.com/gpu": "1"}
     assert l4["overhead"] == {"kubeReserved": {"cpu": "90m", "memory": "3646Mi"}}
-    assert l4["maxCapacity"] == 8
+    # Pooled types have no maxCapacity: the platform would count every tenant's nodes of the type
+    # against it, while quota is each project's (config/node_types.py).
+    assert "maxCapacity" not in l4
     # The europe-west4 g2-standard-8 host plus one L4, at Spot and on-demand prices, in milli-USD/h,
     # after rank 1 and before the tie-break (zone b: dev's second zone; g2-standard-8: the L4's
     # second shape): config/capacity.py.

@@ -11,8 +11,11 @@ import policies as P
 import yaml
 from guardrails import value_paths
 
-from components.vcluster_values import VClusterValues
+from components.vcluster_values import VClusterValues, kubelet_config, render_values
+from config.reliability import shutdown_grace
+from config.stack import NS, load_stack
 from config.stack_files import PROJECT_DIR
+from shipped_stacks import SHIPPED_DIR, shipped_values
 
 PATHS_FILE = PROJECT_DIR / "components" / "vcluster_value_paths.yaml"
 ALLOWED = yaml.safe_load(PATHS_FILE.read_text())["paths"]
@@ -43,6 +46,53 @@ def test_every_allowed_path_is_one_the_program_writes(runs, legacy_dev_run, warm
         for path, _ in value_paths.leaves(document):
             used |= {pattern for pattern, tokens in zip(ALLOWED, PATTERNS) if value_paths.allowed(path, "x", [tokens])}
     assert [p for p in ALLOWED if p not in used] == []
+
+
+# Every way a tenant's configuration shapes its pools, beside what the shipped stacks already show:
+# each capacity option alone and in lists, Flex-start with and without Spot and limited zones, warm
+# nodes (on-demand, and Spot kept warm), warm nodes taking all of a pool's GPUs (no dynamic pool), a
+# reserved slice first, several GPUs per node, a control plane with its own resources and a node
+# shutdown of its own. A key the program writes for one of them that the allow-list lacks would be
+# refused by the pack's vcluster-values-by-design in every stack that uses it.
+POOL_VARIANTS = [
+    [{"gpu": "nvidia-l4", "maxGpus": 4}, {"gpu": "nvidia-tesla-t4", "maxGpus": 2, "capacity": ["spot"]}],
+    [{"gpu": "nvidia-l4", "maxGpus": 4, "capacity": ["flex-start"]}, {"gpu": "nvidia-tesla-t4", "maxGpus": 4, "gpusPerNode": 2, "capacity": ["on-demand", "spot"]}],
+    [{"gpu": "nvidia-l4", "maxGpus": 4, "capacity": ["flex-start", "spot", "on-demand"], "zones": ["us-central1-b"], "terminationGracePeriod": "1h"}],
+    [{"gpu": "nvidia-l4", "maxGpus": 4, "warmNodes": 1}, {"gpu": "nvidia-tesla-t4", "maxGpus": 2, "capacity": ["spot", "on-demand"], "warmNodes": 1, "spotWarmNodes": True}],
+    [{"gpu": "nvidia-tesla-t4", "maxGpus": 2, "warmNodes": 2}, {"gpu": "nvidia-tesla-a100", "maxGpus": 4, "capacity": ["flex-start", "on-demand"], "idleAfter": "30s"}],
+    [{"gpu": "nvidia-h100-80gb", "maxGpus": 8, "gpusPerNode": 8, "capacity": [{"reservation": "research-h100"}, "flex-start", "on-demand"]}],
+]
+
+
+def variant_documents() -> list[dict]:
+    """vcluster.yaml of research in prod as shipped, its pools replaced by each variant, rendered by
+    the program's own renderer from the program's own plan (the properties are the program's fixed
+    keys, which the shipped runs render in both modes)."""
+    documents = []
+    for pools in POOL_VARIANTS:
+        values = shipped_values("prod")
+        tenant = values[f"{NS}:tenants"][0]
+        tenant.update(gpuPools=pools, controlPlane={"requests": {"cpu": "500m"}, "limits": {"memory": "8Gi"}}, nodeShutdown={"gracePeriod": "20s"})
+        env = load_stack(values, stack="prod", project_dir=SHIPPED_DIR)
+        [plan] = env.tenants
+        text = render_values(
+            [*plan.gpu_pools, plan.cpu_pool], "gcp-gpu", {}, source_ranges=["192.0.2.1/32"],
+            resources=plan.tenant.control_plane.model_dump(), kubelet=kubelet_config(*shutdown_grace(plan.tenant)),
+        )
+        documents.append(VClusterValues.parse(text).document)
+    return documents
+
+
+def test_every_path_rendered_for_any_pool_configuration_is_allowed():
+    documents = variant_documents()
+    written = {value_paths.show(path) for document in documents for path, _ in value_paths.leaves(document)}
+    # The variants reach what they are for: Flex-start expiry, warm (static) pools, a pool without a dynamic part.
+    assert any(".expireAfter" in p for p in written) and any(".static[" in p for p in written)
+    entry = documents[4]["privateNodes"]["autoNodes"][0]
+    assert [p["name"] for p in entry["static"]] == ["t4-1x-warm"] and "t4-1x" not in [p["name"] for p in entry["dynamic"]]
+    for document in documents:
+        outside = [value_paths.show(path) for path, value in value_paths.leaves(document) if not value_paths.allowed(path, value, PATTERNS)]
+        assert outside == [], f"the renderer writes paths {PATHS_FILE.name} lacks: {outside}"
 
 
 def _resolve(schema: dict, tokens: tuple) -> bool:

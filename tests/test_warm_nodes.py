@@ -173,6 +173,23 @@ def test_warm_nodes_in_a_spot_pool_need_the_explicit_setting(stack_values):
     load_stack(values, stack="dev", project_dir=SHIPPED_DIR)
 
 
+def test_warm_nodes_in_a_pool_that_takes_flex_start_first_are_refused(stack_values):
+    """A warm node is a static pool's, which has no expireAfter: nothing would drain a Flex-start VM
+    before Compute Engine stops it at its max run duration. Another option first is fine."""
+    values = stack_values("dev")
+    values[f"{NS}:nodeProvider"]["flexStart"] = {"maxRunDuration": "72h"}
+    pools = values[f"{NS}:tenants"][0]["gpuPools"]
+    pools[0].update(capacity=["flex-start", "on-demand"], warmNodes=1)
+    assert problems(values) == [
+        "tenants[0].gpuPools[0].warmNodes: 1 warm node in a pool whose first option is flex-start: warm nodes are of the first option, "
+        "and Compute Engine stops a Flex-start VM at nodeProvider.flexStart.maxRunDuration without a drain (a warm, static pool has no "
+        "expireAfter); allowed: warmNodes: 0, or another option first in capacity (e.g. [on-demand, flex-start])"
+    ]
+    pools[0]["capacity"] = ["on-demand", "flex-start"]
+    [pool] = load_stack(values, stack="dev", project_dir=SHIPPED_DIR).tenants[0].gpu_pools
+    assert pool.warm_nodes == 1 and pool.warm_node_type.capacity == "on-demand" and pool.expire_after
+
+
 def test_bad_warm_nodes_are_reported_together_and_register_nothing(stack_values):
     values = stack_values("dev")
     values[f"{NS}:tenants"][0]["gpuPools"][0]["warmNodes"] = 5  # maxGpus 4

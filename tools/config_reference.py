@@ -51,7 +51,7 @@ CATALOG_VALUES: dict[tuple[type[BaseModel], str], Callable[[Catalog], str]] = {
     (SystemPool, "machine_type"): lambda c: _codes(c.cpu_machines()),
     (NodeProviderConfig, "gpu_types"): lambda c: "each one of " + _codes(c.gpus),
     (NodeProviderConfig, "cpu_machine_types"): lambda c: "each one of " + _codes(c.cpu_machines()),
-    (NodeProviderConfig, "gpu_quota"): lambda c: "a key per entry of `gpuTypes`, each at least 1",
+    (NodeProviderConfig, "gpu_quota"): lambda c: "a key per entry of `gpuTypes` sold on demand in the zones, each at least 1",
     (NodeProviderConfig, "gpu_image_family"): lambda c: _codes(c.gpu_image.families) + " (another is warned about)",
     (NodeProviderConfig, "prices"): lambda c: "keys: machine types of the catalog; values above 0, at most 1000",
     (Disk, "type"): lambda c: _codes(disk_types(c)),

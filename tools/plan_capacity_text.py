@@ -8,6 +8,8 @@ import math
 
 from config import capacity as cap
 from config import node_properties as props
+from config.availability import FLEX_LIST_PRICE, load_availability
+from config.catalog import load_catalog
 from config.quota import KIND_QUOTA, QUOTA_PAGE, QUOTA_RULES
 from config.stack import EnvironmentStack
 from tools.plan_costs import HOURS_PER_MONTH
@@ -30,7 +32,8 @@ def node_types_section(plan: StackPlan, env: EnvironmentStack, all_node_types: b
         "  vCPU / memory: what pods can use per node (resources minus overhead.kubeReserved); USD/h: list price of the VM "
         "with its GPUs as its capacity type is sold (reserved: the reservation's rate, paid used or not; < : a discounted "
         "Flex-start price the catalog does not record, at most the on-demand one); order: the `cost` the platform compares, "
-        f"not a price (rank × {cap.RANK_BAND:,} + thousandths of a USD per hour × {cap.PRICE_STEP:,} + a tie-break: config/capacity.py); max nodes: maxCapacity",
+        f"not a price (rank × {cap.RANK_BAND:,} + thousandths of a USD per hour × {cap.PRICE_STEP:,} + a tie-break: config/capacity.py); max nodes: maxCapacity, a reserved slice's VMs (— : none; "
+        "the platform counts a type's nodes across every tenant, so pooled types are bounded by each pool's limits and its project's quota)",
     ]
     headers = ["machine type", "GPU × count", "capacity", "rank", "vCPU", "memory GiB", "USD/h", "order (cost)" if all_node_types else "order (cost, less tie-break)", "max nodes"]
     groups: dict[tuple, list[str]] = {}
@@ -101,7 +104,8 @@ def quota_section(plan: StackPlan) -> list[str]:
     lines.append(
         "  kinds: " + "; ".join(f"{kind}: {name}" for kind, name in KIND_QUOTA.items())
         + " (config/quota.py: Spot and Flex-start draw on the preemptible quota where nodeProvider.preemptibleGpuQuota grants one, "
-        "else on the on-demand one; VMs consuming a reservation and the reservation itself draw on the on-demand one, (+n): "
+        "else on the on-demand one; VMs consuming a reservation and the reservation itself draw on the on-demand one; a future "
+        "reservation (reservationBound) and the VMs consuming it on none, as Google charges none for it; (+n): "
         "GPUs of the other line of the same quota)"
     )
     lines.append(f"  {QUOTA_RULES}")
@@ -117,6 +121,16 @@ def quota_section(plan: StackPlan) -> list[str]:
 
 def bounded(value: float | None, cost) -> str:
     return ("≤ " if cost is not None and cost.bounded and value is not None else "") + _money(value)
+
+
+def _flex_start_sale(nt) -> str:
+    """How Google sells the node type's family as Flex-start (config/catalog.yaml `flexStart`): at the
+    list price (G2), or discounted, a figure the catalog does not record (A2, A3, A4), whether or not
+    an on-demand price bounds it."""
+    shape = next(s for s in load_catalog().shapes_for(nt.gpu) if s.machine.name == nt.machine_type and s.gpu_count == nt.gpu_count)
+    if load_availability().family_of(shape).flex_start == FLEX_LIST_PRICE:
+        return "Flex-start at the list price"
+    return "Flex-start, discounted (figure not recorded)"
 
 
 def options_section(pool) -> list[str]:
@@ -141,7 +155,7 @@ def options_section(pool) -> list[str]:
             per_month = price if price is not None else bound
             monthly = ("< " if price is None and bound is not None else "") + _money(None if per_month is None else per_month * HOURS_PER_MONTH)
             vm = {cap.ON_DEMAND: "on-demand list price", cap.SPOT: "Spot price as read (Google may change it once a day)",
-                  cap.FLEX_START: "Flex-start at the list price" if bound is None else "Flex-start, discounted (figure not recorded)"}[nt.capacity]
+                  cap.FLEX_START: _flex_start_sale(nt)}[nt.capacity]
             zones = sorted({t.zone for t in types})
             what = f"{len(zones)} zone{'s' if len(zones) > 1 else ''} ({', '.join(zones)})"
         rows.append([str(order), value, nt.machine_type, what, hourly, monthly, vm])
