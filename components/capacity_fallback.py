@@ -1,7 +1,8 @@
 """The capacity fallback: when a GPU node claim of a tenant fails (a stockout, a quota error, any
 failure to create the VM), it asks Karpenter for the pool's next option, so that a team's pod never
 waits on the one option that cannot be had. It runs inside each tenant's virtual cluster; this file
-is shipped byte for byte (a ConfigMap, components/fallback_documents.py) with tenant_api.py and tenant_metrics.py and
+is shipped byte for byte (a ConfigMap, components/fallback_documents.py) with capacity_claims.py (what it reads
+of the API and which failures it acts on), tenant_api.py and tenant_metrics.py, and
 run by the pinned Python image: standard library only. docs/gpu-nodes.md "Stockouts and fallback" has the
 design, the options it was chosen over, and the sources.
 
@@ -13,13 +14,15 @@ overview.mdx). Karpenter deletes a claim that failed to launch and simulates aga
 avoiding the type that failed is left to vCluster's Karpenter provider and the platform, neither of
 which is open source. So this program does it, writing nothing the platform or Pulumi owns:
 1. It lists Karpenter's NodeClaims (read only). A claim failed when its `Launched` condition is not
-   True and has a reason (launch.go sets `LaunchFailed` or the provider's with the error; a condition
-   only initialised has none: awslabs/operatorpkg status/condition_set.go `For`), or when it went
-   without having launched (Karpenter deletes those).
+   True and its message is a stockout or quota error (capacity_claims.py: any other reason may still
+   end in a launch), or when it went without having launched (Karpenter deletes those).
 2. The type that failed is the one the platform took: named in the claim's message, else the cheapest
-   the claim listed (by the costs it is given). It counts as unavailable for a while (memory only),
-   and a failure soon after continues the same run of failures.
-3. Per failed claim, one request pod in its own namespace: lowest priority, never preempting, the GPUs
+   the claim listed (by the costs it is given) that was available, i.e. not a reserved slice whose
+   launched claims already fill it (the platform skips a type at its maxCapacity). It counts as
+   unavailable for a while (memory only), and a failure soon after continues the same run of failures.
+3. Per failed claim whose next option nobody asks for yet (at most one waiting request per pool and
+   list of node types, so that Karpenter's retries of the stocked-out type, each a failed claim of its
+   own, yield one fallback VM, not one each), one request pod in its own namespace: lowest priority, never preempting, the GPUs
    the claim's pods asked for, tolerating the claim's taints, requiring the claim's requirements with
    the instance-type list cut to the types not failed lately. Karpenter provisions for it like for any pending pod; the platform
    takes the cheapest type left: the pool's next option. Each of them fitted the failed claim's pods
@@ -44,40 +47,28 @@ import time
 import urllib.error
 from dataclasses import dataclass, field
 
-if __package__:  # in the repository: components.tenant_api, components.tenant_metrics
+if __package__:  # in the repository: components.capacity_claims, components.tenant_api, components.tenant_metrics
+    from .capacity_claims import (
+        CAPACITY, GPU_RESOURCE, INSTANCE_TYPE, LAUNCH_FAILED, LAUNCHED, NODEPOOL, NOT_LAUNCHED, QUOTA, REQUEST_APP, REQUEST_CLAIM,
+        REQUEST_POOL, REQUEST_TYPES, Claim, RequestPod, classify, parse_claims, parse_requests,
+    )
     from .tenant_api import EVENT_NAMESPACE, Api, ApiError, event as tenant_event
     from .tenant_metrics import Registry, serve
-else:  # run in the tenant, both beside it (components/fallback_documents.py)
+else:  # run in the tenant, all beside it (components/fallback_documents.py)
+    from capacity_claims import (
+        CAPACITY, GPU_RESOURCE, INSTANCE_TYPE, LAUNCH_FAILED, LAUNCHED, NODEPOOL, NOT_LAUNCHED, QUOTA, REQUEST_APP, REQUEST_CLAIM,
+        REQUEST_POOL, REQUEST_TYPES, Claim, RequestPod, classify, parse_claims, parse_requests,
+    )
     from tenant_api import EVENT_NAMESPACE, Api, ApiError, event as tenant_event
     from tenant_metrics import Registry, serve
 
-GPU_RESOURCE = "nvidia.com/gpu"
 NODECLAIMS = "/apis/karpenter.sh/v1/nodeclaims"
 # Its own namespace, where it runs and where its request pods wait (components/fallback_documents.py).
 NAMESPACE = "gpu-platform-capacity"
 PODS = f"/api/v1/namespaces/{NAMESPACE}/pods"
 EVENT_SOURCE = "gpu-platform-capacity-fallback"
-# Karpenter's keys (kubernetes-sigs/karpenter v1.14.1 pkg/apis/v1/labels.go, k8s.io/api well-known labels).
-INSTANCE_TYPE = "node.kubernetes.io/instance-type"
-NODEPOOL = "karpenter.sh/nodepool"
-LAUNCHED = "Launched"
-# A condition Karpenter has only initialised carries no reason; older operatorpkg releases wrote this one.
-NOT_YET = ("", "AwaitingReconciliation")
-# Labels and annotations of its request pods.
-REQUEST_APP = "gpu-capacity-request"
-REQUEST_POOL = "gpu-platform/capacity-request-pool"
-REQUEST_CLAIM = "gpu-platform/failed-claim"
-REQUEST_TYPES = "gpu-platform/requested-node-types"
 # Event reasons: an option failed and the next was asked for; every option failed; the request was refused.
 OPTION_FAILED, EXHAUSTED, REFUSED = "GPUOptionFailed", "GPUOptionsExhausted", "GPUFallbackRefused"
-# Why a claim failed, from its message: Compute Engine's texts as terraform-provider-google v7.45.0
-# passes them on (google/services/compute/compute_operation.go `writeOperationError`; the stockout is
-# ZONE_RESOURCE_POOL_EXHAUSTED[_WITH_DETAILS], the quota QUOTA_EXCEEDED).
-CAPACITY, QUOTA, LAUNCH_FAILED, NOT_LAUNCHED = "capacity", "quota", "launch-failed", "not-launched"
-REASON_PATTERNS = (
-    (CAPACITY, re.compile(r"does not have enough resources available|RESOURCE_POOL_EXHAUSTED|insufficient capacity", re.I)),
-    (QUOTA, re.compile(r"Quota '[^']*' exceeded|QUOTA_EXCEEDED|metric name = compute\.googleapis\.com/", re.I)),
-)
 METRICS_PORT = 9464
 # The metrics it serves (docs/observability.md; components/monitoring_queries.py reads them).
 FAILURES_TOTAL = "gpu_platform_claim_failures_total"
@@ -90,108 +81,6 @@ METRICS = {
     EXHAUSTED_SINCE: ("gauge", "Unix time since when every option a pool's last failed claim listed has been failing.", ("pool", "gpu")),
     REQUESTS_TOTAL: ("counter", "Request pods created to ask for a pool's next option, by the option the platform takes.", ("pool", "gpu", "node_type", "option", "zone")),
 }
-
-
-# --- what it reads ----------------------------------------------------------------------------------
-
-
-def parse_time(text: str | None) -> dt.datetime | None:
-    return dt.datetime.fromisoformat(text.replace("Z", "+00:00")) if text else None
-
-
-@dataclass(frozen=True)
-class Claim:
-    """What the decision needs of a Karpenter NodeClaim."""
-
-    name: str
-    uid: str
-    pool: str
-    created: dt.datetime
-    node_types: tuple[str, ...]  # the provider's node types it lists, without the `<provider>.` prefix
-    launched: bool
-    launched_as: str | None  # the node type it launched as (its instance-type label), if it did
-    failure: tuple[str, str] | None  # (reason, message) of a Launched condition that says it failed
-    deleting: bool
-    requirements: tuple = ()  # spec.requirements, as listed
-    taints: tuple = ()  # spec.taints, as listed
-    gpus: int = 1  # the GPUs its pods asked for (spec.resources.requests)
-
-
-def _strip(value: str, provider: str) -> str | None:
-    prefix = f"{provider}."
-    return value[len(prefix):] if value.startswith(prefix) else None
-
-
-def _count(quantity) -> int:
-    """A whole-number quantity (GPUs are never fractional), at least 1."""
-    try:
-        return max(int(str(quantity)), 1)
-    except (TypeError, ValueError):
-        return 1
-
-
-def parse_claims(items: list[dict], provider: str) -> list[Claim]:
-    """Karpenter's NodeClaims of the provider's node types, from a list's items."""
-    claims = []
-    for item in items:
-        meta, spec, status = item.get("metadata") or {}, item.get("spec") or {}, item.get("status") or {}
-        requirements = spec.get("requirements") or []
-        listed = next((r.get("values") or [] for r in requirements if r.get("key") == INSTANCE_TYPE and r.get("operator") == "In"), [])
-        node_types = tuple(t for t in (_strip(v, provider) for v in listed) if t)
-        if not node_types:
-            continue  # another provider's, or not a claim for our node types
-        launched = next((c for c in status.get("conditions") or [] if c.get("type") == LAUNCHED), {})
-        is_launched = launched.get("status") == "True"
-        failed = not is_launched and launched.get("reason", "") not in NOT_YET
-        claims.append(
-            Claim(
-                name=meta["name"],
-                uid=meta.get("uid", meta["name"]),
-                pool=(meta.get("labels") or {}).get(NODEPOOL, ""),
-                created=parse_time(meta.get("creationTimestamp")) or dt.datetime.min.replace(tzinfo=dt.timezone.utc),
-                node_types=node_types,
-                launched=is_launched,
-                launched_as=_strip((meta.get("labels") or {}).get(INSTANCE_TYPE, ""), provider) if is_launched else None,
-                failure=(launched.get("reason", ""), launched.get("message", "")) if failed else None,
-                deleting=bool(meta.get("deletionTimestamp")),
-                requirements=tuple(requirements),
-                taints=tuple(spec.get("taints") or []),
-                gpus=_count(((spec.get("resources") or {}).get("requests") or {}).get(GPU_RESOURCE)),
-            )
-        )
-    return claims
-
-
-@dataclass(frozen=True)
-class RequestPod:
-    """One of its request pods, as listed."""
-
-    name: str
-    pool: str
-    claim: str  # the failed claim it answers
-    node_types: frozenset[str]
-    created: dt.datetime
-    bound: bool  # scheduled to a node: it holds that node until deleted
-
-
-def parse_requests(items: list[dict]) -> list[RequestPod]:
-    found = []
-    for item in items:
-        meta = item.get("metadata") or {}
-        labels, notes = meta.get("labels") or {}, meta.get("annotations") or {}
-        if labels.get("app.kubernetes.io/name") != REQUEST_APP or meta.get("deletionTimestamp"):
-            continue
-        found.append(
-            RequestPod(
-                name=meta["name"],
-                pool=labels.get(REQUEST_POOL, ""),
-                claim=notes.get(REQUEST_CLAIM, ""),
-                node_types=frozenset(t for t in notes.get(REQUEST_TYPES, "").split(",") if t),
-                created=parse_time(meta.get("creationTimestamp")) or dt.datetime.min.replace(tzinfo=dt.timezone.utc),
-                bound=bool((item.get("spec") or {}).get("nodeName")),
-            )
-        )
-    return found
 
 
 # --- the decision -------------------------------------------------------------------------------------
@@ -247,13 +136,6 @@ class Decision:
     memory: Memory
 
 
-def classify(reason: str, message: str) -> str:
-    for kind, pattern in REASON_PATTERNS:
-        if pattern.search(message):
-            return kind
-    return LAUNCH_FAILED if reason else NOT_LAUNCHED
-
-
 def request_name(claim: str) -> str:
     """A pod name per failed claim (at most 63 characters, so it is also a valid label value)."""
     return f"gpu-fallback-{claim}"[:63].rstrip("-.")
@@ -264,15 +146,28 @@ def by_cost(node_types, costs: dict[str, int | None]) -> list[str]:
     return sorted(node_types, key=lambda t: (costs.get(t) is None, costs.get(t) or 0, t))
 
 
-def taken(claim: Claim, message: str, costs: dict[str, int | None]) -> tuple[str, ...]:
+def taken(claim: Claim, message: str, costs: dict[str, int | None], full: frozenset[str] = frozenset()) -> tuple[str, ...]:
     """The node type(s) the platform took for a claim: the one its message names, else the cheapest
-    it listed (every type tied at the lowest cost, when several are)."""
+    it listed that was available (every type tied at the lowest cost, when several are). `full`: the
+    types at their maxCapacity, which the platform skips ("marks the node type as unavailable once the
+    limit is reached", vcluster-docs platform/administer/node-providers/overview.mdx, "Max capacity")."""
     named = [t for t in claim.node_types if re.search(rf"(?<![\w-]){re.escape(t)}(?![\w-])", message)]
     if len(named) == 1:
         return tuple(named)
-    ordered = by_cost(claim.node_types, costs)
+    ordered = by_cost([t for t in claim.node_types if t not in full] or claim.node_types, costs)
     first = costs.get(ordered[0])
     return tuple(t for t in ordered if costs.get(t) == first) if first is not None else (ordered[0],)
+
+
+def full_types(claims: list[Claim], pools: dict) -> frozenset[str]:
+    """Node types whose launched claims reach their maxCapacity (a reserved slice's VMs). A slice's type
+    is one tenant's (rsv-<reservation>-<tenant>), so this tenant's claims are all its nodes."""
+    launched: dict[str, int] = {}
+    for c in claims:
+        if c.launched and c.launched_as:
+            launched[c.launched_as] = launched.get(c.launched_as, 0) + 1
+    caps = {t: spec.get("maxCapacity") for pool in pools.values() for t, spec in pool["nodeTypes"].items()}
+    return frozenset(t for t, cap in caps.items() if cap and launched.get(t, 0) >= cap)
 
 
 def decide(claims: list[Claim], requests: list[RequestPod], config: dict, now: dt.datetime, memory: Memory) -> Decision:
@@ -283,15 +178,21 @@ def decide(claims: list[Claim], requests: list[RequestPod], config: dict, now: d
     request_age = dt.timedelta(seconds=config["requestSeconds"])
     mine = [c for c in claims if c.pool in pools]
     present = {c.uid for c in mine}
-    # Failed: its Launched condition says so, or it went (or is going) without having launched.
-    candidates = [(c, *c.failure) for c in mine if c.failure and c.uid not in memory.handled]
-    candidates += [(c, "", "") for uid, c in memory.unlaunched.items() if uid not in present and uid not in memory.handled]
-    candidates += [(c, "", "") for c in mine if c.deleting and not c.launched and not c.failure and c.uid in memory.unlaunched and c.uid not in memory.handled]
+    full = full_types(claims, pools)
+    # Failed: its Launched condition names a stockout or quota error, or it went (or is going) without
+    # having launched, whatever its condition said last (capacity_claims.py).
+    candidates = [(c, *c.failure) for c in mine if c.known_failure and c.uid not in memory.handled]
+    candidates += [(c, *(c.failure or ("", ""))) for uid, c in memory.unlaunched.items() if uid not in present and uid not in memory.handled]
+    candidates += [
+        (c, *(c.failure or ("", "")))
+        for c in mine
+        if c.deleting and not c.launched and not c.known_failure and c.uid in memory.unlaunched and c.uid not in memory.handled
+    ]
     remembered = {t: u for t, u in memory.unavailable.items() if u.until + hold > now}
     failures = []
     for claim, reason, message in candidates:
         costs = {t: spec.get("cost") for t, spec in pools[claim.pool]["nodeTypes"].items()}
-        failure = Failure(claim, taken(claim, message, costs), classify(reason, message), message)
+        failure = Failure(claim, taken(claim, message, costs, full), classify(reason, message), message)
         failures.append(failure)
         for t in failure.node_types:
             earlier = remembered.get(t)
@@ -313,7 +214,7 @@ def decide(claims: list[Claim], requests: list[RequestPod], config: dict, now: d
     for failure in failures:
         claim = failure.claim
         costs = {t: spec.get("cost") for t, spec in pools[claim.pool]["nodeTypes"].items()}
-        left = tuple(by_cost([t for t in claim.node_types if t not in unavailable], costs))
+        left = tuple(by_cost([t for t in claim.node_types if t not in unavailable and t not in full], costs))
         # A request whose claim failed is superseded: the failure's own request takes its place.
         delete |= {r.name for r in open_requests if r.pool == claim.pool and frozenset(claim.node_types) <= r.node_types and r.created <= claim.created}
         if not left:
@@ -323,7 +224,9 @@ def decide(claims: list[Claim], requests: list[RequestPod], config: dict, now: d
             continue
         name = request_name(claim.name)
         waiting = [r for r in open_requests if r.pool == claim.pool and r.name not in delete] + [c for c in creating if c.failure.claim.pool == claim.pool]
-        if name in existing or len(waiting) >= pools[claim.pool]["maxNodes"]:
+        # One waiting request per pool and list: a retry of the same stocked-out type asks for nothing more.
+        same = any(frozenset(w.node_types) == frozenset(left) for w in waiting)
+        if name in existing or same or len(waiting) >= pools[claim.pool]["maxNodes"]:
             continue
         creating.append(Request(name, failure, left))
     # A pool has an option again once one of its claims launched since it ran out, or once one of the
@@ -333,7 +236,7 @@ def decide(claims: list[Claim], requests: list[RequestPod], config: dict, now: d
         if any(t not in remembered for t in types) or any(c.pool == pool and c.created >= since for c in launched):
             del exhausted_now[pool]
     memory = Memory(
-        unlaunched={c.uid: c for c in mine if not c.launched and not c.failure},
+        unlaunched={c.uid: c for c in mine if not c.launched and not c.known_failure},
         handled=frozenset(u for u in memory.handled | {f.claim.uid for f in failures} if u in present),
         unavailable=remembered,
         exhausted=exhausted_now,
@@ -471,7 +374,7 @@ def run_once(api: Api, config: dict, memory: Memory, metrics: Registry, now: dt.
             f"{', '.join(request.node_types)} (the platform takes the cheapest: {describe(config, claim.pool, request.node_types[0])})",
         )
     for failure in decision.failures:
-        waiting = f"{failure_text(failure, config)}; a request for the pool's next option is already waiting (at most one per node the pool may have)"
+        waiting = f"{failure_text(failure, config)}; a request for the pool's next option is already waiting (one per pool and list of node types)"
         reason, message = messages.get(failure.claim.uid, (OPTION_FAILED, waiting))
         say(f"{reason}: {message}", error=reason != OPTION_FAILED)
         try:

@@ -1,6 +1,6 @@
 """The capacity fallback's objects inside a tenant's virtual cluster (the program is
-components/capacity_fallback.py, shipped in a ConfigMap with components/tenant_api.py and
-components/tenant_metrics.py): its namespace, identity, least RBAC, the PriorityClass of its
+components/capacity_fallback.py, shipped in a ConfigMap with components/capacity_claims.py,
+components/tenant_api.py and components/tenant_metrics.py): its namespace, identity, least RBAC, the PriorityClass of its
 request pods, and its Deployment. Pure data, installed with the tenant's other objects
 (components/tenant_documents.py) for every tenant with a GPU pool.
 
@@ -21,12 +21,13 @@ from config import node_properties as props
 from config import versions
 from config.reliability import FALLBACK_POLL_SECONDS, FALLBACK_REQUEST_SECONDS, FALLBACK_UNAVAILABLE_SECONDS
 
-from . import capacity_fallback, tenant_api, tenant_metrics
+from . import capacity_claims, capacity_fallback, tenant_api, tenant_metrics
 from .tenant_programs import Program, program_objects, rbac
 
 NAMESPACE = capacity_fallback.NAMESPACE
 NAME = "gpu-capacity-fallback"
 PROGRAM = Path(capacity_fallback.__file__).read_text()
+CLAIMS = Path(capacity_claims.__file__).read_text()
 TENANT_API = Path(tenant_api.__file__).read_text()
 TENANT_METRICS = Path(tenant_metrics.__file__).read_text()
 PROGRAM_DIR, CONFIG_DIR = "/opt/gpu-capacity-fallback", "/etc/gpu-capacity-fallback"
@@ -40,7 +41,7 @@ REQUEST_PRIORITY = -1000
 CLUSTER_RULES = ({"apiGroups": ["karpenter.sh"], "resources": ["nodeclaims"], "verbs": ["list"]},)
 POD_RULES = ({"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "create", "delete"]},)
 EVENT_RULES = ({"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},)
-FILES = (("capacity_fallback.py", PROGRAM), ("tenant_api.py", TENANT_API), ("tenant_metrics.py", TENANT_METRICS))
+FILES = (("capacity_fallback.py", PROGRAM), ("capacity_claims.py", CLAIMS), ("tenant_api.py", TENANT_API), ("tenant_metrics.py", TENANT_METRICS))
 PORTS = ({"name": "metrics", "containerPort": capacity_fallback.METRICS_PORT},)
 PROGRAM_OBJECTS = Program(NAME, NAMESPACE, FILES, PROGRAM_DIR, CONFIG_DIR, PORTS)
 
@@ -48,13 +49,20 @@ PROGRAM_OBJECTS = Program(NAME, NAMESPACE, FILES, PROGRAM_DIR, CONFIG_DIR, PORTS
 def fallback_pools(gpu_pools) -> dict[str, dict[str, Any]]:
     """What the program needs of each GPU pool (config.tenant.PoolPlan): its GPU, its node limit, and
     per node type it selects the NodeProvider's `cost` (the platform takes the cheapest: the order of
-    the pool's options), the option (capacity type) and the zone, for its messages and metrics."""
+    the pool's options), the option (capacity type) and the zone, for its messages and metrics, and a
+    reserved slice's maxCapacity (a full slice is skipped by the platform, so it cannot be what failed)."""
     return {
         pool.name: {
             "gpu": pool.gpu,
             "maxNodes": pool.max_nodes,
             "nodeTypes": {
-                nt.name: {"cost": nt.cost, "option": nt.properties.get(props.CAPACITY_TYPE, ""), "zone": nt.zone} for nt in pool.node_types
+                nt.name: {
+                    "cost": nt.cost,
+                    "option": nt.properties.get(props.CAPACITY_TYPE, ""),
+                    "zone": nt.zone,
+                    **({"maxCapacity": nt.max_capacity} if nt.max_capacity else {}),
+                }
+                for nt in pool.node_types
             },
         }
         for pool in gpu_pools

@@ -197,6 +197,8 @@ def claim(name: str, types: list[str], *, created: str = "2026-03-02T09:00:00Z",
 
 
 T0 = at("2026-03-02T09:01:00Z")
+# A Launched condition as Karpenter sets it after a stockout (its message: Compute Engine's, through the provider).
+STOCKOUT = {"status": "Unknown", "reason": "LaunchFailed", "message": "creating nodeclaim: ... does not have enough resources available to fulfill the request"}
 
 
 def decide(claims: list[dict], memory: cf.Memory | None = None, requests: list[dict] = (), now: dt.datetime = T0, config: dict = CONFIG) -> cf.Decision:
@@ -220,12 +222,30 @@ def test_a_claim_that_is_only_launching_or_launched_is_left_alone():
         ("googleapi: Error 403: Quota 'NVIDIA_H100_GPUS' exceeded.  Limit: 8.0 in region us-central1.", cf.QUOTA),
         ("operation failed: metric name = compute.googleapis.com/preemptible_nvidia_h100_gpus, limit name = ...", cf.QUOTA),
         ("ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS: The zone ... does not have enough resources available to fulfill the request", cf.CAPACITY),
-        ("Error creating instance: googleapi: Error 400: Invalid value for field 'resource.machineType'", cf.LAUNCH_FAILED),
     ],
 )
 def test_why_a_claim_failed_is_read_from_its_message(message, reason):
     [failure] = decide([claim("c", ALL, launched={"status": "Unknown", "reason": "LaunchFailed", "message": message})]).failures
     assert failure.reason == reason and failure.node_types == (A_SPOT,)
+
+
+@pytest.mark.parametrize("status", ["Unknown", "False"])
+def test_any_other_reason_is_acted_on_only_once_the_claim_went_without_launching(status):
+    """Karpenter sets LaunchFailed with whatever the provider returned while it retries, which may
+    still end in a launch: only a stockout or quota text is acted on at once; anything else once the
+    claim is gone (or going) without having launched, with what it said last."""
+    message = "Error creating instance: googleapi: Error 400: Invalid value for field 'resource.machineType'"
+    said = {"status": status, "reason": "LaunchFailed", "message": message}
+    first = decide([claim("c", ALL, launched=said)])
+    assert (first.failures, first.requests) == ([], []) and set(first.memory.unlaunched) == {"uid-c"}
+    # It launched after all: never a failure.
+    assert decide([claim("c", ALL, launched={"status": "True"}, launchedAs=A_SPOT)], memory=first.memory).failures == []
+    [failure] = decide([], memory=first.memory).failures
+    assert (failure.reason, failure.message, failure.node_types) == (cf.LAUNCH_FAILED, message, (A_SPOT,))
+    going = claim("c", ALL, launched=said)
+    going["metadata"]["deletionTimestamp"] = "2026-03-02T09:05:00Z"
+    [failure] = decide([going], memory=first.memory).failures
+    assert failure.reason == cf.LAUNCH_FAILED
 
 
 def test_a_claim_gone_before_it_launched_failed_too():
@@ -257,31 +277,69 @@ def test_the_type_the_message_names_is_the_one_that_failed():
     assert failure.node_types == (A_SPOT,)
 
 
+def test_a_reserved_slice_already_full_is_not_what_failed():
+    """The platform skips a type at its maxCapacity: with the team's slice of a reservation filled by a
+    launched claim, a failed claim listing it failed on the next type."""
+    reserved = copy.deepcopy(CONFIG)
+    reserved["pools"][POOL]["nodeTypes"] = {"rsv-research-h100-research": {"cost": 1, "option": "reservation", "zone": "us-central1-a", "maxCapacity": 1},
+                                            **reserved["pools"][POOL]["nodeTypes"]}
+    listed = ["rsv-research-h100-research", *ALL]
+    holding = claim("r", listed, launched={"status": "True"}, launchedAs="rsv-research-h100-research")
+    [failure] = decide([holding, claim("c", listed, launched=STOCKOUT)], config=reserved).failures
+    assert failure.node_types == (A_SPOT,)
+    # Not full (the claim on it went): the reserved slice is the one that failed.
+    [failure] = decide([claim("c", listed, launched=STOCKOUT)], config=reserved).failures
+    assert failure.node_types == ("rsv-research-h100-research",)
+
+
 def test_types_tied_at_the_lowest_cost_all_count_as_failed():
     """The platform's pick among equal costs is not documented: every tied type is left out."""
     tied = copy.deepcopy(CONFIG)
     tied["pools"][POOL]["nodeTypes"][B_SPOT]["cost"] = tied["pools"][POOL]["nodeTypes"][A_SPOT]["cost"]
-    launched = {"status": "Unknown", "reason": "LaunchFailed", "message": "failed"}
+    launched = STOCKOUT
     decision = decide([claim("c", ALL, launched=launched)], config=tied)
     assert decision.failures[0].node_types == (A_SPOT, B_SPOT) and decision.requests[0].node_types == (A_OD, B_OD)
 
 
+def test_one_stockout_asks_for_one_fallback_node_however_often_karpenter_retries():
+    """Karpenter's retries of the stocked-out type are claims of their own, each failing the same way:
+    while a request for the same next types waits, they ask for nothing more (one fallback VM)."""
+    decision = decide([claim(f"c{i}", ALL, launched=STOCKOUT) for i in range(3)])
+    assert len(decision.failures) == 3 and [r.name for r in decision.requests] == ["gpu-fallback-c0"]
+    api = FakeApi([claim("c0", ALL, launched=STOCKOUT)])
+    api.now = T0
+    memory = cf.run_once(api, CONFIG, cf.Memory(), cf.Registry(cf.METRICS), now=T0)
+    # A minute later Karpenter's next claim fails on a-spot too: the request still waits, nothing is added.
+    retry = claim("c1", ALL, created="2026-03-02T09:01:30Z", launched=STOCKOUT)
+    later = decide([claim("c0", ALL, launched=STOCKOUT), retry], memory=memory, requests=list(api.pods.values()), now=T0 + dt.timedelta(seconds=60))
+    assert [f.claim.name for f in later.failures] == ["c1"] and later.requests == [] and later.delete == []
+
+
 def test_it_never_asks_for_more_nodes_than_the_pool_may_have_at_once():
-    failed = {"status": "Unknown", "reason": "LaunchFailed", "message": "failed"}
-    decision = decide([claim(f"c{i}", ALL, launched=failed) for i in range(3)])
-    assert len(decision.failures) == 3 and [r.name for r in decision.requests] == ["gpu-fallback-c0", "gpu-fallback-c1"]  # maxNodes 2
+    """Requests for different lists (the requests' own claims failing in turn) wait side by side, up
+    to maxNodes: with two waiting (maxNodes 2), a third list asks for nothing."""
+
+    def waiting(name: str, types: list[str]) -> dict:
+        labels = {"app.kubernetes.io/name": cf.REQUEST_APP, cf.REQUEST_POOL: POOL}
+        notes = {cf.REQUEST_CLAIM: name, cf.REQUEST_TYPES: ",".join(types)}
+        return {"metadata": {"name": f"gpu-fallback-{name}", "labels": labels, "annotations": notes, "creationTimestamp": "2026-03-02T09:00:30Z"}, "spec": {}}
+
+    requests = [waiting("r1", [B_SPOT, A_OD, B_OD]), waiting("r2", [A_OD, B_OD])]
+    found = decide([claim("c", [A_SPOT, B_OD], created="2026-03-02T09:00:40Z", launched=STOCKOUT)], requests=requests)
+    assert len(found.failures) == 1 and found.requests == [] and found.delete == []
+    assert decide([claim("c", [A_SPOT, B_OD], created="2026-03-02T09:00:40Z", launched=STOCKOUT)], requests=requests[:1]).requests
 
 
 def test_claims_of_other_pools_and_providers_are_not_its_business():
-    other = claim("c", ALL, launched={"status": "Unknown", "reason": "LaunchFailed", "message": "failed"})
+    other = claim("c", ALL, launched=STOCKOUT)
     other["metadata"]["labels"]["karpenter.sh/nodepool"] = "system"
-    elsewhere = claim("d", ALL, launched={"status": "Unknown", "reason": "LaunchFailed", "message": "failed"})
+    elsewhere = claim("d", ALL, launched=STOCKOUT)
     elsewhere["spec"]["requirements"][-1]["values"] = ["other-provider.large"]
     assert decide([other, elsewhere]).failures == []
 
 
 def test_a_request_pod_goes_when_served_bound_or_old():
-    failed = {"status": "Unknown", "reason": "LaunchFailed", "message": "failed"}
+    failed = STOCKOUT
     api = FakeApi([claim("c1", ALL, launched=failed)])
     api.now = T0
     memory = cf.run_once(api, CONFIG, cf.Memory(), cf.Registry(cf.METRICS), now=T0)
@@ -300,7 +358,7 @@ def test_a_request_pod_goes_when_served_bound_or_old():
 
 
 def test_a_failed_type_counts_as_unavailable_for_a_while_only():
-    failed = {"status": "Unknown", "reason": "LaunchFailed", "message": "failed"}
+    failed = STOCKOUT
     decision = decide([claim("c1", ALL, launched=failed)])
     hold = dt.timedelta(seconds=FALLBACK_UNAVAILABLE_SECONDS)
     # Its time is up: nothing counts as unavailable, though a-spot is remembered.
@@ -392,6 +450,7 @@ def test_it_runs_the_shipped_program_with_each_pools_node_types_and_their_order(
     config_map = named(objects, "ConfigMap", fd.NAME, fd.NAMESPACE)
     assert config_map["data"]["capacity_fallback.py"] == Path(cf.__file__).read_text()
     assert config_map["data"]["tenant_api.py"] == fd.TENANT_API and config_map["data"]["tenant_metrics.py"] == fd.TENANT_METRICS
+    assert config_map["data"]["capacity_claims.py"] == fd.CLAIMS
     config = json.loads(config_map["data"]["config.json"])
     [provider] = dev_run.of_type("kubernetes:management.loft.sh/v1:NodeProvider")
     assert config["provider"] == provider.input("metadata", "name")
@@ -410,19 +469,19 @@ def test_it_runs_unprivileged_on_the_cpu_pool_and_its_requests_come_last(objects
     assert container["command"] == ["python", "/opt/gpu-capacity-fallback/capacity_fallback.py", "/etc/gpu-capacity-fallback/config.json"]
     assert pod["nodeSelector"] == {"gpu-platform/pool": "system"} and "tolerations" not in pod
     assert container["securityContext"] == {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]}}
-    assert [v["configMap"]["items"] for v in pod["volumes"]][0] == [{"key": f, "path": f} for f in ("capacity_fallback.py", "tenant_api.py", "tenant_metrics.py")]
+    assert [v["configMap"]["items"] for v in pod["volumes"]][0] == [{"key": f, "path": f} for f in ("capacity_fallback.py", "capacity_claims.py", "tenant_api.py", "tenant_metrics.py")]
     priority = named(objects, "PriorityClass", fd.PRIORITY_CLASS)
     assert priority["value"] < 0 and priority["preemptionPolicy"] == "Never" and priority["globalDefault"] is False
 
 
 def test_the_programs_need_only_the_standard_library():
-    for module in (cf, fd.tenant_api, fd.tenant_metrics):
+    for module in (cf, fd.capacity_claims, fd.tenant_api, fd.tenant_metrics):
         imported = {
             line.split()[1].lstrip(".").split(".")[0]
             for line in Path(module.__file__).read_text().splitlines()
             if line.lstrip().startswith(("import ", "from ")) and "__future__" not in line
         }
-        assert imported <= {"datetime", "json", "os", "re", "ssl", "sys", "threading", "time", "urllib", "dataclasses", "http", "tenant_api", "tenant_metrics"}, imported
+        assert imported <= {"datetime", "json", "os", "re", "ssl", "sys", "threading", "time", "urllib", "dataclasses", "http", "capacity_claims", "tenant_api", "tenant_metrics"}, imported
 
 
 @pytest.mark.parametrize("configmap, program", [(fd.NAME, "capacity_fallback.py"), ("gpu-watchdog", "gpu_watchdog.py")])
@@ -467,7 +526,7 @@ def test_a_request_asks_for_the_gpus_the_failed_claims_pods_asked_for():
     """An 8-GPU pool: the request pod asks for the claim's 8 GPUs, so Karpenter offers it only types
     with 8 (and every type it may list fitted the team's pods already)."""
     eight = copy.deepcopy(SEQUENCE["claimTemplate"])
-    entry = {"name": "c8", "uid": "u8", "created": "2026-03-02T09:00:00Z", "nodeTypes": ALL, "launched": {"status": "Unknown", "reason": "LaunchFailed", "message": "failed"}}
+    entry = {"name": "c8", "uid": "u8", "created": "2026-03-02T09:00:00Z", "nodeTypes": ALL, "launched": STOCKOUT}
     [request] = decide([nodeclaim(entry, eight)]).requests
     pod = cf.request_pod(request, CONFIG)
     assert pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "8"

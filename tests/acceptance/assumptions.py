@@ -193,6 +193,24 @@ ASSUMPTIONS: tuple[Assumption, ...] = (
         by_steps(lambda report: report.stockout_drill, "run with STOCKOUT_DRILL=1"),
     ),
     Assumption(
+        "failure-text-means-failed",
+        "A tenant NodeClaim whose Launched condition carries a Compute Engine stockout or quota message (does not have enough "
+        "resources available, Quota '…' exceeded) never launches afterwards: the capacity fallback acts on that text at once.",
+        not_by_this_run(
+            "needs a real stockout or quota error: during one, watch kubectl get nodeclaims -o yaml in the tenant and check that no "
+            "claim whose Launched message matched (components/capacity_claims.py REASON_PATTERNS) later turned Launched=True"
+        ),
+    ),
+    Assumption(
+        "cost-change-not-drift",
+        "A change of a node type's cost in the NodeProvider (a price edit in config/catalog.yaml or nodeProvider.prices, then pulumi up) "
+        "does not make vCluster's Karpenter treat running nodes as drifted: they are not cordoned and replaced.",
+        not_by_this_run(
+            "the run never changes a price; on a deployed environment with a running GPU node, change the node type's price, pulumi up, "
+            "and for an hour watch the tenant's NodeClaims for a Drifted condition and the node for a cordon (docs/gpu-nodes.md \"The order\")"
+        ),
+    ),
+    Assumption(
         "pack-on-the-engine-inputs",
         "The policy pack, handed the engine's real inputs (a provider's version, the defaults a bridged provider's Check fills in), "
         "passes every resource of the run.",
