@@ -165,7 +165,8 @@ def test_tenant_cross_checks_against_the_environment(stack_values):
     assert "tenants[0].gpuPools[2].gpusPerNode: 3 is not a shape of nvidia-l4 in environment dev; shapes: 1, 2, 4, 8" in found
     assert (
         "tenants[0].gpuPools[3].maxGpus: 16 exceeds the environment's quota of 8 nvidia-tesla-t4 GPUs in europe-west4 "
-        "(nodeProvider.gpuQuota; one pool above it is an error whatever quotaPolicy says)"
+        "(nodeProvider.gpuQuota and nodeProvider.preemptibleGpuQuota, which Spot and Flex-start draw on; one pool above it is an error "
+        "whatever quotaPolicy says)"
     ) in found
     assert "tenants[0].gpuPools[4].idleAfter: 'soon' is not a duration like 60s, 10m or 1h30m" in found
 

@@ -1013,6 +1013,19 @@ def test_what_needs_the_node_identity_runs_with_host_network():
     assert len(re.findall(r"^\s*hostNetwork\s*=\s*true$", kubernetes_tf, flags=re.M)) == 3
 
 
+# --- how long the provider waits for a VM ------------------------------------------------------------
+
+
+def test_the_provider_waits_longer_for_a_vm_than_compute_engine_queues_a_flex_start_request(instance):
+    """The provider's default create timeout (20 minutes) is shorter than Compute Engine may hold a
+    Flex-start request (at most 2 hours): the provider would clear the resource's ID while the
+    operation goes on, and a VM arriving later would be in no state. The wait outlasts the queue."""
+    [timeouts] = instance["timeouts"]
+    create = unquote(timeouts["create"])
+    assert re.fullmatch(r"\d+m", create) and int(create[:-1]) > 120, create
+    assert set(timeouts) - {"__is_block__"} == {"create"}
+
+
 # --- NVIDIA Fabric Manager on NVSwitch machine types ---------------------------------------------
 
 

@@ -396,7 +396,7 @@ def test_a_static_pool_of_64_h100s_counts_against_the_ceiling(runs):
     props = edit_values(reg.plain_inputs, add_static)
     message = only(rejected(args_of(run, reg, props=props)), P.gpu_ceiling_prod)
     assert message.startswith(
-        f"{RESEARCH} privateNodes.autoNodes[] pools: the tenant's GPU limit is 80 (dynamic a100-1x=4, dynamic l4-1x-spot=4, dynamic h100-80gb-8x-rsv-spot-od=8, static h100-reserved=64)"
+        f"{RESEARCH} privateNodes.autoNodes[] pools: the tenant's GPU limit is 80 (dynamic a100-1x-flex-od=4, dynamic l4-1x-spot=4, dynamic h100-80gb-8x-rsv-spot-od=8, static h100-reserved=64)"
     )
 
 

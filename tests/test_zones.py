@@ -105,6 +105,7 @@ def _prod_in(stack_values, region: str, zones: list[str], gpu_types: list[str]) 
     values[f"{NS}:nodeProvider"]["gpuQuota"] = {g: 16 for g in gpu_types}
     values[f"{NS}:tenants"] = []  # prod's own tenants ask for GPU types these cases drop
     values[f"{NS}:nodeProvider"].pop("reservations")  # and so does its reservation, of research's H100s
+    values[f"{NS}:nodeProvider"].pop("flexStart")  # these cases are of on-demand and Spot
     return values
 
 

@@ -602,6 +602,22 @@ resource "google_compute_instance" "node" {
 
   metadata = local.metadata
 
+  # How long the provider waits for the insert operation. Its default, 20 minutes
+  # (terraform-provider-google v7.45.0, google/services/compute/resource_compute_instance.go
+  # `Timeouts`), is shorter than Compute Engine may keep a Flex-start request waiting for capacity:
+  # a request is held for at most 2 hours (requestValidForDuration, which this provider version does
+  # not expose, so Compute Engine's own default applies; "capacity requests … persist in a queue for
+  # up to two hours", Google Cloud blog "Introducing Flex-start VMs", 2025-09-25). When the wait runs
+  # out first, the provider clears the resource's ID while the operation goes on, and a VM that
+  # arrives later is in no state: nothing deletes it, and it runs (billed) up to its max run duration.
+  # 130 minutes outlasts the queue and the create itself, so the provider sees how the operation ends.
+  # One value for every capacity type (a timeouts block takes no expressions): the others fail or
+  # succeed within minutes. Whether the platform lets a node claim's apply run that long is not public:
+  # docs/gpu-nodes.md "Flex-start" says what remains, and the FLEX_START acceptance run looks for it.
+  timeouts {
+    create = "130m"
+  }
+
   lifecycle {
     precondition {
       condition     = local.project_concrete

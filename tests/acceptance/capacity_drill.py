@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from components import capacity_claims as claims
 from components import capacity_fallback as fallback
 from config import node_properties as props
 from config.facts import project_namespace
@@ -74,11 +75,11 @@ class Watch:
             if created and created < self.since:
                 continue
             listed.add(meta["name"])
-            requirement = next((r for r in (item.get("spec") or {}).get("requirements") or [] if r.get("key") == fallback.INSTANCE_TYPE), {})
+            requirement = next((r for r in (item.get("spec") or {}).get("requirements") or [] if r.get("key") == claims.INSTANCE_TYPE), {})
             types = tuple(v.removeprefix(f"{self.provider}.") for v in requirement.get("values") or [])
             seen = self.tenant_claims.setdefault(meta["name"], ClaimSeen(meta["name"], created, types))
-            launched = next((c for c in status.get("conditions") or [] if c.get("type") == fallback.LAUNCHED), {})
-            if launched.get("status") != "True" and launched.get("reason", "") not in fallback.NOT_YET and seen.failed_at is None:
+            launched = next((c for c in status.get("conditions") or [] if c.get("type") == claims.LAUNCHED), {})
+            if launched.get("status") != "True" and launched.get("reason", "") not in claims.NOT_YET and seen.failed_at is None:
                 seen.failed_at = parse_time(launched.get("lastTransitionTime")) or now
                 seen.reason, seen.message = launched.get("reason", ""), launched.get("message", "")
         for name, seen in self.tenant_claims.items():

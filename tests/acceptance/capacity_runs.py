@@ -119,3 +119,20 @@ def vm_capacity_findings(vm: dict[str, Any] | None, *, flex_start: bool, reserva
         )
         found.append((f"the GPU VM consumes reservation {reservation}", ok, f"reservationAffinity {affinity or '(none)'}"))
     return found
+
+
+UNTRACKED_CHECK = "no Flex-start VM left behind its ended claim"
+
+
+def untracked_flex_start_vms(instances: list[dict[str, Any]], nodes: list[dict[str, Any]], *, project: str) -> tuple[str, bool, str]:
+    """The tenant's Flex-start VMs (gcloud compute instances list) that back none of its nodes (each
+    node's providerID gce://<project>/<zone>/<vm>), as (check, ok, seen): such a VM is in no node
+    claim's state, nothing deletes it, and it runs until its max run duration."""
+    backed = {str((n.get("spec") or {}).get("providerID") or "").rsplit("/", 1)[-1] for n in nodes}
+    flex = [v for v in instances if (v.get("scheduling") or {}).get("provisioningModel") == "FLEX_START"]
+    untracked = sorted(v["name"] for v in flex if v.get("name") not in backed)
+    if not untracked:
+        return UNTRACKED_CHECK, True, f"{len(flex)} Flex-start VM(s) of the tenant, each a node's"
+    zones = {v["name"]: str(v.get("zone", "")).rsplit("/", 1)[-1] for v in flex}
+    delete = "; ".join(f"gcloud compute instances delete {name} --project {project} --zone {zones[name]}" for name in untracked)
+    return UNTRACKED_CHECK, False, f"Flex-start VM(s) backing no node: {', '.join(untracked)} (in no state; delete: {delete})"

@@ -8,7 +8,7 @@ pure modules; these call kubectl and gcloud and record each step in the report.
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from components import fallback_documents
@@ -184,3 +184,40 @@ def check_capacity_vm(live: scenario.Live, vm: dict[str, Any] | None) -> None:
     seconds = duration_seconds(capacity_runs.FLEX_START_MAX_RUN)
     for check, ok, seen in capacity_runs.vm_capacity_findings(vm, flex_start=settings.flex_start, reservation=settings.reservation, max_run_seconds=seconds):
         live.report.add(Finding(check, ok, seen), live.say)
+
+
+# --- After the Job's claim ended --------------------------------------------------------------------
+
+
+def check_idle_deletion(live: scenario.Live, tenant: TenantAccess, node_name: str, vm: dict[str, Any]) -> None:
+    """After its last pod, the GPU VM must be gone within idleAfter plus the margin."""
+    report = live.report
+    allowed = duration_seconds(live.names.idle_after) + live.settings.idle_margin_seconds
+    gone_since = report.milestones.get("last_pod_gone") or live.clock.now()
+    check = f"GPU VM deleted within idleAfter {live.names.idle_after} + {live.settings.idle_margin_seconds} s"
+
+    def deleted() -> Finding:
+        if report.milestones.get("node_removed") is None and node_name not in kube.node_names(tenant.json("get", "nodes")):
+            report.mark("node_removed", live.clock.now())
+        present = any(v.get("name") == vm["name"] for v in scenario.tenant_vms(live))
+        if not present:
+            report.mark("vm_deleted", live.clock.now())
+        return Finding("", not present, f"VM {vm['name']} {'still exists' if present else 'deleted'}")
+
+    remaining = (gone_since + timedelta(seconds=allowed) - live.clock.now()).total_seconds()
+    live.settle(check, deleted, timeout=max(remaining, 0), interval=scenario.GCLOUD_POLL_SECONDS)
+
+
+def check_flex_start_leftovers(live: scenario.Live, tenant: TenantAccess) -> None:
+    """FLEX_START=1, once the Job's node is gone: no Flex-start VM of the tenant that backs no node, i.e.
+    one whose create the provider stopped waiting for while Compute Engine went on (templates/node/main.tf
+    `timeouts`; docs/gpu-nodes.md "Flex-start"). Seen once, at this moment: a VM arriving later still
+    shows in the run's leftovers scan."""
+    try:
+        instances = scenario.tenant_vms(live)
+        nodes = kube.items(tenant.json("get", "nodes"))
+    except CommandError as e:
+        live.report.add(Finding(capacity_runs.UNTRACKED_CHECK, False, f"not listed: {e}"), live.say)
+        return
+    check, ok, seen = capacity_runs.untracked_flex_start_vms(instances, nodes, project=live.names.vm_project)
+    live.report.add(Finding(check, ok, seen), live.say)

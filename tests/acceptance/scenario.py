@@ -7,7 +7,7 @@ inspect); every other check is recorded and the run goes on, so one report shows
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable
 
@@ -245,7 +245,9 @@ def check_gpu_job(live: Live, tenant: TenantAccess) -> None:
     if live.report.warm_node:
         live.report.notes.append("the Job ran on a warm node, which stays running by design: its idle deletion is not checked")
     elif vm is not None:
-        check_idle_deletion(live, tenant, smoke.node["metadata"]["name"], vm)
+        drills.check_idle_deletion(live, tenant, smoke.node["metadata"]["name"], vm)
+    if live.settings.flex_start:
+        drills.check_flex_start_leftovers(live, tenant)
 
 
 def await_warm_node(live: Live, tenant: TenantAccess) -> str | None:
@@ -415,25 +417,6 @@ def check_vm(live: Live, node: dict[str, Any]) -> dict[str, Any] | None:
         except CommandError as e:
             live.report.notes.append(f"the VM's insert operation was not read: {e}")
     return vm
-
-
-def check_idle_deletion(live: Live, tenant: TenantAccess, node_name: str, vm: dict[str, Any]) -> None:
-    """After its last pod, the GPU VM must be gone within idleAfter plus the margin."""
-    report = live.report
-    allowed = duration_seconds(live.names.idle_after) + live.settings.idle_margin_seconds
-    gone_since = report.milestones.get("last_pod_gone") or live.clock.now()
-    check = f"GPU VM deleted within idleAfter {live.names.idle_after} + {live.settings.idle_margin_seconds} s"
-
-    def deleted() -> Finding:
-        if report.milestones.get("node_removed") is None and node_name not in kube.node_names(tenant.json("get", "nodes")):
-            report.mark("node_removed", live.clock.now())
-        present = any(v.get("name") == vm["name"] for v in tenant_vms(live))
-        if not present:
-            report.mark("vm_deleted", live.clock.now())
-        return Finding("", not present, f"VM {vm['name']} {'still exists' if present else 'deleted'}")
-
-    remaining = (gone_since + timedelta(seconds=allowed) - live.clock.now()).total_seconds()
-    live.settle(check, deleted, timeout=max(remaining, 0), interval=GCLOUD_POLL_SECONDS)
 
 
 # --- Monitoring -----------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ import jsonschema
 import pytest
 
 from tests.acceptance import capacity_drill, capacity_runs
-from tests.acceptance.drills import StockoutDrill, check_capacity_vm
+from tests.acceptance.drills import StockoutDrill, check_capacity_vm, check_flex_start_leftovers
 from tests.acceptance.recorded import load
 from tests.acceptance.report import Report
 from tests.acceptance.run import parse_args, settings_from
@@ -304,6 +304,32 @@ def test_the_jobs_vm_says_how_it_was_bought(tmp_path, fixture, settings, expecte
     assert [(f.check, f.ok) for f in live.report.findings] == expected
     if settings.get("flex_start"):
         assert "provisioningModel" in live.report.findings[0].detail and "configured 7200" in live.report.findings[0].detail
+
+
+def test_a_flex_start_vm_that_backs_no_node_after_the_claim_ended_is_reported_with_its_delete_command(tmp_path):
+    """FLEX_START=1: once the Job's node is gone, a Flex-start VM of the tenant that backs no node is
+    one the provider stopped waiting for (templates/node/main.tf `timeouts`): in no state, nothing
+    deletes it. Read from gcloud's and kubectl's own listings."""
+    flex = load("gcloud/fixture-instances-list-flex-start.json")
+    node = load("kubectl/fixture-stockout-node.json")
+    assert capacity_runs.untracked_flex_start_vms(flex, [node], project="acme-acceptance")[1] is True
+    assert capacity_runs.untracked_flex_start_vms(load("gcloud/fixture-instances-list-stockout.json"), [], project="acme-acceptance")[1] is True  # not Flex-start
+
+    class Tenant:
+        def json(self, *args: str):
+            assert args == ("get", "nodes"), args
+            return {"kind": "List", "items": []}  # the Job's node went with its claim
+
+    world = World()
+    world.gcloud = lambda *args: flex  # type: ignore[method-assign]
+    live = drill_live(world, tmp_path, flex_start=True)
+    check_flex_start_leftovers(live, Tenant())  # type: ignore[arg-type]
+    [finding] = live.report.findings
+    assert (finding.check, finding.ok) == ("no Flex-start VM left behind its ended claim", False)
+    assert finding.detail == (
+        "Flex-start VM(s) backing no node: dev-acc-k3x9q2-t4-1x-w2c7n-6e1d0a (in no state; delete: gcloud compute instances delete "
+        "dev-acc-k3x9q2-t4-1x-w2c7n-6e1d0a --project acme-acceptance --zone us-central1-a)"
+    )
 
 
 def test_nodeclaims_not_served_or_not_listable_by_the_fallback_fail_the_check():
