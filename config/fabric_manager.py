@@ -44,44 +44,89 @@ SERIES = {
     "a4": ("a4-highgpu-8g", "not expected in the guest", GOOGLE_INSTALLERS),
 }
 
-# Run in a GPU container on the node (the acceptance run's GPU Job): how many NVSwitch devices the
-# guest sees, NVLink5 switch ports, the GPUs' fabric state (nvidia-smi -q "Fabric" section, which
-# says whether the fabric the GPUs hang off was set up, by whom ever) and whether CUDA's view is sane.
+# Run in a GPU container on the node (the smoke Job, unprivileged): how many NVSwitch devices the
+# guest sees (/proc/driver is readable by any user), the NVLink5 switch ports where the container can
+# read the InfiniBand VPD, else "unreadable" (the files are readable by root alone: an unprivileged pod
+# never can, and the node's gate, which runs as root, says it on the serial console instead:
+# GATE_LINE), and each GPU's fabric state (nvidia-smi -q "Fabric" section, which says whether the
+# fabric the GPUs hang off was set up, by whom ever; "N/A" on GPUs before Hopper, whose driver does
+# not report it: nvmlDeviceGetGpuFabricInfo is for Hopper and newer, NVIDIA NVML API reference).
 PROBE = (
     "echo nvswitch-devices=$(ls -A /proc/driver/nvidia-nvswitch/devices 2>/dev/null | wc -l); "
-    "echo nvlink5-switch-ports=$(cat /sys/class/infiniband/*/device/vpd 2>/dev/null | grep -c SW_MNG); "
+    "vpd=$(ls /sys/class/infiniband/*/device/vpd 2>/dev/null); "
+    "if [ -z \"$vpd\" ]; then echo nvlink5-switch-ports=0; "
+    "elif cat $vpd >/dev/null 2>&1; then echo nvlink5-switch-ports=$(cat $vpd | grep -c SW_MNG); "
+    "else echo nvlink5-switch-ports=unreadable; fi; "
     "nvidia-smi -q | sed -n '/Fabric/,/Status/p' | sed 's/^ */fabric: /'"
 )
+# What the node template's gate writes to the serial console (templates/node/main.tf
+# `fabric_manager_script`): what it saw, as root, then `active` once Fabric Manager runs.
+GATE_PREFIX = "gpu-platform fabric-manager: "
+NOT_REPORTED = "N/A"
 
 
 @dataclass(frozen=True)
 class ProbeResult:
-    """What PROBE printed, read back."""
+    """What the guest saw of its switches and fabric: PROBE's output, and the gate's serial-console
+    lines where the run read them (the gate's figures win: it reads the VPD as root)."""
 
     nvswitch_devices: int
-    nvlink5_ports: int
+    nvlink5_ports: int | None  # None: not readable where it was looked for, and no gate line
     fabric_states: tuple[str, ...]  # one per GPU: Completed, In Progress, N/A, …
+    gate_active: bool = False  # the gate said Fabric Manager is active
+
+    @property
+    def switches_known(self) -> bool:
+        return self.nvswitch_devices > 0 or self.nvlink5_ports is not None
 
     @property
     def guest_sees_switches(self) -> bool:
-        return self.nvswitch_devices > 0 or self.nvlink5_ports > 0
+        return self.nvswitch_devices > 0 or bool(self.nvlink5_ports)
+
+    @property
+    def fabric_reported(self) -> tuple[str, ...]:
+        """The GPUs' fabric states, "N/A" left out: a GPU before Hopper (A100) reports none."""
+        return tuple(s for s in self.fabric_states if s != NOT_REPORTED)
+
+    @property
+    def fabric_ready(self) -> bool | None:
+        """Where the guest manages the fabric: every reported state Completed, or where no GPU reports
+        one (A100), the gate's word that Fabric Manager is active; None when nothing says."""
+        if not self.guest_sees_switches:
+            return True if self.switches_known else None
+        if self.fabric_reported:
+            return all(s == "Completed" for s in self.fabric_reported)
+        return True if self.gate_active else None
 
     @property
     def verdict(self) -> str:
+        if not self.switches_known:
+            return "not settled: the NVLink5 switch ports were not readable to the Job and the node's serial console was not read"
         if self.guest_sees_switches:
-            ready = bool(self.fabric_states) and all(s == "Completed" for s in self.fabric_states)
-            return "the guest manages the fabric: Fabric Manager must run in it" + ("" if ready else "; the fabric is NOT set up")
+            ready = self.fabric_ready
+            how = "" if ready else ("; the fabric is NOT set up" if ready is False else "; whether the fabric is set up was not reported")
+            return "the guest manages the fabric: Fabric Manager must run in it" + how
         return "no switch visible: the host manages the fabric, the guest needs no Fabric Manager"
 
 
-def read_probe(output: str) -> ProbeResult:
-    """PROBE's output as a ProbeResult (missing figures read as 0)."""
-    figures: dict[str, int] = {}
+def read_probe(output: str, serial: str = "") -> ProbeResult:
+    """PROBE's output (and the node's serial-console output, where read) as a ProbeResult. A figure
+    neither printed reads as 0 for the NVSwitch devices and as unknown for the NVLink5 ports."""
+    figures: dict[str, int | None] = {}
     states = []
     for line in output.splitlines():
         key, _, value = line.partition("=")
-        if key in ("nvswitch-devices", "nvlink5-switch-ports") and value.strip().isdigit():
-            figures[key] = int(value)
+        if key in ("nvswitch-devices", "nvlink5-switch-ports"):
+            figures[key] = int(value) if value.strip().isdigit() else None
         elif line.startswith("fabric: State") and ":" in line[len("fabric: ") :]:
             states.append(line.split(":", 2)[2].strip())
-    return ProbeResult(figures.get("nvswitch-devices", 0), figures.get("nvlink5-switch-ports", 0), tuple(states))
+    active = False
+    for line in serial.splitlines():
+        said = line[line.index(GATE_PREFIX) + len(GATE_PREFIX) :].strip() if GATE_PREFIX in line else ""
+        if said.startswith("seen "):
+            for pair in said.split()[1:]:
+                key, _, value = pair.partition("=")
+                if key in ("nvswitch-devices", "nvlink5-switch-ports") and value.isdigit():
+                    figures[key] = int(value)
+        active = active or said == "active"
+    return ProbeResult(figures.get("nvswitch-devices") or 0, figures.get("nvlink5-switch-ports"), tuple(states), active)

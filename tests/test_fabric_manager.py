@@ -71,3 +71,44 @@ def test_the_probe_looks_where_nvidias_driver_container_looks():
     template = NODE_TF.read_text()
     for where in ("/proc/driver/nvidia-nvswitch/devices", "/sys/class/infiniband", "SW_MNG"):
         assert where in fabric_manager.PROBE and where in template
+
+
+def test_an_a100_reports_no_fabric_state_and_the_gate_settles_it():
+    """nvidia-smi's fabric state is N/A on A100 (the fabric info is Hopper's and newer): not "not
+    set up". Where such a guest sees switches, the gate's serial-console line `active` says whether
+    Fabric Manager runs."""
+    a100 = "nvswitch-devices=6\nnvlink5-switch-ports=0\n" + "fabric: State : N/A\nfabric: Status : N/A\n" * 8
+    seen = fabric_manager.read_probe(a100)
+    assert seen.guest_sees_switches and seen.fabric_reported == () and seen.fabric_ready is None
+    assert seen.verdict.endswith("whether the fabric is set up was not reported")
+    serial = "[   12.3] cloud-init[812]: gpu-platform fabric-manager: seen nvswitch-devices=6 nvlink5-switch-ports=0\ngpu-platform fabric-manager: active\n"
+    assert fabric_manager.read_probe(a100, serial).fabric_ready is True
+    # Hopper and newer report it: a state other than Completed is a fabric not set up, whatever the gate said.
+    assert fabric_manager.read_probe(GUEST_BROKEN, serial).fabric_ready is False
+
+
+def test_nvlink5_ports_the_job_cannot_read_are_unknown_until_the_gate_says(tmp_path):
+    """The VPD files are root's alone: the unprivileged Job prints `unreadable`, never 0, and the
+    node gate's serial-console line (read as root) gives the figure."""
+    import subprocess
+
+    bin_dir, devices, infiniband = tmp_path / "bin", tmp_path / "nvswitch", tmp_path / "infiniband"
+    for d in (bin_dir, devices, infiniband / "mlx5_0" / "device"):
+        d.mkdir(parents=True)
+    (bin_dir / "nvidia-smi").write_text("#!/bin/sh\necho 'Fabric'\necho '    State : Completed'\necho '    Status : Success'\n")
+    (bin_dir / "nvidia-smi").chmod(0o755)
+    # A link to nothing stands in for a file the Job may not read (the tests run as root, who reads any file).
+    (infiniband / "mlx5_0" / "device" / "vpd").symlink_to(tmp_path / "root-only")
+    probe = fabric_manager.PROBE.replace("/proc/driver/nvidia-nvswitch/devices", str(devices)).replace("/sys/class/infiniband", str(infiniband))
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin"}
+    out = subprocess.run(["sh", "-c", probe], capture_output=True, text=True, env=env, timeout=30).stdout
+    assert out.splitlines()[:2] == ["nvswitch-devices=0", "nvlink5-switch-ports=unreadable"]
+    seen = fabric_manager.read_probe(out)
+    assert seen.nvlink5_ports is None and not seen.switches_known and seen.verdict.startswith("not settled")
+    gate = "gpu-platform fabric-manager: seen nvswitch-devices=0 nvlink5-switch-ports=18\ngpu-platform fabric-manager: active\n"
+    settled = fabric_manager.read_probe(out, gate)
+    assert (settled.nvlink5_ports, settled.guest_sees_switches, settled.fabric_ready) == (18, True, True)
+    # Readable (a privileged look), the ports are counted.
+    (tmp_path / "root-only").write_text("PN MCX75310AAS SW_MNG\n")
+    out = subprocess.run(["sh", "-c", probe], capture_output=True, text=True, env=env, timeout=30).stdout
+    assert out.splitlines()[1] == "nvlink5-switch-ports=1"

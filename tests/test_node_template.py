@@ -26,7 +26,7 @@ from config.catalog import BUILTIN, GUEST, load_catalog
 from config.stack import load_stack
 from shipped_stacks import SHIPPED_DIR, shipped_values
 from config.stack_files import read_stack_values
-from node_boot_support import DROPIN_DIR_LINE, FABRIC_MANAGER_DROPIN, PATH_UNIT, PULL_SCRIPT, SERVICE_UNIT, Node, images_of
+from node_boot_support import DROPIN_DIR_LINE, FABRIC_MANAGER_DROPIN, PATH_UNIT, PULL_SCRIPT, RECORDER, SERVICE_UNIT, Node, images_of
 from components.showback import GPU_NODE_LABEL, TENANT_LABEL
 from components.tenant_documents import gpu_operator_images_annotation, operator_values
 from components.tenant_vcluster import GPU_OPERATOR_IMAGES_ANNOTATION
@@ -1056,9 +1056,12 @@ def test_only_nvswitch_shapes_get_the_fabric_manager_gate(evaluated):
     assert failures(evaluated["exposed-h100"]) == []
 
 
-def _switches(root, *, nvswitch: int = 0, nvlink5: bool = False) -> dict[str, str]:
-    """The gate's two places to look, moved to a scratch directory: NVSwitch devices the driver
-    lists, and InfiniBand devices whose VPD does or does not name an NVLink5 switch port."""
+def _switches(root, *, nvswitch: int = 0, nvlink5: bool = False, modules: tuple[str, ...] = ("mlx5_core", "ib_umad"),
+              start_script: bool = True, **waits: str) -> dict[str, str]:
+    """The gate's places to look, moved to a scratch directory: NVSwitch devices the driver lists,
+    InfiniBand devices whose VPD does or does not name an NVLink5 switch port, the loaded kernel
+    modules, Fabric Manager's start script (a recorder, like the fake systemctl), the console it
+    writes to; and its waits (`module_wait_seconds`, `start_seconds`) where given."""
     devices = root / "nvswitch"
     devices.mkdir()
     for i in range(nvswitch):
@@ -1066,7 +1069,20 @@ def _switches(root, *, nvswitch: int = 0, nvlink5: bool = False) -> dict[str, st
     vpd = root / "infiniband" / "mlx5_0" / "device"
     vpd.mkdir(parents=True)
     (vpd / "vpd").write_text("PN MCX75310AAS SW_MNG" if nvlink5 else "PN MCX75310AAS")
-    return {"nvswitch_dir": str(devices), "infiniband_dir": str(root / "infiniband")}
+    (root / "modules").write_text("".join(f"{m} 65536 0 - Live 0x0000000000000000\n" for m in ("nvidia", *modules)))
+    script = root / "nvidia-fabricmanager-start.sh"
+    if start_script:
+        script.write_text(RECORDER)
+        script.chmod(0o755)
+    return {
+        "nvswitch_dir": str(devices), "infiniband_dir": str(root / "infiniband"), "modules_file": str(root / "modules"),
+        "fm_start_script": str(script), "console": str(root / "console"), **waits,
+    }
+
+
+def _console(root) -> list[str]:
+    path = root / "console"
+    return path.read_text().splitlines() if path.exists() else []
 
 
 def test_the_boothook_installs_a_gate_the_kubelet_runs_first(evaluated, tmp_path):
@@ -1074,39 +1090,77 @@ def test_the_boothook_installs_a_gate_the_kubelet_runs_first(evaluated, tmp_path
     boot = node.boot(_fabric_manager_part(evaluated, "h100-a3"), name="fabric-manager", settings=_switches(tmp_path))
     assert (boot.status, boot.powered_off, boot.calls) == (0, False, []), boot.stderr
     dropin = node.dropin(FABRIC_MANAGER_DROPIN)
-    assert dropin.splitlines() == ["[Service]", f"ExecStartPre=/bin/sh {node.installer_dir}/fabric-manager gate"]
+    # The kubelet's start waits for the gate's bounded waits: the modules, then two starts, and a minute.
+    assert dropin.splitlines() == ["[Service]", "TimeoutStartSec=420", f"ExecStartPre=/bin/sh {node.installer_dir}/fabric-manager gate"]
 
 
 def test_a_vm_that_sees_no_switch_starts_its_kubelet_without_fabric_manager(evaluated, tmp_path):
     """Google's hosts manage the fabric (config/fabric_manager.py): the guest sees no switch, and
-    the image need not ship Fabric Manager. Never powered off on that guess."""
+    the image need not ship Fabric Manager. Never powered off on that guess; what it saw is on the
+    serial console."""
     node = Node(tmp_path)
     node.boot(_fabric_manager_part(evaluated, "h100-a3"), name="fabric-manager", settings=_switches(tmp_path))
     dropin = node.dropin(FABRIC_MANAGER_DROPIN)
     assert node.kubelet_may_start(dropin, command_fail="nvidia-fabricmanager")
     assert not any("poweroff" in c or "nvidia-fabricmanager" in c for c in node.calls.read_text().splitlines())
+    assert _console(tmp_path)[0] == "gpu-platform fabric-manager: seen nvswitch-devices=0 nvlink5-switch-ports=0"
 
 
-@pytest.mark.parametrize("seen", [{"nvswitch": 6}, {"nvlink5": True}])
-def test_a_vm_that_sees_switches_starts_its_kubelet_only_once_fabric_manager_runs(evaluated, tmp_path, seen):
+def test_a_vm_that_sees_nvswitches_starts_its_kubelet_only_once_fabric_manager_runs(evaluated, tmp_path):
     node = Node(tmp_path)
-    node.boot(_fabric_manager_part(evaluated, "h100-a3"), name="fabric-manager", settings=_switches(tmp_path, **seen))
+    node.boot(_fabric_manager_part(evaluated, "h100-a3"), name="fabric-manager", settings=_switches(tmp_path, nvswitch=6, start_seconds="1"))
     dropin = node.dropin(FABRIC_MANAGER_DROPIN)
     assert node.kubelet_may_start(dropin)
     calls = node.calls.read_text().splitlines()
     assert "systemctl start nvidia-fabricmanager.service" in calls and "systemctl is-active --quiet nvidia-fabricmanager.service" in calls
+    assert _console(tmp_path)[0] == "gpu-platform fabric-manager: seen nvswitch-devices=6 nvlink5-switch-ports=0"
+    assert _console(tmp_path)[-1] == "gpu-platform fabric-manager: active"
     assert not node.kubelet_may_start(dropin, command_fail="is-active")  # Fabric Manager failed: no kubelet
     assert not any("poweroff" in c for c in node.calls.read_text().splitlines())
+    # A start that hangs is given up after start_seconds: the kubelet does not start, nothing waits forever.
+    assert not node.kubelet_may_start(dropin, command_hang="systemctl start")
 
 
-def test_a_vm_that_sees_switches_but_has_no_fabric_manager_powers_off(evaluated, tmp_path):
-    """No guess: with a switch visible and no unit, CUDA cannot initialize (NVIDIA's rule), so the
-    node powers off and its claim fails rather than join broken."""
+def test_a_vm_that_sees_nvlink5_ports_follows_nvidias_sequence(evaluated, tmp_path):
+    """NVLink5 (A4): the InfiniBand modules, then Fabric Manager with NVLSM through its start script
+    (NVIDIA/gpu-driver-container ubuntu24.04/nvidia-driver `_start_daemons`), not the unit alone."""
     node = Node(tmp_path)
-    node.boot(_fabric_manager_part(evaluated, "h100-a3"), name="fabric-manager", settings=_switches(tmp_path, nvswitch=6))
+    node.boot(_fabric_manager_part(evaluated, "h100-a3"), name="fabric-manager", settings=_switches(tmp_path, nvlink5=True, start_seconds="1"))
+    dropin = node.dropin(FABRIC_MANAGER_DROPIN)
+    assert node.kubelet_may_start(dropin)
+    [call] = node.calls.read_text().splitlines()
+    assert call == (
+        "nvidia-fabricmanager-start.sh --mode start --fm-config-file /usr/share/nvidia/nvswitch/fabricmanager.cfg "
+        "--fm-pid-file /var/run/nvidia-fabricmanager/nv-fabricmanager.pid --nvlsm-config-file /usr/share/nvidia/nvlsm/nvlsm.conf "
+        "--nvlsm-pid-file /var/run/nvidia-fabricmanager/nvlsm.pid"
+    )
+    assert _console(tmp_path)[0] == "gpu-platform fabric-manager: seen nvswitch-devices=0 nvlink5-switch-ports=1"
+    assert _console(tmp_path)[-1] == "gpu-platform fabric-manager: active"
+    # Every wait is bounded: a start script that hangs, or modules that never load, keep the kubelet
+    # from starting and return.
+    assert not node.kubelet_may_start(dropin, command_hang="nvidia-fabricmanager-start.sh")
+
+
+def test_an_nvlink5_vm_whose_modules_never_load_gives_up_in_time(evaluated, tmp_path):
+    node = Node(tmp_path)
+    settings = _switches(tmp_path, nvlink5=True, modules=("mlx5_core",), module_wait_seconds="0")
+    node.boot(_fabric_manager_part(evaluated, "h100-a3"), name="fabric-manager", settings=settings)
+    assert not node.kubelet_may_start(node.dropin(FABRIC_MANAGER_DROPIN))
+    assert node.calls.read_text() == ""  # Fabric Manager not started, the VM not powered off
+    assert _console(tmp_path)[-1] == "gpu-platform fabric-manager: mlx5_core and ib_umad not loaded after 0 s; the kubelet does not start"
+
+
+@pytest.mark.parametrize("seen", [{"nvswitch": 6}, {"nvlink5": True, "start_script": False}])
+def test_a_vm_that_sees_switches_but_has_no_fabric_manager_powers_off(evaluated, tmp_path, seen):
+    """No guess: with a switch visible and no Fabric Manager (its unit, or for NVLink5 its start
+    script), CUDA cannot initialize (NVIDIA's rule), so the node powers off and its claim fails
+    rather than join broken."""
+    node = Node(tmp_path)
+    node.boot(_fabric_manager_part(evaluated, "h100-a3"), name="fabric-manager", settings=_switches(tmp_path, **seen))
     dropin = node.dropin(FABRIC_MANAGER_DROPIN)
     assert not node.kubelet_may_start(dropin, command_fail="cat nvidia-fabricmanager")
     assert any("poweroff" in c for c in node.calls.read_text().splitlines())
+    assert "powering off so that this node never joins" in _console(tmp_path)[-1]
 
 
 # --- image prefetch (instance annotation gpu-platform/gpu-operator-images; tests/node_boot_support.py)

@@ -295,49 +295,95 @@ locals {
   # 06a208c, since tag 22.06.17: Fabric Manager only when /proc/driver/nvidia-nvswitch/devices is
   # not empty, or an InfiniBand device's VPD names an NVLink5 switch port, SW_MNG). The boothook
   # installs a gate that runs before every start of the kubelet, once the driver is loaded
-  # (nvidia-smi loads it): without a visible switch it does nothing; with one it starts Fabric
-  # Manager and lets the kubelet start only once it is active, and a node that sees switches but
-  # whose image has no Fabric Manager powers off (CUDA cannot work there: no guess), so its claim
-  # fails and the VM stops billing. `make acceptance` records what the node saw (docs/acceptance.md).
+  # (nvidia-smi loads it): without a visible switch it does nothing; with NVSwitches it starts Fabric
+  # Manager and lets the kubelet start only once it is active; with NVLink5 ports (A4) it follows
+  # NVIDIA's sequence for them (the InfiniBand modules, then Fabric Manager with NVLSM through its
+  # start script); a node that sees switches but whose image has no Fabric Manager powers off (CUDA
+  # cannot work there: no guess), so its claim fails and the VM stops billing. Every wait is bounded.
+  # It writes what it saw to the serial console, since the VPD files are root's alone and no pod can
+  # read them; `make acceptance` records that line (docs/acceptance.md).
   nvswitch_machine_types = ["a2-highgpu-8g", "a2-megagpu-16g", "a2-ultragpu-8g", "a3-highgpu-8g", "a3-ultragpu-8g", "a4-highgpu-8g"]
   fabric_manager         = local.gpu && contains(local.nvswitch_machine_types, local.instance_type)
   fabric_manager_script  = <<-EOT
     #!/bin/sh
     # gpu-platform: NVIDIA Fabric Manager before the kubelet where this VM sees NVSwitches
     # (templates/node/main.tf). Runs at every boot ("boot": installs itself as the kubelet's gate)
-    # and before every start of the kubelet ("gate": decides by the switches the guest sees).
+    # and before every start of the kubelet ("gate": decides by the switches the guest sees). Every
+    # wait is bounded; the drop-in gives the kubelet's start the time they take together.
     mode=boot
     [ "$1" = gate ] && mode=gate
     dropin_dir=/etc/systemd/system/kubelet.service.d
     installer_dir=/etc/gpu-platform
     nvswitch_dir=/proc/driver/nvidia-nvswitch/devices
     infiniband_dir=/sys/class/infiniband
+    modules_file=/proc/modules
+    console=/dev/console
+    fm_start_script=/usr/bin/nvidia-fabricmanager-start.sh
+    module_wait_seconds=120
+    start_seconds=120
+    say() {
+      echo "gpu-platform fabric-manager: $*"
+      echo "gpu-platform fabric-manager: $*" >>"$console" 2>/dev/null || :
+    }
     if [ "$mode" = boot ]; then
       mkdir -p "$dropin_dir" "$installer_dir" && cp "$0" "$installer_dir/fabric-manager" &&
-        printf '%s\n' '[Service]' "ExecStartPre=/bin/sh $installer_dir/fabric-manager gate" >"$dropin_dir/40-gpu-platform-fabric-manager.conf" ||
+        printf '%s\n' '[Service]' "TimeoutStartSec=$((module_wait_seconds + 2 * start_seconds + 60))" \
+          "ExecStartPre=/bin/sh $installer_dir/fabric-manager gate" >"$dropin_dir/40-gpu-platform-fabric-manager.conf" ||
         echo "gpu-platform fabric-manager: could not install the gate; the kubelet starts without it" >&2
       exit 0
     fi
     nvidia-smi -L >/dev/null 2>&1 # loads the driver, which lists the switches it finds
-    switches=$(ls -A "$nvswitch_dir" 2>/dev/null | wc -l)
+    nvswitches=$(ls -A "$nvswitch_dir" 2>/dev/null | wc -l)
+    nvlink5=0
     for vpd in "$infiniband_dir"/*/device/vpd; do
-      [ -f "$vpd" ] && grep -q SW_MNG "$vpd" && switches=$((switches + 1))
+      [ -f "$vpd" ] && grep -q SW_MNG "$vpd" && nvlink5=$((nvlink5 + 1))
     done
-    if [ "$switches" -eq 0 ]; then
-      echo "gpu-platform fabric-manager: no NVSwitch visible to this VM (the host manages the fabric); not needed"
+    # What the guest saw, on the serial console too (the kernel's console): the VPD files are root's
+    # alone, so no pod can see the NVLink5 ports; the acceptance run reads this line.
+    say "seen nvswitch-devices=$nvswitches nvlink5-switch-ports=$nvlink5"
+    if [ "$nvswitches" -eq 0 ] && [ "$nvlink5" -eq 0 ]; then
+      say "no NVSwitch visible to this VM (the host manages the fabric); not needed"
       exit 0
     fi
-    echo "gpu-platform fabric-manager: $switches NVSwitch device(s) visible; Fabric Manager must run"
-    if ! systemctl cat nvidia-fabricmanager.service >/dev/null 2>&1; then
-      echo "gpu-platform fabric-manager: the image has no nvidia-fabricmanager.service; powering off so that this node never joins" >&2
+    loaded() { grep -q "^$1 " "$modules_file"; }
+    power_off() {
+      say "$1; powering off so that this node never joins" >&2
       systemctl --no-block poweroff || poweroff -f
       exit 1
+    }
+    if [ "$nvlink5" -gt 0 ]; then
+      # NVLink5 (A4, B200): NVIDIA's sequence (NVIDIA/gpu-driver-container ubuntu24.04/nvidia-driver
+      # at 06a208c, `_ensure_nvlink5_prerequisites` and `_start_daemons`): wait for the mlx5_core and
+      # ib_umad modules, then start Fabric Manager with NVLSM through its start script. NVIDIA waits
+      # without end; this waits module_wait_seconds, then keeps the kubelet from starting.
+      say "NVLink5 switch ports visible; Fabric Manager with NVLSM must run"
+      [ -x "$fm_start_script" ] || power_off "the image has no $fm_start_script (Fabric Manager with NVLSM)"
+      waited=0
+      until loaded mlx5_core && loaded ib_umad; do
+        if [ "$waited" -ge "$module_wait_seconds" ]; then
+          say "mlx5_core and ib_umad not loaded after $module_wait_seconds s; the kubelet does not start" >&2
+          exit 1
+        fi
+        sleep 5
+        waited=$((waited + 5))
+      done
+      if ! timeout "$start_seconds" "$fm_start_script" --mode start \
+        --fm-config-file /usr/share/nvidia/nvswitch/fabricmanager.cfg --fm-pid-file /var/run/nvidia-fabricmanager/nv-fabricmanager.pid \
+        --nvlsm-config-file /usr/share/nvidia/nvlsm/nvlsm.conf --nvlsm-pid-file /var/run/nvidia-fabricmanager/nvlsm.pid; then
+        say "Fabric Manager with NVLSM did not start within $start_seconds s; the kubelet does not start" >&2
+        exit 1
+      fi
+      say "active"
+      exit 0
     fi
-    if ! systemctl start nvidia-fabricmanager.service || ! systemctl is-active --quiet nvidia-fabricmanager.service; then
-      echo "gpu-platform fabric-manager: nvidia-fabricmanager.service is not active; the kubelet does not start" >&2
+    say "$nvswitches NVSwitch device(s) visible; Fabric Manager must run"
+    timeout "$start_seconds" systemctl cat nvidia-fabricmanager.service >/dev/null 2>&1 ||
+      power_off "the image has no nvidia-fabricmanager.service"
+    if ! timeout "$start_seconds" systemctl start nvidia-fabricmanager.service || ! timeout "$start_seconds" systemctl is-active --quiet nvidia-fabricmanager.service; then
+      say "nvidia-fabricmanager.service is not active; the kubelet does not start" >&2
       exit 1
     fi
-    echo "gpu-platform fabric-manager: active"
+    say "active"
   EOT
 
   # Our boothooks, in order, ahead of the platform's user data.

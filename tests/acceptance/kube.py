@@ -294,16 +294,20 @@ def node_findings(node: dict[str, Any], *, project: str, zones: tuple[str, ...],
     return findings
 
 
-def fabric_manager_findings(logs: str) -> list[Finding]:
+def fabric_manager_findings(logs: str, serial: str = "") -> list[Finding]:
     """On an NVSwitch machine: what the guest saw (config/fabric_manager.py PROBE, printed by the smoke
-    Job after nvidia-smi) and whether the fabric is set up where the guest manages it. Two checks: the
-    first records the verdict, the second fails when the guest sees switches and a GPU's fabric is not
-    `Completed` (CUDA cannot use it)."""
-    seen = fabric_manager.read_probe(logs)
-    saw = f"{seen.nvswitch_devices} NVSwitch device(s), {seen.nvlink5_ports} NVLink5 switch port(s); fabric states: {', '.join(seen.fabric_states) or 'none read'}"
-    ready = not seen.guest_sees_switches or (bool(seen.fabric_states) and all(s == "Completed" for s in seen.fabric_states))
+    Job after nvidia-smi, and the node gate's serial-console line, which reads the NVLink5 ports as
+    root where the Job cannot) and whether the fabric is set up where the guest manages it. Two
+    checks: the first records the verdict, the second fails when the guest sees switches and a GPU's
+    fabric is not `Completed`, or where no GPU reports a state (A100), the gate never said `active`;
+    it fails too when nothing settled what the guest saw."""
+    seen = fabric_manager.read_probe(logs, serial)
+    ports = "unknown" if seen.nvlink5_ports is None else seen.nvlink5_ports
+    saw = (
+        f"{seen.nvswitch_devices} NVSwitch device(s), {ports} NVLink5 switch port(s); fabric states: {', '.join(seen.fabric_states) or 'none read'}"
+        f"{'; the gate said active' if seen.gate_active else ''}"
+    )
     return [
-        Finding("Fabric Manager: what the guest saw", "nvswitch-devices=" in logs, f"{saw}: {seen.verdict}"),
-        Finding("Fabric Manager: fabric ready", ready, saw),
+        Finding("Fabric Manager: what the guest saw", "nvswitch-devices=" in logs and seen.switches_known, f"{saw}: {seen.verdict}"),
+        Finding("Fabric Manager: fabric ready", seen.fabric_ready is True, saw),
     ]
-

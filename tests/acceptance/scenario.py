@@ -361,13 +361,25 @@ def await_job(live: Live, smoke: SmokeJob, *, timeout: float) -> datetime | None
             logs = f"(no logs: {e})"
         report.add(kube.nvidia_smi_finding(logs, live.names.gpu), live.say)
         if report.gpu_machine_nvswitch:
-            for finding in kube.fabric_manager_findings(logs):
+            for finding in kube.fabric_manager_findings(logs, serial_console(live, smoke.node)):
                 report.add(finding, live.say)
     report.mark("job_done", kube.parse_time((smoke.state().get("status") or {}).get("completionTime")))
     node_name = smoke.node["metadata"]["name"]
     times = [kube.pod_times(p) for p in smoke.pods() if (p.get("spec") or {}).get("nodeName") == node_name]
     report.mark("pod_started", min((t["pod_started"] for t in times if t["pod_started"]), default=None))
     return max((t["pod_finished"] for t in times if t["pod_finished"]), default=None)
+
+
+def serial_console(live: Live, node: dict[str, Any]) -> str:
+    """The node's VM's serial port 1, where its Fabric Manager gate says what it saw as root
+    (templates/node/main.tf `fabric_manager_script`); "" when it cannot be read (a note says why)."""
+    try:
+        _, zone, name = str((node.get("spec") or {}).get("providerID", "")).removeprefix("gce://").split("/")
+        output = live.gcloud.json("compute", "instances", "get-serial-port-output", name, f"--zone={zone}", "--port=1")
+    except (ValueError, CommandError) as e:
+        live.report.notes.append(f"the GPU VM's serial console was not read: {e}")
+        return ""
+    return str((output or {}).get("contents") or "")
 
 
 def _ready(node: dict[str, Any]) -> Finding:

@@ -123,3 +123,16 @@ def test_an_image_pulled_after_the_join_refutes_the_prefetch_and_a_warm_node_set
     assert verdict.result == FAILS and verdict.evidence == "pulled after the join, not found present: nvcr.io/nvidia/cloud-native/dcgm:4.4"
     report.warm_node = True
     assert dict((a.key, v.result) for a, v in results(report))["images-before-join"] == UNSETTLED
+
+
+def test_on_an_a100_board_the_gates_serial_line_settles_the_fabric():
+    """A100s report no fabric state (N/A); the node gate's serial-console line says what it saw as
+    root and that Fabric Manager is active. Without that line nothing says the fabric is set up."""
+    from tests.acceptance.kube import fabric_manager_findings
+
+    logs = "nvswitch-devices=6\nnvlink5-switch-ports=unreadable\n" + "fabric: State : N/A\nfabric: Status : N/A\n" * 8
+    serial = "gpu-platform fabric-manager: seen nvswitch-devices=6 nvlink5-switch-ports=0\ngpu-platform fabric-manager: active\n"
+    saw, ready = fabric_manager_findings(logs, serial)
+    assert saw.ok and ready.ok and saw.detail.startswith("6 NVSwitch device(s), 0 NVLink5 switch port(s)")
+    saw, ready = fabric_manager_findings(logs)
+    assert saw.ok and not ready.ok and "unknown NVLink5 switch port(s)" in saw.detail
