@@ -161,9 +161,11 @@ def tenant_objects(
                                     "name": "nvidia-smi",
                                     "image": versions.SMOKE_TEST_IMAGE,
                                     # nvidia-smi, then what the guest sees of NVSwitches and the
-                                    # GPUs' fabric state (config/fabric_manager.py PROBE), which
-                                    # settles Fabric Manager on an 8- or 16-GPU shape; the Job's
-                                    # result is nvidia-smi's.
+                                    # GPUs' fabric state (config/fabric_manager.py PROBE; as uid
+                                    # 65534 it cannot read the root-only InfiniBand VPD and says
+                                    # so: the node's gate reports the NVLink5 ports on the serial
+                                    # console), which with that line settles Fabric Manager on an
+                                    # 8- or 16-GPU shape; the Job's result is nvidia-smi's.
                                     "command": ["sh", "-c", SMOKE_TEST_SCRIPT],
                                     "resources": {"limits": {GPU_RESOURCE: "1"}},
                                     "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},

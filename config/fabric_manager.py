@@ -22,8 +22,11 @@ The node decides instead, by what it sees (templates/node/main.tf `fabric_manage
 NVIDIA's own rule (NVIDIA/gpu-driver-container ubuntu24.04/nvidia-driver at 06a208c, since tag
 22.06.17, `_assert_nvswitch_system` / `_assert_nvlink5_system`): Fabric Manager runs when, and only
 when, /proc/driver/nvidia-nvswitch/devices is not empty or an InfiniBand device's VPD names an NVLink5
-switch port (SW_MNG). `make acceptance` runs PROBE on the GPU node it creates and records what the
-guest saw (docs/acceptance.md), which settles it for that shape.
+switch port (SW_MNG); on NVLink5 it follows NVIDIA's sequence (the InfiniBand modules, then Fabric
+Manager with NVLSM through its start script), every wait bounded, and it writes what it saw to the
+serial console. `make acceptance` runs PROBE on the GPU node it creates, reads the gate's line from
+the VM's serial console, and records what the guest saw (docs/acceptance.md), which settles it for
+that shape.
 """
 
 from __future__ import annotations
