@@ -66,10 +66,11 @@ class UnitPrice:
     on_demand: float
     spot: float | None
     source: str
+    spot_source: str | None = None  # `spotFrom`: where the Spot figure came from, when not `from`
 
     def price(self, spot: bool) -> Price | None:
         value = self.spot if spot else self.on_demand
-        return None if value is None else Price(value, (self.source,))
+        return None if value is None else Price(value, ((self.spot_source or self.source) if spot else self.source,))
 
 
 @dataclass(frozen=True)
@@ -118,6 +119,8 @@ class RegionPrices:
         for label, units in sections:
             for unit in units.values():
                 _note(used, unit.source, label)
+                if unit.spot_source:
+                    _note(used, unit.spot_source, f"{label} (Spot)")
         for disk_type, (_, source) in self.disks.items():
             _note(used, source, "Hyperdisk Balanced disks" if disk_type == "hyperdisk-balanced" else "disks")
         _note(used, self.forwarding_rule[2], "forwarding rules")
@@ -174,7 +177,8 @@ def load_region_prices(region: str, raw: dict[str, Any], machines: dict[str, Mac
             spot = None if u.get("spot") is None else positive(f"{kind}.{name}.spot", u["spot"])
             if spot is not None and spot > on_demand:
                 problems.append(f"{where}.{kind}.{name}: Spot price above the on-demand price")
-            out[name] = UnitPrice(on_demand, spot, source(f"{kind}.{name}", u.get("from")))
+            spot_from = None if u.get("spotFrom") is None else source(f"{kind}.{name}.spotFrom", u["spotFrom"])
+            out[name] = UnitPrice(on_demand, spot, source(f"{kind}.{name}", u.get("from")), spot_from)
         return out
 
     gpu_prices = units("gpus", gpus, "gpus")

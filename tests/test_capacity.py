@@ -364,8 +364,8 @@ def test_prod_plan_shows_the_reserved_pool_s_options_in_order_with_their_prices(
 
 def test_h200_and_b200_pools_are_priced_or_say_why_not(tmp_path):
     """H200 (A3 Ultra) on Spot in us-central1: its whole-VM Spot price and its Hyperdisk boot disk. B200
-    (A4): no public list price is recorded (config/catalog.yaml), so a B200 reservation is priced at
-    the rate the stack states (usdPerHour) and its Spot option says it is unknown, and why."""
+    (A4): the Spot price recorded from SkyPilot's catalog (config/catalog.yaml, an estimate), a B200
+    reservation priced at the rate the stack states (usdPerHour)."""
     from shipped_stacks import shipped_project
 
     project = shipped_project(tmp_path / "p", ["prod"])
@@ -401,19 +401,40 @@ def test_h200_and_b200_pools_are_priced_or_say_why_not(tmp_path):
         return rows
 
     [h200] = option_rows("h200-141gb-8x-spot")
-    assert h200[2] == "a3-ultragpu-8g" and h200[4] != "unknown" and float(h200[4].replace(",", "")) > 59
+    # 40.99 for the VM (SkyPilot's host and 8-GPU Spot rows) and 0.03 for 200 GB of Hyperdisk Balanced.
+    assert h200[2] == "a3-ultragpu-8g" and h200[4] == "41.02"
     reserved, spot = option_rows("b200-8x-rsv-spot")
     assert reserved[1] == "rsv-research-b200-research" and reserved[6].startswith("committed 70.50/h")
-    assert spot[1] == "r1-spot" and spot[4] == "unknown"
+    assert spot[1] == "r1-spot" and spot[4] == "32.63"  # 32.6064 + the disk
     # A4's Flex-start is discounted (config/catalog.yaml flexStart), whether or not a bound is known.
     [flex] = option_rows("b200-8x-flex")
     assert flex[1] == "r1-flex-start" and flex[6] == "Flex-start, discounted (figure not recorded)"
     costs = out[out.index("Costs in USD") :]
     assert "  reservation research-b200 (1 × a4-highgpu-8g, us-central1-b; slices research 1): committed" in costs
-    assert "unknown: us-central1 records no Spot price for a4-highgpu-8g" in costs
-    # Busy, the pool's one node on its reserved slice, is known: the reserved node's boot disk.
+    assert "records no Spot price for a4-highgpu-8g" not in costs
+    # Busy, the pool's one node on its reserved slice: the reserved node's boot disk; the ceiling, its one
+    # node on Spot instead.
     b200 = next(line for line in lines if line.strip().startswith("b200-8x-rsv-spot "))
-    assert b200.split()[-2:] == ["0.03", "unknown"]
+    assert b200.split()[-5:] == ["0.03", "32.63", "(1", "×", "a4-highgpu-8g)"], b200
+
+
+def test_a_discounted_flex_start_option_says_so_even_without_a_bound(stack_values):
+    """A4's Flex-start is discounted (config/catalog.yaml `flexStart`): with neither its price nor an
+    on-demand bound known, the plan says it is discounted and unknown, never "at the list price"."""
+    import dataclasses
+
+    from tools.plan_capacity_text import options_section
+
+    values = stack_values("prod")
+    provider = values[f"{NS}:nodeProvider"]
+    provider["gpuTypes"] = [*provider["gpuTypes"], "nvidia-b200"]
+    provider["preemptibleGpuQuota"] = {"nvidia-b200": 8}
+    values[f"{NS}:tenants"][0]["gpuPools"].append({"gpu": "nvidia-b200", "maxGpus": 8, "gpusPerNode": 8, "capacity": ["flex-start"]})
+    env = load_stack(values, stack="prod", project_dir=SHIPPED_DIR)
+    pool = next(p for p in env.tenants[0].gpu_pools if p.gpu == "nvidia-b200")
+    unbounded = dataclasses.replace(pool, node_usd_bound={})  # as in a region that records no A4 price
+    [row] = [line for line in options_section(unbounded) if "r1-flex-start" in line]
+    assert "unknown" in row and row.rstrip().endswith("Flex-start, discounted (figure not recorded)") and "list price" not in row
 
 
 # --- Quota kinds: what each option draws on ---------------------------------------------------------
