@@ -120,7 +120,7 @@ class RegionPrices:
             for unit in units.values():
                 _note(used, unit.source, label)
                 if unit.spot_source:
-                    _note(used, unit.spot_source, f"{label} (Spot)")
+                    _note(used, unit.spot_source, f"Spot {label}")
         for disk_type, (_, source) in self.disks.items():
             _note(used, source, "Hyperdisk Balanced disks" if disk_type == "hyperdisk-balanced" else "disks")
         _note(used, self.forwarding_rule[2], "forwarding rules")

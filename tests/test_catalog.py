@@ -276,7 +276,7 @@ def test_each_source_says_which_figures_it_gave():
         "skypilot": ["GPUs", "hosts"], "ratio": ["disks"], "lb-page": ["forwarding rules"], "hyperdisk": ["Hyperdisk Balanced disks"],
     }
     assert CATALOG.prices["us-central1"].figures_by_source() == {
-        "skypilot": ["GPUs", "hosts"], "first-catalog": ["whole VMs"], "skypilot-a3-a4": ["whole VMs (Spot)", "whole VMs"], "disk-page": ["disks"], "lb-page": ["forwarding rules"], "hyperdisk": ["Hyperdisk Balanced disks"],
+        "skypilot": ["GPUs", "hosts"], "first-catalog": ["whole VMs"], "skypilot-a3-a4": ["Spot whole VMs", "whole VMs"], "disk-page": ["disks"], "lb-page": ["forwarding rules"], "hyperdisk": ["Hyperdisk Balanced disks"],
     }
 
 

@@ -396,12 +396,13 @@ def test_a_missing_price_makes_the_totals_unknown_with_what_is_known(monkeypatch
 
 
 def test_us_central1_says_its_whole_vm_and_disk_prices_were_not_re_read():
-    # The lines under prod's "Costs in USD" title (us-central1).
+    # The lines under prod's "Costs in USD" title (us-central1): A3's on-demand figures are the first
+    # catalog's, their Spot figures and A4's SkyPilot's (config/catalog.yaml skypilot-a3-a4).
     from tools.plan_text import _price_sources
 
     prices = load_catalog().prices["us-central1"]
     assert _price_sources(prices) == [
-        f"  read {prices.read}: GPUs, hosts (skypilot)",
+        f"  read {prices.read}: GPUs, hosts (skypilot); Spot whole VMs, whole VMs (skypilot-a3-a4)",
         "  recorded earlier, not re-read: whole VMs (first-catalog); disks (disk-page)",
         "  derived, not read: forwarding rules (lb-page); Hyperdisk Balanced disks (hyperdisk)",
     ]
