@@ -53,3 +53,25 @@ def test_in_tenant_rbac_refusals_name_the_rule_or_subject_and_the_field(analyzer
         "'gpu-platform-system'" in m
         for m in found
     ), found
+
+
+# --- prod's hosted router with single sign-on that admits every account ----------------------------------
+
+
+def test_prod_refuses_the_hosted_router_with_single_sign_on_without_groups(analyzer, prod_run):
+    release = prod_run.one("kubernetes:helm.sh/v3:Release")
+    props = copy.deepcopy(release.plain_inputs)
+    del props["values"]["env"]  # the hosted router on
+    props["values"]["config"]["auth"] = {
+        "oidc": {"issuerUrl": "https://accounts.google.com", "clientId": "gpu-platform", "clientSecret": "$OIDC_CLIENT_SECRET"},
+        "password": {"disabled": True},
+    }
+    [message] = of(analyze(analyzer, prod_run, release, props), "helm-release-by-design")
+    assert message == (
+        "platform-release (chart 'vcluster-platform'): values.config.auth.oidc.groups: not set in prod (stack prod is environment 'prod') "
+        "with the hosted *.loft.host router on (values.env.DISABLE_LOFT_ROUTER not 'true'): single sign-on would admit every account of "
+        "its identity provider to the platform's UI and API on the internet; allowed: the groups whose members may log in, or "
+        "values.env.DISABLE_LOFT_ROUTER: 'true'"
+    )
+    props["values"]["config"]["auth"]["oidc"].update(groups=["ml-admins"], groupsClaim="groups")
+    assert of(analyze(analyzer, prod_run, release, props), "helm-release-by-design") == []
