@@ -240,12 +240,12 @@ def refusals(diagnostics) -> list[tuple[str, str]]:
     return [(d.policyName, d.message.split("\n", 1)[1]) for d in diagnostics if d.enforcementLevel == analyzer_pb2.MANDATORY]
 
 
-def analyze(analyzer, run: ProgramRun, reg: Registration, props: dict) -> list[tuple[str, str]]:
+def served_refusals(analyzer, run: ProgramRun, reg: Registration, props: dict) -> list[tuple[str, str]]:
     """The served pack's refusals of `reg` with `props` for inputs, sent with its options and provider."""
     return refusals(analyze_remote(analyzer, reg.type, props, reg.urn, reg.name, protect=reg.protect, provider=remote_provider(run, reg)))
 
 
-def analyze_stack(analyzer, run: ProgramRun, replaced: dict[str, dict]) -> list[tuple[str, str]]:
+def served_stack_refusals(analyzer, run: ProgramRun, replaced: dict[str, dict]) -> list[tuple[str, str]]:
     """The stack's resources with their final outputs, reads included, `replaced` by URN."""
     from google.protobuf import struct_pb2
     from pulumi.runtime.proto import analyzer_pb2

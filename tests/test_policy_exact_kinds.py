@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import copy
 
-from policy_support import BILLING_EXPORT, OTHER_EXPORT, analyze, analyze_remote, analyze_stack, of, refusals
+from policy_support import BILLING_EXPORT, OTHER_EXPORT, analyze_remote, of, refusals, served_refusals, served_stack_refusals
 
 from tools import policy_data
 
@@ -21,8 +21,8 @@ from tools import policy_data
 def test_the_configured_stack_passes(analyzer, configured):
     run, _ = configured
     for reg in run.registrations:
-        assert analyze(analyzer, run, reg, reg.plain_inputs) == [], reg.name
-    assert analyze_stack(analyzer, run, {}) == []
+        assert served_refusals(analyzer, run, reg, reg.plain_inputs) == [], reg.name
+    assert served_stack_refusals(analyzer, run, {}) == []
 
 
 # --- 1, 2: Kubernetes providers -----------------------------------------------------------------------
@@ -42,14 +42,14 @@ def test_a_kubernetes_provider_for_another_cluster_of_the_same_location(analyzer
     provider = run.one("pulumi:providers:kubernetes")
     elsewhere = "https://gke-0123456789abcdef0123456789abcdef-999999999999.europe-west4-a.gke.goog"
     props = {**provider.final_state, "kubeconfig": _with_server(provider.final_state["kubeconfig"], elsewhere)}
-    assert analyze(analyzer, run, provider, {**provider.plain_inputs, "kubeconfig": props["kubeconfig"]}) == []
-    [message] = of(analyze_stack(analyzer, run, {provider.urn: props}), "kubernetes-providers-own-cluster")
+    assert served_refusals(analyzer, run, provider, {**provider.plain_inputs, "kubeconfig": props["kubeconfig"]}) == []
+    [message] = of(served_stack_refusals(analyzer, run, {provider.urn: props}), "kubernetes-providers-own-cluster")
     assert message.startswith(f"gke-k8s: kubeconfig: clusters[0].cluster.server: '{elsewhere}' is not the stack's own host cluster; allowed: exactly ")
     assert "https://gke-placeholder-dns-endpoint.europe-west4-a.gke.goog" in message  # the stack's own cluster resource's endpoint
     # A team stack: the endpoint of the kubeconfig its environment exports, through its StackReference.
     host = tenant_run.one("pulumi:providers:kubernetes")
     props = {**host.final_state, "kubeconfig": _with_server(host.final_state["kubeconfig"], elsewhere)}
-    [message] = of(analyze_stack(analyzer, tenant_run, {host.urn: props}), "kubernetes-providers-own-cluster")
+    [message] = of(served_stack_refusals(analyzer, tenant_run, {host.urn: props}), "kubernetes-providers-own-cluster")
     assert message.startswith(f"host: kubeconfig: clusters[0].cluster.server: '{elsewhere}' is not the stack's own host cluster")
     assert "the kubeconfig environment stack acme/gpu-platform/dev exports" in message
 
@@ -57,7 +57,7 @@ def test_a_kubernetes_provider_for_another_cluster_of_the_same_location(analyzer
 def test_a_kubernetes_provider_input_beside_the_kubeconfig(analyzer, configured):
     run, _ = configured
     provider = run.one("pulumi:providers:kubernetes")
-    found = analyze(analyzer, run, provider, {**provider.plain_inputs, "renderYamlToDirectory": "/tmp/manifests", "context": "other"})
+    found = served_refusals(analyzer, run, provider, {**provider.plain_inputs, "renderYamlToDirectory": "/tmp/manifests", "context": "other"})
     assert sorted(of(found, "stack-resources-by-record")) == [
         "gke-k8s: context: 'other' is not what stack dev's configuration sets; allowed: not set (policy/program_data.json stacks (make policy-data))",
         "gke-k8s: renderYamlToDirectory: '/tmp/manifests' is not what stack dev's configuration sets; allowed: not set (policy/program_data.json stacks (make policy-data))",
@@ -72,7 +72,7 @@ def test_the_platform_login_pointed_at_another_identity_provider(analyzer, confi
     release = run.one("kubernetes:helm.sh/v3:Release")
     props = copy.deepcopy(release.plain_inputs)
     props["values"]["config"]["auth"]["oidc"].update(issuerUrl="https://idp.mallory.example", clientId="mallory")
-    assert sorted(of(analyze(analyzer, run, release, props), "stack-resources-by-record")) == [
+    assert sorted(of(served_refusals(analyzer, run, release, props), "stack-resources-by-record")) == [
         "platform-release (chart 'vcluster-platform'): values.config.auth.oidc.clientId: 'mallory' is not what stack dev's configuration "
         "sets; allowed: 'gpu-platform' (policy/program_data.json stacks (make policy-data))",
         "platform-release (chart 'vcluster-platform'): values.config.auth.oidc.issuerUrl: 'https://idp.mallory.example' is not what stack "
@@ -92,7 +92,7 @@ def test_a_prod_ingress_without_ranges_or_with_ranges_its_controller_ignores(ana
         "ingressClass": "gce",  # GCE ingress ignores ingress-nginx's source-range annotation
         "annotations": {"nginx.ingress.kubernetes.io/whitelist-source-range": "203.0.113.0/24"},
     }
-    found = analyze(analyzer, prod_run, release, props)
+    found = served_refusals(analyzer, prod_run, release, props)
     assert "platform-release (chart 'vcluster-platform'): values.ingress.enabled: true is not a value gpu-platform sets for chart vcluster-platform" in " ".join(
         of(found, "helm-release-by-design")
     )
@@ -107,7 +107,7 @@ def test_a_prod_ingress_without_ranges_or_with_ranges_its_controller_ignores(ana
     service = prod_run.one("kubernetes:core/v1:Service")
     props = copy.deepcopy(service.plain_inputs)
     del props["spec"]["loadBalancerSourceRanges"]
-    found = analyze(analyzer, prod_run, service, props)
+    found = served_refusals(analyzer, prod_run, service, props)
     assert of(found, "load-balancer-services-by-design") == [
         "platform-public: spec.loadBalancerSourceRanges: not set; allowed: ['203.0.113.0/24'] (policy/program_data.json stacks (make policy-data))"
     ]
@@ -119,7 +119,7 @@ def test_prod_without_the_router_switch_and_without_single_sign_on(analyzer, pro
     release = prod_run.one("kubernetes:helm.sh/v3:Release")
     props = copy.deepcopy(release.plain_inputs)
     del props["values"]["env"]
-    found = analyze(analyzer, prod_run, release, props)
+    found = served_refusals(analyzer, prod_run, release, props)
     [message] = of(found, "helm-release-by-design")
     assert message.startswith("platform-release (chart 'vcluster-platform'): values.env.DISABLE_LOFT_ROUTER: not set in prod (stack prod is environment 'prod') without single sign-on")
     assert of(found, "stack-resources-by-record") == [
@@ -135,7 +135,7 @@ def test_a_notification_channel_to_an_outside_webhook(analyzer, configured):
     run, _ = configured
     channel = run.one("gcp:monitoring/notificationChannel:NotificationChannel")
     props = {**copy.deepcopy(channel.plain_inputs), "type": "webhook_tokenauth", "labels": {"url": "https://hooks.mallory.example/x"}}
-    found = of(analyze(analyzer, run, channel, props), "stack-resources-by-record")
+    found = of(served_refusals(analyzer, run, channel, props), "stack-resources-by-record")
     assert f"{channel.name}: type: 'webhook_tokenauth' is not what stack dev's configuration sets; allowed: 'email'" in " ".join(found)
     assert f"{channel.name}: labels.url: 'https://hooks.mallory.example/x' is not what stack dev's configuration sets; allowed: not set" in " ".join(found)
 
@@ -146,7 +146,7 @@ def test_a_cost_view_over_another_environments_billing_export(analyzer, configur
     props = copy.deepcopy(view.plain_inputs)
     assert BILLING_EXPORT in props["view"]["query"]
     props["view"]["query"] = props["view"]["query"].replace(BILLING_EXPORT, OTHER_EXPORT)
-    [message] = of(analyze(analyzer, run, view, props), "stack-resources-by-record")
+    [message] = of(served_refusals(analyzer, run, view, props), "stack-resources-by-record")
     assert message.startswith(f"{view.name} (table 'gpu_cost_by_team'): view.query: ") and OTHER_EXPORT in message
     assert "is not what stack dev's configuration sets; allowed: " in message
 
@@ -166,7 +166,7 @@ def test_a_host_node_pool_of_another_size_and_shape(analyzer, configured):
         kubeletConfig={"insecureKubeletReadonlyPortEnabled": "TRUE"},
     )
     props["nodeConfig"]["metadata"]["ssh-keys"] = "mallory:ssh-ed25519 AAAA"
-    found = " ".join(of(analyze(analyzer, run, pool, props), "stack-resources-by-record"))
+    found = " ".join(of(served_refusals(analyzer, run, pool, props), "stack-resources-by-record"))
     prefix = "gke-system (node pool 'system' of cluster 'gpu-dev'): "
     for expected in (
         "autoscaling.maxNodeCount: 80 is not what stack dev's configuration sets; allowed: 3",
@@ -188,11 +188,11 @@ def test_a_restore_plan_with_rules_or_another_teams_backup(analyzer, configured)
     props["restoreConfig"]["transformationRules"] = [
         {"fieldActions": [{"op": "REPLACE", "path": "/spec/template/spec/containers/0/image", "value": "ghcr.io/mallory/x"}], "resourceFilter": {}}
     ]
-    [rules] = of(analyze(analyzer, run, plan, props), "stack-resources-by-record")
+    [rules] = of(served_refusals(analyzer, run, plan, props), "stack-resources-by-record")
     assert rules.startswith("tenant-nlp-backup-restore-plan (restore plan 'dev-nlp-restore'): restoreConfig.transformationRules: ")
     assert rules.endswith("is not what stack dev's configuration sets; allowed: not set (policy/program_data.json stacks (make policy-data))")
     props = {**copy.deepcopy(plan.plain_inputs), "backupPlan": plan.plain_inputs["backupPlan"].replace("/dev-nlp", "/dev-speech")}
-    assert of(analyze(analyzer, run, plan, props), "stack-resources-by-record") == [
+    assert of(served_refusals(analyzer, run, plan, props), "stack-resources-by-record") == [
         "tenant-nlp-backup-restore-plan (restore plan 'dev-nlp-restore'): backupPlan: 'projects/acme-ml-dev/locations/europe-west4/backupPlans/"
         "dev-speech' is not what stack dev's configuration sets; allowed: 'projects/acme-ml-dev/locations/europe-west4/backupPlans/dev-nlp' "
         "(policy/program_data.json stacks (make policy-data))"

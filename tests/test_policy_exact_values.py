@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 
 import yaml
-from policy_support import analyze, of
+from policy_support import of, served_refusals
 
 VCI = "kubernetes:management.loft.sh/v1:VirtualClusterInstance"
 
@@ -41,7 +41,7 @@ def test_in_tenant_rbac_refusals_name_the_rule_or_subject_and_the_field(analyzer
         _named(objects, "ClusterRole", "gpu-platform:gpu-watchdog")["rules"].append({"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list"]})
         _named(objects, "ClusterRoleBinding", "gpu-platform:gpu-watchdog")["subjects"][0]["namespace"] = "kube-system"
 
-    found = of(analyze(analyzer, run, instance, _edit_objects(instance.plain_inputs, widened)), "tenant-objects-by-design")
+    found = of(served_refusals(analyzer, run, instance, _edit_objects(instance.plain_inputs, widened)), "tenant-objects-by-design")
     assert len(found) == 2 and all(m.startswith(prefix) for m in found), found
     assert any(
         "(ClusterRole gpu-platform:gpu-watchdog): rules[2]: {'apiGroups': [''], 'resources': ['secrets'], 'verbs': ['get', 'list']} is not "
@@ -66,7 +66,7 @@ def test_prod_refuses_the_hosted_router_with_single_sign_on_without_groups(analy
         "oidc": {"issuerUrl": "https://accounts.google.com", "clientId": "gpu-platform", "clientSecret": "$OIDC_CLIENT_SECRET"},
         "password": {"disabled": True},
     }
-    [message] = of(analyze(analyzer, prod_run, release, props), "helm-release-by-design")
+    [message] = of(served_refusals(analyzer, prod_run, release, props), "helm-release-by-design")
     assert message == (
         "platform-release (chart 'vcluster-platform'): values.config.auth.oidc.groups: not set in prod (stack prod is environment 'prod') "
         "with the hosted *.loft.host router on (values.env.DISABLE_LOFT_ROUTER not 'true'): single sign-on would admit every account of "
@@ -74,4 +74,4 @@ def test_prod_refuses_the_hosted_router_with_single_sign_on_without_groups(analy
         "values.env.DISABLE_LOFT_ROUTER: 'true'"
     )
     props["values"]["config"]["auth"]["oidc"].update(groups=["ml-admins"], groupsClaim="groups")
-    assert of(analyze(analyzer, prod_run, release, props), "helm-release-by-design") == []
+    assert of(served_refusals(analyzer, prod_run, release, props), "helm-release-by-design") == []
