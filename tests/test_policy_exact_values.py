@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 
 import yaml
-from policy_support import of, served_refusals
+from policy_support import of, served_refusals, served_stack_refusals
 
 VCI = "kubernetes:management.loft.sh/v1:VirtualClusterInstance"
 
@@ -75,3 +75,42 @@ def test_prod_refuses_the_hosted_router_with_single_sign_on_without_groups(analy
     )
     props["values"]["config"]["auth"]["oidc"].update(groups=["ml-admins"], groupsClaim="groups")
     assert of(served_refusals(analyzer, prod_run, release, props), "helm-release-by-design") == []
+
+
+# --- Kubernetes providers whose kubeconfig is unknown at preview ----------------------------------------
+
+
+def test_a_provider_unknown_at_preview_is_refused_while_its_host_cluster_is_known(analyzer, configured, tenant_run):
+    """The program makes every kubeconfig from the host cluster's endpoint alone: known endpoint,
+    unknown kubeconfig is a provider for something the update would create, refused at preview."""
+    from pulumi_policy.proxy import UNKNOWN_STRING_VALUE
+
+    run, _ = configured
+    provider = run.one("pulumi:providers:kubernetes")
+    unknown = {**provider.final_state, "kubeconfig": UNKNOWN_STRING_VALUE}
+    [message] = of(served_stack_refusals(analyzer, run, {provider.urn: unknown}), "kubernetes-providers-own-cluster")
+    assert message == (
+        "gke-k8s: kubeconfig: known only after apply, while the stack's host cluster is known at preview: every kubeconfig gpu-platform "
+        "writes is made from that cluster's endpoint alone, so this one names something the update would create, and would be used before "
+        "it could be judged; allowed: exactly 'https://gke-placeholder-dns-endpoint.europe-west4-a.gke.goog', the DNS endpoint of the "
+        "stack's host cluster projects/acme-ml-dev/locations/europe-west4-a/clusters/gpu-dev (its GKE cluster resource in this stack)"
+    )
+    # A team stack: its environment's kubeconfig is read at preview, so it is always known.
+    host = tenant_run.one("pulumi:providers:kubernetes")
+    [message] = of(served_stack_refusals(analyzer, tenant_run, {host.urn: {**host.final_state, "kubeconfig": UNKNOWN_STRING_VALUE}}), "kubernetes-providers-own-cluster")
+    assert message.startswith("host: kubeconfig: known only after apply") and "the kubeconfig environment stack acme/gpu-platform/dev exports" in message
+
+
+def test_an_environments_first_preview_waits_for_its_cluster(analyzer, configured):
+    """The preview that creates the host cluster: its endpoint and every kubeconfig unknown; the
+    check waits for `pulumi up` (an advisory note), nothing is refused."""
+    from pulumi_policy.proxy import UNKNOWN_STRING_VALUE
+
+    run, _ = configured
+    cluster = run.one("gcp:container/cluster:Cluster")
+    state = copy.deepcopy(cluster.final_state)
+    state["controlPlaneEndpointsConfig"]["dnsEndpointConfig"]["endpoint"] = UNKNOWN_STRING_VALUE
+    replaced = {cluster.urn: state}
+    for provider in run.of_type("pulumi:providers:kubernetes"):
+        replaced[provider.urn] = {**provider.final_state, "kubeconfig": UNKNOWN_STRING_VALUE}
+    assert of(served_stack_refusals(analyzer, run, replaced), "kubernetes-providers-own-cluster") == []
