@@ -59,8 +59,8 @@ def test_a_kubernetes_provider_input_beside_the_kubeconfig(analyzer, configured)
     provider = run.one("pulumi:providers:kubernetes")
     found = served_refusals(analyzer, run, provider, {**provider.plain_inputs, "renderYamlToDirectory": "/tmp/manifests", "context": "other"})
     assert sorted(of(found, "stack-resources-by-record")) == [
-        "gke-k8s: context: 'other' is not what stack dev's configuration sets; allowed: not set (policy/program_data.json stacks (make policy-data))",
-        "gke-k8s: renderYamlToDirectory: '/tmp/manifests' is not what stack dev's configuration sets; allowed: not set (policy/program_data.json stacks (make policy-data))",
+        "gke-k8s: context: 'other' is not what stack dev's configuration sets; allowed: not set (policy/stacks/<stack>.json (make policy-data))",
+        "gke-k8s: renderYamlToDirectory: '/tmp/manifests' is not what stack dev's configuration sets; allowed: not set (policy/stacks/<stack>.json (make policy-data))",
     ]
 
 
@@ -74,9 +74,9 @@ def test_the_platform_login_pointed_at_another_identity_provider(analyzer, confi
     props["values"]["config"]["auth"]["oidc"].update(issuerUrl="https://idp.mallory.example", clientId="mallory")
     assert sorted(of(served_refusals(analyzer, run, release, props), "stack-resources-by-record")) == [
         "platform-release (chart 'vcluster-platform'): values.config.auth.oidc.clientId: 'mallory' is not what stack dev's configuration "
-        "sets; allowed: 'gpu-platform' (policy/program_data.json stacks (make policy-data))",
+        "sets; allowed: 'gpu-platform' (policy/stacks/<stack>.json (make policy-data))",
         "platform-release (chart 'vcluster-platform'): values.config.auth.oidc.issuerUrl: 'https://idp.mallory.example' is not what stack "
-        "dev's configuration sets; allowed: 'https://accounts.example.com' (policy/program_data.json stacks (make policy-data))",
+        "dev's configuration sets; allowed: 'https://accounts.example.com' (policy/stacks/<stack>.json (make policy-data))",
     ]
 
 
@@ -109,7 +109,7 @@ def test_a_prod_ingress_without_ranges_or_with_ranges_its_controller_ignores(ana
     del props["spec"]["loadBalancerSourceRanges"]
     found = served_refusals(analyzer, prod_run, service, props)
     assert of(found, "load-balancer-services-by-design") == [
-        "platform-public: spec.loadBalancerSourceRanges: not set; allowed: ['203.0.113.0/24'] (policy/program_data.json stacks (make policy-data))"
+        "platform-public: spec.loadBalancerSourceRanges: not set; allowed: ['203.0.113.0/24'] (policy/stacks/<stack>.json (make policy-data))"
     ]
     [open_] = of(found, "public-ranges-prod")
     assert open_.startswith("platform-public: spec.loadBalancerSourceRanges: ")
@@ -123,8 +123,8 @@ def test_prod_without_the_router_switch_and_without_single_sign_on(analyzer, pro
     [message] = of(found, "helm-release-by-design")
     assert message.startswith("platform-release (chart 'vcluster-platform'): values.env.DISABLE_LOFT_ROUTER: not set in prod (stack prod is environment 'prod') without single sign-on")
     assert of(found, "stack-resources-by-record") == [
-        "platform-release (chart 'vcluster-platform'): values.env: not set; allowed: {'DISABLE_LOFT_ROUTER': 'true'} (policy/program_data.json "
-        "stacks (make policy-data))"
+        "platform-release (chart 'vcluster-platform'): values.env: not set; allowed: {'DISABLE_LOFT_ROUTER': 'true'} (policy/stacks/<stack>.json "
+        "(make policy-data))"
     ]
 
 
@@ -190,12 +190,12 @@ def test_a_restore_plan_with_rules_or_another_teams_backup(analyzer, configured)
     ]
     [rules] = of(served_refusals(analyzer, run, plan, props), "stack-resources-by-record")
     assert rules.startswith("tenant-nlp-backup-restore-plan (restore plan 'dev-nlp-restore'): restoreConfig.transformationRules: ")
-    assert rules.endswith("is not what stack dev's configuration sets; allowed: not set (policy/program_data.json stacks (make policy-data))")
+    assert rules.endswith("is not what stack dev's configuration sets; allowed: not set (policy/stacks/<stack>.json (make policy-data))")
     props = {**copy.deepcopy(plan.plain_inputs), "backupPlan": plan.plain_inputs["backupPlan"].replace("/dev-nlp", "/dev-speech")}
     assert of(served_refusals(analyzer, run, plan, props), "stack-resources-by-record") == [
         "tenant-nlp-backup-restore-plan (restore plan 'dev-nlp-restore'): backupPlan: 'projects/acme-ml-dev/locations/europe-west4/backupPlans/"
         "dev-speech' is not what stack dev's configuration sets; allowed: 'projects/acme-ml-dev/locations/europe-west4/backupPlans/dev-nlp' "
-        "(policy/program_data.json stacks (make policy-data))"
+        "(policy/stacks/<stack>.json (make policy-data))"
     ]
 
 
@@ -210,9 +210,9 @@ def test_a_second_gcp_provider_for_another_project_with_impersonation(analyzer, 
     found = of(refusals(analyze_remote(analyzer, provider.type, props, urn, "gcp-elsewhere")), "stack-resources-by-record")
     assert sorted(found) == [
         "gcp-elsewhere: impersonateServiceAccount: 'owner@mallory-prod.iam.gserviceaccount.com' is not what stack dev's configuration sets; "
-        "allowed: not set (policy/program_data.json stacks (make policy-data))",
-        "gcp-elsewhere: project: 'mallory-prod' is not what stack dev's configuration sets; allowed: 'acme-ml-dev' (policy/program_data.json "
-        "stacks (make policy-data))",
+        "allowed: not set (policy/stacks/<stack>.json (make policy-data))",
+        "gcp-elsewhere: project: 'mallory-prod' is not what stack dev's configuration sets; allowed: 'acme-ml-dev' (policy/stacks/<stack>.json "
+        "(make policy-data))",
     ]
     # The engine adds the provider's version: only the pinned one.
     found = of(refusals(analyze_remote(analyzer, provider.type, {**provider.plain_inputs, "version": "6.0.0"}, provider.urn, provider.name)), "stack-resources-by-record")

@@ -114,3 +114,127 @@ def test_an_environments_first_preview_waits_for_its_cluster(analyzer, configure
     for provider in run.of_type("pulumi:providers:kubernetes"):
         replaced[provider.urn] = {**provider.final_state, "kubeconfig": UNKNOWN_STRING_VALUE}
     assert of(served_stack_refusals(analyzer, run, replaced), "kubernetes-providers-own-cluster") == []
+
+
+# --- A zero value passes only where it is the provider's default -----------------------------------------
+
+RECORD = "(policy/stacks/<stack>.json (make policy-data))"
+
+
+def test_a_zero_value_the_program_does_not_set_passes_only_as_the_providers_default(analyzer, configured):
+    run, _ = configured
+    channel = run.one("gcp:monitoring/notificationChannel:NotificationChannel")
+    assert of(served_refusals(analyzer, run, channel, {**channel.plain_inputs, "enabled": False}), "stack-resources-by-record") == [
+        f"{channel.name}: enabled: false is not what stack dev's configuration sets; allowed: not set, or true (the provider's default) {RECORD}"
+    ]
+    assert of(served_refusals(analyzer, run, channel, {**channel.plain_inputs, "enabled": True, "forceDelete": False}), "stack-resources-by-record") == []
+    # The view's deletionProtection: false is the program's own (a view holds no data), so the record's value.
+    view = run.one("gcp:bigquery/table:Table")
+    assert view.plain_inputs["deletionProtection"] is False
+    assert of(served_refusals(analyzer, run, view, view.plain_inputs), "stack-resources-by-record") == []
+    dataset = run.one("gcp:bigquery/dataset:Dataset")
+    assert of(served_refusals(analyzer, run, dataset, {**dataset.plain_inputs, "defaultTableExpirationMs": 0}), "stack-resources-by-record") == [
+        f"{dataset.name} (dataset 'gpu_platform_dev_billing'): defaultTableExpirationMs: 0 is not what stack dev's configuration sets; "
+        f"allowed: not set {RECORD}"
+    ]
+    pool = run.one("gcp:container/nodePool:NodePool")
+    props = copy.deepcopy(pool.plain_inputs)
+    props["management"]["autoUpgrade"] = False
+    props["nodeConfig"].update(spot=False, preemptible=False)  # the provider's defaults: as if unset
+    props["nodeConfig"]["kubeletConfig"] = {"cpuCfsQuota": False}
+    found = of(served_refusals(analyzer, run, pool, props), "stack-resources-by-record")
+    prefix = "gke-system (node pool 'system' of cluster 'gpu-dev'): "
+    assert sorted(found) == [
+        prefix + f"management.autoUpgrade: false is not what stack dev's configuration sets; allowed: true {RECORD}",
+        prefix + f"nodeConfig.kubeletConfig: {{'cpuCfsQuota': False}} is not what stack dev's configuration sets; allowed: not set {RECORD}",
+    ]
+
+
+# --- Backup plans, namespaces and alert policies by value -------------------------------------------------
+
+
+def test_a_backup_plan_is_held_exactly_as_the_program_makes_it(analyzer, configured):
+    run, _ = configured
+    plan = run.one("gcp:gkebackup/backupPlan:BackupPlan", "nlp")
+    prefix = "tenant-nlp-backup-plan (backup plan 'dev-nlp'): "
+    paused = copy.deepcopy(plan.plain_inputs)
+    paused["backupSchedule"]["paused"] = True
+    assert of(served_refusals(analyzer, run, plan, paused), "stack-resources-by-record") == [
+        prefix + f"backupSchedule.paused: true is not what stack dev's configuration sets; allowed: false {RECORD}"
+    ]
+    assert of(served_refusals(analyzer, run, plan, {**plan.plain_inputs, "deactivated": True}), "stack-resources-by-record") == [
+        prefix + f"deactivated: true is not what stack dev's configuration sets; allowed: not set {RECORD}"
+    ]
+    keyed = copy.deepcopy(plan.plain_inputs)
+    keyed["backupConfig"]["encryptionKey"] = {"gcpKmsEncryptionKey": "projects/mallory/locations/europe-west4/keyRings/k/cryptoKeys/k"}
+    [message] = of(served_refusals(analyzer, run, plan, keyed), "stack-resources-by-record")
+    assert message.startswith(prefix + "backupConfig.encryptionKey: {'gcpKmsEncryptionKey': 'projects/mallory/") and "allowed: not set" in message
+
+
+def test_only_the_programs_namespaces_with_its_labels(analyzer, configured):
+    run, _ = configured
+    namespace = run.one("kubernetes:core/v1:Namespace")
+    assert namespace.plain_inputs["metadata"]["name"] == "vcluster-platform"
+    privileged = {"pod-security.kubernetes.io/enforce": "privileged"}
+    props = copy.deepcopy(namespace.plain_inputs)
+    props["metadata"].update(name="kube-system", labels=privileged)
+    assert of(served_refusals(analyzer, run, namespace, props), "stack-resources-by-record") == [
+        "platform-namespace: metadata.name: 'kube-system' is not a namespace stack dev's configuration makes; allowed: 'vcluster-platform' "
+        "(policy/stacks/<stack>.json (make policy-data): a namespace the program makes for this stack flows in when the data is regenerated)"
+    ]
+    props = copy.deepcopy(namespace.plain_inputs)
+    props["metadata"]["labels"].update(privileged)
+    assert of(served_refusals(analyzer, run, namespace, props), "stack-resources-by-record") == [
+        "platform-namespace: metadata.labels[\"pod-security.kubernetes.io/enforce\"]: 'privileged' is not what stack dev's configuration "
+        f"sets; allowed: not set {RECORD}"
+    ]
+
+
+def test_an_alert_policy_notifies_only_the_programs_channels(analyzer, configured):
+    run, _ = configured
+    [policy, *_] = run.of_type("gcp:monitoring/alertPolicy:AlertPolicy")
+    assert policy.plain_inputs["notificationChannels"] == [None]  # the channel dev creates: the cloud names it
+    ours = {**policy.plain_inputs, "notificationChannels": ["projects/acme-ml-dev/notificationChannels/1234567890"]}
+    assert of(served_refusals(analyzer, run, policy, ours), "stack-resources-by-record") == []
+    outside = {**policy.plain_inputs, "notificationChannels": ["projects/mallory-proj/notificationChannels/123"]}
+    assert of(served_refusals(analyzer, run, policy, outside), "stack-resources-by-record") == [
+        f"{policy.name}: notificationChannels[0]: 'projects/mallory-proj/notificationChannels/123' is not what stack dev's configuration "
+        f"sets; allowed: projects/acme-ml-dev/notificationChannels/<id> (what the program creates there, named by the cloud) {RECORD}"
+    ]
+    more = {**policy.plain_inputs, "notificationChannels": ["projects/acme-ml-dev/notificationChannels/1", "projects/acme-ml-dev/notificationChannels/2"]}
+    [message] = of(served_refusals(analyzer, run, policy, more), "stack-resources-by-record")
+    assert message.startswith(f"{policy.name}: notificationChannels: ['projects/acme-ml-dev/notificationChannels/1', ")
+    disabled = {**ours, "enabled": False}
+    [message] = of(served_refusals(analyzer, run, policy, disabled), "stack-resources-by-record")
+    assert message.startswith(f"{policy.name}: enabled: false is not what") and "allowed: not set, or true (the provider's default)" in message
+
+
+# --- A GCP resource's own project and location ----------------------------------------------------------
+
+
+def test_every_gcp_resource_stays_in_the_projects_and_locations_of_its_stack(analyzer, configured):
+    run, _ = configured
+    kinds = (
+        "gcp:compute/firewall:Firewall",
+        "gcp:serviceaccount/account:Account",
+        "gcp:compute/network:Network",
+        "gcp:projects/service:Service",
+        "gcp:compute/address:Address",
+        "gcp:monitoring/alertPolicy:AlertPolicy",
+        "gcp:monitoring/dashboard:Dashboard",
+    )
+    for kind in kinds:
+        [reg, *_] = run.of_type(kind)
+        assert reg.plain_inputs.get("project") == "acme-ml-dev", kind
+        found = of(served_refusals(analyzer, run, reg, {**reg.plain_inputs, "project": "mallory-proj"}), "gcp-placement-by-record")
+        assert len(found) == 1 and found[0].endswith(
+            "project: 'mallory-proj' is not a project stack dev's configuration places its resources in; allowed: 'acme-ml-dev' "
+            "(policy/stacks/<stack>.json gcpPlacement (make policy-data))"
+        ), (kind, found)
+    address = run.of_type("gcp:compute/address:Address")[0]
+    [message] = of(served_refusals(analyzer, run, address, {**address.plain_inputs, "region": "us-east1"}), "gcp-placement-by-record")
+    assert message.endswith("region: 'us-east1' is not a region stack dev's configuration places its resources in; allowed: 'europe-west4' "
+                            "(policy/stacks/<stack>.json gcpPlacement (make policy-data))")
+    cluster = run.one("gcp:container/cluster:Cluster")
+    [message] = of(served_refusals(analyzer, run, cluster, {**cluster.plain_inputs, "location": "us-east1"}), "gcp-placement-by-record")
+    assert "location: 'us-east1' is not a location stack dev's configuration places its resources in; allowed: 'US', 'europe-west4', 'europe-west4-a'" in message
