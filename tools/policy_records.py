@@ -8,8 +8,9 @@ environment's record.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Callable
 
+from components.monitoring_queries import pool_at_limit_key
 from config import node_properties as props
 from tools import program_inventory as inventory
 from tools.mock_engine import ProgramRun
@@ -31,7 +32,36 @@ def stack_data(runs: dict[str, ProgramRun], values: dict[str, dict[str, Any]]) -
     out: dict[str, Any] = {}
     for stack, run in sorted(runs.items(), key=lambda item: (environment_stack_of(values[item[0]]) is not None, item[0])):
         env = environment_stack_of(values[stack])
-        out[stack] = stack_entry(stack, run, values[stack], out.get(env) if env else None)
+        out[stack] = stack_entry(stack, run, values[stack], out.get(env) if env else None, runs.get(env) if env else None)
+    return out
+
+
+# The environment stack's resources a team stack brings with it (the environment plans every team
+# stack of this repository with its own tenants: components/environment_monitoring.py): the team's
+# pool-at-limit alert policy. They are recorded in the team stack's record (`environmentResources`),
+# not the environment's, so that two teams added on two branches change two files of their own.
+def _team_of(registration: Any) -> str | None:
+    """The team whose pool-at-limit alert policy `registration` is, or None."""
+    if registration.type != recorded.ALERT_POLICY:
+        return None
+    prefix = pool_at_limit_key("")
+    key = registration.name.rsplit("-" + prefix, 1)
+    return key[1] if len(key) == 2 and key[1] else None
+
+
+def _inline_tenants(values: dict[str, Any]) -> set[str]:
+    return {t.get("name") for t in values.get(f"{NS}:tenants") or [] if isinstance(t, dict)}
+
+
+def team_stack_resources(environment_run: ProgramRun, values: dict[str, Any]) -> dict[str, dict[str, list[dict[str, Any]]]]:
+    """Per team of a team stack (not inline in the environment's `values`), the recorded forms of the
+    environment run's resources that team brings (`_team_of`)."""
+    inline = _inline_tenants(values)
+    out: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    for r in environment_run.registrations:
+        team = _team_of(r) if r.custom else None
+        if team is not None and team not in inline:
+            out.setdefault(team, {}).setdefault(r.type, []).append(recorded.recorded_form(r.type, r.plain_inputs))
     return out
 
 
@@ -42,12 +72,20 @@ ENVIRONMENT_DECISIONS = (
 )
 
 
-def stack_entry(stack: str, run: ProgramRun, values: dict[str, Any], environment_entry: dict[str, Any] | None) -> dict[str, Any]:
-    """One stack's entry of `stacks`, from its run; a team stack's needs its environment's entry."""
+def stack_entry(
+    stack: str, run: ProgramRun, values: dict[str, Any], environment_entry: dict[str, Any] | None, environment_run: ProgramRun | None = None
+) -> dict[str, Any]:
+    """One stack's entry of `stacks`, from its run; a team stack's needs its environment's entry, and
+    its environment's run for `environmentResources` (left out without it)."""
     env = environment_stack_of(values)
     entry = inventory.stack_identities(run, values[f"{NS}:environment"], env or stack, environment_entry if env else None)
-    # The resources the pack holds to this stack's configuration exactly (policy/guardrails/recorded.py).
-    entry["resources"] = recorded_resources(run)
+    # The resources the pack holds to this stack's configuration exactly (policy/guardrails/recorded.py);
+    # an environment's, but those its team stacks bring.
+    teams = set(team_stack_resources(run, values)) if env is None else set()
+    entry["resources"] = recorded_resources(run, exclude=lambda r: _team_of(r) in teams)
+    if env is not None and environment_run is not None:
+        tenant = (values.get(f"{NS}:tenant") or {}).get("name")
+        entry["environmentResources"] = team_stack_resources(environment_run, {}).get(tenant, {})
     # The projects, locations, regions and zones its GCP resources may name (policy/guardrails/placement.py).
     entry["gcpPlacement"] = gcp_placement(run)
     if env is not None:
@@ -73,12 +111,12 @@ def stack_entry(stack: str, run: ProgramRun, values: dict[str, Any], environment
     return entry
 
 
-def recorded_resources(run: ProgramRun) -> dict[str, list[dict[str, Any]]]:
+def recorded_resources(run: ProgramRun, exclude: Callable[[Any], bool] = lambda r: False) -> dict[str, list[dict[str, Any]]]:
     """Per kind of policy/guardrails/recorded.py SPECS, what the record keeps of each resource of
-    that kind the run registers, in a stable order (tenants register in parallel)."""
+    that kind the run registers but those `exclude`d, in a stable order (tenants register in parallel)."""
     out: dict[str, list[dict[str, Any]]] = {}
     for r in run.registrations:
-        if r.custom and r.type in recorded.SPECS:
+        if r.custom and r.type in recorded.SPECS and not exclude(r):
             out.setdefault(r.type, []).append(recorded.recorded_form(r.type, r.plain_inputs))
     return {k: sorted(out[k], key=lambda entry: json.dumps(entry, sort_keys=True)) for k in sorted(out)}
 

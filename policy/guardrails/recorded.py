@@ -44,7 +44,7 @@ from typing import Any
 
 from pulumi_policy import EnforcementLevel, ReportViolation, ResourceValidationArgs, Severity
 
-from .common import DATA, GKE_CLUSTER, GKE_NODE_POOL, HELM_RELEASES, ResourcePolicy, get, is_list, is_set, plain, show_short, stack_data, stack_of, unknown_stack
+from .common import DATA, GKE_CLUSTER, GKE_NODE_POOL, HELM_RELEASES, STACKS, ResourcePolicy, get, is_list, is_set, plain, show_short, stack_data, stack_of, unknown_stack
 
 GCP_PROVIDER = "pulumi:providers:gcp"
 KUBERNETES_PROVIDER = "pulumi:providers:kubernetes"
@@ -239,6 +239,19 @@ def _key(spec: Spec, document: Mapping[str, Any]) -> Any:
     return get(document, *spec.key) if spec.key else None
 
 
+def _brought_by_team_stacks(environment_stack: str, stack: Mapping[str, Any], resource_type: str) -> list[Mapping[str, Any]]:
+    """The resources of `resource_type` an environment stack makes for its team stacks (a team's
+    pool-at-limit alert policy): recorded in each team stack's record (`environmentResources`, so that
+    adding a team changes its own file only), and, while the offline plan judges a stack as it is
+    now, in its fresh entry (`teamStackResources`, tools/plan.py)."""
+    found = [r for team in (stack.get("teamStackResources") or {}).values() for r in team.get(resource_type, [])]
+    for record in STACKS.values():
+        reference = record.get("environmentStackReference")
+        if reference and str(reference).split("/")[-1] == environment_stack:
+            found += (record.get("environmentResources") or {}).get(resource_type, [])
+    return found
+
+
 def _version_problem(args: ResourceValidationArgs) -> str | None:
     if args.resource_type not in PROVIDER_VERSIONS or "version" not in args.props:
         return None
@@ -261,7 +274,7 @@ def judge(args: ResourceValidationArgs, report_violation: ReportViolation) -> bo
     problem = _version_problem(args)
     if problem:
         report_violation(problem, None)
-    records = (stack.get("resources") or {}).get(args.resource_type, [])
+    records = [*(stack.get("resources") or {}).get(args.resource_type, []), *_brought_by_team_stacks(stack_of(args.urn), stack, args.resource_type)]
     key = _key(spec, args.props)
     candidates = [r for r in records if spec.key is None or _key(spec, r) == key]
     where = f"stack {stack_of(args.urn)}"
