@@ -26,8 +26,8 @@ included, except where the provider's own Check fills in exactly that value as a
 Terraform provider applies its schema's `Default`s, zero ones too, before the engine hands the
 resource to the pack (pulumi/pulumi-terraform-bridge pkg/tfbridge/schema.go, "populate defaults
 from the Terraform schema": any `Default` that is not nil). Those defaults are listed with their
-source below (`PROVIDER_DEFAULTS`); `enabled: false` on a channel whose default is true, or
-`deletionProtection: false` on a table, is refused. Where the program's own run cannot know a value
+source below (`PROVIDER_DEFAULTS`): `enabled: false` on a channel (the default is true) or
+`defaultTableExpirationMs: 0` on a dataset (no default) is refused where the program sets neither. Where the program's own run cannot know a value
 (a name the cloud assigns, recorded as null), the value must have the form `COMPUTED` gives it. The
 engine also adds the provider's `version` to a provider's inputs (pulumi/pulumi
 pkg/resource/deploy/providers/registry.go SetProviderVersion, commit 1b5949891b3c): it must be the
