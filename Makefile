@@ -15,7 +15,7 @@ STACK  ?= dev
 data = $(if $(filter file,$(origin $(1))),$($(1)),$(value $(1)))
 # make puts command-line variables into every recipe's environment, expanded: these reach the
 # recipes as data below instead.
-unexport STACK COMPARE POLICY_CONFIG QUICK NAME ENV GPU MAX_GPUS TEAM_PROJECT CIDR ORG DRY_RUN
+unexport STACK COMPARE POLICY_CONFIG ALLOW_DESTROY QUICK NAME ENV GPU MAX_GPUS TEAM_PROJECT CIDR ORG DRY_RUN
 
 .PHONY: venv test plan plan-all bench constraints policy-data policy-publish docs verify-records team clean acceptance acceptance-cleanup
 
@@ -40,13 +40,13 @@ test: $(STAMP)
 ## ... with the pack's configuration (as pulumi preview --policy-pack-config): make plan POLICY_CONFIG=policy-config.json
 ## A plan that deletes or replaces a stateful resource (a tenant's cluster, a team project, the host cluster) fails
 ## unless declared: make plan STACK=dev ALLOW_DESTROY=tenant-nlp (docs/operations.md "Deletions and replacements").
-## ALLOW_DESTROY reaches tools/plan.py as data: make puts a variable given on its command line into the
-## recipe's environment, and the recipe never names it.
+## ALLOW_DESTROY reaches tools/plan.py as data like the others, in its environment variable ALLOW_DESTROY.
 plan: export PLAN_STACK = $(call data,STACK)
 plan: export PLAN_COMPARE = $(call data,COMPARE)
 plan: export PLAN_POLICY_CONFIG = $(call data,POLICY_CONFIG)
+plan: export PLAN_ALLOW_DESTROY = $(call data,ALLOW_DESTROY)
 plan: $(STAMP)
-	$(BIN)/python -m tools.plan --stack "$$PLAN_STACK" $${PLAN_COMPARE:+--compare-to "$$PLAN_COMPARE"} $${PLAN_POLICY_CONFIG:+--policy-pack-config "$$PLAN_POLICY_CONFIG"}
+	ALLOW_DESTROY="$$PLAN_ALLOW_DESTROY" $(BIN)/python -m tools.plan --stack "$$PLAN_STACK" $${PLAN_COMPARE:+--compare-to "$$PLAN_COMPARE"} $${PLAN_POLICY_CONFIG:+--policy-pack-config "$$PLAN_POLICY_CONFIG"}
 
 plan-all: $(STAMP)
 	$(BIN)/python -m tools.plan --all

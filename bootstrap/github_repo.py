@@ -1,7 +1,8 @@
 """The GitHub side of CI (pulumi-github): what the identities' token subjects rely on, as code.
 
 - `main` protected: changes arrive through reviewed pull requests, so "jobs of refs/heads/main"
-  means reviewed code; no force push, no deletion, admins included.
+  means reviewed code; no force push, no deletion, admins included; a pull request merges only when
+  its tests and its previews with their destroy gates passed (`REQUIRED_CHECKS`).
 - Each deployment environment (`production`): required reviewers, who may not approve their own
   run, no admin bypass, and only protected branches may deploy to it.
 - Each preview environment (`production-preview`): required reviewers, not self-approved.
@@ -22,7 +23,11 @@ import pulumi_github as github
 
 from ci_config import BootstrapConfig
 
-TEST_CHECK = "Unit tests and offline plan"  # .github/workflows/pulumi.yml, job `test`
+# The status checks a pull request needs before it merges: .github/workflows/pulumi.yml's jobs `test`
+# and `gates` (every preview of the stacks the change touches and its destroy gate, or no reason to run).
+TEST_CHECK = "Unit tests and offline plan"
+GATES_CHECK = "Previews and destroy gates"
+REQUIRED_CHECKS = (TEST_CHECK, GATES_CHECK)
 
 
 class GithubRepository(pulumi.ComponentResource):
@@ -48,7 +53,7 @@ class GithubRepository(pulumi.ComponentResource):
                     required_approving_review_count=1, dismiss_stale_reviews=True, require_last_push_approval=True
                 )
             ],
-            required_status_checks=[github.BranchProtectionRequiredStatusCheckArgs(strict=True, contexts=[TEST_CHECK])],
+            required_status_checks=[github.BranchProtectionRequiredStatusCheckArgs(strict=True, contexts=list(REQUIRED_CHECKS))],
             opts=child,
         )
 

@@ -267,6 +267,11 @@ def gpu_errors() -> AlertCondition:
     )
 
 
+def pool_at_limit_key(team: str) -> str:
+    """The key of team `team`'s pool-at-limit condition, which ends its alert policy's Pulumi name."""
+    return f"pool-at-limit-{team}"
+
+
 def pool_at_limit(plan: TenantPlan, alerts: Alerts) -> AlertCondition:
     """A team's GPU pool runs as many nodes as its maxGpus allow while its GPU pods wait."""
     name = plan.tenant.name
@@ -275,7 +280,7 @@ def pool_at_limit(plan: TenantPlan, alerts: Alerts) -> AlertCondition:
     )
     waiting = f"count({pending_gpu_pods(name)}) > 0"
     return AlertCondition(
-        key=f"pool-at-limit-{name}",
+        key=pool_at_limit_key(name),
         title=f"GPU pool of {name} at its limit while pods wait",
         query=f"({at_limit}) and on () ({waiting})",
         duration_seconds=duration_seconds(alerts.pool_at_limit_after),

@@ -28,7 +28,7 @@ class PlatformConfig(ConfigModel):
     vcluster_version: str = versions.VCLUSTER_CHART_VERSION
     """The tenants' vcluster chart version, checked against the platform version."""
     hosted_router: bool = False
-    """Also serve the platform's UI and API on the vendor's hosted *.loft.host domain, to anyone on the internet who finds it; false: off (env DISABLE_LOFT_ROUTER); in prod only with sso."""
+    """Also serve the platform's UI and API on the vendor's hosted *.loft.host domain, to anyone on the internet who finds it; false: off (env DISABLE_LOFT_ROUTER); in prod only with sso that names its groups (sso.groups)."""
     public_host: str | None = None
     """The host name team members reach the platform at (config.loftHost), served by publicSourceRanges' LoadBalancer; unset: admins reach it only by port-forward (docs/security.md, "Who reaches the platform")."""
     public_source_ranges: tuple[str, ...] | None = None

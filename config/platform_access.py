@@ -107,6 +107,19 @@ def check_platform_access(environment: str, platform: Any, problems: Problems) -
                 "anyone on the internet, with password login, and the platform is cluster-admin on the host cluster; allowed: false "
                 "(team members reach publicHost, admins port-forward), or true with single sign-on (platform.sso)",
             )
+    with problems.checking("platform.sso.groups"):
+        # With groups empty the connector admits every account its provider authenticates (loft-sh/loft
+        # tag v4.11.2 api/openapi-spec/swagger.json storage.v1.AuthenticationOIDC `groups`: "If required
+        # groups is non empty, access is denied if the user is not part of at least one"): on the hosted
+        # router that is anyone on the internet with an account there (a Google account, for Google's).
+        if platform.hosted_router is True and environment == "prod" and platform.sso is not None and not platform.sso.groups:
+            problems.add(
+                "platform.sso.groups",
+                "empty is not allowed in prod with platform.hostedRouter: true: the platform's single sign-on would admit every account "
+                f"of {shown(platform.sso.issuer_url)} to the UI and API the hosted *.loft.host domain serves to the internet, and the "
+                "platform is cluster-admin on the host cluster; allowed: the groups whose members may log in (with groupsClaim), or "
+                "hostedRouter: false",
+            )
     with problems.checking("platform.publicHost"):
         host = platform.public_host
         if host is not None and not DNS_NAME.match(host):

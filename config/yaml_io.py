@@ -25,6 +25,13 @@ our own data files, through `load`:
   document is refused. A YAML "billion laughs" stops after a few thousand counted nodes instead of
   expanding to 10^9; an anchor that contains its own alias is refused too ("anchor … value contains
   itself").
+- **Nesting deeper than Python follows is refused** with the source named: composing and
+  constructing recurse once per level, so past a few hundred levels (Python's recursion limit; the
+  exact depth depends on the caller's stack) the document is a YamlError, never an internal error.
+  yaml.v3 itself refuses only past 10,000 levels ("exceeded max depth of 10000": scannerc.go
+  `max_flow_level` and `max_indents`, go-yaml/yaml tag v3.0.1, commit
+  f6f7691b1fdeb513f56608cd2c32c51f8194bf51), so a document nested between those depths is one the
+  CLI reads and this reader does not; no key of this project nests deeper than about ten.
 
 The parser is libyaml's when PyYAML has it (the PyPI wheels do); the resolver and the alias count
 are ours, in Python, and cost about as much as PyYAML's own resolver.
@@ -255,7 +262,9 @@ def check_aliasing(node: Node, source: str) -> int:
     try:
         counter.visit(node)
     except RecursionError:
-        raise YamlError(f"{source}: nested too deeply", decodes=counter.decodes) from None
+        error = _too_deep(source)
+        error.decodes = counter.decodes
+        raise error from None
     return counter.decodes
 
 
@@ -284,13 +293,27 @@ else:  # pragma: no cover - PyYAML built without libyaml
             _Resolver.__init__(self)
 
 
+def _too_deep(source: str) -> YamlError:
+    return YamlError(
+        f"{source}: nested too deeply for this reader (past a few hundred levels, Python's recursion limit; the Pulumi CLI's "
+        "gopkg.in/yaml.v3 stops at 10,000); write it with fewer levels"
+    )
+
+
 def _documents(text: str, source: str) -> Iterable[Any]:
     loader = _Loader(text)
     try:
         while loader.check_node():
-            node = loader.get_node()
+            try:
+                node = loader.get_node()
+            except RecursionError:
+                raise _too_deep(source) from None
             check_aliasing(node, source)
-            yield loader.construct_document(node)
+            try:
+                document = loader.construct_document(node)
+            except RecursionError:
+                raise _too_deep(source) from None
+            yield document
     finally:
         loader.dispose()
 

@@ -21,6 +21,7 @@ from guardrails import (
     gke,
     iam,
     kubeconfigs,
+    placement,
     platform_objects,
     public_ranges,
     recorded,
@@ -94,6 +95,7 @@ from guardrails.iam import (  # noqa: F401
     workload_identity_members,
 )
 from guardrails.kubeconfigs import KUBERNETES_PROVIDER, kubernetes_providers_by_design, kubernetes_providers_own_cluster  # noqa: F401
+from guardrails.placement import gcp_placement_by_record  # noqa: F401
 from guardrails.recorded import stack_resources_by_record  # noqa: F401
 from guardrails.platform_objects import one_node_provider, platform_access_by_design, platform_objects_by_design  # noqa: F401
 from guardrails.public_ranges import public_ranges_nonprod, public_ranges_prod  # noqa: F401
@@ -113,6 +115,7 @@ from guardrails.vcluster_values import control_plane_isolation, nat_addresses, v
 POLICIES = [
     *by_design.POLICIES,
     *recorded.POLICIES,
+    *placement.POLICIES,
     *kubeconfigs.POLICIES,
     *gke.POLICIES,
     *public_ranges.POLICIES,

@@ -161,6 +161,30 @@ def pack_judges_the_shipped_stacks(request):
 
 
 @pytest.fixture(scope="session")
+def configured():
+    """dev configured with every option whose resources the pack holds by value
+    (tests/policy_support.py `configured_dev_values`): (its run, its stack file's values)."""
+    from policy_support import configured_dev_values
+    from shipped_stacks import run_shipped
+
+    values = configured_dev_values()
+    return run_shipped(values, stack="dev"), values
+
+
+@pytest.fixture(scope="session")
+def analyzer(configured, prod_run, tenant_run, tmp_path_factory):
+    """A copy of policy/ alone, its records those of dev as configured, prod and the team stack as
+    shipped, served as the CLI serves a pack (`python -m pulumi.policy`): a gRPC Analyzer stub."""
+    from policy_support import published_pack, served_pack
+
+    run, values = configured
+    shipped = {stack: shipped_values(stack) for stack in ("prod", "team-vision-dev")}
+    copied = published_pack(tmp_path_factory.mktemp("published"), {"dev": run, "prod": prod_run, "team-vision-dev": tenant_run}, {**shipped, "dev": values})
+    with served_pack(copied, cwd=copied.parent) as stub:
+        yield stub
+
+
+@pytest.fixture(scope="session")
 def runs(dev_run, prod_run, tenant_run):
     """Every shipped stack's run, by stack name."""
     return {"dev": dev_run, "prod": prod_run, "team-vision-dev": tenant_run}

@@ -13,17 +13,20 @@ from pathlib import Path
 
 from config.stack_files import PROJECT_DIR
 
-# Stands in for .venv/bin/python: records its arguments, runs nothing.
+# Stands in for .venv/bin/python: records its arguments and the variables of its environment that
+# the program reads (ALLOW_DESTROY: tools/plan.py), runs nothing.
+PROGRAM_ENVIRONMENT = ("ALLOW_DESTROY",)
 _RECORDER = f"""#!{sys.executable}
-import json, sys
+import json, os, sys
 with open({{out!r}}, "w") as f:
-    json.dump(sys.argv[1:], f)
+    json.dump({{{{"argv": sys.argv[1:], "environment": {{{{k: os.environ[k] for k in {PROGRAM_ENVIRONMENT!r} if k in os.environ}}}}}}}}, f)
 """
 
 
 @dataclass(frozen=True)
 class MakeRun:
     arguments: list[str] | None  # what the program got (None: the recipe never started it)
+    environment: dict[str, str] | None  # the program's variables of PROGRAM_ENVIRONMENT it got
     created: set[str]  # files in the directory make ran in, beyond the ones this put there
     returncode: int
     output: str
@@ -53,6 +56,6 @@ def run_make(directory: Path, target: str, *variables: str, environment: dict[st
         env=env,
         timeout=60,
     )
-    arguments = json.loads(recorded.read_text()) if recorded.exists() else None
+    got = json.loads(recorded.read_text()) if recorded.exists() else {"argv": None, "environment": None}
     created = {p.name for p in directory.iterdir()} - before - {recorded.name}
-    return MakeRun(arguments, created, result.returncode, result.stdout + result.stderr)
+    return MakeRun(got["argv"], got["environment"], created, result.returncode, result.stdout + result.stderr)

@@ -199,6 +199,71 @@ def remote_provider(run: ProgramRun, reg: Registration):
     return analyzer_pb2.AnalyzerProviderResource(type=found.type, properties=_struct(found.plain_inputs), urn=found.urn, name=found.name)
 
 
+# --- The pack served as the CLI serves it, judging dev configured with every option held by value ---
+
+BILLING_EXPORT = "acme-ml-dev.billing.gcp_billing_export_v1_000000_000000_000000"
+OTHER_EXPORT = "acme-ml-prod.billing.gcp_billing_export_v1_000000_000000_000000"
+SSO = {"issuerUrl": "https://accounts.example.com", "clientId": "gpu-platform", "groups": ["ml-admins"], "groupsClaim": "groups"}
+
+
+def configured_dev_values() -> dict:
+    """dev as shipped, with every option whose resources the pack holds by value: single sign-on, an
+    e-mail notification channel and the showback view over dev's own billing export."""
+    from shipped_stacks import shipped_values
+
+    values = shipped_values("dev")
+    values["gpu-platform:platform"]["sso"] = SSO
+    monitoring = values.setdefault("gpu-platform:monitoring", {})
+    monitoring["notificationChannels"] = [{"email": "oncall@acme.example"}]
+    monitoring.setdefault("showback", {})["billingExportTable"] = BILLING_EXPORT
+    return values
+
+
+def published_pack(directory: Path, runs: dict[str, ProgramRun], values: dict[str, dict]) -> Path:
+    """A copy of policy/ alone under `directory`, its records (policy/stacks/) those `make
+    policy-data` writes for `runs` with their stack files' `values`."""
+    import shutil
+
+    from tools import policy_data
+
+    copied = directory / "policy"
+    shutil.copytree(Path(P.__file__).resolve().parent, copied, ignore=shutil.ignore_patterns(".venv", "__pycache__"))
+    for stack, record in policy_data.stack_data(runs, values).items():  # one file per stack
+        (copied / "stacks" / f"{stack}.json").write_text(json.dumps(record))
+    return copied
+
+
+def refusals(diagnostics) -> list[tuple[str, str]]:
+    """(policy, message) of each MANDATORY diagnostic; the CLI shows the description, then the message."""
+    from pulumi.runtime.proto import analyzer_pb2
+
+    return [(d.policyName, d.message.split("\n", 1)[1]) for d in diagnostics if d.enforcementLevel == analyzer_pb2.MANDATORY]
+
+
+def served_refusals(analyzer, run: ProgramRun, reg: Registration, props: dict) -> list[tuple[str, str]]:
+    """The served pack's refusals of `reg` with `props` for inputs, sent with its options and provider."""
+    return refusals(analyze_remote(analyzer, reg.type, props, reg.urn, reg.name, protect=reg.protect, provider=remote_provider(run, reg)))
+
+
+def served_stack_refusals(analyzer, run: ProgramRun, replaced: dict[str, dict]) -> list[tuple[str, str]]:
+    """The stack's resources with their final outputs, reads included, `replaced` by URN."""
+    from google.protobuf import struct_pb2
+    from pulumi.runtime.proto import analyzer_pb2
+
+    resources = []
+    for reg in [*run.registrations, *run.reads]:
+        if reg.custom:
+            properties = struct_pb2.Struct()
+            properties.update(json.loads(json.dumps(replaced.get(reg.urn, reg.final_state), default=str)))
+            options = analyzer_pb2.AnalyzerResourceOptions(protect=reg.protect)
+            resources.append(analyzer_pb2.AnalyzerResource(type=reg.type, properties=properties, urn=reg.urn, name=reg.name, options=options))
+    return refusals(analyzer.AnalyzeStack(analyzer_pb2.AnalyzeStackRequest(resources=resources), timeout=60).diagnostics)
+
+
+def of(found: list[tuple[str, str]], policy: str) -> list[str]:
+    return [m for name, m in found if name == policy]
+
+
 def requirement_pins(path: Path) -> dict[str, str]:
     """name → version of a requirements file whose every requirement is pinned with ==."""
     out = {}

@@ -47,7 +47,7 @@ SUBSET = [
     "tests/test_guardrails_exact.py::test_the_committed_stacks_pass_the_pack_served_from_a_copy_of_policy_alone",
     "tests/test_plan.py::test_every_committed_stack_plans_environment_stacks_first",
     "tests/test_workflow.py::test_every_committed_stack_is_previewed_when_the_code_changes",
-    "tests/test_workflow.py::test_each_deploy_job_deploys_its_environment_then_every_committed_team_stack_of_it",
+    "tests/test_workflow.py::test_each_deploy_job_gates_and_deploys_its_environment_then_every_committed_team_stack_of_it",
     "tests/test_workflow.py::test_every_committed_team_stack_is_deployed_by_ci",
     "tests/test_workflow.py::test_drift_runs_on_a_schedule_for_every_environment_stack_with_the_read_only_identity",
     "tests/test_readme.py::test_stack_file_examples_work_as_new_stacks",
@@ -257,7 +257,7 @@ def test_the_tests_pass_after_adding_teams_as_the_docs_say_and_with_make_team(re
     for added in (stack, *(f"team-{name}-dev" for name in TEAMS.values())):
         assert f"PASSED {SUBSET[0]}[{added}]" in output, added
     assert f"PASSED {SUBSET[0]}[team-vision-dev]" not in output  # deleted
-    assert "PASSED tests/test_workflow.py::test_each_deploy_job_deploys_its_environment_then_every_committed_team_stack_of_it[up-dev-dev]" in output
+    assert "PASSED tests/test_workflow.py::test_each_deploy_job_gates_and_deploys_its_environment_then_every_committed_team_stack_of_it[up-dev-dev]" in output
     assert " skipped" not in output.strip().splitlines()[-1], output.strip().splitlines()[-1]
     # Every test here that read this checkout's own stack files ran there too.
     assert checkout_reads.unchecked(SUBSET) == {}

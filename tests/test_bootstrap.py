@@ -423,7 +423,7 @@ def test_bootstrap_pins_match_the_program():
 # --- GitHub ---------------------------------------------------------------------------------------
 
 
-def test_main_is_protected_with_reviews_and_the_test_job(bootstrap):
+def test_main_is_protected_with_reviews_the_test_job_and_the_previews_gates(bootstrap):
     protection = bootstrap.one("github:index/branchProtection:BranchProtection")
     assert protection.input("pattern") == "main" and protection.input("repositoryId") == "gpu-platform"
     assert protection.input("enforceAdmins") is True and protection.input("allowsForcePushes") is False
@@ -431,7 +431,8 @@ def test_main_is_protected_with_reviews_and_the_test_job(bootstrap):
     assert reviews["requiredApprovingReviewCount"] >= 1 and reviews["dismissStaleReviews"] is True
     [checks] = protection.input("requiredStatusChecks")
     workflow = yaml.safe_load((PROJECT_DIR / ".github" / "workflows" / "pulumi.yml").read_text())
-    assert checks["contexts"] == [workflow["jobs"]["test"]["name"]]
+    assert checks["contexts"] == [workflow["jobs"]["test"]["name"], workflow["jobs"]["gates"]["name"]]
+    assert checks["strict"] is True
 
 
 def test_the_environments_the_subjects_stand_for(bootstrap):

@@ -503,15 +503,31 @@ def _privileged_collector(objects: list[dict]) -> None:
             lambda objects: named(objects, "ClusterRole", "gpu-platform:gpu-watchdog")["rules"].append(
                 {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list"]}
             ),
-            "(ClusterRole gpu-platform:gpu-watchdog): its rules, role or subjects are not the ones gpu-platform grants; allowed: exactly "
-            "those of policy/program_data.json inventory (make policy-data)",
+            "(ClusterRole gpu-platform:gpu-watchdog): rules[2]: {'apiGroups': [''], 'resources': ['secrets'], 'verbs': ['get', 'list']} "
+            "is not what gpu-platform grants; allowed: not there (policy/program_data.json inventory (make policy-data))",
+        ),
+        # A verb more in one of its rules: the rule's index and field, both lists whole.
+        (
+            lambda objects: named(objects, "ClusterRole", "gpu-platform:gpu-watchdog")["rules"][0]["verbs"].append("escalate"),
+            "(ClusterRole gpu-platform:gpu-watchdog): rules[0].verbs: ",
+        ),
+        # The binding's subject swapped for the namespace's default account (any pod's), its role for cluster-admin.
+        (
+            lambda objects: named(objects, "ClusterRoleBinding", "gpu-platform:gpu-watchdog")["subjects"][0].update(name="default"),
+            "(ClusterRoleBinding gpu-platform:gpu-watchdog): subjects[0].name: 'default' is not what gpu-platform grants; allowed: 'gpu-watchdog'",
+        ),
+        (
+            lambda objects: named(objects, "ClusterRoleBinding", "gpu-platform:gpu-watchdog")["roleRef"].update(name="cluster-admin"),
+            "(ClusterRoleBinding gpu-platform:gpu-watchdog): roleRef.name: 'cluster-admin' is not what gpu-platform grants; allowed: "
+            "'gpu-platform:gpu-watchdog' (policy/program_data.json inventory (make policy-data))",
         ),
         # The collector's discovery binding given to every service account of the tenant.
         (
             lambda objects: named(objects, "RoleBinding", "gpu-metrics-collector-discovery", "gpu-operator")["subjects"].append(
                 {"kind": "Group", "name": "system:serviceaccounts", "apiGroup": "rbac.authorization.k8s.io"}
             ),
-            "(RoleBinding gpu-operator/gpu-metrics-collector-discovery): its rules, role or subjects are not the ones gpu-platform grants",
+            "(RoleBinding gpu-operator/gpu-metrics-collector-discovery): subjects[1]: {'apiGroup': 'rbac.authorization.k8s.io', 'kind': "
+            "'Group', 'name': 'system:serviceaccounts'} is not what gpu-platform grants; allowed: not there",
         ),
         # The host-networked collector, privileged with the node's root filesystem.
         (

@@ -50,6 +50,24 @@ def test_every_variable_is_one_argument_as_given(tmp_path, target, variables, ex
     assert run.created == set()
 
 
+@pytest.mark.parametrize("value", [MAKE_CODE, SHELL_CODE, QUOTE_BREAK, "tenant-nlp,tenant-speech gke"])
+def test_make_plan_hands_allow_destroy_to_the_plan_as_typed(tmp_path, value):
+    """ALLOW_DESTROY reaches tools/plan.py in its environment variable, as typed: make's own
+    `$(shell …)` is not expanded, shell code not run."""
+    run = run_make(tmp_path, "plan", "STACK=dev", f"ALLOW_DESTROY={value}")
+    assert run.returncode == 0, run.output
+    assert run.environment == {"ALLOW_DESTROY": value}
+    assert run.arguments == ["-m", "tools.plan", "--stack", "dev"]
+    assert run.created == set()
+
+
+def test_allow_destroy_from_the_environment_is_data_too_and_unset_declares_nothing(tmp_path):
+    (tmp_path / "given").mkdir()
+    (tmp_path / "unset").mkdir()
+    assert run_make(tmp_path / "given", "plan", environment={"ALLOW_DESTROY": MAKE_CODE}).environment == {"ALLOW_DESTROY": MAKE_CODE}
+    assert run_make(tmp_path / "unset", "plan").environment == {"ALLOW_DESTROY": ""}
+
+
 def test_make_acceptance_passes_its_variables_as_data(tmp_path):
     run = run_make(
         tmp_path,

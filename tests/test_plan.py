@@ -859,6 +859,28 @@ def test_compare_to_a_git_ref_from_the_command_line():
         plan_compare.snapshot_at("no-such-ref-xyz", "dev", PROJECT_DIR)
 
 
+@pytest.mark.parametrize("option", ["--output={target}", "--remote={target}", "-o{target}", "--exec=touch {target}"])
+def test_a_compare_ref_that_is_an_option_to_git_is_refused_and_does_nothing(tmp_path, option):
+    """`make plan COMPARE=--output=/tmp/x` once had `git archive` truncate /tmp/x: a ref is resolved
+    to its commit with `git rev-parse --verify --end-of-options` first, and only the SHA reaches git."""
+    from tools import plan_compare
+
+    if subprocess.run(["git", "-C", str(PROJECT_DIR), "rev-parse", "HEAD"], capture_output=True).returncode != 0:
+        pytest.skip("not a git checkout")
+    target = tmp_path / "victim"
+    target.write_text("kept")
+    ref = option.format(target=target)
+    with pytest.raises(plan_compare.CompareError) as refused:
+        plan_compare.snapshot_at(ref, "dev", PROJECT_DIR)
+    assert str(refused.value) == (
+        f"git cannot read {ref!r} in {PROJECT_DIR}: not a commit; allowed: a branch, tag, release (vX.Y.Z) or commit of this clone"
+    )
+    assert target.read_text() == "kept" and sorted(p.name for p in tmp_path.iterdir()) == ["victim"]
+    assert plan_compare.resolve_ref("HEAD", PROJECT_DIR) == subprocess.run(
+        ["git", "-C", str(PROJECT_DIR), "rev-parse", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+
+
 # --- one meaning per figure; every figure in the JSON --------------------------------------------
 
 

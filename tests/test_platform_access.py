@@ -197,7 +197,25 @@ def test_prod_refuses_the_hosted_router_without_single_sign_on(stack_values):
         "(team members reach publicHost, admins port-forward), or true with single sign-on (platform.sso)"
     ]
     values[f"{NS}:platform"]["sso"] = SSO
-    load_stack(values, stack="prod", project_dir=SHIPPED_DIR)  # with single sign-on: allowed
+    load_stack(values, stack="prod", project_dir=SHIPPED_DIR)  # with single sign-on admitting named groups: allowed
+
+
+def test_prod_refuses_the_hosted_router_with_single_sign_on_that_admits_every_account(stack_values):
+    """Empty sso.groups: the platform's OIDC connector admits every account its provider
+    authenticates, which with the hosted router is anyone on the internet who has one."""
+    values = stack_values("prod")
+    values[f"{NS}:platform"].update(hostedRouter=True, sso={k: v for k, v in SSO.items() if k != "groups"})
+    assert problems(values) == [
+        "platform.sso.groups: empty is not allowed in prod with platform.hostedRouter: true: the platform's single sign-on would admit "
+        "every account of 'https://accounts.example.com' to the UI and API the hosted *.loft.host domain serves to the internet, and the "
+        "platform is cluster-admin on the host cluster; allowed: the groups whose members may log in (with groupsClaim), or "
+        "hostedRouter: false"
+    ]
+    values[f"{NS}:platform"]["sso"]["groups"] = []
+    assert [p.split(":", 1)[0] for p in problems(values)] == ["platform.sso.groups"]
+    # Without the hosted router, or in dev, every account of the provider may reach publicHost's ranges only: allowed.
+    values[f"{NS}:platform"]["hostedRouter"] = False
+    load_stack(values, stack="prod", project_dir=SHIPPED_DIR)
 
 
 def test_public_access_problems_name_their_keys_all_at_once(stack_values):

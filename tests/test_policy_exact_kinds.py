@@ -6,91 +6,23 @@ refused by a MANDATORY policy whose message names the resource and the field.
 The stack judged is dev, configured as a user would to have every kind the program makes: single
 sign-on, an e-mail notification channel and the showback view over dev's own billing export. The
 copy's records (policy/stacks/) record dev so configured (what `make policy-data` writes for it), so
-the pack judges by value against that record."""
+the pack judges by value against that record (the session's `configured` and `analyzer` fixtures,
+tests/conftest.py and tests/policy_support.py)."""
 
 from __future__ import annotations
 
 import copy
-import json
-import shutil
 
-import pytest
-from policy_support import analyze_remote, remote_provider, served_pack
+from policy_support import BILLING_EXPORT, OTHER_EXPORT, analyze_remote, of, refusals, served_refusals, served_stack_refusals
 
-from config.stack_files import PROJECT_DIR
-from shipped_stacks import run_shipped, shipped_values
 from tools import policy_data
-from tools.mock_engine import Registration
-
-NS = "gpu-platform"
-BILLING_EXPORT = "acme-ml-dev.billing.gcp_billing_export_v1_000000_000000_000000"
-OTHER_EXPORT = "acme-ml-prod.billing.gcp_billing_export_v1_000000_000000_000000"
-SSO = {"issuerUrl": "https://accounts.example.com", "clientId": "gpu-platform", "groups": ["ml-admins"], "groupsClaim": "groups"}
-
-
-@pytest.fixture(scope="module")
-def configured(dev_run):
-    """dev with every option whose resources the pack holds by value."""
-    values = shipped_values("dev")
-    values[f"{NS}:platform"]["sso"] = SSO
-    monitoring = values.setdefault(f"{NS}:monitoring", {})
-    monitoring["notificationChannels"] = [{"email": "oncall@acme.example"}]
-    monitoring.setdefault("showback", {})["billingExportTable"] = BILLING_EXPORT
-    return run_shipped(values, stack="dev"), values
-
-
-@pytest.fixture(scope="module")
-def analyzer(configured, prod_run, tenant_run, tmp_path_factory):
-    """A copy of policy/ alone, its data recording dev as configured, served as the CLI serves it."""
-    run, values = configured
-    copied = tmp_path_factory.mktemp("published") / "policy"
-    shutil.copytree(PROJECT_DIR / "policy", copied, ignore=shutil.ignore_patterns(".venv", "__pycache__"))
-    records = policy_data.stack_data({"dev": run, "prod": prod_run, "team-vision-dev": tenant_run}, {**_shipped_values(), "dev": values})
-    for stack, record in records.items():  # one file per stack (policy/stacks/)
-        (copied / "stacks" / f"{stack}.json").write_text(json.dumps(record))
-    with served_pack(copied, cwd=copied.parent) as stub:
-        yield stub
-
-
-def _shipped_values() -> dict:
-    return {stack: shipped_values(stack) for stack in ("dev", "prod", "team-vision-dev")}
-
-
-def refusals(diagnostics) -> list[tuple[str, str]]:
-    """(policy, message) of each MANDATORY diagnostic; the CLI shows the description, then the message."""
-    from pulumi.runtime.proto import analyzer_pb2
-
-    return [(d.policyName, d.message.split("\n", 1)[1]) for d in diagnostics if d.enforcementLevel == analyzer_pb2.MANDATORY]
-
-
-def analyze(analyzer, run, reg: Registration, props: dict) -> list[tuple[str, str]]:
-    return refusals(analyze_remote(analyzer, reg.type, props, reg.urn, reg.name, protect=reg.protect, provider=remote_provider(run, reg)))
-
-
-def analyze_stack(analyzer, run, replaced: dict[str, dict]) -> list[tuple[str, str]]:
-    """The stack's resources with their final outputs, reads included, `replaced` by URN."""
-    from google.protobuf import struct_pb2
-    from pulumi.runtime.proto import analyzer_pb2
-
-    resources = []
-    for reg in [*run.registrations, *run.reads]:
-        if reg.custom:
-            properties = struct_pb2.Struct()
-            properties.update(json.loads(json.dumps(replaced.get(reg.urn, reg.final_state), default=str)))
-            options = analyzer_pb2.AnalyzerResourceOptions(protect=reg.protect)
-            resources.append(analyzer_pb2.AnalyzerResource(type=reg.type, properties=properties, urn=reg.urn, name=reg.name, options=options))
-    return refusals(analyzer.AnalyzeStack(analyzer_pb2.AnalyzeStackRequest(resources=resources), timeout=60).diagnostics)
-
-
-def of(found: list[tuple[str, str]], policy: str) -> list[str]:
-    return [m for name, m in found if name == policy]
 
 
 def test_the_configured_stack_passes(analyzer, configured):
     run, _ = configured
     for reg in run.registrations:
-        assert analyze(analyzer, run, reg, reg.plain_inputs) == [], reg.name
-    assert analyze_stack(analyzer, run, {}) == []
+        assert served_refusals(analyzer, run, reg, reg.plain_inputs) == [], reg.name
+    assert served_stack_refusals(analyzer, run, {}) == []
 
 
 # --- 1, 2: Kubernetes providers -----------------------------------------------------------------------
@@ -110,14 +42,14 @@ def test_a_kubernetes_provider_for_another_cluster_of_the_same_location(analyzer
     provider = run.one("pulumi:providers:kubernetes")
     elsewhere = "https://gke-0123456789abcdef0123456789abcdef-999999999999.europe-west4-a.gke.goog"
     props = {**provider.final_state, "kubeconfig": _with_server(provider.final_state["kubeconfig"], elsewhere)}
-    assert analyze(analyzer, run, provider, {**provider.plain_inputs, "kubeconfig": props["kubeconfig"]}) == []
-    [message] = of(analyze_stack(analyzer, run, {provider.urn: props}), "kubernetes-providers-own-cluster")
+    assert served_refusals(analyzer, run, provider, {**provider.plain_inputs, "kubeconfig": props["kubeconfig"]}) == []
+    [message] = of(served_stack_refusals(analyzer, run, {provider.urn: props}), "kubernetes-providers-own-cluster")
     assert message.startswith(f"gke-k8s: kubeconfig: clusters[0].cluster.server: '{elsewhere}' is not the stack's own host cluster; allowed: exactly ")
     assert "https://gke-placeholder-dns-endpoint.europe-west4-a.gke.goog" in message  # the stack's own cluster resource's endpoint
     # A team stack: the endpoint of the kubeconfig its environment exports, through its StackReference.
     host = tenant_run.one("pulumi:providers:kubernetes")
     props = {**host.final_state, "kubeconfig": _with_server(host.final_state["kubeconfig"], elsewhere)}
-    [message] = of(analyze_stack(analyzer, tenant_run, {host.urn: props}), "kubernetes-providers-own-cluster")
+    [message] = of(served_stack_refusals(analyzer, tenant_run, {host.urn: props}), "kubernetes-providers-own-cluster")
     assert message.startswith(f"host: kubeconfig: clusters[0].cluster.server: '{elsewhere}' is not the stack's own host cluster")
     assert "the kubeconfig environment stack acme/gpu-platform/dev exports" in message
 
@@ -125,10 +57,10 @@ def test_a_kubernetes_provider_for_another_cluster_of_the_same_location(analyzer
 def test_a_kubernetes_provider_input_beside_the_kubeconfig(analyzer, configured):
     run, _ = configured
     provider = run.one("pulumi:providers:kubernetes")
-    found = analyze(analyzer, run, provider, {**provider.plain_inputs, "renderYamlToDirectory": "/tmp/manifests", "context": "other"})
+    found = served_refusals(analyzer, run, provider, {**provider.plain_inputs, "renderYamlToDirectory": "/tmp/manifests", "context": "other"})
     assert sorted(of(found, "stack-resources-by-record")) == [
-        "gke-k8s: context: 'other' is not what stack dev's configuration sets; allowed: not set (policy/program_data.json stacks (make policy-data))",
-        "gke-k8s: renderYamlToDirectory: '/tmp/manifests' is not what stack dev's configuration sets; allowed: not set (policy/program_data.json stacks (make policy-data))",
+        "gke-k8s: context: 'other' is not what stack dev's configuration sets; allowed: not set (policy/stacks/<stack>.json (make policy-data))",
+        "gke-k8s: renderYamlToDirectory: '/tmp/manifests' is not what stack dev's configuration sets; allowed: not set (policy/stacks/<stack>.json (make policy-data))",
     ]
 
 
@@ -140,11 +72,11 @@ def test_the_platform_login_pointed_at_another_identity_provider(analyzer, confi
     release = run.one("kubernetes:helm.sh/v3:Release")
     props = copy.deepcopy(release.plain_inputs)
     props["values"]["config"]["auth"]["oidc"].update(issuerUrl="https://idp.mallory.example", clientId="mallory")
-    assert sorted(of(analyze(analyzer, run, release, props), "stack-resources-by-record")) == [
+    assert sorted(of(served_refusals(analyzer, run, release, props), "stack-resources-by-record")) == [
         "platform-release (chart 'vcluster-platform'): values.config.auth.oidc.clientId: 'mallory' is not what stack dev's configuration "
-        "sets; allowed: 'gpu-platform' (policy/program_data.json stacks (make policy-data))",
+        "sets; allowed: 'gpu-platform' (policy/stacks/<stack>.json (make policy-data))",
         "platform-release (chart 'vcluster-platform'): values.config.auth.oidc.issuerUrl: 'https://idp.mallory.example' is not what stack "
-        "dev's configuration sets; allowed: 'https://accounts.example.com' (policy/program_data.json stacks (make policy-data))",
+        "dev's configuration sets; allowed: 'https://accounts.example.com' (policy/stacks/<stack>.json (make policy-data))",
     ]
 
 
@@ -160,7 +92,7 @@ def test_a_prod_ingress_without_ranges_or_with_ranges_its_controller_ignores(ana
         "ingressClass": "gce",  # GCE ingress ignores ingress-nginx's source-range annotation
         "annotations": {"nginx.ingress.kubernetes.io/whitelist-source-range": "203.0.113.0/24"},
     }
-    found = analyze(analyzer, prod_run, release, props)
+    found = served_refusals(analyzer, prod_run, release, props)
     assert "platform-release (chart 'vcluster-platform'): values.ingress.enabled: true is not a value gpu-platform sets for chart vcluster-platform" in " ".join(
         of(found, "helm-release-by-design")
     )
@@ -175,9 +107,9 @@ def test_a_prod_ingress_without_ranges_or_with_ranges_its_controller_ignores(ana
     service = prod_run.one("kubernetes:core/v1:Service")
     props = copy.deepcopy(service.plain_inputs)
     del props["spec"]["loadBalancerSourceRanges"]
-    found = analyze(analyzer, prod_run, service, props)
+    found = served_refusals(analyzer, prod_run, service, props)
     assert of(found, "load-balancer-services-by-design") == [
-        "platform-public: spec.loadBalancerSourceRanges: not set; allowed: ['203.0.113.0/24'] (policy/program_data.json stacks (make policy-data))"
+        "platform-public: spec.loadBalancerSourceRanges: not set; allowed: ['203.0.113.0/24'] (policy/stacks/<stack>.json (make policy-data))"
     ]
     [open_] = of(found, "public-ranges-prod")
     assert open_.startswith("platform-public: spec.loadBalancerSourceRanges: ")
@@ -187,12 +119,12 @@ def test_prod_without_the_router_switch_and_without_single_sign_on(analyzer, pro
     release = prod_run.one("kubernetes:helm.sh/v3:Release")
     props = copy.deepcopy(release.plain_inputs)
     del props["values"]["env"]
-    found = analyze(analyzer, prod_run, release, props)
+    found = served_refusals(analyzer, prod_run, release, props)
     [message] = of(found, "helm-release-by-design")
     assert message.startswith("platform-release (chart 'vcluster-platform'): values.env.DISABLE_LOFT_ROUTER: not set in prod (stack prod is environment 'prod') without single sign-on")
     assert of(found, "stack-resources-by-record") == [
-        "platform-release (chart 'vcluster-platform'): values.env: not set; allowed: {'DISABLE_LOFT_ROUTER': 'true'} (policy/program_data.json "
-        "stacks (make policy-data))"
+        "platform-release (chart 'vcluster-platform'): values.env: not set; allowed: {'DISABLE_LOFT_ROUTER': 'true'} (policy/stacks/<stack>.json "
+        "(make policy-data))"
     ]
 
 
@@ -203,7 +135,7 @@ def test_a_notification_channel_to_an_outside_webhook(analyzer, configured):
     run, _ = configured
     channel = run.one("gcp:monitoring/notificationChannel:NotificationChannel")
     props = {**copy.deepcopy(channel.plain_inputs), "type": "webhook_tokenauth", "labels": {"url": "https://hooks.mallory.example/x"}}
-    found = of(analyze(analyzer, run, channel, props), "stack-resources-by-record")
+    found = of(served_refusals(analyzer, run, channel, props), "stack-resources-by-record")
     assert f"{channel.name}: type: 'webhook_tokenauth' is not what stack dev's configuration sets; allowed: 'email'" in " ".join(found)
     assert f"{channel.name}: labels.url: 'https://hooks.mallory.example/x' is not what stack dev's configuration sets; allowed: not set" in " ".join(found)
 
@@ -214,7 +146,7 @@ def test_a_cost_view_over_another_environments_billing_export(analyzer, configur
     props = copy.deepcopy(view.plain_inputs)
     assert BILLING_EXPORT in props["view"]["query"]
     props["view"]["query"] = props["view"]["query"].replace(BILLING_EXPORT, OTHER_EXPORT)
-    [message] = of(analyze(analyzer, run, view, props), "stack-resources-by-record")
+    [message] = of(served_refusals(analyzer, run, view, props), "stack-resources-by-record")
     assert message.startswith(f"{view.name} (table 'gpu_cost_by_team'): view.query: ") and OTHER_EXPORT in message
     assert "is not what stack dev's configuration sets; allowed: " in message
 
@@ -234,7 +166,7 @@ def test_a_host_node_pool_of_another_size_and_shape(analyzer, configured):
         kubeletConfig={"insecureKubeletReadonlyPortEnabled": "TRUE"},
     )
     props["nodeConfig"]["metadata"]["ssh-keys"] = "mallory:ssh-ed25519 AAAA"
-    found = " ".join(of(analyze(analyzer, run, pool, props), "stack-resources-by-record"))
+    found = " ".join(of(served_refusals(analyzer, run, pool, props), "stack-resources-by-record"))
     prefix = "gke-system (node pool 'system' of cluster 'gpu-dev'): "
     for expected in (
         "autoscaling.maxNodeCount: 80 is not what stack dev's configuration sets; allowed: 3",
@@ -256,14 +188,14 @@ def test_a_restore_plan_with_rules_or_another_teams_backup(analyzer, configured)
     props["restoreConfig"]["transformationRules"] = [
         {"fieldActions": [{"op": "REPLACE", "path": "/spec/template/spec/containers/0/image", "value": "ghcr.io/mallory/x"}], "resourceFilter": {}}
     ]
-    [rules] = of(analyze(analyzer, run, plan, props), "stack-resources-by-record")
+    [rules] = of(served_refusals(analyzer, run, plan, props), "stack-resources-by-record")
     assert rules.startswith("tenant-nlp-backup-restore-plan (restore plan 'dev-nlp-restore'): restoreConfig.transformationRules: ")
-    assert rules.endswith("is not what stack dev's configuration sets; allowed: not set (policy/program_data.json stacks (make policy-data))")
+    assert rules.endswith("is not what stack dev's configuration sets; allowed: not set (policy/stacks/<stack>.json (make policy-data))")
     props = {**copy.deepcopy(plan.plain_inputs), "backupPlan": plan.plain_inputs["backupPlan"].replace("/dev-nlp", "/dev-speech")}
-    assert of(analyze(analyzer, run, plan, props), "stack-resources-by-record") == [
+    assert of(served_refusals(analyzer, run, plan, props), "stack-resources-by-record") == [
         "tenant-nlp-backup-restore-plan (restore plan 'dev-nlp-restore'): backupPlan: 'projects/acme-ml-dev/locations/europe-west4/backupPlans/"
         "dev-speech' is not what stack dev's configuration sets; allowed: 'projects/acme-ml-dev/locations/europe-west4/backupPlans/dev-nlp' "
-        "(policy/program_data.json stacks (make policy-data))"
+        "(policy/stacks/<stack>.json (make policy-data))"
     ]
 
 
@@ -278,9 +210,9 @@ def test_a_second_gcp_provider_for_another_project_with_impersonation(analyzer, 
     found = of(refusals(analyze_remote(analyzer, provider.type, props, urn, "gcp-elsewhere")), "stack-resources-by-record")
     assert sorted(found) == [
         "gcp-elsewhere: impersonateServiceAccount: 'owner@mallory-prod.iam.gserviceaccount.com' is not what stack dev's configuration sets; "
-        "allowed: not set (policy/program_data.json stacks (make policy-data))",
-        "gcp-elsewhere: project: 'mallory-prod' is not what stack dev's configuration sets; allowed: 'acme-ml-dev' (policy/program_data.json "
-        "stacks (make policy-data))",
+        "allowed: not set (policy/stacks/<stack>.json (make policy-data))",
+        "gcp-elsewhere: project: 'mallory-prod' is not what stack dev's configuration sets; allowed: 'acme-ml-dev' (policy/stacks/<stack>.json "
+        "(make policy-data))",
     ]
     # The engine adds the provider's version: only the pinned one.
     found = of(refusals(analyze_remote(analyzer, provider.type, {**provider.plain_inputs, "version": "6.0.0"}, provider.urn, provider.name)), "stack-resources-by-record")

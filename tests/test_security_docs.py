@@ -43,6 +43,44 @@ def by_kind(documents: list[dict], kind: str) -> list[dict]:
     return [d for d in documents if d["kind"] == kind]
 
 
+# --- Every row of the threat table names what enforces it ------------------------------------------------
+
+# A file the page names: a path under one of the repository's own directories, or a workflow.
+_FILE = re.compile(r"`((?:components|config|policy|templates|tools|bootstrap|\.github)/[A-Za-z0-9_./-]+\.[a-z]+)`")
+
+
+def threat_rows() -> list[str]:
+    """The rows of "Who can reach what" (project mode), header and rule left out."""
+    lines = [line for line in section("Who can reach what").splitlines() if line.startswith("| ")]
+    assert lines[0].startswith("| actor |"), lines[0]
+    return lines[1:]
+
+
+def test_every_row_of_the_threat_table_names_the_files_that_enforce_it():
+    """Each actor's row names at least one file of the repository that enforces what it says, and
+    every file the table names exists (a renamed or deleted module makes the row stale)."""
+    from config.stack_files import PROJECT_DIR
+
+    rows = threat_rows()
+    assert len(rows) >= 17 and rows[0].startswith("| a pod on a team's node"), rows
+    for line in rows:
+        actor = line.split(" | ", 1)[0].removeprefix("| ")
+        named = _FILE.findall(line)
+        assert named, f"the row of {actor!r} names no file that enforces it"
+        missing = [name for name in named if not (PROJECT_DIR / name).is_file()]
+        assert missing == [], f"the row of {actor!r} names files that do not exist: {missing}"
+
+
+def test_the_drift_row_says_when_a_tenant_kubeconfig_is_within_reach():
+    """The drift identity reads the admin password: a team's kubeconfig is out of its direct reach,
+    not out of reach while its holder can reach the platform's login with password login on."""
+    text = words(row("the CI drift identity"))
+    assert "stays out of reach" not in text
+    assert "is a platform admin, and through the platform every team's cluster-admin" in text
+    assert "as long as password login is on, that is without `platform.sso`" in text
+    assert "a team's `vc-<team>` kubeconfig is out of its reach except through the platform's login" in text
+
+
 # --- Pod Security ---------------------------------------------------------------------------------------
 
 

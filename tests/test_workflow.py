@@ -366,11 +366,9 @@ def test_each_job_has_the_identity_of_what_it_may_change(workflow):
 def test_preview_identities_differ_from_deploy_identities(workflow):
     jobs = pulumi_jobs(workflow)
     previews = {google_identity(jobs[n]) for n, _, _ in pulumi_steps(workflow, "preview")}
-    deploys = {google_identity(jobs[n]) for n, _, _ in pulumi_steps(workflow, "up")}
+    deploys = {google_identity(jobs[n]) for n in deploy_jobs(workflow)}
     assert previews and deploys and previews.isdisjoint(deploys)
-    assert {pulumi_team(jobs[n]) for n, _, _ in pulumi_steps(workflow, "preview")}.isdisjoint(
-        {pulumi_team(jobs[n]) for n, _, _ in pulumi_steps(workflow, "up")}
-    )
+    assert {pulumi_team(jobs[n]) for n, _, _ in pulumi_steps(workflow, "preview")}.isdisjoint({pulumi_team(jobs[n]) for n in deploy_jobs(workflow)})
 
 
 def test_every_pulumi_step_follows_a_per_job_team_token_and_google_auth(workflow):
@@ -381,7 +379,11 @@ def test_every_pulumi_step_follows_a_per_job_team_token_and_google_auth(workflow
         assert None not in order and order == sorted(order), f"{name}: authenticate before pulumi runs"
         components = [c.strip() for c in str(step_of(job, SETUP_GCLOUD)["with"]["install_components"]).split(",")]
         assert "gke-gcloud-auth-plugin" in components, name
-        assert str(step_of(job, PULUMI_ACTION)["with"]["stack-name"]).startswith("${{ vars.PULUMI_ORG }}/"), name
+        pulumi = step_of(job, PULUMI_ACTION)["with"]
+        if "command" in pulumi:  # a preview; the deploy jobs' step installs the CLI only, tools/deploy.py runs it
+            assert str(pulumi["stack-name"]).startswith("${{ vars.PULUMI_ORG }}/"), name
+        else:
+            assert set(pulumi) == {"pulumi-version"} and index_of(job, PULUMI_ACTION) < steps(job).index(deploy_step(job)), name
 
 
 def test_previews_comment_diff_and_run_the_policy_pack(workflow):
@@ -398,40 +400,49 @@ def test_previews_comment_diff_and_run_the_policy_pack(workflow):
     assert pulumi_jobs(workflow)["preview-prod"]["strategy"]["matrix"]["stack"] == "${{ fromJSON(needs.changes.outputs.prod) }}"
 
 
-def test_policy_pack_also_guards_every_update(workflow):
-    for name, _, step in pulumi_steps(workflow, "up"):
-        assert step["with"].get("policyPacks") == "policy", name
-
-
 def test_only_dev_and_prod_are_deployed_only_from_main_and_prod_only_in_production(workflow):
-    ups = pulumi_steps(workflow, "up")
-    assert sorted(str(step["with"]["stack-name"]).rsplit("/", 1)[-1] for _, _, step in ups) == ["dev", "prod"]
-    for name, job, step in ups:
+    deploys = deploy_jobs(workflow)
+    assert sorted(deploys.values()) == ["dev", "prod"] and set(deploys) == {"up-dev", "up-prod"}
+    for name, environment_stack in deploys.items():
+        job = workflow["jobs"][name]
         assert only_on_push_to_main(job), f"{name}: `pulumi up` only on a push to main"
         assert "matrix" not in (job.get("strategy") or {}), name
-        if step["with"]["stack-name"].endswith("/prod"):
+        if environment_stack == "prod":
             assert environment_name(job) == "production", name
             assert "up-dev" in job["needs"], "prod follows a successful dev deployment"
         else:
             assert environment_name(job) is None, name
-    # The only other `pulumi up`s are the team stacks' steps of these two jobs (below); the previews'
-    # destroy gates run `pulumi preview` alone (tests/test_upgrade_check.py).
+    # No other step runs `pulumi up`: the pulumi/actions steps preview or install the CLI, the
+    # previews' destroy gates run `pulumi preview` alone (tests/test_upgrade_check.py).
+    assert {(s["with"] or {}).get("command") for _, j in pulumi_jobs(workflow).items() for s in steps(j) if action(s) == PULUMI_ACTION} == {"preview", None}
     for name, job in workflow["jobs"].items():
         for step in steps(job):
             if step.get("name") == "Destroy gate":
                 assert re.findall(r"\bpulumi \w+", step["run"]) == ["pulumi preview"], name
-            elif "pulumi" in str(step.get("run", "")) or "team_stacks" in str(step.get("run", "")):
-                assert name in ("up-dev", "up-prod") and step is team_stacks_step(job), f"{name}: {step.get('name')}"
+            elif "pulumi" in str(step.get("run", "")) or "tools." in str(step.get("run", "")) and name != "test":
+                assert name in ("up-dev", "up-prod") and step is deploy_step(job), f"{name}: {step.get('name')}"
 
 
-# --- Team stacks: deployed by the environment's deploy job, after the environment ------------------
+# --- Deployments: the environment, then its team stacks, each behind the destroy gate -------------
 
-TEAM_STACKS_COMMAND = re.compile(r'^\.venv/bin/python -m tools\.team_stacks (?P<environment>[a-z0-9]+) --deploy --organization "\$PULUMI_ORG"$')
+DEPLOY_COMMAND = re.compile(r'^\.venv/bin/python -m tools\.deploy (?P<environment>[a-z0-9]+) --organization "\$PULUMI_ORG" --before "\$BEFORE_SHA"$')
 
 
-def team_stacks_step(job: dict) -> dict:
-    [step] = [s for s in steps(job) if "tools.team_stacks" in str(s.get("run", ""))]
+def deploy_step(job: dict) -> dict:
+    [step] = [s for s in steps(job) if "tools.deploy" in str(s.get("run", ""))]
     return step
+
+
+def deploy_jobs(workflow: dict) -> dict[str, str]:
+    """Job name → the environment stack its deploy step deploys (tools/deploy.py)."""
+    found = {}
+    for name, job in workflow["jobs"].items():
+        for step in steps(job):
+            if "tools.deploy" in str(step.get("run", "")):
+                match = DEPLOY_COMMAND.fullmatch(str(step["run"]).strip())
+                assert match, step["run"]
+                found[name] = match.group("environment")
+    return found
 
 
 def committed_team_stacks(environment_stack: str) -> list[str]:
@@ -443,49 +454,115 @@ def committed_team_stacks(environment_stack: str) -> list[str]:
 
 FAKE_PULUMI = """#!/usr/bin/env bash
 echo "$*" >> "$PULUMI_LOG"
+case "$1 $2" in "preview --json") echo '{"steps": []}' ;; "stack history") echo '[]' ;; esac
 """
 
 
-def run_team_stacks_step(step: dict, tmp_path: Path) -> tuple[subprocess.CompletedProcess, list[str]]:
-    """Runs the step's command as the job would, with a fake `pulumi` on PATH and this test run's
-    interpreter in place of .venv/bin/python (the one `make venv` made, in CI and under make test).
-    A failing team stack's handling: tests/test_team_stacks.py."""
+def run_deploy_step(step: dict, tmp_path: Path) -> tuple[subprocess.CompletedProcess, list[str]]:
+    """Runs the step's command as the job would, in this checkout, with a fake `pulumi` on PATH (no
+    history, previews that destroy nothing) and this test run's interpreter in place of
+    .venv/bin/python (the one `make venv` made, in CI and under make test). The gate's and a failing
+    stack's handling: tests/test_deploy.py."""
     command = str(step["run"]).strip()
-    assert TEAM_STACKS_COMMAND.fullmatch(command), command
+    assert DEPLOY_COMMAND.fullmatch(command), command
     bin_dir, log = install_fake(tmp_path, "pulumi", FAKE_PULUMI)
-    env = {"PATH": f"{bin_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}", "PULUMI_LOG": str(log), "PULUMI_ORG": "acme", "HOME": str(tmp_path)}
+    env = {"PATH": f"{bin_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}", "PULUMI_LOG": str(log), "PULUMI_ORG": "acme", "BEFORE_SHA": "", "HOME": str(tmp_path)}
     interpreter = command.replace(".venv/bin/python", shlex.quote(sys.executable), 1)
     result = subprocess.run(["bash", "-c", interpreter], cwd=PROJECT_DIR, env=env, capture_output=True, text=True, timeout=120)
     return result, log.read_text().splitlines()
 
 
 @pytest.mark.parametrize("job_name, environment_stack", [("up-dev", "dev"), ("up-prod", "prod")])
-def test_each_deploy_job_deploys_its_environment_then_every_committed_team_stack_of_it(workflow, tmp_path, job_name, environment_stack):
+def test_each_deploy_job_gates_and_deploys_its_environment_then_every_committed_team_stack_of_it(workflow, tmp_path, job_name, environment_stack):
     """docs/teams.md "Add a team": team stacks are deployed by the environment's deployer from main: the
     same job, its identities and guards, after the environment stack they read; every committed
-    team stack of that environment, each with the policy pack."""
+    team stack of that environment; each stack's `pulumi preview --json` judged by the destroy gate
+    before its `pulumi up` with the policy pack (docs/ci.md "Deletions and replacements")."""
     job = workflow["jobs"][job_name]
-    up = step_of(job, PULUMI_ACTION)
-    assert up["with"]["command"] == "up" and up["with"]["stack-name"] == f"${{{{ vars.PULUMI_ORG }}}}/{environment_stack}"
     assert (PROJECT_DIR / f"Pulumi.{environment_stack}.yaml").exists(), (
         f"Pulumi.{environment_stack}.yaml is gone, but .github/workflows/pulumi.yml still deploys it in {job_name}: "
         "remove that job (and its preview job) with the environment, or restore the stack file"
     )
-    step = team_stacks_step(job)
-    assert steps(job).index(step) == index_of(job, PULUMI_ACTION) + 1, "right after the environment stack's update"
-    assert TEAM_STACKS_COMMAND.fullmatch(str(step["run"]).strip()).group("environment") == environment_stack
-    assert step["env"] == {"PULUMI_ORG": "${{ vars.PULUMI_ORG }}"} and "if" not in step and "continue-on-error" not in step
-    result, calls = run_team_stacks_step(step, tmp_path)
-    assert result.returncode == 0, result.stderr
-    assert calls == [f"up --yes --non-interactive --diff --policy-pack policy --stack acme/{s}" for s in committed_team_stacks(environment_stack)]
+    step = deploy_step(job)
+    assert DEPLOY_COMMAND.fullmatch(str(step["run"]).strip()).group("environment") == environment_stack
+    assert step["env"] == {"PULUMI_ORG": "${{ vars.PULUMI_ORG }}", "BEFORE_SHA": "${{ github.event.before }}"}
+    assert "if" not in step and "continue-on-error" not in step
+    [checkout] = [s for s in steps(job) if action(s) == "actions/checkout"]
+    assert checkout["with"]["fetch-depth"] == 0, "the gate reads the commits since each stack's last deployment"
+    result, calls = run_deploy_step(step, tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    expected = []
+    for stack in [environment_stack, *committed_team_stacks(environment_stack)]:
+        expected += [
+            f"stack history --json --page-size 100 --stack acme/{stack}",
+            f"preview --json --non-interactive --stack acme/{stack}",
+            f"up --yes --non-interactive --diff --policy-pack policy --stack acme/{stack}",
+        ]
+    assert calls == expected
 
 
 def test_every_committed_team_stack_is_deployed_by_ci(workflow):
     """Every team stack of this checkout is deployed by the job of the environment it names."""
-    deployed = {TEAM_STACKS_COMMAND.fullmatch(str(team_stacks_step(workflow["jobs"][j])["run"]).strip()).group("environment") for j in ("up-dev", "up-prod")}
+    deployed = set(deploy_jobs(workflow).values())
     for stack in list_stacks(PROJECT_DIR):
         environment = str(read_stack_values(PROJECT_DIR, stack).get("gpu-platform:environmentStack") or "").split("/")[-1]
         assert not environment or environment in deployed, f"{stack}: its environment {environment} has no deploy job"
+
+
+# --- The previews' one required check ---------------------------------------------------------------
+
+
+def test_the_gates_job_needs_every_job_a_pull_request_previews_or_gates_in(workflow):
+    """Branch protection requires this job (bootstrap/github_repo.py REQUIRED_CHECKS): it must wait
+    for, and judge, every preview and destroy gate, whatever happened before it."""
+    job = workflow["jobs"]["gates"]
+    gated = {n for n, j in workflow["jobs"].items() if any(s.get("name") == "Destroy gate" for s in steps(j))}
+    gated |= {n for n, _, _ in pulumi_steps(workflow, "preview")}
+    assert gated == {"preview", "preview-prod"}
+    assert set(job["needs"]) == {"test", "changes", *gated}
+    assert condition(job) == "always() && github.event_name == 'pull_request'"
+    assert job.get("permissions") == {} and index_of(job, GOOGLE_AUTH) is None and "vars." not in job_text(job)
+    # The `changes` job's own condition is the one the gates job takes as "previewed".
+    previewed = job["steps"][0]["env"]["PREVIEWED"]
+    assert previewed == "${{ " + condition(workflow["jobs"]["changes"]).split(" && ", 1)[1] + " }}"
+
+
+def _gates(workflow: dict, tmp_path: Path, results: dict[str, str], stacks: dict[str, list[str]] | None, previewed: bool = True) -> subprocess.CompletedProcess:
+    """The gates job's step, run as GitHub runs it, with `needs` as GitHub's toJSON(needs) gives it."""
+    needs = {job: {"result": result, "outputs": {}} for job, result in results.items()}
+    if stacks is not None:
+        needs["changes"]["outputs"] = {env: json.dumps(s) for env, s in stacks.items()}
+    script = workflow["jobs"]["gates"]["steps"][0]["run"]
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "NEEDS": json.dumps(needs), "PREVIEWED": "true" if previewed else "false"}
+    return subprocess.run(["bash", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True)
+
+
+OK = {"test": "success", "changes": "success", "preview": "success", "preview-prod": "success"}
+
+
+@pytest.mark.parametrize(
+    "results, stacks, previewed, failing",
+    [
+        (OK, {"dev": ["dev"], "prod": ["prod"]}, True, []),
+        ({**OK, "preview-prod": "skipped"}, {"dev": ["dev", "team-vision-dev"], "prod": []}, True, []),
+        ({**OK, "preview": "skipped", "preview-prod": "skipped"}, {"dev": [], "prod": []}, True, []),  # documentation only
+        # A pull request from a fork or Dependabot: no identity, no previews; the deploy's gate judges it.
+        ({**OK, "changes": "skipped", "preview": "skipped", "preview-prod": "skipped"}, None, False, []),
+        ({**OK, "preview": "failure"}, {"dev": ["dev"], "prod": []}, True, ["preview: failure"]),
+        ({**OK, "preview-prod": "cancelled"}, {"dev": [], "prod": ["prod"]}, True, ["preview-prod: cancelled"]),
+        # Skipped although its stacks changed (the approval never came, a run was cancelled before it).
+        ({**OK, "preview-prod": "skipped"}, {"dev": [], "prod": ["prod"]}, True, ["preview-prod: skipped"]),
+        # The tests failed, so no preview ran.
+        ({**OK, "test": "failure", "preview": "skipped", "preview-prod": "skipped"}, {"dev": ["dev"], "prod": ["prod"]}, True,
+         ["test: failure", "preview: skipped", "preview-prod: skipped"]),
+        ({**OK, "changes": "skipped", "preview": "skipped", "preview-prod": "skipped"}, None, True, ["changes: skipped"]),
+        ({**OK, "changes": "failure", "preview": "skipped", "preview-prod": "skipped"}, None, True, ["changes: failure"]),
+    ],
+)
+def test_the_gates_job_fails_unless_every_needed_job_succeeded_or_had_no_reason_to_run(workflow, tmp_path, results, stacks, previewed, failing):
+    result = _gates(workflow, tmp_path, results, stacks, previewed)
+    assert result.returncode == (1 if failing else 0), result.stdout + result.stderr
+    assert [line.removeprefix("::error::") for line in result.stdout.splitlines() if line.startswith("::error::")] == failing
 
 
 def test_dependabot_pull_requests_get_tests_only(workflow):

@@ -97,6 +97,39 @@ def test_the_plan_reports_an_alias_bomb_as_a_problem_of_the_stack_file(tmp_path,
     assert "internal error" not in err
 
 
+def nested(depth: int, style: str) -> str:
+    """A stack file whose one key nests `depth` levels: flow sequences, flow mappings or block sequences."""
+    head = "config:\n  gpu-platform:environment: dev\n  gpu-platform:deep: "
+    if style == "flow-sequence":
+        return head + "[" * depth + "]" * depth + "\n"
+    if style == "flow-mapping":
+        return head + "{k: " * depth + "v" + "}" * depth + "\n"
+    return head + "\n" + "".join("    " + "  " * i + "-\n" for i in range(depth))
+
+
+@pytest.mark.parametrize("style", ["flow-sequence", "flow-mapping", "block-sequence"])
+def test_a_document_nested_thousands_deep_is_refused_with_the_file_named(tmp_path, capsys, style):
+    """3,000 levels (yaml.v3 itself reads up to 10,000): a YamlError naming the file, which the plan
+    reports as a problem of the stack file, with no traceback."""
+    with pytest.raises(yaml_io.YamlError) as caught:
+        yaml_io.load(nested(3000, style), source="Pulumi.deep.yaml")
+    assert str(caught.value).startswith("Pulumi.deep.yaml: nested too deeply for this reader (past a few hundred levels")
+    assert "gopkg.in/yaml.v3 stops at 10,000" in str(caught.value)
+    shutil.copy(PROJECT_DIR / "Pulumi.yaml", tmp_path / "Pulumi.yaml")
+    (tmp_path / "Pulumi.deep.yaml").write_text(nested(3000, style))
+    assert plan_tool.main(["--stack", "deep", "--project-dir", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert "Pulumi.deep.yaml: not valid YAML: nested too deeply for this reader" in err
+    assert "internal error" not in err and "Traceback" not in err and len(err.splitlines()) < 10
+
+
+def test_a_document_nested_as_deep_as_a_config_could_reads():
+    document = yaml_io.load(nested(50, "flow-mapping"))["config"]["gpu-platform:deep"]
+    for _ in range(49):
+        document = document["k"]
+    assert document == {"k": "v"}
+
+
 def test_honest_aliases_read_as_written():
     text = "pool: &pool {gpu: nvidia-l4, maxGpus: 4}\n" + "".join(f"t{i}: {{name: t{i}, pool: *pool}}\n" for i in range(50))
     document = yaml_io.load(text)

@@ -53,7 +53,7 @@ from config.permissions import AUTO_NODES, LEGACY_AUTO_NODES, load_roles
 from config.stack import NS, EnvironmentStack, TenantStack, load_stack, secret_keys
 from config.stack_files import PROJECT_DIR, SecureValue, StackFileError, list_stacks, read_stack_values, stack_file
 from config.tenant_plan import TenantPlan
-from tools import destroy_gate, plan_compare, policy_check, policy_data
+from tools import destroy_gate, plan_compare, policy_check, policy_data, policy_records
 from tools.mock_engine import ProgramRun, config_strings, run_program
 from tools.plan_costs import control_planes_of, environment_costs, tenant_stack_costs
 from tools.plan_documents import write_documents
@@ -76,6 +76,9 @@ class EnvironmentOutputs:
     # The environment's entry of the pack's per-stack data, as `make policy-data` would write it
     # from this evaluation (None from an outputs file): what its team stacks' entries start from.
     pack_entry: dict[str, Any] | None = None
+    # Its run (None from an outputs file): the resources it makes for each team stack, which that
+    # team stack's entry records (tools/policy_records.py `environmentResources`).
+    run: ProgramRun | None = None
 
 
 def plan_stack(
@@ -98,7 +101,7 @@ def plan_stack(
         earlier = _PLANS[key]
         if isinstance(earlier.loaded, EnvironmentStack):
             environment_cache[stack] = EnvironmentOutputs(
-                earlier.run.outputs, f"placeholders from an offline evaluation of {earlier.stack_path.name}", earlier.pack_entry
+                earlier.run.outputs, f"placeholders from an offline evaluation of {earlier.stack_path.name}", earlier.pack_entry, earlier.run
             )
         return dataclasses.replace(earlier, written=[])
     plan = _plan_stack(stack, project_dir, environment_outputs_file, environment_cache, policy_levels)
@@ -144,10 +147,10 @@ def _plan_stack(
         raise PlanError(str(e)) from None
 
     kind = "environment" if isinstance(loaded, EnvironmentStack) else "tenant"
-    stack_outputs, source, environment_entry = None, None, None
+    stack_outputs, source, environment_entry, environment_run = None, None, None, None
     if isinstance(loaded, TenantStack):
         env = _environment_outputs(loaded, project_dir, environment_outputs_file, environment_cache)
-        stack_outputs, source = {loaded.environment_stack: env.outputs}, env.source
+        stack_outputs, source, environment_run = {loaded.environment_stack: env.outputs}, env.source, env.run
         environment_entry = env.pack_entry or policy_check.P.STACKS.get(loaded.environment_stack.split("/")[-1])
     elif environment_outputs_file is not None:
         raise PlanError(f"--environment-outputs is for tenant stacks; {stack} is an environment stack")
@@ -184,9 +187,9 @@ def _plan_stack(
         if is_set(values.get(key)) and not isinstance(values[key], SecureValue)
     ]
     plan.warnings += [("plan", f"costs: {why}") for why in costs.unknown]
-    _check_policy(plan, values, environment_entry, policy_levels)
+    _check_policy(plan, values, environment_entry, environment_run, policy_levels)
     if isinstance(loaded, EnvironmentStack):
-        environment_cache[stack] = EnvironmentOutputs(run.outputs, f"placeholders from an offline evaluation of {plan.stack_path.name}", plan.pack_entry)
+        environment_cache[stack] = EnvironmentOutputs(run.outputs, f"placeholders from an offline evaluation of {plan.stack_path.name}", plan.pack_entry, run)
         _plan_environment(plan, loaded)
         tenant_plans: tuple[TenantPlan, ...] = loaded.tenants
     else:
@@ -199,7 +202,9 @@ def _plan_stack(
     return plan
 
 
-def _check_policy(plan: StackPlan, values: dict[str, Any], environment_entry: dict[str, Any] | None, levels: dict[str, Any] | None) -> None:
+def _check_policy(
+    plan: StackPlan, values: dict[str, Any], environment_entry: dict[str, Any] | None, environment_run: ProgramRun | None, levels: dict[str, Any] | None
+) -> None:
     """The pack over the planned resources, as `pulumi preview --policy-pack policy` runs it once
     `make policy-data` has recorded the stack as it is now (policy/program_data.json `stacks`: the
     exact identities and tenants of each committed stack); a stack the file records otherwise, or
@@ -210,8 +215,12 @@ def _check_policy(plan: StackPlan, values: dict[str, Any], environment_entry: di
     if plan.kind == "tenant" and environment_entry is None:
         plan.policy = policy_check.check(plan.run, levels, hidden=SECRET)  # no environment to start its entry from
     else:
-        plan.pack_entry = policy_data.stack_entry(plan.stack, plan.run, values, environment_entry)
+        plan.pack_entry = policy_data.stack_entry(plan.stack, plan.run, values, environment_entry, environment_run)
         recorded = policy_check.P.STACKS.get(plan.stack)
+        if plan.kind == "tenant" and environment_run is None and recorded is not None and "environmentResources" in recorded:
+            # Without the environment's run (its outputs from a file) what it makes for this team is
+            # not known here: the record's stands.
+            plan.pack_entry["environmentResources"] = recorded["environmentResources"]
         if recorded != plan.pack_entry:
             differs = "is not recorded there" if recorded is None else "is recorded otherwise there"
             plan.warnings.append(
@@ -222,7 +231,10 @@ def _check_policy(plan: StackPlan, values: dict[str, Any], environment_entry: di
                     "pack (make policy-publish) before `pulumi preview` passes; judged here as it will be then",
                 )
             )
-        with policy_check.judging_stacks({plan.stack: plan.pack_entry}):
+        judged = plan.pack_entry
+        if plan.kind == "environment":  # what its team stacks bring, as their records will say (tools/policy_records.py)
+            judged = {**judged, "teamStackResources": policy_records.team_stack_resources(plan.run, values)}
+        with policy_check.judging_stacks({plan.stack: judged}):
             plan.policy = policy_check.check(plan.run, levels, hidden=SECRET)
     plan.warnings += [("policy", f"{v.policy} (advisory): {v.message}") for v in plan.policy if not v.mandatory]
 

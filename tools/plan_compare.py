@@ -22,6 +22,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -225,21 +226,35 @@ def snapshot_at(ref: str, stack: str, project_dir: Path) -> list[Resource] | Non
 
 
 def resolve_ref(ref: str, project_dir: Path) -> str:
-    """A release (`v0.1.0`) resolves through tools/releases.py (its tag, or its CHANGELOG.md section
-    in a clone without tags); any other ref is git's."""
+    """The commit (its full SHA) a user's ref names: a release (`v0.1.0`) through tools/releases.py
+    (its tag, or its CHANGELOG.md section in a clone without tags), anything else as git resolves it.
+    Only that SHA reaches git's other commands: a ref is data, and `git rev-parse --verify
+    --end-of-options "<ref>^{commit}"` never reads it as an option (`--output=…` would be one to
+    `git archive`)."""
     from tools.releases import release_commit
 
-    return release_commit(ref, project_dir) or ref
+    name = release_commit(ref, project_dir) or ref
+    try:
+        result = subprocess.run(
+            ["git", "-C", str(project_dir), "rev-parse", "--verify", "--quiet", "--end-of-options", f"{name}^{{commit}}"], capture_output=True, text=True
+        )
+    except FileNotFoundError:
+        raise CompareError("git is not installed") from None
+    sha = result.stdout.strip()
+    if result.returncode != 0 or not re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", sha):
+        raise CompareError(f"git cannot read {ref!r} in {project_dir}: not a commit; allowed: a branch, tag, release (vX.Y.Z) or commit of this clone")
+    return sha
 
 
 def extract(ref: str, project_dir: Path, tree: Path) -> None:
-    """The files of the git ref (a release resolves as `resolve_ref` says) written under `tree`."""
+    """The files of the git ref (resolved to its commit by `resolve_ref`) written under `tree`."""
+    sha = resolve_ref(ref, project_dir)
     try:
-        archive = subprocess.run(["git", "-C", str(project_dir), "archive", "--format=tar", resolve_ref(ref, project_dir)], capture_output=True, check=True).stdout
+        archive = subprocess.run(["git", "-C", str(project_dir), "archive", "--format=tar", sha], capture_output=True, check=True).stdout
     except FileNotFoundError:
         raise CompareError("git is not installed") from None
     except subprocess.CalledProcessError as e:
-        raise CompareError(f"git cannot read {ref!r} in {project_dir}: {e.stderr.decode().strip()}") from None
+        raise CompareError(f"git cannot read {ref!r} ({sha}) in {project_dir}: {e.stderr.decode().strip()}") from None
     tree.mkdir(parents=True)
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
         tar.extractall(tree, filter="data")

@@ -48,6 +48,7 @@ from config.stack_files import PROJECT_DIR, list_stacks, read_stack_values
 from config.tenant_security import POD_SECURITY_STANDARDS, SETTINGS, STRICTER
 from tools import program_inventory as inventory
 from tools.mock_engine import ProgramRun, run_program
+from tools.policy_records import ENVIRONMENT_DECISIONS, environment_stack_of, recorded_resources, run_facts, stack_data, stack_entry  # noqa: F401
 from tools.policy_check import P  # noqa: F401 - puts policy/ on sys.path, as the CLI runs the pack
 
 from guardrails import recorded  # noqa: E402
@@ -260,11 +261,6 @@ class Evaluated:
     values: dict[str, dict[str, Any]]
 
 
-def environment_stack_of(values: dict[str, Any]) -> str | None:
-    reference = values.get(f"{NS}:environmentStack")
-    return str(reference).split("/")[-1] if reference else None
-
-
 def _run_all(project_dir: Path, given: dict[str, ProgramRun] | None) -> tuple[dict[str, ProgramRun], dict[str, dict[str, Any]]]:
     """Every stack of `project_dir` (environment stacks first: team stacks plan with their outputs)
     run, but those `given`; and each stack's configuration."""
@@ -340,71 +336,10 @@ def _run_bootstrap(records: dict[str, Any]) -> ProgramRun:
             sys.path.remove(str(BOOTSTRAP_DIR))
 
 
-def stack_data(runs: dict[str, ProgramRun], values: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """Per stack (environment stacks first in `runs`), the exact identities and tenants its grants
-    and instances may name."""
-    out: dict[str, Any] = {}
-    for stack, run in sorted(runs.items(), key=lambda item: (environment_stack_of(values[item[0]]) is not None, item[0])):
-        env = environment_stack_of(values[stack])
-        out[stack] = stack_entry(stack, run, values[stack], out.get(env) if env else None)
-    return out
-
-
-# What a team stack takes from its environment's entry: the environment's decisions about its
-# tenants, and the host cluster they run on (its name, the private ranges its clients come from).
-ENVIRONMENT_DECISIONS = (
-    "approvedTenantSecurity", "controlPlaneMaximum", "allowSharedWithProjectTenants", "hostCluster", "hostClientRanges", "reservedNodeTypes",
-)
-
-
-def stack_entry(stack: str, run: ProgramRun, values: dict[str, Any], environment_entry: dict[str, Any] | None) -> dict[str, Any]:
-    """One stack's entry of `stacks`, from its run; a team stack's needs its environment's entry."""
-    env = environment_stack_of(values)
-    entry = inventory.stack_identities(run, values[f"{NS}:environment"], env or stack, environment_entry if env else None)
-    # The resources the pack holds to this stack's configuration exactly (policy/guardrails/recorded.py).
-    entry["resources"] = recorded_resources(run)
-    if env is not None:
-        entry["environmentStackReference"] = values[f"{NS}:environmentStack"]
-    if env is None:
-        facts = run_facts(run)
-        entry["approvedTenantSecurity"] = facts.get("approvedTenantSecurity", {})
-        entry["controlPlaneMaximum"] = facts.get("controlPlaneMaximum")
-        entry["allowSharedWithProjectTenants"] = facts.get("allowSharedWithProjectTenants", False)
-        entry["hostCluster"] = facts.get("hostCluster")
-        # The host's pod and node ranges every control plane's LoadBalancer admits beside the
-        # tenant's NAT addresses (components/tenant_vcluster.py).
-        entry["hostClientRanges"] = list(facts.get("hostClientCidrs") or [])
-        # Each reserved node type (a tenant's slice of a reservation) and its tenant.
-        entry["reservedNodeTypes"] = {
-            nt["name"]: nt["properties"][props.RESERVATION_TENANT]
-            for nt in facts.get("nodeTypes") or []
-            if props.RESERVATION_TENANT in (nt.get("properties") or {})
-        }
-    else:
-        assert environment_entry is not None, f"stack {stack}: its environment's entry first"
-        entry.update({key: environment_entry[key] for key in ENVIRONMENT_DECISIONS})
-    return entry
-
-
-def recorded_resources(run: ProgramRun) -> dict[str, list[dict[str, Any]]]:
-    """Per kind of policy/guardrails/recorded.py SPECS, what the record keeps of each resource of
-    that kind the run registers, in a stable order (tenants register in parallel)."""
-    out: dict[str, list[dict[str, Any]]] = {}
-    for r in run.registrations:
-        if r.custom and r.type in recorded.SPECS:
-            out.setdefault(r.type, []).append(recorded.recorded_form(r.type, r.plain_inputs))
-    return {k: sorted(out[k], key=lambda entry: json.dumps(entry, sort_keys=True)) for k in sorted(out)}
-
-
 def provider_versions() -> dict[str, str]:
     """The version of each provider whose resource the pack judges, as its SDK registers it (the
     engine puts it into the provider's inputs): the installed, pinned SDK's."""
     return {recorded.GCP_PROVIDER: importlib.metadata.version("pulumi_gcp"), recorded.KUBERNETES_PROVIDER: importlib.metadata.version("pulumi_kubernetes")}
-
-
-def run_facts(run: ProgramRun) -> dict[str, Any]:
-    """The environment facts an environment stack's run exports."""
-    return run.outputs.get("environmentFacts") or {}
 
 
 def _program(evaluated: Evaluated) -> dict[str, Any]:

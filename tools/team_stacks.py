@@ -1,24 +1,18 @@
-"""The team stacks of an environment stack, and CI's deployment of them (docs/ci.md "Continuous delivery").
+"""The team stacks of an environment stack (docs/ci.md "Continuous delivery").
 
-    python -m tools.team_stacks dev                                  # their names, one per line
-    python -m tools.team_stacks dev --deploy --organization acme     # `pulumi up` of each (CI's up-dev)
+    python -m tools.team_stacks dev      # their names, one per line
 
 A team stack belongs to the environment stack its `gpu-platform:environmentStack` names
 (`<org>/<project>/<stack>`), as the program reads it (config/stack.py). CI's `up-<env>` job deploys
-the environment stack first, then each committed team stack of it with this command, by the same
+the environment stack first, then each committed team stack of it (tools/deploy.py), by the same
 identity: the environment's deployer, from reviewed `main` (team stacks are never deployed by their
 teams). `make test` has checked before that every committed stack is listed for the bootstrap, whose
 deploy team may therefore update each of them.
-
-Each `pulumi up` previews first with the policy pack (a mandatory violation stops it before any
-change). One failing team stack does not hold back the other teams' reviewed changes: every stack is
-attempted, and the exit status is 1 when any failed, naming them.
 """
 
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 from pathlib import Path
 
@@ -37,42 +31,18 @@ def team_stacks(environment_stack: str, project_dir: Path = PROJECT_DIR) -> list
     return [s for s in list_stacks(project_dir) if environment_stack_of(s, project_dir) == environment_stack]
 
 
-def up_command(organization: str, stack: str) -> list[str]:
-    return ["pulumi", "up", "--yes", "--non-interactive", "--diff", "--policy-pack", "policy", "--stack", f"{organization}/{stack}"]
-
-
-def deploy(environment_stack: str, organization: str, project_dir: Path = PROJECT_DIR) -> int:
-    failed = []
-    for stack in team_stacks(environment_stack, project_dir):
-        print(f"::group::pulumi up {organization}/{stack}", flush=True)
-        result = subprocess.run(up_command(organization, stack), cwd=project_dir, check=False)
-        print("::endgroup::", flush=True)
-        if result.returncode != 0:
-            failed.append(stack)
-    if failed:
-        print(f"team stacks of {environment_stack} that failed to deploy: {', '.join(failed)}", file=sys.stderr)
-        return 1
-    return 0
-
-
 def main(argv: list[str] | None = None, project_dir: Path = PROJECT_DIR) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.team_stacks", description=__doc__.split("\n\n")[0])
     parser.add_argument("environment_stack", help="the environment stack, e.g. dev")
-    parser.add_argument("--deploy", action="store_true", help="run `pulumi up` of each team stack")
-    parser.add_argument("--organization", help="the Pulumi organization of the stacks (with --deploy)")
     args = parser.parse_args(argv)
     try:
         if environment_stack_of(args.environment_stack, project_dir) is not None:
             parser.error(f"{args.environment_stack} is a team stack; allowed: an environment stack")
     except StackFileError as e:
         parser.error(str(e))
-    if not args.deploy:
-        for stack in team_stacks(args.environment_stack, project_dir):
-            print(stack)
-        return 0
-    if not args.organization:
-        parser.error("--deploy needs --organization")
-    return deploy(args.environment_stack, args.organization, project_dir)
+    for stack in team_stacks(args.environment_stack, project_dir):
+        print(stack)
+    return 0
 
 
 if __name__ == "__main__":

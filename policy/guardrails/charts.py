@@ -110,13 +110,24 @@ def validate_release_values(args: ResourceValidationArgs, report_violation: Repo
             "with the admin password, which whoever may read the platform's Secrets knows)",
             None,
         )
-    if chart == PLATFORM_CHART and get(values, "env", ROUTER_SWITCH) != "true" and not sso:
+    if chart == PLATFORM_CHART and get(values, "env", ROUTER_SWITCH) != "true":
         environment, why = environment_by_stack(args.urn, None, "an environment label (a release carries none)", None)
-        if environment in (None, "prod"):
+        if environment in (None, "prod") and not sso:
             report_violation(
                 f"values.env.{ROUTER_SWITCH}: {show(get(values, 'env', ROUTER_SWITCH))} in prod ({why}) without single sign-on: the "
                 "vendor's hosted *.loft.host router would serve the platform's UI and API to anyone on the internet, with password "
-                "login; allowed: 'true', or single sign-on (config.auth.oidc with password login disabled)",
+                "login; allowed: 'true', or single sign-on admitting named groups (config.auth.oidc with groups, password login "
+                "disabled)",
+                None,
+            )
+        elif environment in (None, "prod") and not as_list(get(values, "config", "auth", "oidc", "groups")):
+            # loft-sh/loft tag v4.11.2 api/openapi-spec/swagger.json storage.v1.AuthenticationOIDC `groups`: empty admits
+            # every account the provider authenticates (config/platform_access.py).
+            report_violation(
+                f"values.config.auth.oidc.groups: {show(get(values, 'config', 'auth', 'oidc', 'groups'))} in prod ({why}) with the hosted "
+                f"*.loft.host router on (values.env.{ROUTER_SWITCH} not 'true'): single sign-on would admit every account of its "
+                "identity provider to the platform's UI and API on the internet; allowed: the groups whose members may log in, or "
+                f"values.env.{ROUTER_SWITCH}: 'true'",
                 None,
             )
 
@@ -127,7 +138,7 @@ release_by_design = ResourcePolicy(
         "A Helm release sets only the inputs the program sets (no postrender, no valueYamlFiles), installs a chart the program installs, "
         "from the same repository, and sets only the value paths the program writes for it (e.g. no service.type LoadBalancer, no "
         "admin.password); with single sign-on, password login is disabled; in prod, the platform's hosted *.loft.host router is off "
-        "unless single sign-on is on."
+        "unless single sign-on is on and admits only named groups."
     ),
     validate=validate_release_values,
     enforcement_level=EnforcementLevel.MANDATORY,

@@ -73,7 +73,15 @@ def _check_rbac_and_access(where: str, document: Any, inventory: Mapping[str, An
     if get(document, "kind") in RBAC_KINDS:
         recorded = [r for r in inventory.get("tenantRbac", []) if _object_key(r) == key]
         if _canonical([document]) not in [_canonical([r]) for r in recorded]:
-            report_violation(f"{where}: its rules, role or subjects are not the ones gpu-platform grants; allowed: exactly those of {SOURCE}", None)
+            if not recorded:
+                report_violation(f"{where}: is not RBAC gpu-platform grants; allowed: exactly those of {SOURCE}", None)
+                return
+            # The program's object of that name it is closest to (the inventory may hold one per configuration).
+            found = min((_rbac_differences("", _plain(document), r) for r in recorded), key=len)
+            for path, value, wanted in found:
+                got = "not set" if value is _MISSING else f"{_show_rbac(value)} is not what gpu-platform grants"
+                allowed = "not there" if wanted is _MISSING else _show_rbac(wanted)
+                report_violation(f"{where}: {path}: {got}; allowed: {allowed} ({SOURCE})", None)
     access = host_access(_plain(document)) if isinstance(document, Mapping) else None
     allowed = [a for w in inventory.get("tenantWorkloads", []) if tuple(w["object"]) == key for a in w["hostAccess"]]
     if access is not None and access not in allowed:
@@ -82,6 +90,31 @@ def _check_rbac_and_access(where: str, document: Any, inventory: Mapping[str, An
             f"{' or '.join(_access_summary(a) for a in allowed) or 'none'} ({SOURCE})",
             None,
         )
+
+
+_MISSING = object()
+
+
+def _rbac_differences(path: str, found: Any, wanted: Any) -> list[tuple[str, Any, Any]]:
+    """(path, value, the program's value) where an RBAC object differs from the program's: a rule or
+    subject by its index (`rules[2]`, `subjects[0]`) and the field within it (`rules[0].verbs`,
+    `subjects[0].name`, `roleRef.name`); a list of names (verbs, resources, apiGroups) whole."""
+    if isinstance(found, Mapping) and isinstance(wanted, Mapping):
+        out: list[tuple[str, Any, Any]] = []
+        for k in [*found, *(k for k in wanted if k not in found)]:
+            out += _rbac_differences(f"{path}.{k}" if path else str(k), found.get(k, _MISSING), wanted.get(k, _MISSING))
+        return out
+    if is_list(found) and is_list(wanted) and any(isinstance(v, Mapping) for v in [*found, *wanted]):
+        out = []
+        for i in range(max(len(found), len(wanted))):
+            out += _rbac_differences(f"{path}[{i}]", found[i] if i < len(found) else _MISSING, wanted[i] if i < len(wanted) else _MISSING)
+        return out
+    return [] if json.dumps(found, sort_keys=True, default=str) == json.dumps(wanted, sort_keys=True, default=str) else [(path, found, wanted)]
+
+
+def _show_rbac(value: Any) -> str:
+    text = show(value) if not isinstance(value, (Mapping, list)) else repr(value)
+    return text if len(text) <= 200 else text[:199] + "…"
 
 
 def _object_key(document: Any) -> tuple:

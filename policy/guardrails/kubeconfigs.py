@@ -11,8 +11,9 @@ GKE names that endpoint `<uid>.<location>.gke.goog` when it creates the cluster 
 `ControlPlaneEndpointsConfig.DNSEndpointConfig.endpoint`: "A DNS format address … Ex:
 uid.us-central1.gke.goog", https://cloud.google.com/kubernetes-engine/docs/reference/rest/v1/projects.locations.clusters#dnsendpointconfig),
 so the uid is the cloud's and the pack holds the rest: the domain and the location of the stack's
-host cluster. A kubeconfig still unknown during preview (a cluster not yet created) defers the
-check to `pulumi up`, which runs it before the command runs or the provider connects.
+host cluster. A kubeconfig still unknown during preview (a cluster not yet created) defers this
+resource check to `pulumi up`, which runs it on the provider's inputs before the command runs or
+the provider connects.
 
 Another cluster of the same location has the same form, so a stack policy holds every Kubernetes
 provider of a stack to its own host cluster exactly: the endpoint of the GKE cluster resource of
@@ -20,9 +21,20 @@ the stack's record in the same stack (an environment stack), or the kubeconfig i
 exports through the StackReference the record names (a team stack). The engine hands stack
 policies each resource's outputs, read resources such as a StackReference included (pulumi/pulumi
 pkg/resource/deploy/step_generator.go AnalyzeResources, step_executor.go, commit
-1b5949891b3cefcb9974752b24a5ecef0acc86c8); with an existing cluster a preview judges it before
-anything changes, and the `pulumi up` that creates the cluster judges it after its update, as
-vcluster-control-plane-nat-addresses does (docs/guardrails.md "Addresses known at `pulumi up`").
+1b5949891b3cefcb9974752b24a5ecef0acc86c8), and runs them after the resources' steps: at preview on
+the planned outputs, at `pulumi up` after the update. What it judges when:
+
+- **The host cluster's endpoint known** (an existing cluster; always, for a team stack, whose
+  StackReference is read at preview): every provider is judged at preview, before anything
+  changes. The program writes every kubeconfig of the stack from that endpoint alone
+  (components/kubeconfig.py `gke_kubeconfig`, components/gke_cluster.py), so its kubeconfig is
+  known too; a provider whose kubeconfig is unknown then is derived from something else (a cluster
+  the same update would create) and is refused at preview, fail closed, instead of being judged
+  only after `pulumi up` has used it.
+- **The endpoint unknown** (the preview that creates the cluster, an environment's first): the
+  whole check waits for `pulumi up`, which judges it after the update, as
+  vcluster-control-plane-nat-addresses does (docs/guardrails.md "Addresses known at `pulumi up`");
+  until then kubernetes-providers-by-design holds each provider to the cluster's domain and location.
 """
 
 from __future__ import annotations
@@ -205,24 +217,28 @@ def validate_own_cluster(args: StackValidationArgs, report_violation: ReportViol
     stack = stack_data(providers[0].urn)
     if stack is None:
         return  # kubernetes-providers-by-design reports it for each provider
-    deferred: UnknownValueError | None = None
-    wanted, where = _host_endpoint(args, stack)  # unknown (a cluster being created): judged at `pulumi up`
+    # The endpoint unknown (the preview that creates the cluster) raises UnknownValueError: the whole
+    # check runs at `pulumi up`. Known, every provider is judged now (the module's docstring).
+    wanted, where = _host_endpoint(args, stack)
+    allowed = show(wanted) if wanted else f"the endpoint of {where}, which is not in stack {stack_of(providers[0].urn)}"
     for provider in providers:
         try:
             found = servers(get(provider.props, "kubeconfig"))
-        except UnknownValueError as e:
-            deferred = deferred or e
+        except UnknownValueError:
+            report_violation(
+                f"{described(provider)}: kubeconfig: known only after apply, while the stack's host cluster is known at preview: every "
+                "kubeconfig gpu-platform writes is made from that cluster's endpoint alone, so this one names something the update "
+                f"would create, and would be used before it could be judged; allowed: exactly {allowed}, {where}",
+                provider.urn,
+            )
             continue
         for i, server in enumerate(found):
             if wanted is None or server != wanted:
                 report_violation(
                     f"{described(provider)}: kubeconfig: clusters[{i}].cluster.server: {show(server)} is not the stack's own host cluster; "
-                    f"allowed: exactly {show(wanted) if wanted else 'the endpoint of ' + where + ', which is not in stack ' + stack_of(provider.urn)}, "
-                    f"{where}",
+                    f"allowed: exactly {allowed}, {where}",
                     provider.urn,
                 )
-    if deferred is not None:
-        raise deferred
 
 
 kubernetes_providers_own_cluster = StackValidationPolicy(
