@@ -826,6 +826,7 @@ def test_plan_of_a_team_stack_shows_its_own_project(vision):
 
 def test_compare_names_what_moving_a_tenant_to_its_own_project_replaces(dev_run, stack_values):
     from tools import plan_compare
+    from tools.plan_compare_text import render_changes
 
     values = stack_values("dev")
     values["gpu-platform:tenants"][0].update(isolation="project", gcpProject="acme-ml-dev-nlp")
@@ -839,7 +840,7 @@ def test_compare_names_what_moving_a_tenant_to_its_own_project_replaces(dev_run,
     assert not any(n.startswith("tenant-speech-") for _, n in replaced)
     created = {c.name for c in changes.changes if c.action == "create"}
     assert {"tenant-nlp-project-compute", "tenant-nlp-project-role-vm"} <= created
-    text = plan_compare.render_changes(changes, "acme-ml-dev")
+    text = render_changes(changes, "acme-ml-dev")
     assert "TENANT nlp MOVES from GCP project acme-ml-dev (shared) to acme-ml-dev-nlp (its own)" in text
     assert "± replace gcp:compute/network:Network  tenant-nlp-gcp-vpc  (project: acme-ml-dev → acme-ml-dev-nlp)" in text
     assert "VIRTUAL CLUSTER RE-CREATED: tenant-nlp-instance" in text

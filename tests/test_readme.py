@@ -308,10 +308,15 @@ def test_the_admin_password_is_read_from_the_secret_the_program_creates(dev_run)
 
 
 def test_the_first_plan_ends_with_the_warnings_try_it_announces():
-    """Try it offline: "It ends with 2 warnings": one per shared tenant of dev, nothing else."""
+    """Try it offline: "It ends with 2 warnings": one per shared tenant of dev, nothing else; then
+    the line that the stack files are as committed (tools/plan_compare_text.py)."""
+    from tools.plan_compare_text import no_comparison
+
     count = int(re.search(r"It ends with (\d+) warnings", section("Try it offline")).group(1))
-    warnings = dev_plan().split(f"\nWarnings ({count})\n", 1)[1].splitlines()
-    assert len(warnings) == count
+    warnings, last = dev_plan().split(f"\nWarnings ({count})\n", 1)[1].split("\n\n")
+    warnings = warnings.splitlines()
+    assert len(warnings) == count and last == no_comparison()
+    assert "Its last line says that the stack files are as committed" in " ".join(section("Try it offline").split())
     shared = re.findall(r"^  WARNING \(program\): tenants\[\d\] \(([a-z-]+)\) uses isolation: shared: ", "\n".join(warnings), flags=re.M)
     assert len(shared) == count and all(name in section("Try it offline") for name in shared)
 
