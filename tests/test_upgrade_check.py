@@ -268,7 +268,13 @@ def test_the_examples_first_edit_is_shown_not_gated_and_then_every_edit_is_gated
     # As committed: nothing to compare, and the plan says what judges a committed change.
     git(project, "commit", "-qam", "fixed")
     assert plan_tool.main(["--stack", "dev", "--project-dir", str(project)]) == 0
-    assert "Deletions and replacements: the stack files are as committed, nothing to compare; this gate sees uncommitted edits" in capsys.readouterr().out
+    assert "Deletions and replacements: no uncommitted edit of the stack files to compare with their commit; this gate sees uncommitted edits" in capsys.readouterr().out
+
+    # A stack file not committed yet: nothing to compare with, said.
+    git(project, "rm", "-q", "--cached", "Pulumi.dev.yaml")
+    git(project, "commit", "-qm", "dev not committed")
+    assert plan_tool.main(args) == 0
+    assert "Pulumi.dev.yaml is not committed yet: nothing to compare with; the gate starts with its first commit" in capsys.readouterr().out
 
 
 def test_ci_judges_the_real_preview_with_the_commits_declarations(tmp_path):
@@ -377,11 +383,20 @@ def test_the_changelog_names_what_the_upgrade_from_the_last_release_changes(eval
 # --- CI: the preview jobs' gate ---------------------------------------------------------------------
 
 
-def gate_steps() -> dict[str, dict]:
+def workflow() -> dict:
     from config import yaml_io
 
-    workflow = yaml_io.load((PROJECT_DIR / ".github" / "workflows" / "pulumi.yml").read_text(), source="pulumi.yml")
-    return {name: next(s for s in workflow["jobs"][name]["steps"] if s.get("name") == "Destroy gate") for name in ("preview", "preview-prod")}
+    return yaml_io.load((PROJECT_DIR / ".github" / "workflows" / "pulumi.yml").read_text(), source="pulumi.yml")
+
+
+def preview_jobs() -> list[str]:
+    """Every job of pulumi.yml that runs `pulumi preview` (one per environment: the adopter's)."""
+    return [name for name, job in workflow()["jobs"].items() if any((s.get("with") or {}).get("command") == "preview" for s in job.get("steps") or [])]
+
+
+def gate_steps() -> dict[str, dict]:
+    jobs = workflow()["jobs"]
+    return {name: next((s for s in jobs[name]["steps"] if s.get("name") == "Destroy gate"), None) for name in preview_jobs()}
 
 
 def run_gate_step(tmp_path: Path, *, trailer: str, weakened: bool) -> subprocess.CompletedProcess:
@@ -410,15 +425,18 @@ def run_gate_step(tmp_path: Path, *, trailer: str, weakened: bool) -> subprocess
         "PATH": f"{bin_dir}:{os.environ['PATH']}", "RUNNER_TEMP": str(tmp_path), "HOME": str(tmp_path),
         "BASE_SHA": base, "HEAD_SHA": head, "PULUMI_ORG": "acme", "STACK": "dev",
     }
-    script = gate_steps()["preview"]["run"]
+    script = next(iter(gate_steps().values()))["run"]
     return subprocess.run(["bash", "-c", script], cwd=repo, env=env, capture_output=True, text=True)
 
 
 def test_each_preview_job_gates_its_stack_after_the_preview():
-    for name, step in gate_steps().items():
+    steps = gate_steps()
+    assert steps, "no preview job"
+    for name, step in steps.items():
+        assert step is not None, f"{name}: no Destroy gate step"
         assert set(step["env"]) == {"BASE_SHA", "HEAD_SHA", "PULUMI_ORG", "STACK"}, name
         assert 'git show "$BASE_SHA:tools/destroy_gate.py"' in step["run"] and "python3 -I" in step["run"], name
-    assert gate_steps()["preview"]["run"] == gate_steps()["preview-prod"]["run"]
+    assert len({step["run"] for step in steps.values()}) == 1, "every environment's preview gates alike"
 
 
 def test_the_ci_gate_refuses_an_undeclared_deletion_even_from_a_branch_that_weakens_it(tmp_path):

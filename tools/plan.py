@@ -20,7 +20,7 @@ would: every mandatory violation is printed in full, naming its resource, before
 fails the stack; advisory ones are warnings.
 
 The stack is also compared with another version of itself (tools/plan_compare.py): with its stack
-files as committed when they differ from the checkout, with the code of `--compare-to RELEASE` on
+files as committed (tools/plan_committed.py) when they differ from the checkout, with the code of `--compare-to RELEASE` on
 these stack files (the upgrade check), or with the code and stack files of `--compare-to GIT_REF`.
 A deletion or replacement of a stateful resource is printed first, and again last, and fails the
 plan unless $ALLOW_DESTROY declares it (tools/destroy_gate.py); not when the committed stack file
@@ -55,7 +55,7 @@ from config.permissions import AUTO_NODES, LEGACY_AUTO_NODES, load_roles
 from config.stack import NS, EnvironmentStack, TenantStack, load_stack, secret_keys
 from config.stack_files import PROJECT_DIR, SecureValue, StackFileError, list_stacks, read_stack_values, stack_file
 from config.tenant_plan import TenantPlan
-from tools import destroy_gate, plan_compare, plan_compare_text, policy_check, policy_data
+from tools import destroy_gate, plan_committed, plan_compare, plan_compare_text, policy_check, policy_data
 from tools.mock_engine import ProgramRun, config_strings, run_program
 from tools.plan_costs import control_planes_of, environment_costs, tenant_stack_costs
 from tools.plan_documents import write_documents
@@ -425,7 +425,7 @@ def main(argv: list[str] | None = None) -> int:
             plan = plan_stack(stack, project_dir, environment_outputs_file=args.environment_outputs, environment_cache=cache, policy_levels=levels)
             if args.out is not None:
                 write_documents(plan, args.out)
-            changes = plan_compare.compare_plan(plan, args.compare_to) if args.compare_to else plan_compare.committed_stack_files(plan)
+            changes = plan_compare.compare_plan(plan, args.compare_to) if args.compare_to else plan_committed.committed_stack_files(plan)
         except (PlanError, plan_compare.CompareError) as e:
             failed += 1
             _report_failure(stack, str(e), args, summaries)

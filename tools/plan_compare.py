@@ -1,6 +1,6 @@
 """What a deployment of this checkout would do to a stack that runs another version: `make plan
 COMPARE=<ref>` (`--compare-to`), the upgrade check (docs/operations.md "Upgrade"), and the plan's
-default comparison with the stack files as committed (tools/plan.py).
+default comparison with the stack files as committed (tools/plan_committed.py).
 
 Both sides are evaluated offline under the mock engine, each with its own code and stack files, and
 matched as Pulumi's engine matches a program's resources with a stack's state:
@@ -22,7 +22,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tarfile
@@ -38,11 +37,7 @@ from tools import destroy_gate
 from tools.engine_urns import Resource, engine_urns, match
 from tools.property_paths import PathError, at, differences
 
-# Where the repository keeps its stack files as shipped, frozen (tests/shipped_stacks.py): a committed
-# stack file with the same values is the example as shipped, which no stack of an adopter runs.
 CODE_DIR = Path(__file__).resolve().parent.parent  # this checkout of the code: its releases are its git's
-SHIPPED_DIR = CODE_DIR / "tests" / "data" / "shipped"
-COMMITTED = "the committed stack files (HEAD)"
 
 INSTANCE = "kubernetes:management.loft.sh/v1:VirtualClusterInstance"
 
@@ -235,7 +230,7 @@ def snapshots_at(
         found = evaluate_trees(jobs, keys)
     for (ref, stack), resources in found.items():
         if isinstance(resources, NotPlanned):
-            raise CompareError(f"Pulumi.{stack}.yaml as committed at {ref} does not plan with the code of {ref}:\n{_indented(resources.error)}")
+            raise CompareError(f"Pulumi.{stack}.yaml as committed at {ref} does not plan with the code of {ref}:\n{indented(resources.error)}")
     return found  # type: ignore[return-value]
 
 
@@ -243,6 +238,8 @@ def code_snapshot(release: str, stack: str, project_dir: Path) -> list[Resource]
     """The upgrade check's old side: the stack's resources as the code of `release` (a release of this
     repository's code) registers them from the stack files of `project_dir` (the user's, as they are
     now; with the release's own Pulumi.yaml, whose declared keys and defaults are that code's)."""
+    import shutil
+
     with tempfile.TemporaryDirectory(prefix="gpu-platform-upgrade-") as tmp:
         tree, stacks_dir = Path(tmp) / "code" / "gpu-platform", Path(tmp) / "stacks"
         extract(release, CODE_DIR, tree)
@@ -253,7 +250,7 @@ def code_snapshot(release: str, stack: str, project_dir: Path) -> list[Resource]
         [resources] = evaluate_trees([(str(tree), stack, str(Path(tmp) / "resources.json"), str(stacks_dir))], [stack]).values()
     if isinstance(resources, NotPlanned):
         raise CompareError(
-            f"your Pulumi.{stack}.yaml does not plan with the code of {release}:\n{_indented(resources.error)}\n"
+            f"your Pulumi.{stack}.yaml does not plan with the code of {release}:\n{indented(resources.error)}\n"
             f"The upgrade check runs {release}'s code on your stack files as deployed with it. A key only the new version "
             "reads (one you add for the upgrade) goes in after the check; or compare with the commit you deployed from: "
             "make plan COMPARE=<that commit> (its code and stack files)."
@@ -324,71 +321,6 @@ def extract(ref: str, project_dir: Path, tree: Path) -> None:
     tree.mkdir(parents=True)
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
         tar.extractall(tree, filter="data")
-
-
-def committed_stack_files(plan: Any) -> Changes | None:
-    """The stack as its stack files are committed (HEAD), evaluated by this checkout's code, against
-    the plan: what editing the stack files does. None when they are unchanged, the project is no
-    git work tree, or the stack is new. A committed stack file that does not plan skips the
-    comparison (`skipped` says why); one that is the example as shipped is compared but not gated."""
-    import pulumi
-    import yaml
-
-    from config import yaml_io
-    from config.errors import ConfigError
-    from config.stack_files import StackFileError, read_stack_values
-    from tools.mock_engine import run_program  # tools.mock_engine imports the program's modules
-
-    project_dir = plan.stack_path.parent
-    names = sorted({"Pulumi.yaml", *(p.name for p in project_dir.glob("Pulumi.*.yaml"))})
-    changed = subprocess.run(["git", "-C", str(project_dir), "status", "--porcelain", "--", *names], capture_output=True, text=True)
-    if changed.returncode != 0 or not changed.stdout.strip():
-        return None  # no git work tree, or the stack files are as committed
-    committed = {}
-    for name in names:
-        if (project_dir / name).is_symlink():  # a link's target is compared where it lives
-            committed[name] = (project_dir / name).read_text()
-            continue
-        shown = subprocess.run(["git", "-C", str(project_dir), "show", f"HEAD:./{name}"], capture_output=True, text=True)
-        if shown.returncode == 0:
-            committed[name] = shown.stdout
-    own = f"Pulumi.{plan.stack}.yaml"
-    if own not in committed or "Pulumi.yaml" not in committed:
-        return None
-    with tempfile.TemporaryDirectory(prefix="gpu-platform-committed-") as tmp:
-        root = Path(tmp)
-        for name, text in committed.items():
-            (root / name).write_text(text)
-        evaluating = own
-        try:
-            values = read_stack_values(root, plan.stack)
-            outputs = {}
-            reference = values.get("gpu-platform:environmentStack")
-            if reference:
-                env = str(reference).split("/")[-1]
-                evaluating = f"Pulumi.{env}.yaml"
-                outputs[reference] = run_program(read_stack_values(root, env), stack=env, project_dir=root).outputs
-                evaluating = own
-            before = resources_of(run_program(values, stack=plan.stack, stack_outputs=outputs, project_dir=root))
-            host_project_before = host_project_of(root, plan.stack)
-        except (StackFileError, ConfigError, pulumi.RunError) as e:
-            headline, _, details = (str(e).strip() or type(e).__name__).partition("\n")
-            skipped = f"the committed {evaluating} does not plan: {headline.rstrip(':')}; comparison skipped" + (f"\n{_indented(details)}" if details.strip() else "")
-            return Changes(COMMITTED, plan.stack, [], [], skipped=skipped)
-    changes = compare(
-        before, resources_of(plan.run), ref=COMMITTED, stack=plan.stack, host_project=plan.loaded.facts.project, host_project_before=host_project_before
-    )
-    shipped = SHIPPED_DIR / own
-    try:
-        as_shipped = shipped.is_file() and yaml_io.load(committed[own], source=own) == yaml_io.load(shipped.read_text(), source=own)
-    except yaml.YAMLError:
-        as_shipped = False
-    if as_shipped:
-        changes.ungated = (
-            f"the committed {own} is the example as shipped (the values of tests/data/shipped/{own}), which no stack of yours runs: "
-            "its deletions and replacements are listed, not refused"
-        )
-    return changes
 
 
 def compare_plan(plan: Any, ref: str) -> Changes:
@@ -528,7 +460,7 @@ def _forces_replacement(resource: Resource, path: str) -> bool:
     return any(resource.type.startswith(prefix) and path in keys for prefix, keys in REPLACE_ON_CHANGE.items())
 
 
-def _indented(text: str) -> str:
+def indented(text: str) -> str:
     return "\n".join("  " + line if line.strip() else line for line in text.strip().splitlines())
 
 

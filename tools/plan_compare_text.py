@@ -7,7 +7,8 @@ from __future__ import annotations
 from config.tenant_security import PROD, SETTINGS, as_yaml
 from tools import destroy_gate
 from tools.isolation_plan import REACH
-from tools.plan_compare import COMMITTED, INSTANCE, Changes
+from tools.plan_committed import COMMITTED
+from tools.plan_compare import INSTANCE, Changes
 
 
 # The default comparison judges what is not committed yet; what is, other judges see.
@@ -32,6 +33,7 @@ def render_changes(changes: Changes, host_project: str | None = None, environmen
         out.append(f"  Not gated: {changes.ungated}.")
     if changes.note:
         out.append(f"  {changes.note}")
+
     def mode(project: str | None, host: str | None) -> str:
         return "" if project is None else " (shared)" if project == host else " (its own)"
 
@@ -95,5 +97,5 @@ def gate(stack: str, changes: Changes | None, declared: tuple[str, ...]) -> tupl
 
 
 def no_comparison() -> str:
-    """Said by a plan without COMPARE whose stack files are as committed."""
-    return f"Deletions and replacements: the stack files are as committed, nothing to compare; {UNCOMMITTED_ONLY}.\n"
+    """Said by a plan without COMPARE whose stack files are as committed (or not in git at all)."""
+    return f"Deletions and replacements: no uncommitted edit of the stack files to compare with their commit; {UNCOMMITTED_ONLY}.\n"
