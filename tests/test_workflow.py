@@ -21,7 +21,6 @@ from docs_support import section
 from fake_commands import install_fake
 
 from config.stack_files import PROJECT_DIR, list_stacks, read_stack_values
-from shipped_stacks import SHIPPED_DIR
 
 WORKFLOWS_DIR = PROJECT_DIR / ".github" / "workflows"
 WORKFLOW_FILES = sorted(WORKFLOWS_DIR.glob("*.yml")) + sorted(WORKFLOWS_DIR.glob("*.yaml"))
@@ -64,7 +63,43 @@ def drift() -> dict:
 
 @pytest.fixture(scope="module")
 def bootstrap_outputs(bootstrap_run) -> dict:
+    """The bootstrap as shipped (acme's), for what its code derives whatever the checkout holds."""
     return bootstrap_run.outputs
+
+
+# --- This checkout's CI: its environments, as its bootstrap configures them ----------------------------
+# The workflows, bootstrap/Pulumi.ci.yaml and the stack files are the adopter's: an environment
+# deleted or added (docs/development.md "Environments of your own") changes all three. The tests of
+# who may change which environment derive each job's identities from the bootstrap's entry of the
+# environment it previews or deploys, never from a list of job names.
+
+
+def ci_environments() -> dict[str, dict]:
+    """Each environment of this checkout's bootstrap (its `environments` entries), by name."""
+    values = read_stack_values(PROJECT_DIR / "bootstrap", "ci")
+    return {entry["name"]: entry for entry in values["gpu-platform-bootstrap:environments"]}
+
+
+@pytest.fixture(scope="module")
+def ci_outputs(committed_bootstrap_run) -> dict:
+    """What this checkout's bootstrap grants (its subjects, its GitHub variables)."""
+    return committed_bootstrap_run.outputs
+
+
+def deploy_job(workflow: dict, environment: str) -> str | None:
+    """The job whose `pulumi up` deploys the environment's stack."""
+    return next((name for name, _, step in pulumi_steps(workflow, "up") if step["with"]["stack-name"] == f"${{{{ vars.PULUMI_ORG }}}}/{environment}"), None)
+
+
+def preview_job(workflow: dict, environment: str) -> str | None:
+    """The job whose `pulumi preview` runs on the environment's changed stacks (the `changes` job's output)."""
+    matrix = f"${{{{ fromJSON(needs.changes.outputs.{environment}) }}}}"
+    return next((name for name, job, _ in pulumi_steps(workflow, "preview") if (job.get("strategy") or {}).get("matrix", {}).get("stack") == matrix), None)
+
+
+def deploy_jobs() -> list[tuple[str, str]]:
+    """(job, environment stack) of every `pulumi up` of pulumi.yml, read when the tests are collected."""
+    return [(name, str(step["with"]["stack-name"]).rsplit("/", 1)[-1]) for name, _, step in pulumi_steps(load(PULUMI), "up")]
 
 
 def triggers(document: dict) -> dict:
@@ -342,19 +377,29 @@ def test_the_collector_configuration_is_checked_with_promtool(workflow):
     assert position < next(i for i, s in enumerate(test_steps) if "make test" in str(s.get("run", "")))
 
 
-EXPECTED_IDENTITIES = {
-    # job: (Google service account variable, Pulumi team variable, GitHub environment)
-    "preview": ("GCP_PREVIEW_SERVICE_ACCOUNT_DEV", "PULUMI_READ_TEAM_DEV", None),
-    "preview-prod": ("GCP_PREVIEW_SERVICE_ACCOUNT_PROD", "PULUMI_READ_TEAM_PROD", "production-preview"),
-    "up-dev": ("GCP_DEPLOY_SERVICE_ACCOUNT_DEV", "PULUMI_DEPLOY_TEAM_DEV", None),
-    "up-prod": ("GCP_DEPLOY_SERVICE_ACCOUNT_PROD", "PULUMI_DEPLOY_TEAM_PROD", "production"),
-}
+def expected_identities(workflow: dict) -> dict[str, tuple[str, str, str | None]]:
+    """job: (Google service account variable, Pulumi team variable, GitHub environment), for the
+    preview and the deploy job of every environment of this checkout's bootstrap: the variables the
+    bootstrap names after the environment (bootstrap/__main__.py), the GitHub environment its entry
+    gives each kind of job (`deploy: {environment: production}`; none for `{ref: …}`/`{pullRequests: true}`)."""
+    expected = {}
+    for environment, entry in ci_environments().items():
+        suffix = environment.upper()
+        preview, deploy = preview_job(workflow, environment), deploy_job(workflow, environment)
+        assert preview and deploy, (
+            f"environment {environment} of bootstrap/Pulumi.ci.yaml has no {'preview' if not preview else 'deploy'} job in "
+            ".github/workflows/pulumi.yml (docs/development.md \"Environments of your own\")"
+        )
+        expected[preview] = (f"GCP_PREVIEW_SERVICE_ACCOUNT_{suffix}", f"PULUMI_READ_TEAM_{suffix}", (entry.get("preview") or {}).get("environment"))
+        expected[deploy] = (f"GCP_DEPLOY_SERVICE_ACCOUNT_{suffix}", f"PULUMI_DEPLOY_TEAM_{suffix}", (entry.get("deploy") or {}).get("environment"))
+    return expected
 
 
 def test_each_job_has_the_identity_of_what_it_may_change(workflow):
     jobs = pulumi_jobs(workflow)
-    assert set(jobs) == set(EXPECTED_IDENTITIES)
-    for name, (account, team, environment) in EXPECTED_IDENTITIES.items():
+    expected = expected_identities(workflow)
+    assert set(jobs) == set(expected)
+    for name, (account, team, environment) in expected.items():
         job = jobs[name]
         assert google_identity(job) == f"${{{{ vars.{account} }}}}", name
         assert pulumi_team(job) == f"team:${{{{ vars.{team} }}}}", name
@@ -386,7 +431,7 @@ def test_every_pulumi_step_follows_a_per_job_team_token_and_google_auth(workflow
 
 def test_previews_comment_diff_and_run_the_policy_pack(workflow):
     previews = pulumi_steps(workflow, "preview")
-    assert {name for name, _, _ in previews} == {"preview", "preview-prod"}
+    assert {name for name, _, _ in previews} == {preview_job(workflow, e) for e in ci_environments()}
     for name, job, step in previews:
         settings = step["with"]
         assert is_true(settings.get("comment-on-pr")) and is_true(settings.get("diff")), name
@@ -394,8 +439,6 @@ def test_previews_comment_diff_and_run_the_policy_pack(workflow):
         assert settings["stack-name"] == "${{ vars.PULUMI_ORG }}/${{ matrix.stack }}", name
         assert permissions(workflow, job).get("pull-requests") == "write", name
         assert "pull_request" in condition(job), f"{name}: previews run for pull requests"
-    assert pulumi_jobs(workflow)["preview"]["strategy"]["matrix"]["stack"] == "${{ fromJSON(needs.changes.outputs.dev) }}"
-    assert pulumi_jobs(workflow)["preview-prod"]["strategy"]["matrix"]["stack"] == "${{ fromJSON(needs.changes.outputs.prod) }}"
 
 
 def test_policy_pack_also_guards_every_update(workflow):
@@ -403,17 +446,20 @@ def test_policy_pack_also_guards_every_update(workflow):
         assert step["with"].get("policyPacks") == "policy", name
 
 
-def test_only_dev_and_prod_are_deployed_only_from_main_and_prod_only_in_production(workflow):
+def test_each_environment_is_deployed_only_from_main_in_its_github_environment(workflow):
+    """One `pulumi up` per environment of the bootstrap, only on a push to main, in the GitHub
+    environment its entry names (prod: `production`, whose reviewers approve), every other
+    environment after a successful dev deployment."""
     ups = pulumi_steps(workflow, "up")
-    assert sorted(str(step["with"]["stack-name"]).rsplit("/", 1)[-1] for _, _, step in ups) == ["dev", "prod"]
+    environments = ci_environments()
+    assert sorted(str(step["with"]["stack-name"]).rsplit("/", 1)[-1] for _, _, step in ups) == sorted(environments)
     for name, job, step in ups:
+        environment = str(step["with"]["stack-name"]).rsplit("/", 1)[-1]
         assert only_on_push_to_main(job), f"{name}: `pulumi up` only on a push to main"
         assert "matrix" not in (job.get("strategy") or {}), name
-        if step["with"]["stack-name"].endswith("/prod"):
-            assert environment_name(job) == "production", name
-            assert "up-dev" in job["needs"], "prod follows a successful dev deployment"
-        else:
-            assert environment_name(job) is None, name
+        assert environment_name(job) == (environments[environment].get("deploy") or {}).get("environment"), name
+        if environment != "dev" and "dev" in environments:
+            assert deploy_job(workflow, "dev") in job["needs"], f"{environment} follows a successful dev deployment"
     # The only other `pulumi up`s are the team stacks' steps of these two jobs (below); the previews'
     # destroy gates run `pulumi preview` alone (tests/test_upgrade_check.py).
     for name, job in workflow["jobs"].items():
@@ -421,7 +467,7 @@ def test_only_dev_and_prod_are_deployed_only_from_main_and_prod_only_in_producti
             if step.get("name") == "Destroy gate":
                 assert re.findall(r"\bpulumi \w+", step["run"]) == ["pulumi preview"], name
             elif "pulumi" in str(step.get("run", "")) or "team_stacks" in str(step.get("run", "")):
-                assert name in ("up-dev", "up-prod") and step is team_stacks_step(job), f"{name}: {step.get('name')}"
+                assert name in {job_name for job_name, _ in deploy_jobs()} and step is team_stacks_step(job), f"{name}: {step.get('name')}"
 
 
 # --- Team stacks: deployed by the environment's deploy job, after the environment ------------------
@@ -459,7 +505,7 @@ def run_team_stacks_step(step: dict, tmp_path: Path) -> tuple[subprocess.Complet
     return result, log.read_text().splitlines()
 
 
-@pytest.mark.parametrize("job_name, environment_stack", [("up-dev", "dev"), ("up-prod", "prod")])
+@pytest.mark.parametrize("job_name, environment_stack", deploy_jobs())
 def test_each_deploy_job_deploys_its_environment_then_every_committed_team_stack_of_it(workflow, tmp_path, job_name, environment_stack):
     """docs/teams.md "Add a team": team stacks are deployed by the environment's deployer from main: the
     same job, its identities and guards, after the environment stack they read; every committed
@@ -480,12 +526,13 @@ def test_each_deploy_job_deploys_its_environment_then_every_committed_team_stack
     assert calls == [f"up --yes --non-interactive --diff --policy-pack policy --stack acme/{s}" for s in committed_team_stacks(environment_stack)]
 
 
-def test_every_committed_team_stack_is_deployed_by_ci(workflow):
-    """Every team stack of this checkout is deployed by the job of the environment it names."""
-    deployed = {TEAM_STACKS_COMMAND.fullmatch(str(team_stacks_step(workflow["jobs"][j])["run"]).strip()).group("environment") for j in ("up-dev", "up-prod")}
+def test_every_committed_stack_is_deployed_by_ci(workflow):
+    """Every environment stack of this checkout has its deploy job, and every team stack is
+    deployed by the job of the environment it names."""
+    deployed = {TEAM_STACKS_COMMAND.fullmatch(str(team_stacks_step(workflow["jobs"][j])["run"]).strip()).group("environment") for j, _ in deploy_jobs()}
     for stack in list_stacks(PROJECT_DIR):
         environment = str(read_stack_values(PROJECT_DIR, stack).get("gpu-platform:environmentStack") or "").split("/")[-1]
-        assert not environment or environment in deployed, f"{stack}: its environment {environment} has no deploy job"
+        assert (environment or stack) in deployed, f"{stack}: {'its environment ' + environment if environment else 'it'} has no deploy job"
 
 
 def test_dependabot_pull_requests_get_tests_only(workflow):
@@ -495,21 +542,33 @@ def test_dependabot_pull_requests_get_tests_only(workflow):
 # --- The identities the workflows ask for are the ones the bootstrap creates ---------------------------------
 
 
-def test_every_variable_the_workflows_read_is_a_bootstrap_output(bootstrap_outputs):
-    """The delivery and drift workflows; a workflow with an identity of its own (the manually
-    started acceptance test) documents its own variables."""
+def test_every_variable_the_workflows_read_is_a_bootstrap_output(ci_outputs):
+    """The delivery and drift workflows, against this checkout's bootstrap; a workflow with an
+    identity of its own (the manually started acceptance test) documents its own variables."""
     used = {v for path in (PULUMI, DRIFT) for v in re.findall(r"vars\.([A-Z0-9_]+)", path.read_text())}
-    assert used and used <= set(bootstrap_outputs["githubVariables"]), used - set(bootstrap_outputs["githubVariables"])
+    assert used and used <= set(ci_outputs["githubVariables"]), used - set(ci_outputs["githubVariables"])
 
 
-def test_github_environments_match_the_bootstrap_subjects(workflow, drift, bootstrap_outputs):
-    subjects = bootstrap_outputs["subjects"]
-    repo = "acme/gpu-platform"
-    assert subjects["prod"]["deploy"] == f"repo:{repo}:environment:{environment_name(workflow['jobs']['up-prod'])}"
-    assert subjects["prod"]["preview"] == f"repo:{repo}:environment:{environment_name(workflow['jobs']['preview-prod'])}"
-    assert subjects["dev"]["deploy"] == f"repo:{repo}:ref:refs/heads/main"
-    assert subjects["dev"]["preview"] == f"repo:{repo}:pull_request"
+def test_github_environments_match_the_bootstrap_subjects(workflow, drift, ci_outputs):
+    """Each job's OIDC subject is one this checkout's bootstrap trusts for that job's identities: its
+    GitHub environment where it runs in one, else its ref (deploy) or the pull request (preview)."""
+    subjects = ci_outputs["subjects"]
+    repo = read_stack_values(PROJECT_DIR / "bootstrap", "ci")["gpu-platform-bootstrap:github"]["repository"]
+    assert set(subjects) == set(ci_environments())
+    for environment in subjects:
+        deploy, preview = workflow["jobs"][deploy_job(workflow, environment)], workflow["jobs"][preview_job(workflow, environment)]
+        expected_deploy = f"repo:{repo}:environment:{environment_name(deploy)}" if environment_name(deploy) else f"repo:{repo}:ref:refs/heads/main"
+        expected_preview = f"repo:{repo}:environment:{environment_name(preview)}" if environment_name(preview) else f"repo:{repo}:pull_request"
+        assert (subjects[environment]["deploy"], subjects[environment]["preview"]) == (expected_deploy, expected_preview), environment
     assert {s["drift"] for s in subjects.values()} == {f"repo:{repo}:environment:{environment_name(drift['jobs']['drift'])}"}
+
+
+def test_the_shipped_bootstrap_trusts_the_shipped_jobs(bootstrap_outputs):
+    """acme's bootstrap as shipped: prod's jobs in their protected GitHub environments, dev's by ref
+    and pull request (the subjects the workflow's jobs above must present)."""
+    subjects, repo = bootstrap_outputs["subjects"], "acme/gpu-platform"
+    assert subjects["prod"] == {**subjects["prod"], "deploy": f"repo:{repo}:environment:production", "preview": f"repo:{repo}:environment:production-preview"}
+    assert (subjects["dev"]["deploy"], subjects["dev"]["preview"]) == (f"repo:{repo}:ref:refs/heads/main", f"repo:{repo}:pull_request")
 
 
 # --- drift.yml ----------------------------------------------------------------------------------------
@@ -621,19 +680,22 @@ def _git(repo: Path, *args: str) -> str:
     ).stdout.strip()
 
 
-def _stack_file(stack: str, project_dir: Path) -> str:
-    environment = read_stack_values(project_dir, stack)["gpu-platform:environment"]
+def _stack_file(environment: str) -> str:
     return f"config:\n  gpu-platform:environment: {environment}\n"
 
 
-def _changed_stacks(workflow: dict, tmp_path: Path, change, project_dir: Path = SHIPPED_DIR) -> subprocess.CompletedProcess | dict[str, list[str]]:
-    """The step's output for a repository with the stacks of `project_dir` (the shipped ones unless
-    said otherwise) after `change`."""
+def step_environments(workflow: dict) -> list[str]:
+    """The environments the `changes` job groups stacks by: its outputs, one per environment."""
+    return sorted(workflow["jobs"]["changes"]["outputs"])
+
+
+def _changed_stacks(workflow: dict, tmp_path: Path, change, stacks: dict[str, str]) -> subprocess.CompletedProcess | dict[str, list[str]]:
+    """The step's output for a repository with `stacks` (stack: its environment) after `change`."""
     script = next(s for s in steps(workflow["jobs"]["changes"]) if s.get("id") == "changes")["run"]
     repo = tmp_path / "repo"
     repo.mkdir()
-    for stack in list_stacks(project_dir):
-        (repo / f"Pulumi.{stack}.yaml").write_text(_stack_file(stack, project_dir))
+    for stack, environment in stacks.items():
+        (repo / f"Pulumi.{stack}.yaml").write_text(_stack_file(environment))
     (repo / "Pulumi.yaml").write_text("name: gpu-platform\n")
     (repo / "__main__.py").write_text("")
     (repo / "README.md").write_text("")
@@ -663,49 +725,75 @@ def _touch(name: str):
     return lambda repo: (repo / name).write_text((repo / name).read_text() + "# changed\n")
 
 
-@pytest.mark.parametrize(
-    "change, expected",
-    [
-        (_touch("Pulumi.prod.yaml"), {"dev": [], "prod": ["prod"]}),
-        (_touch("Pulumi.team-vision-dev.yaml"), {"dev": ["team-vision-dev"], "prod": []}),
-        (lambda repo: (repo / "Pulumi.team-nlp-dev.yaml").write_text("config:\n  gpu-platform:environment: dev\n"), {"dev": ["team-nlp-dev"], "prod": []}),
-        (lambda repo: (repo / "Pulumi.prod.yaml").unlink(), {"dev": [], "prod": []}),
-        (_touch("README.md"), {"dev": [], "prod": []}),
-        (_touch("__main__.py"), {"dev": ["dev", "team-vision-dev"], "prod": ["prod"]}),
-        (_touch("Pulumi.yaml"), {"dev": ["dev", "team-vision-dev"], "prod": ["prod"]}),
-    ],
-)
-def test_changed_stacks(workflow, tmp_path, change, expected):
-    assert _changed_stacks(workflow, tmp_path, change) == expected
+# Each case over a repository with an environment stack per environment of the step and a team
+# stack of the first (as shipped: dev, prod and team-vision-dev): the change, and the stacks it
+# previews as (environment, stack) pairs ("*": every stack).
+CHANGES = {
+    "an environment stack edited": (lambda e: _touch(f"Pulumi.{e[-1]}.yaml"), lambda e: [(e[-1], e[-1])]),
+    "a team stack edited": (lambda e: _touch(f"Pulumi.team-vision-{e[0]}.yaml"), lambda e: [(e[0], f"team-vision-{e[0]}")]),
+    "a team stack added": (
+        lambda e: lambda repo: (repo / f"Pulumi.team-nlp-{e[0]}.yaml").write_text(_stack_file(e[0])),
+        lambda e: [(e[0], f"team-nlp-{e[0]}")],
+    ),
+    "an environment stack deleted": (lambda e: lambda repo: (repo / f"Pulumi.{e[-1]}.yaml").unlink(), lambda e: []),
+    "the README": (lambda e: _touch("README.md"), lambda e: []),
+    "the program": (lambda e: _touch("__main__.py"), lambda e: "*"),
+    "Pulumi.yaml": (lambda e: _touch("Pulumi.yaml"), lambda e: "*"),
+}
+
+
+@pytest.mark.parametrize("case", CHANGES)
+def test_changed_stacks(workflow, tmp_path, case):
+    environments = step_environments(workflow)
+    stacks = {**{e: e for e in environments}, f"team-vision-{environments[0]}": environments[0]}
+    change, previewed = CHANGES[case]
+    selected = previewed(environments)
+    expected = {e: [] for e in environments}
+    for environment, stack in ([(env, s) for s, env in stacks.items()] if selected == "*" else selected):
+        expected[environment].append(stack)
+    assert _changed_stacks(workflow, tmp_path, change(environments), stacks) == {e: sorted(s) for e, s in expected.items()}
+
+
+def test_the_changes_step_groups_by_the_bootstraps_environments(workflow):
+    """One group (and preview job) per environment that has CI identities, as the step's message says."""
+    assert step_environments(workflow) == sorted(ci_environments())
+    script = next(s for s in steps(workflow["jobs"]["changes"]) if s.get("id") == "changes")["run"]
+    groups = ", ".join(f'"{e}": []' for e in step_environments(workflow))
+    assert "groups = {" + groups + "}" in script
 
 
 def test_every_committed_stack_is_previewed_when_the_code_changes(workflow, tmp_path):
     """Whatever stacks this checkout has (a team stack a user added included): a change of the
     program previews each of them, under its environment's identities."""
-    selected = _changed_stacks(workflow, tmp_path, _touch("__main__.py"), project_dir=PROJECT_DIR)
+    stacks = {stack: read_stack_values(PROJECT_DIR, stack)["gpu-platform:environment"] for stack in list_stacks(PROJECT_DIR)}
+    selected = _changed_stacks(workflow, tmp_path, _touch("__main__.py"), stacks)
     assert isinstance(selected, dict), selected
     expected: dict[str, list[str]] = {}
-    for stack in list_stacks(PROJECT_DIR):
-        expected.setdefault(read_stack_values(PROJECT_DIR, stack)["gpu-platform:environment"], []).append(stack)
-    assert {env: sorted(stacks) for env, stacks in selected.items() if stacks} == expected
+    for stack, environment in stacks.items():
+        expected.setdefault(environment, []).append(stack)
+    assert {env: sorted(found) for env, found in selected.items() if found} == expected
 
 
 def test_a_stack_of_an_environment_without_ci_identities_fails_the_step(workflow, tmp_path):
-    result = _changed_stacks(workflow, tmp_path, lambda repo: (repo / "Pulumi.staging.yaml").write_text("config:\n  gpu-platform:environment: staging\n"))
+    stacks = {e: e for e in step_environments(workflow)}
+    result = _changed_stacks(workflow, tmp_path, lambda repo: (repo / "Pulumi.qa.yaml").write_text(_stack_file("qa")), stacks)
     assert isinstance(result, subprocess.CompletedProcess) and result.returncode != 0
-    assert "Pulumi.staging.yaml: environment 'staging' has no CI identities" in result.stderr
+    assert "Pulumi.qa.yaml: environment 'qa' has no CI identities" in result.stderr
 
 
 # --- Review: caches, the acceptance test's branch, Dependabot's trust ------------------------------------
 
 
-def test_the_approved_prod_preview_restores_no_dependency_cache(workflow):
-    """preview-prod runs in the pull request's cache scope, which unapproved runs of the same pull
-    request (test, preview) could have filled: it restores nothing and installs from PyPI."""
-    job = workflow["jobs"]["preview-prod"]
-    [setup] = [s for s in steps(job) if action(s) == "actions/setup-python"]
-    assert not setup["with"].get("cache") and "cache-dependency-path" not in setup["with"]
-    assert not [s for s in steps(job) if action(s) in ("actions/cache", "actions/cache/restore")]
+def test_the_approved_previews_restore_no_dependency_cache(workflow):
+    """A preview that runs in a GitHub environment (prod's, approved by a reviewer) runs in the pull
+    request's cache scope, which unapproved runs of the same pull request (test, preview) could
+    have filled: it restores nothing and installs from PyPI."""
+    approved = [preview_job(workflow, e) for e, entry in ci_environments().items() if (entry.get("preview") or {}).get("environment")]
+    for name in approved:
+        job = workflow["jobs"][name]
+        [setup] = [s for s in steps(job) if action(s) == "actions/setup-python"]
+        assert not setup["with"].get("cache") and "cache-dependency-path" not in setup["with"], name
+        assert not [s for s in steps(job) if action(s) in ("actions/cache", "actions/cache/restore")], name
     # The unapproved jobs of a pull request do cache, which is why this one must not.
     assert workflow["jobs"]["test"]["steps"][1]["with"]["cache"] == "pip"
 
