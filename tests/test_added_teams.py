@@ -108,6 +108,10 @@ def adopters_repository(project: Path) -> tuple[subprocess.CompletedProcess, str
         path.unlink()
     shipped_project(project, [s for s in SHIPPED_STACKS if s not in DELETED], bootstrap=True)
     delete_environment(project, DELETED_ENVIRONMENT)
+    # An environment this checkout's workflows serve beyond the example's (yours): not in the copy.
+    kept = {s for s in list_stacks(project) if not read_stack_values(project, s).get(f"{NS}:environmentStack")}
+    for environment in set(yaml_io.load((project / ".github" / "workflows" / "pulumi.yml").read_text())["jobs"]["changes"]["outputs"]) - kept:
+        delete_environment(project, environment)
     dev = project / "Pulumi.dev.yaml"
     dev.write_text(dev.read_text().replace("gcp:project: acme-ml-dev\n", f"gcp:project: {OWN_PROJECT}\n"))
     stale = subprocess.run([sys.executable, "-m", "tools.policy_data"], cwd=project, capture_output=True, text=True, timeout=300)
