@@ -85,7 +85,16 @@ class Backup(ConfigModel):
     """Back up the tenant's control plane (its host namespace: the API objects, secrets and data volume) with Backup for GKE; off in prod only with platform.allowTenantsWithoutBackup."""
     schedule: str = "0 3 * * *"
     """When backups are taken, a standard five-field cron line in UTC (default daily at 03:00); Backup for GKE takes them at least 10 minutes apart."""
-    retain_days: int = Field(14, ge=1, le=MAX_RETAIN_DAYS)
+    retain_days: int = Field(
+        14,
+        ge=1,
+        le=MAX_RETAIN_DAYS,
+        # What the schedule allows too (the check below), for the reference's bounds: the default's.
+        json_schema_extra={
+            "bounds": f"1–{min(MAX_RETAIN_DAYS, RETAIN_DAYS_PER_INTERVAL_DAY)} with the default daily schedule; at most "
+            f"{RETAIN_DAYS_PER_INTERVAL_DAY} × the days between two backups, up to {MAX_RETAIN_DAYS}"
+        },
+    )
     """How many days each backup is kept before Backup for GKE deletes it: 1 to 365, and at most 360 times the days between two backups of `schedule` (the shortest gap where they are uneven): daily 360, every 6 hours 90, hourly 15."""
     delete_lock_days: int | None = Field(None, ge=0, le=MAX_DELETE_LOCK_DAYS)
     """For how many days after it is taken nobody can delete a backup: 0 to 90 and at most retainDays (default: retainDays in prod, at most 90; 0 elsewhere)."""

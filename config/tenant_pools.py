@@ -23,6 +23,10 @@ from .node_types import NodeType
 from .reliability import GPU_TIMEOUT
 from .reservations import EXPIRY_MARGIN_SECONDS, FLEX_START_MIN_SECONDS, expire_after_seconds
 
+# Neither Karpenter nor Compute Engine bounds these; the product does: an idle GPU node kept for
+# days is the cost the platform exists to remove, and a node draining for days holds its GPUs.
+MAX_POOL_DURATION_SECONDS = 24 * 3600
+MIN_TERMINATION_GRACE_SECONDS = 60
 FLEX_DRAIN = "the pool's nodes must drain and go before Compute Engine stops the VM"
 
 
@@ -45,9 +49,11 @@ class GpuPool(ConfigModel):
     """The same as capacity: [spot] (kept from before capacity lists); not together with capacity."""
     zones: tuple[str, ...] | None = None
     """Only these of nodeProvider.zones (e.g. where the team's volumes are), each offering the GPU; unset: all."""
-    idle_after: Duration = "60s"
+    idle_after: Duration = Field("60s", json_schema_extra={"bounds": f"at most {duration_text(MAX_POOL_DURATION_SECONDS)}"})
     """How long a node stays empty before it is deleted, a duration like 60s, 10m or 1h30m."""
-    termination_grace_period: Duration = "30m"
+    termination_grace_period: Duration = Field(
+        "30m", json_schema_extra={"bounds": f"{duration_text(MIN_TERMINATION_GRACE_SECONDS)}–{duration_text(MAX_POOL_DURATION_SECONDS)}"}
+    )
     """How long a GPU job gets to stop when its node goes, a duration of at least 1m."""
     gpu_timeout: Duration = GPU_TIMEOUT
     """How long a node of this pool may go without offering nvidia.com/gpu after it joins, or after it lost its GPUs, before the GPU watchdog removes it and its VM (at least 2m)."""
@@ -341,9 +347,6 @@ def _check_flex_expiry(pool_path: str, pool: GpuPool, facts: EnvironmentFacts, p
         )
 
 
-# Neither Karpenter nor Compute Engine bounds these; the product does: an idle GPU node kept for
-# days is the cost the platform exists to remove, and a node draining for days holds its GPUs.
-MAX_POOL_DURATION_SECONDS = 24 * 3600
 POOL_DURATION_LIMIT = {
     "idleAfter": "an idle GPU node is billed by the second; keep warmNodes for nodes that must stay",
     "terminationGracePeriod": "a node being removed keeps its GPUs, and its bill, until the period ends",
@@ -357,7 +360,7 @@ def _check_pool_timing(pool_path: str, pool: GpuPool, problems: Problems) -> Non
             value = getattr(pool, attribute)
             if not DURATION.match(value):
                 problems.add(f"{pool_path}.{field}", f"{value!r} is not a duration like 60s, 10m or 1h30m")
-            elif field == "terminationGracePeriod" and duration_seconds(value) < 60:
+            elif field == "terminationGracePeriod" and duration_seconds(value) < MIN_TERMINATION_GRACE_SECONDS:
                 problems.add(f"{pool_path}.{field}", f"{value} is too short for a GPU job to checkpoint; at least 1m")
             elif duration_seconds(value) > MAX_POOL_DURATION_SECONDS:
                 problems.add(f"{pool_path}.{field}", f"{value} is longer than a day; at most 24h ({POOL_DURATION_LIMIT[field]})")

@@ -144,9 +144,9 @@ def committed_bootstrap_run(request):
 @pytest.fixture(scope="session", autouse=True)
 def pack_judges_the_shipped_stacks(request):
     """The pack's per-stack data (policy/stacks/) and its data of the bootstrap (program_data.json
-    `bootstrap`) are this checkout's; the tests that run the pack over the shipped stacks' and the
-    shipped bootstrap's runs judge them by the shipped ones' own data. Nothing to do while the two
-    are the same."""
+    `bootstrap` and the bootstrap's `inventory`) are this checkout's; the tests that run the pack
+    over the shipped stacks' and the shipped bootstrap's runs judge them by the shipped ones' own
+    data. Nothing to do while the two are the same."""
     if checkout_is_as_shipped() and bootstrap_is_as_shipped():
         yield
         return
@@ -156,7 +156,8 @@ def pack_judges_the_shipped_stacks(request):
 
     shipped = request.getfixturevalue("runs")
     values = {stack: shipped_values(stack) for stack in shipped}
-    with pack_stacks(policy_data.stack_data(shipped, values)), pack_bootstrap(policy_data.bootstrap_data(SHIPPED_BOOTSTRAP.parent)):
+    bootstrap = (policy_data.bootstrap_data(SHIPPED_BOOTSTRAP.parent), policy_data.bootstrap_inventory(request.getfixturevalue("bootstrap_run")))
+    with pack_stacks(policy_data.stack_data(shipped, values)), pack_bootstrap(*bootstrap):
         yield
 
 

@@ -99,22 +99,35 @@ def pack_stacks(stacks: dict[str, Any]):
 
 
 @contextlib.contextmanager
-def pack_bootstrap(bootstrap: dict[str, Any]):
+def pack_bootstrap(bootstrap: dict[str, Any], inventory: dict[str, Any] | None = None):
     """The pack judging with `bootstrap` as its data of the CI bootstrap (program_data.json
-    `bootstrap`) for a while: the bootstrap as shipped, whatever this checkout's configures. Changed
-    in place, as the guardrails hold on to the mappings (identities.py ACCOUNTS)."""
+    `bootstrap`) and `inventory` as what the bootstrap may register (its `inventory` entry) for a
+    while: the bootstrap as shipped, whatever this checkout's configures (an adopter's without
+    team projects registers no folder or billing grants, which the shipped one makes). Changed in
+    place, as the guardrails hold on to the mappings (identities.py ACCOUNTS, common.py INVENTORY)."""
     data = P.DATA["bootstrap"]
     saved, saved_accounts = dict(data), dict(data["accounts"])
     accounts = data["accounts"]
+    project = P.DATA["projects"]["bootstrap"]
+    saved_inventory = P.DATA["inventory"][project]
     data.update({k: v for k, v in bootstrap.items() if k != "accounts"})
     accounts.clear()
     accounts.update(bootstrap["accounts"])
+    if inventory is not None:
+        P.DATA["inventory"][project] = inventory
     try:
         yield
     finally:
         data.update(saved)
         accounts.clear()
         accounts.update(saved_accounts)
+        P.DATA["inventory"][project] = saved_inventory
+
+
+def committed_bootstrap_inventory() -> dict[str, Any]:
+    """What this checkout's pack data (policy/program_data.json) lets its bootstrap register."""
+    document = json.loads((Path(P.__file__).resolve().parent / "program_data.json").read_text())
+    return document["inventory"][document["projects"]["bootstrap"]]
 
 
 def pack_copy_judging_the_shipped_stacks(directory: Path, shipped_records_dir: Path) -> Path:

@@ -1,21 +1,26 @@
-"""An adopter's repository: the examples replaced and deleted, teams added both ways the docs say, on
-two branches at once, merged; `make test`'s checks then pass there.
+"""An adopter's repository: the examples replaced and deleted, an environment deleted, teams added
+both ways the docs say, on two branches at once, merged; `make test`'s checks then pass there.
 
-A copy of this checkout (its code; its stacks as shipped: tests/data/shipped/, whatever teams this
-checkout has added already is not the experiment's starting point) becomes a git repository whose
-first commit deletes the example team stack (team-vision-dev, with its record: what `make
-policy-data` would write). From that commit, two branches: one adds the docs' inline tenant
-example to dev and one of their team stack examples by hand (docs/teams.md "Add a team", `make
-policy-data`) and a team by `make team`; the other a team by `make team` only. They merge without a
-conflict, and then the tests that iterate every committed stack (the new stacks' offline plans, the
-pack over each, CI deploying them), the bootstrap's tests that follow the stacks' records, the
-freshness of the pack's data, the docs' example tests and the tests of `make team` run there.
-Only that subset: every other test runs on fixtures under tests/ (tests/shipped_stacks.py), and
+A copy of this checkout (its code and workflows; its stacks and bootstrap as shipped:
+tests/data/shipped/, whatever teams this checkout has added already is not the experiment's
+starting point) becomes a git repository whose first commit is the adopter's platform: the
+example team stack deleted (team-vision-dev), the `prod` environment deleted with every edit
+docs/development.md "Environments of your own" lists (stack file, the bootstrap's entry, its jobs
+in both workflows, `make policy-data`), dev in the adopter's own GCP project (`make policy-data`
+first refuses the bootstrap that still names acme's, with the key and no traceback), and the docs'
+inline tenant example and one of their team stack examples added by hand (docs/teams.md "Add a
+team"). From that commit, docs/teams.md "Two teams at once" runs as written: two branches, a team
+each by `make team`, committed. They merge without a conflict, and then the tests that iterate
+every committed stack (the new stacks' offline plans, the pack over each, CI deploying them), the
+bootstrap's tests that follow the stacks' records, the freshness of the pack's data, the docs'
+example tests, the tests of `make team` and every test of the workflows run there. Only that
+subset: every other test runs on fixtures under tests/ (tests/shipped_stacks.py), and
 `tests/checkout_reads.py` catches a test that reads this checkout's stack files and is not in it.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -30,9 +35,8 @@ import yaml
 import checkout_reads
 from config import yaml_io
 from config.stack_files import PROJECT_DIR, list_stacks, read_stack_values
-from docs_support import yaml_blocks
-from shipped_stacks import SHIPPED_DIR, SHIPPED_STACKS, checkout_is_as_shipped, shipped_project
-from tools import new_team
+from docs_support import section, yaml_blocks
+from shipped_stacks import SHIPPED_DIR, SHIPPED_STACKS, shipped_project
 
 NS = "gpu-platform"
 NOT_COPIED = shutil.ignore_patterns(".venv", ".git", "__pycache__", ".hypothesis", ".pytest_cache", "plan-out", "acceptance-out")
@@ -46,10 +50,11 @@ SUBSET = [
     "tests/test_policies.py::test_pack_passes_every_committed_stack",
     "tests/test_guardrails_exact.py::test_the_committed_stacks_pass_the_pack_served_from_a_copy_of_policy_alone",
     "tests/test_plan.py::test_every_committed_stack_plans_environment_stacks_first",
-    "tests/test_workflow.py::test_every_committed_stack_is_previewed_when_the_code_changes",
-    "tests/test_workflow.py::test_each_deploy_job_gates_and_deploys_its_environment_then_every_committed_team_stack_of_it",
-    "tests/test_workflow.py::test_every_committed_team_stack_is_deployed_by_ci",
-    "tests/test_workflow.py::test_drift_runs_on_a_schedule_for_every_environment_stack_with_the_read_only_identity",
+    # Every test of the workflows: they are the adopter's too (an environment's jobs).
+    "tests/test_workflow.py",
+    "tests/test_upgrade_check.py::test_each_preview_job_gates_its_stack_after_the_preview",
+    "tests/test_upgrade_check.py::test_the_ci_gate_refuses_an_undeclared_deletion_even_from_a_branch_that_weakens_it",
+    "tests/test_bootstrap.py::test_actions_cannot_approve_pull_requests",
     "tests/test_readme.py::test_stack_file_examples_work_as_new_stacks",
     "tests/test_readme.py::test_stack_value_examples_fit_every_environment_stack",
     "tests/test_policy_pack.py::test_program_data_is_fresh",
@@ -60,11 +65,14 @@ SUBSET = [
     "tests/test_bootstrap.py::test_the_bootstrap_stack_passes_the_policy_pack",
     "tests/test_yaml_reader.py::test_every_committed_stack_file_and_the_bootstraps_read",
 ]
-# The example an adopter deletes (acme's team stack: the environments stay, as theirs, edited on a
-# branch below; deleting an environment stack means deleting its CI jobs too, which a test says)
-# and the two teams `make team` adds on the two branches, from the same commit.
-DELETED = ("team-vision-dev",)
+# What an adopter deletes: acme's team stack, and the prod environment (docs/development.md
+# "Environments of your own"); dev stays, theirs, in their own project. The two teams docs/teams.md
+# "Two teams at once" adds on two branches from the same commit, by branch.
+DELETED = ("team-vision-dev", "prod")
+DELETED_ENVIRONMENT = "prod"
+OWN_PROJECT = "ours-ml-dev"
 TEAMS = {"team-audio": "audio", "team-lidar": "lidar"}
+COMMITTER = {"GIT_AUTHOR_NAME": "engineer", "GIT_AUTHOR_EMAIL": "engineer@example.com", "GIT_COMMITTER_NAME": "engineer", "GIT_COMMITTER_EMAIL": "engineer@example.com"}
 
 
 def readme_examples() -> tuple[list[dict], list[tuple[str, str]]]:
@@ -91,29 +99,78 @@ def git(project: Path, *args: str) -> str:
     return result.stdout
 
 
-def adopters_repository(project: Path) -> None:
-    """The copy's stacks become the shipped ones but the deleted examples, with their records gone
-    (each record depends on its own stack and environment only, and the pack's inventory keeps the
-    runs of the stacks as shipped: tools/policy_data.py), committed as the adopter's `main`."""
+def adopters_repository(project: Path) -> tuple[subprocess.CompletedProcess, str]:
+    """The copy's stacks and bootstrap become the shipped ones but the deleted examples, prod deleted
+    as documented, dev in the adopter's project, the docs' hand-added teams; committed as the
+    adopter's `main`. Returns what `make policy-data` said while the bootstrap still named acme's
+    project for dev, and the team stack added by hand."""
     for path in project.glob("Pulumi.*.yaml"):
         path.unlink()
     shipped_project(project, [s for s in SHIPPED_STACKS if s not in DELETED], bootstrap=True)
-    records = project / "policy" / "stacks"
-    if checkout_is_as_shipped():
-        for path in records.glob("*.json"):
-            if path.stem not in [s for s in SHIPPED_STACKS if s not in DELETED]:
-                path.unlink()
-    else:  # this checkout's records are not the shipped stacks': written for the copy's stacks
-        subprocess.run([sys.executable, "-m", "tools.policy_data"], cwd=project, check=True, capture_output=True, timeout=300)
+    delete_environment(project, DELETED_ENVIRONMENT)
+    # An environment this checkout's workflows serve beyond the example's (yours): not in the copy.
+    kept = {s for s in list_stacks(project) if not read_stack_values(project, s).get(f"{NS}:environmentStack")}
+    for environment in set(yaml_io.load((project / ".github" / "workflows" / "pulumi.yml").read_text())["jobs"]["changes"]["outputs"]) - kept:
+        delete_environment(project, environment)
+    dev = project / "Pulumi.dev.yaml"
+    dev.write_text(dev.read_text().replace("gcp:project: acme-ml-dev\n", f"gcp:project: {OWN_PROJECT}\n"))
+    stale = subprocess.run([sys.executable, "-m", "tools.policy_data"], cwd=project, capture_output=True, text=True, timeout=300)
+    bootstrap = project / "bootstrap" / "Pulumi.ci.yaml"
+    bootstrap.write_text(bootstrap.read_text().replace("project: acme-ml-dev ", f"project: {OWN_PROJECT} "))
+    stack = add_teams_as_readme_says(project)
+    subprocess.run([sys.executable, "-m", "tools.policy_data"], cwd=project, check=True, capture_output=True, timeout=300)
     git(project, "init", "--quiet", "--initial-branch=main")
     git(project, "add", "--all")
     git(project, "-c", "user.name=adopter", "-c", "user.email=adopter@example.com", "commit", "--quiet", "-m", "our platform: the examples deleted")
+    return stale, stack
+
+
+def _without_block(text: str, start: str, indent: str) -> str:
+    """`text` without the block whose first line is `start`, up to the next line indented `indent`
+    or less (the next key or entry of the same mapping or list); unchanged when it has none."""
+    lines = text.splitlines(keepends=True)
+    if start not in lines:
+        return text
+    first = lines.index(start)
+    end = next((i for i in range(first + 1, len(lines)) if lines[i].strip() and len(lines[i]) - len(lines[i].lstrip()) <= len(indent)), len(lines))
+    return "".join(lines[:first] + lines[end:])
+
+
+def delete_environment(project: Path, environment: str) -> None:
+    """docs/development.md "Environments of your own", To delete, steps 1 to 4, as an adopter edits
+    the files by hand (its text, comments kept): the stack files, the bootstrap's entry, the two
+    jobs of pulumi.yml with the changes job's output and group, the drift matrix entry; each edit
+    only where this checkout's files still have what it deletes."""
+    for stack in list_stacks(project):
+        values = read_stack_values(project, stack)
+        if stack == environment or str(values.get(f"{NS}:environmentStack") or "").endswith(f"/{environment}"):
+            (project / f"Pulumi.{stack}.yaml").unlink()
+    bootstrap = project / "bootstrap" / "Pulumi.ci.yaml"
+    bootstrap.write_text(_without_block(bootstrap.read_text(), f"    - name: {environment}\n", "    "))
+    path = project / ".github" / "workflows" / "pulumi.yml"
+    workflow = yaml_io.load(path.read_text())
+    jobs = workflow["jobs"]
+    deleted = [
+        name
+        for name, job in jobs.items()
+        if (job.get("strategy") or {}).get("matrix", {}).get("stack") == f"${{{{ fromJSON(needs.changes.outputs.{environment}) }}}}"
+        or any((s.get("with") or {}).get("stack-name") == f"${{{{ vars.PULUMI_ORG }}}}/{environment}" for s in job.get("steps") or [])
+    ]
+    text = path.read_text()
+    for name in deleted:
+        text = _without_block(text, f"  {name}:\n", "  ")
+        text = re.sub(rf"(\n    needs: )\[{re.escape(name)}\]\n", r"\1[test]\n", text)
+    text = text.replace(f"      {environment}: ${{{{ steps.changes.outputs.{environment} }}}}\n", "")
+    text = re.sub(rf'(, "{environment}": \[\]|"{environment}": \[\], )', "", text)
+    path.write_text(text)
+    drift = project / ".github" / "workflows" / "drift.yml"
+    drift.write_text(_without_block(drift.read_text(), f"          - stack: {environment}\n", "          "))
 
 
 def add_teams_as_readme_says(project: Path) -> str:
     """Both of the docs' ways at once: their inline tenant in dev, and a team stack of another team
     (the two "Add a team" examples are the same team, robotics, so the zones example's maps).
-    Returns the new stack's name. Its record follows with the `make team` that comes after."""
+    Returns the new stack's name."""
     inline, stack_files = readme_examples()
     names = {t["name"] for t in inline}
     stack, text = next((s, t) for s, t in stack_files if yaml_io.load(t)["config"][f"{NS}:tenant"]["name"] not in names)
@@ -125,18 +182,30 @@ def add_teams_as_readme_says(project: Path) -> str:
     return stack
 
 
-def make_team(project: Path, name: str) -> str:
-    """What `make team NAME=<name> ENV=dev` does (its argument parsing aside; tests/test_new_team.py
-    checks the Makefile's arguments and the command line), on the copy; its `make policy-data` runs
-    in the copy's own checkout. Not through `main`, which prints: this runs in a thread beside the
-    suite, whose output is the suite's. Returns what it printed."""
-    team = new_team.plan_team(name, "dev", gpu="nvidia-l4" if name == "audio" else None, max_gpus=4 if name == "audio" else None, project=None, project_dir=project)
-    return new_team.next_steps(team, new_team.add_team(team, project))
+def two_teams_at_once() -> str:
+    """docs/teams.md "Two teams at once": its commands, as written."""
+    [block] = re.findall(r"```sh\n(.*?)```", section("Two teams at once"), flags=re.S)
+    return block
 
 
-def commit_branch(project: Path, branch: str, message: str) -> None:
-    git(project, "add", "--all")
-    git(project, "-c", "user.name=engineer", "-c", "user.email=engineer@example.com", "commit", "--quiet", "-m", message)
+def run_as_written(project: Path, commands: str) -> subprocess.CompletedProcess:
+    """`commands` run by bash in the copy, `make` the project's Makefile with this interpreter as its
+    .venv's (MAKEFLAGS: make takes variables there as from its command line; the recipe is
+    unchanged) and a committer for git. Not through a terminal: this runs in a thread beside the
+    suite, whose output is the suite's."""
+    bin_dir = project.parent / "python-bin"
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / "python").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    (bin_dir / "python").chmod(0o755)
+    runtime, installed = project.parent / "installed-runtime", project.parent / "installed"
+    for stamp in (runtime, installed):
+        stamp.write_text("")  # newer than the requirement files: nothing to install
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("MAKE", "GIT_"))},
+        **COMMITTER,
+        "MAKEFLAGS": f"BIN={bin_dir} RUNTIME_STAMP={runtime} STAMP={installed}",
+    }
+    return subprocess.run(["bash", "-euo", "pipefail", "-c", commands], cwd=project, env=env, capture_output=True, text=True, timeout=600)
 
 
 # Where tests/conftest.py keeps the run it started as soon as the suite was collected.
@@ -150,7 +219,8 @@ class CopyRun:
 
     project: Path
     stack: str  # the team stack added by hand
-    printed: dict[str, str]  # what each `make team` printed, by branch
+    stale: subprocess.CompletedProcess  # `make policy-data` with the bootstrap naming acme's project for dev
+    commands: subprocess.CompletedProcess  # docs/teams.md "Two teams at once", as written
     changed: dict[str, list[str]]  # the files each branch changed, by branch
     merge: str  # what `git merge` said
     process: subprocess.Popen
@@ -169,16 +239,11 @@ class CopyRun:
 def start_copy_run(directory: Path) -> CopyRun:
     project = directory / "repo"
     shutil.copytree(PROJECT_DIR, project, ignore=NOT_COPIED, symlinks=True)
-    adopters_repository(project)
-    printed, changed = {}, {}
-    stack = ""
-    for branch, name in TEAMS.items():
-        git(project, "switch", "--quiet", "--create", branch, "main")
-        if branch == "team-audio":
-            stack = add_teams_as_readme_says(project)
-        printed[branch] = make_team(project, name)
-        commit_branch(project, branch, f"team {name}")
-        changed[branch] = git(project, "diff", "--name-only", "main", branch).split()
+    stale, stack = adopters_repository(project)
+    commands = run_as_written(project, two_teams_at_once())
+    if commands.returncode != 0:
+        raise AssertionError(f"docs/teams.md \"Two teams at once\" failed as written:\n{commands.stdout}{commands.stderr}")
+    changed = {branch: git(project, "diff", "--name-only", "main", branch).split() for branch in TEAMS}
     git(project, "switch", "--quiet", "team-audio")
     merge = git(project, "-c", "user.name=lead", "-c", "user.email=lead@example.com", "merge", "--no-edit", "team-lidar")
     output = directory / "checks.txt"
@@ -191,7 +256,7 @@ def start_copy_run(directory: Path) -> CopyRun:
             stderr=subprocess.STDOUT,
             text=True,
         )
-    return CopyRun(project, stack, printed, changed, merge, process, output)
+    return CopyRun(project, stack, stale, commands, changed, merge, process, output)
 
 
 class StartedCopyRun:
@@ -228,10 +293,11 @@ class StartedCopyRun:
 
 def test_the_tests_pass_after_adding_teams_as_the_docs_say_and_with_make_team(request, tmp_path):
     """The adopter's repository (tests/conftest.py starts it when the suite has been collected, beside
-    it): two branches from the same commit, each with what `make team` wrote (and one with the docs'
-    manual way too), merge without a conflict into stacks that all plan and pass the tests `make
-    test` runs on every committed stack; and every test of this suite that read this checkout's own
-    stack files is among those (tests/checkout_reads.py)."""
+    it): prod deleted and teams added by hand on main, then two branches from the same commit, each
+    with what `make team` wrote, committed as docs/teams.md says, merge without a conflict into
+    stacks that all plan and pass the tests `make test` runs on every committed stack and on the
+    workflows; and every test of this suite that read this checkout's own stack files is among those
+    (tests/checkout_reads.py)."""
     started = request.config.stash.get(COPY_RUN, None)
     if started is not None:
         run = started.get()
@@ -241,26 +307,53 @@ def test_the_tests_pass_after_adding_teams_as_the_docs_say_and_with_make_team(re
     project, stack = run.project, run.stack
     kept = [s for s in SHIPPED_STACKS if s not in DELETED]
     assert list_stacks(project) == sorted([stack, *kept, *(f"team-{name}-dev" for name in TEAMS.values())])
-    # Each `make team` branch touched files of its own: its stack and its record, nothing shared.
-    assert run.changed["team-lidar"] == ["Pulumi.team-lidar-dev.yaml", "policy/stacks/team-lidar-dev.json"]
-    assert set(run.changed["team-audio"]) == {"Pulumi.dev.yaml", f"Pulumi.{stack}.yaml", "Pulumi.team-audio-dev.yaml", "policy/stacks/dev.json", f"policy/stacks/{stack}.json", "policy/stacks/team-audio-dev.json"}
+    # `make policy-data` with a bootstrap entry that still names acme's project: the key and why, no traceback.
+    assert run.stale.returncode == 1 and "Traceback" not in run.stale.stdout + run.stale.stderr
+    assert run.stale.stderr.startswith("error: bootstrap configuration:\n  environments[0].project: 'acme-ml-dev' is not the project of its stack dev ('ours-ml-dev'")
+    assert run.stale.stderr.endswith("\nnothing was written\n")
+    # Each branch touched files of its own, as the docs' commits add them: its stack and its record.
+    for branch, name in TEAMS.items():
+        assert run.changed[branch] == [f"Pulumi.team-{name}-dev.yaml", f"policy/stacks/team-{name}-dev.json"], branch
+        assert f"pulumi stack init acme/team-{name}-dev\n       make policy-publish\n       cd bootstrap && pulumi up" in run.commands.stdout
     assert "CONFLICT" not in run.merge and git(project, "status", "--porcelain") == ""
     tenants = {name: read_stack_values(project, f"team-{name}-dev")[f"{NS}:tenant"] for name in TEAMS.values()}
-    assert tenants["audio"]["gpuPools"] == [{"gpu": "nvidia-l4", "maxGpus": 4}] and tenants["audio"]["gcpProject"] == "acme-ml-dev-audio"
+    assert tenants["audio"]["gpuPools"] == [{"gpu": "nvidia-tesla-t4", "maxGpus": 1}] and tenants["audio"]["gcpProject"] == f"{OWN_PROJECT}-audio"
     assert tenants["audio"]["network"] != tenants["lidar"]["network"]  # two branches, two ranges from two names
-    for branch, name in TEAMS.items():
-        assert f"pulumi stack init acme/team-{name}-dev\n       make policy-publish\n       cd bootstrap && pulumi up" in run.printed[branch]
+    # prod is gone from everything the docs list: the bootstrap's entries, both workflows' jobs, the
+    # changes job's outputs, the drift matrix, its record.
+    bootstrap = yaml_io.load((project / "bootstrap" / "Pulumi.ci.yaml").read_text())["config"]["gpu-platform-bootstrap:environments"]
+    workflow = yaml_io.load((project / ".github" / "workflows" / "pulumi.yml").read_text())
+    drift = yaml_io.load((project / ".github" / "workflows" / "drift.yml").read_text())
+    assert [e["name"] for e in bootstrap] == ["dev"] and sorted(workflow["jobs"]["changes"]["outputs"]) == ["dev"]
+    assert [name for name, job in workflow["jobs"].items() if re.search(r"outputs\.prod\b|_PROD\b|\}\}/prod\b", yaml_io.dump(job))] == []
+    assert [e["stack"] for e in drift["jobs"]["drift"]["strategy"]["matrix"]["include"]] == ["dev"]
+    assert not (project / "policy" / "stacks" / "prod.json").exists()
 
     code, output = run.wait()
     assert code == 0, output[-6000:]
     # The stack-iterating tests saw the new stacks; nothing was skipped.
     for added in (stack, *(f"team-{name}-dev" for name in TEAMS.values())):
         assert f"PASSED {SUBSET[0]}[{added}]" in output, added
-    assert f"PASSED {SUBSET[0]}[team-vision-dev]" not in output  # deleted
+    for deleted in DELETED:
+        assert f"PASSED {SUBSET[0]}[{deleted}]" not in output
     assert "PASSED tests/test_workflow.py::test_each_deploy_job_gates_and_deploys_its_environment_then_every_committed_team_stack_of_it[up-dev-dev]" in output
+    assert "test_each_deploy_job_gates_and_deploys_its_environment_then_every_committed_team_stack_of_it[up-prod-prod]" not in output
     assert " skipped" not in output.strip().splitlines()[-1], output.strip().splitlines()[-1]
     # Every test here that read this checkout's own stack files ran there too.
     assert checkout_reads.unchecked(SUBSET) == {}
+
+
+def test_the_docs_list_every_edit_the_copy_makes_to_delete_an_environment():
+    """docs/development.md "Environments of your own" names each file and place `delete_environment`
+    edits, in the words an adopter searches for."""
+    text = " ".join(section("Environments of your own").split())
+    for named in (
+        "`git rm Pulumi.<env>.yaml`", "`gpu-platform:environmentStack`", "`bootstrap/Pulumi.ci.yaml`", "`- name: <env>`",
+        "`.github/workflows/pulumi.yml`", "`needs.changes.outputs.<env>`", "`${{ vars.PULUMI_ORG }}/<env>`",
+        "`<env>: ${{ steps.changes.outputs.<env> }}`", "`\"<env>\": []`", "needs `test` instead",
+        "`.github/workflows/drift.yml`", "`- stack: <env>`", "`make policy-data`",
+    ):
+        assert named in text, named
 
 
 def test_the_shipped_stacks_are_a_project_of_their_own():

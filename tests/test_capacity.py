@@ -5,7 +5,6 @@ becomes in Compute Engine, and bad input, all at once."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import jsonschema
@@ -16,7 +15,6 @@ from components.vcluster_values import VClusterValues
 from config import node_properties as props
 from config.capacity import RANK_BAND
 from config.stack import NS, load_stack
-from config.stack_files import PROJECT_DIR
 from policy_support import analyze_remote, edit_values, served_pack
 from shipped_stacks import SHIPPED_DIR, problems, run_shipped, shipped_values
 
@@ -291,13 +289,15 @@ def test_slices_of_one_reservation_together_fit_it_and_name_each_tenant_once(sta
 # --- The pack refuses another team's slice, served over gRPC as the CLI serves it --------------------
 
 
-def test_the_pack_refuses_a_pool_that_selects_another_teams_slice(tmp_path, prod_run):
+def test_the_pack_refuses_a_pool_that_selects_another_teams_slice(tmp_path, prod_run, shipped_records_dir):
     """The program never renders such a pool; a pull request that edits the rendering could. The
-    pack, served from a copy of policy/ as `pulumi preview --policy-pack` serves it, refuses it."""
+    pack, served from a copy of policy/ as `pulumi preview --policy-pack` serves it, refuses it.
+    The copy judges by the shipped stacks' records (prod as shipped), whatever this checkout holds."""
     from pulumi.runtime.proto import analyzer_pb2
 
-    copied = tmp_path / "policy"
-    shutil.copytree(PROJECT_DIR / "policy", copied, ignore=shutil.ignore_patterns(".venv", "__pycache__"))
+    from policy_support import pack_copy_judging_the_shipped_stacks
+
+    copied = pack_copy_judging_the_shipped_stacks(tmp_path, shipped_records_dir)
     record = json.loads((copied / "stacks" / "prod.json").read_text())
     # prod's record as if a second team, nlp, had a slice of its own of another reservation.
     record["reservedNodeTypes"]["rsv-shared-h100-nlp"] = "nlp"

@@ -173,3 +173,30 @@ def test_values_taken_from_the_catalog_are_the_ones_the_checks_use():
 def test_pulumi_yaml_descriptions_are_rewritten_in_place_and_nothing_else():
     text = "name: x\n# a comment\nconfig:\n  cluster:\n    type: object\n    # kept\n    description: \"old\"\n  other:\n    description: keep\n"
     assert ref.with_descriptions(text, {"cluster": 'new: "quoted" · ü'}) == text.replace('"old"', '"new: \\"quoted\\" · ü"')
+
+
+def test_the_bounds_the_checks_enforce_beyond_the_schema_are_in_the_reference(stack_values):
+    """A pool's durations and a backup's retainDays under the default daily schedule: the reference's
+    bounds column says where the checks start refusing, and they do there, naming the key."""
+    from config.stack import load_stack
+    from shipped_stacks import SHIPPED_DIR, problems
+
+    def bounds(key: str) -> str:
+        return next(line for line in PAGE.splitlines() if line.startswith(f"| `{key}` |")).split(" | ")[3]
+
+    assert bounds("gpuPools[].idleAfter") == "at most 24h"
+    assert bounds("gpuPools[].terminationGracePeriod") == "1m–24h"
+    assert bounds("backup.retainDays").startswith("1–360 with the default daily schedule; at most 360 × the days between two backups, up to 365")
+
+    def dev(idle_after: str, grace: str, retain_days: int) -> dict:
+        values = stack_values("dev")
+        tenant = values[f"{NS}:tenants"][0]
+        tenant["gpuPools"][0].update(idleAfter=idle_after, terminationGracePeriod=grace)
+        tenant["backup"] = {"retainDays": retain_days}  # the default schedule: daily
+        return values
+
+    load_stack(dev("24h", "1m", 360), stack="dev", project_dir=SHIPPED_DIR)  # at the bounds: accepted
+    found = problems(dev("24h1s", "59s", 361))
+    assert sorted(p.split(":", 1)[0] for p in found) == [
+        "tenants[0].backup.retainDays", "tenants[0].gpuPools[0].idleAfter", "tenants[0].gpuPools[0].terminationGracePeriod"
+    ], found

@@ -86,3 +86,17 @@ def test_readme_is_read_top_to_bottom():
 
 def test_every_docs_page_has_one_title():
     assert {name: [t for level, t, _ in headings(text) if level == 1] for name, text in pages().items() if len([1 for level, _, _ in headings(text) if level == 1]) != 1} == {}
+
+
+# `python -m <one of this project's packages>` without the venv's python: a user pastes it outside
+# any virtualenv, where the pinned packages (pulumi, pydantic, …) are missing.
+_BARE_PYTHON = re.compile(r"(?<![/\w.])python3? -m (?:tools|tests|bench)\b[^\n`]*")
+
+
+def test_the_docs_run_the_projects_modules_with_the_venvs_python():
+    """Every command of README, docs/ and CHANGELOG.md that runs a module of this project runs it
+    with `.venv/bin/python` (`make venv` or any make target creates it), as the Makefile does."""
+    texts = {**pages(), "CHANGELOG.md": (PROJECT_DIR / "CHANGELOG.md").read_text()}
+    assert {name: found for name, text in texts.items() if (found := _BARE_PYTHON.findall(text))} == {}
+    assert _BARE_PYTHON.findall("run `python -m tools.plan --project-dir x` or python3 -m bench.run") == ["python -m tools.plan --project-dir x", "python3 -m bench.run"]
+    assert _BARE_PYTHON.findall("`.venv/bin/python -m tools.plan`, python -m venv .venv") == []

@@ -128,9 +128,9 @@ def test_what_the_page_says_of_the_alert_and_the_watchdog():
 
 
 @pytest.mark.parametrize("stack", ["dev", "team-vision-dev"])
-def test_what_the_page_says_the_plan_prints_it_prints(stack):
+def test_what_the_page_says_the_plan_prints_it_prints(stack, runs):
     loaded = load_stack(shipped_values(stack), stack=stack, project_dir=SHIPPED_DIR)
-    plan = SimpleNamespace(loaded=loaded)
+    plan = SimpleNamespace(loaded=loaded, run=runs[stack])  # what the plan's monitoring section reads
     tenants = loaded.tenants if stack == "dev" else (loaded.tenant,)
     for tenant in tenants:
         line = monitoring_plan.tenant_line(plan, tenant)

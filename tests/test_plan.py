@@ -827,6 +827,7 @@ def test_plan_of_a_team_stack_shows_its_own_project(vision):
 
 def test_compare_names_what_moving_a_tenant_to_its_own_project_replaces(dev_run, stack_values):
     from tools import plan_compare
+    from tools.plan_compare_text import render_changes
 
     values = stack_values("dev")
     values["gpu-platform:tenants"][0].update(isolation="project", gcpProject="acme-ml-dev-nlp")
@@ -840,7 +841,7 @@ def test_compare_names_what_moving_a_tenant_to_its_own_project_replaces(dev_run,
     assert not any(n.startswith("tenant-speech-") for _, n in replaced)
     created = {c.name for c in changes.changes if c.action == "create"}
     assert {"tenant-nlp-project-compute", "tenant-nlp-project-role-vm"} <= created
-    text = plan_compare.render_changes(changes, "acme-ml-dev")
+    text = render_changes(changes, "acme-ml-dev")
     assert "TENANT nlp MOVES from GCP project acme-ml-dev (shared) to acme-ml-dev-nlp (its own)" in text
     assert "± replace gcp:compute/network:Network  tenant-nlp-gcp-vpc  (project: acme-ml-dev → acme-ml-dev-nlp)" in text
     assert "VIRTUAL CLUSTER RE-CREATED: tenant-nlp-instance" in text
@@ -1088,5 +1089,17 @@ def test_the_plan_says_per_team_where_its_dashboard_metrics_and_cost_view_are(vi
     _, out, _, _ = dev_plan
     monitoring = section(out, "Monitoring (gpu-platform:monitoring)")
     assert "showback: billing export is not set up yet. Dataset acme-ml-dev.gpu_platform_dev_billing will exist" in monitoring
-    assert "monitoring team projects: acme-ml-dev-vision" in monitoring and "6 alert policies in acme-ml-dev" in monitoring
-    assert dev_json["monitoring"]["alertPolicies"] == 6 and dev_json["monitoring"]["costView"] is None
+    assert "monitoring team projects: acme-ml-dev-vision" in monitoring and dev_json["monitoring"]["costView"] is None
+
+
+def test_the_plan_counts_and_names_every_alert_policy_the_program_registers(dev_plan, dev_json, dev_run):
+    """Four of the environment (the capacity shortage among them) and one per team with GPU pools
+    (nlp, speech inline; vision's team stack), each by its title, as registered."""
+    titles = [r.input("displayName").removeprefix("GPU platform dev: ") for r in dev_run.of_type("gcp:monitoring/alertPolicy:AlertPolicy")]
+    assert len(titles) == 7 and "Every GPU option of a team's pool out of capacity while its pods wait" in titles
+    assert {t for t in titles if t.startswith("GPU pool of ")} == {f"GPU pool of {team} at its limit while pods wait" for team in ("nlp", "speech", "vision")}
+    _, out, _, _ = dev_plan
+    monitoring = section(out, "Monitoring (gpu-platform:monitoring)")
+    listed = monitoring.split("7 alert policies in acme-ml-dev, notifying no channel yet (monitoring.notificationChannels):\n", 1)[1]
+    assert listed.splitlines()[: len(titles)] == [f"    {title}" for title in titles]
+    assert dev_json["monitoring"]["alertPolicies"] == 7 and dev_json["monitoring"]["alertPolicyTitles"] == titles

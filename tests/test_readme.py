@@ -279,7 +279,7 @@ def test_workload_examples_tolerate_the_gpu_taint_and_ask_for_gpus():
 def test_every_stack_init_names_the_organization():
     """One form everywhere, `pulumi stack init <your-org>/<stack>`, as team stacks' environmentStack
     (`<org>/gpu-platform/<env>`) expects."""
-    inits = re.findall(r"pulumi stack init (\S+)", all_text())
+    inits = re.findall(r"pulumi stack init ([^\s`]+)", all_text())
     assert inits and [i for i in inits if not re.fullmatch(r'"?<your-org>/[a-z0-9$-]+"?', i)] == []
 
 
@@ -308,10 +308,15 @@ def test_the_admin_password_is_read_from_the_secret_the_program_creates(dev_run)
 
 
 def test_the_first_plan_ends_with_the_warnings_try_it_announces():
-    """Try it offline: "It ends with 2 warnings": one per shared tenant of dev, nothing else."""
+    """Try it offline: "It ends with 2 warnings": one per shared tenant of dev, nothing else; then
+    the line that the stack files are as committed (tools/plan_compare_text.py)."""
+    from tools.plan_compare_text import no_comparison
+
     count = int(re.search(r"It ends with (\d+) warnings", section("Try it offline")).group(1))
-    warnings = dev_plan().split(f"\nWarnings ({count})\n", 1)[1].splitlines()
-    assert len(warnings) == count
+    warnings, last = dev_plan().split(f"\nWarnings ({count})\n", 1)[1].split("\n\n")
+    warnings = warnings.splitlines()
+    assert len(warnings) == count and last == no_comparison()
+    assert "Its last line says that there is no uncommitted edit of the stack files" in " ".join(section("Try it offline").split())
     shared = re.findall(r"^  WARNING \(program\): tenants\[\d\] \(([a-z-]+)\) uses isolation: shared: ", "\n".join(warnings), flags=re.M)
     assert len(shared) == count and all(name in section("Try it offline") for name in shared)
 
@@ -342,7 +347,7 @@ def test_team_stacks_are_deployed_by_ci_after_their_environment_and_listed_first
     """The docs say one thing about who deploys a team stack, as .github/workflows/pulumi.yml does it
     (tests/test_workflow.py): CI's deploy job of its environment, after the bootstrap lists it."""
     text = " ".join(section("Add a team").split())
-    assert "CI deploys it, never the team" in text and "`python -m tools.team_stacks <env>`" in text
+    assert "CI deploys it, never the team" in text and "`.venv/bin/python -m tools.team_stacks <env>`" in text
     # Listed by nobody: the bootstrap derives each environment's stacks and existing team projects
     # from the stack records make policy-data writes (tests/test_bootstrap.py).
     assert "then `make policy-data` (it writes the stack's record, `policy/stacks/team-robotics-dev.json`). Nothing else" in text
@@ -374,7 +379,7 @@ def test_make_bench_says_how_long_it_takes_and_the_quick_run_comes_first():
     from bench.run import DURATION, QUICK_SIZES
 
     text = " ".join(section("Performance").split())
-    quick, full = text.index("`make bench QUICK=1`"), text.index("`make bench` (`python -m bench.run`)")
+    quick, full = text.index("`make bench QUICK=1`"), text.index("`make bench` (`.venv/bin/python -m bench.run`)")
     assert quick < full
     assert f"`make bench QUICK=1` first: {DURATION['quick']} (best of 1, dev and {QUICK_SIZES[-1]} tenants)" in text
     assert f"takes {DURATION['full']}" in text

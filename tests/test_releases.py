@@ -85,7 +85,7 @@ def test_the_command_prints_the_releases_and_a_releases_commit(capsys):
 
 def test_the_upgrade_check_is_documented_with_a_release_and_without_tags():
     text = " ".join(section("Upgrading gpu-platform").split())
-    assert "make plan STACK=dev COMPARE=v0.1.0" in text and "`python -m tools.releases v0.1.0` prints it" in text
+    assert "make plan STACK=dev COMPARE=v0.1.0" in text and "`.venv/bin/python -m tools.releases v0.1.0` prints it" in text
     assert "[Upgrade](operations.md#upgrade)" in text
 
 

@@ -251,7 +251,8 @@ def test_the_issues_bad_inputs_come_all_at_once_and_register_nothing(stack_value
 
 
 def test_a_change_of_a_security_setting_shows_in_the_plan_as_one(stack_values, dev_run, tenant_run, env_stack_ref):
-    from tools.plan_compare import compare, render_changes, resources_of
+    from tools.plan_compare import compare, resources_of
+    from tools.plan_compare_text import render_changes
 
     values = stack_values("team-vision-dev")
     values[f"{NS}:tenant"].update(loadBalancerServices=True, podSecurityStandard="privileged")

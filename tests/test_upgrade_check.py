@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -48,16 +49,20 @@ def release_commit() -> str | None:
     return release if found.returncode == 0 else None
 
 
-# The shipped environment stacks: every stateful resource type is in them (a team stack's tenant is
-# the same component as dev's inline tenants), and a team stack would cost two more evaluations.
+# The environment stacks as the last release shipped them: a deployed stack of an adopter who kept
+# the example (every stateful resource type is in them; a team stack's tenant is the same component
+# as dev's inline tenants, and would cost two more evaluations), upgraded by the code alone.
 SHIPPED = ("dev", "prod")
+# The scratch repository's release (its instances renamed without an alias, `evaluated`).
+SCRATCH_RELEASE = "v9.0.0"
 
 
 @pytest.fixture(scope="module")
 def evaluated(tmp_path_factory) -> dict:
     """In one interpreter (the SDKs load once): three commits of the program in a fresh repository
-    (as it is, its tenant instances renamed, renamed with an alias), each commit's dev stack by its
-    own code; and the last release's code on its own copies of the shipped stacks."""
+    (as it is, its tenant instances renamed, renamed with an alias; the renamed one tagged as a
+    release), each commit's dev stack by its own code; and the upgrade check from the last release on
+    the stacks it shipped: its code and this checkout's code, each on those stack files."""
     tmp = tmp_path_factory.mktemp("upgrade")
     repo = tmp / "repo" / "gpu-platform"
     repo.mkdir(parents=True)
@@ -78,6 +83,7 @@ def evaluated(tmp_path_factory) -> dict:
         "            opts=pulumi.ResourceOptions(\n                parent=self,\n                aliases=[pulumi.Alias(name=f\"{name}-instance\")],\n                # The caller's depends_on",
         "instances renamed with an alias",
     )
+    git(repo, "tag", SCRATCH_RELEASE, commits["renamed"])
     jobs, keys = [], []
     for key, commit in commits.items():
         tree = tmp / key / "gpu-platform"
@@ -88,10 +94,21 @@ def evaluated(tmp_path_factory) -> dict:
     if release is not None:
         tree = tmp / "release" / "gpu-platform"
         plan_compare.extract(release, PROJECT_DIR, tree)
+        # As `make plan COMPARE=<release>` runs each side (tools/plan_compare.py code_snapshot):
+        # each code with its own Pulumi.yaml, on the same stack files.
+        released_stacks = tree / "tests" / "data" / "shipped"
+        now = tmp / "release-stacks-now"
+        now.mkdir()
+        shutil.copy(PROJECT_DIR / "Pulumi.yaml", now / "Pulumi.yaml")
         for stack in SHIPPED:
-            jobs.append((str(tree), stack, str(tmp / f"release-{stack}.json"), str(tree / "tests" / "data" / "shipped")))
+            shutil.copy(released_stacks / f"Pulumi.{stack}.yaml", now / f"Pulumi.{stack}.yaml")
+        for stack in SHIPPED:
+            jobs.append((str(tree), stack, str(tmp / f"release-{stack}.json"), str(released_stacks)))
             keys.append(("release", stack))
-    return {**plan_compare.evaluate_trees(jobs, keys), "release": release}
+        for stack in SHIPPED:
+            jobs.append((str(PROJECT_DIR), stack, str(tmp / f"now-{stack}.json"), str(now)))
+            keys.append(("now", stack))
+    return {**plan_compare.evaluate_trees(jobs, keys), "release": release, "repo": repo}
 
 
 @pytest.fixture
@@ -152,25 +169,114 @@ def test_a_replace_on_change_input_replaces_the_host_cluster(dev_run):
     assert not allowed and "Declared but covering none of these: gke (a declaration is `tenant-<team>` or a stateful resource's full name" in banner
 
 
-def test_the_plan_refuses_a_stack_file_edit_that_deletes_a_tenant_unless_declared(tmp_path, monkeypatch, capsys):
-    project = tmp_path / "gpu-platform"
+def command_rows(triggers: list | None, environment: dict) -> list[dict]:
+    """A pulumi-command Command as the mock engine records it: its SDK registers every Command with
+    replace_on_changes=["triggers[*]"] (pulumi_command/local/command.py)."""
+    inputs = {"create": "kubectl wait", "environment": environment, **({"triggers": triggers} if triggers is not None else {})}
+    return [
+        {"urn": "urn:pulumi:dev::p::pulumi:pulumi:Stack::p-dev", "type": "pulumi:pulumi:Stack", "name": "p-dev", "parent": None, "custom": False, "inputs": {}},
+        {"urn": "urn:pulumi:dev::p::command:local:Command::platform-api-ready", "type": "command:local:Command", "name": "platform-api-ready",
+         "parent": "urn:pulumi:dev::p::pulumi:pulumi:Stack::p-dev", "custom": True, "inputs": inputs, "replaceOnChanges": ["triggers[*]"]},
+    ]
+
+
+def test_a_command_is_replaced_when_any_of_its_triggers_changes_and_updated_otherwise():
+    """`triggers[*]` is Pulumi's property path for every element (sdk/go/common/resource/properties_path.go):
+    any changed, added or removed trigger replaces the Command; another input's change updates it."""
+    def compared(before: list | None, after: list | None, env_before=None, env_after=None):
+        old = plan_compare.engine_urns(command_rows(before, env_before or {"A": "1"}))
+        new = plan_compare.engine_urns(command_rows(after, env_after or {"A": "1"}))
+        return [(c.action, c.because) for c in plan_compare.compare(old, new, ref="r", stack="dev").changes]
+
+    assert compared(["acme-ml-dev", "3.1"], ["my-ml-dev", "3.1"]) == [("replace", ["triggers[0]: acme-ml-dev → my-ml-dev"])]
+    assert compared(["a"], ["a", "b"]) == [("replace", ["triggers[1]: null → b"])]
+    assert compared(["a"], None) == [("replace", ["triggers[0]: a → null"])]
+    assert compared(["a"], ["a"], {"A": "1"}, {"A": "2"}) == [("update", ["environment"])]
+    assert compared(["a"], ["a"]) == []
+
+
+def test_property_paths_read_as_pulumi_reads_them():
+    from tools.property_paths import PathError, at, differences, parse
+
+    assert parse('metadata.annotations["gpu-platform/gcp-project"]') == ["metadata", "annotations", "gpu-platform/gcp-project"]
+    assert parse("spec.pools[0].nodes[*].name") == ["spec", "pools", 0, "nodes", "*", "name"]
+    assert parse('a.*["b.c"]') == ["a", "*", "b.c"]
+    assert at({"a": [{"b": 1}]}, "a[0].b") == 1 and at({}, "a.b") is None
+    assert differences({"m": {"x": 1, "y": 2}}, {"m": {"x": 1, "y": 3, "z": 4}}, "m.*") == [("m.y", 2, 3), ("m.z", None, 4)]
+    for bad in ("a[", 'a["b', "a[x]"):
+        with pytest.raises(PathError, match=re.escape(repr(bad))):
+            parse(bad)
+
+
+def stack_project(directory: Path, dev_text: str) -> Path:
+    """A git work tree with this Pulumi.yaml and a dev stack file, committed."""
+    project = directory / "gpu-platform"
     project.mkdir()
-    for name in ("Pulumi.yaml", "Pulumi.dev.yaml"):
-        shutil.copy(PROJECT_DIR / name, project / name)
+    shutil.copy(PROJECT_DIR / "Pulumi.yaml", project / "Pulumi.yaml")
+    (project / "Pulumi.dev.yaml").write_text(dev_text)
     git(project, "init", "-q")
     git(project, "add", ".")
     git(project, "commit", "-qm", "stacks")
-    text = (project / "Pulumi.dev.yaml").read_text()
-    start = text.index("    - name: nlp\n")
-    (project / "Pulumi.dev.yaml").write_text(text[:start] + text[text.index("    - name: speech\n") :])
+    return project
+
+
+def test_the_examples_first_edit_is_shown_not_gated_and_then_every_edit_is_gated(tmp_path, monkeypatch, capsys):
+    """The deploy guide's first step (`gcp:project` set to yours) on the example as shipped: the plan
+    compares with the committed stack file and lists what it replaces (pulumi-command's `triggers[*]`
+    read), but the example was never deployed: not gated, and it says why. Once the stack file is
+    yours (committed), an edit that deletes a tenant fails until declared; the DESTROYS block comes
+    once at the top and again at the end, where make's error follows."""
+    example = (SHIPPED_DIR / "Pulumi.dev.yaml").read_text()
+    project = stack_project(tmp_path, example)
+    ours = example.replace("gcp:project: acme-ml-dev\n", "gcp:project: ours-ml-dev\n")
+    assert ours != example
+    (project / "Pulumi.dev.yaml").write_text(ours)
     monkeypatch.delenv("ALLOW_DESTROY", raising=False)
-    assert plan_tool.main(["--stack", "dev", "--quiet", "--project-dir", str(project)]) == 1
+    args = ["--stack", "dev", "--quiet", "--project-dir", str(project)]
+    assert plan_tool.main(args) == 0
     out, err = capsys.readouterr()
-    assert out.startswith("DESTROYS: stack dev would delete or replace 3 resource(s) that hold state:\n")
-    assert f"  DELETE  {INSTANCE}  tenant-nlp-instance  [NOT DECLARED]" in err
+    assert out.startswith("DESTROYS (not gated): stack dev would delete or replace 5 resource(s) that hold state, against the committed stack files (HEAD):\n")
+    assert "  REPLACE gcp:container/cluster:Cluster  gke-cluster  [not gated]: loses the host cluster" in out
+    assert "Not gated: the committed Pulumi.dev.yaml is the example as shipped (the values of tests/data/shipped/Pulumi.dev.yaml), which no stack of yours runs" in out
+    assert "~ update  command:local:Command  platform-api-ready  (changed: environment)" in out
+    assert "TENANT nlp MOVES from GCP project acme-ml-dev (shared) to ours-ml-dev (shared)" in out and "SECURITY CHANGE" not in out
+    assert "this gate sees uncommitted edits of the stack files only: once they are committed, `make plan COMPARE=origin/main`" in out
+    assert "[NOT DECLARED]" not in out + err
+
+    git(project, "commit", "-qam", "our project")
+    start = ours.index("    - name: nlp\n")
+    without_nlp = ours[:start] + ours[ours.index("    - name: speech\n") :]
+    (project / "Pulumi.dev.yaml").write_text(without_nlp)
+    assert plan_tool.main(args) == 1
+    out, err = capsys.readouterr()
+    banner = out[: out.index("\n\n") + 1]
+    assert banner.startswith("DESTROYS: stack dev would delete or replace 3 resource(s) that hold state:\n")
+    assert f"  DELETE  {INSTANCE}  tenant-nlp-instance  [NOT DECLARED]" in banner
+    assert out.count("DESTROYS") == 1 and err.endswith("\n" + banner), "once at the top, again at the very end"
     monkeypatch.setenv("ALLOW_DESTROY", "tenant-nlp")
-    assert plan_tool.main(["--stack", "dev", "--quiet", "--project-dir", str(project)]) == 0
-    assert "[declared]" in capsys.readouterr().out
+    assert plan_tool.main(args) == 0
+    out, err = capsys.readouterr()
+    assert "[declared]" in out and out.count("DESTROYS") == 2 and "DESTROYS" not in err
+
+    # A committed stack file that does not plan: the comparison is skipped, saying so.
+    (project / "Pulumi.dev.yaml").write_text(without_nlp.replace("    - name: speech\n", "    - name: speech\n      colour: blue\n"))
+    git(project, "commit", "-qam", "a broken commit")
+    (project / "Pulumi.dev.yaml").write_text(without_nlp)
+    assert plan_tool.main(args) == 0
+    out, err = capsys.readouterr()
+    assert re.search(r"^the committed Pulumi\.dev\.yaml does not plan: 1 configuration problem in stack 'dev'; nothing was created; comparison skipped\n  .*tenants\[0\]\.colour: unknown key", out, re.M), out
+    assert "Traceback" not in out + err and "DESTROYS" not in out + err
+
+    # As committed: nothing to compare, and the plan says what judges a committed change.
+    git(project, "commit", "-qam", "fixed")
+    assert plan_tool.main(["--stack", "dev", "--project-dir", str(project)]) == 0
+    assert "Deletions and replacements: no uncommitted edit of the stack files to compare with their commit; this gate sees uncommitted edits" in capsys.readouterr().out
+
+    # A stack file not committed yet: nothing to compare with, said.
+    git(project, "rm", "-q", "--cached", "Pulumi.dev.yaml")
+    git(project, "commit", "-qm", "dev not committed")
+    assert plan_tool.main(args) == 0
+    assert "Pulumi.dev.yaml is not committed yet: nothing to compare with; the gate starts with its first commit" in capsys.readouterr().out
 
 
 def test_ci_judges_the_real_preview_with_the_commits_declarations(tmp_path):
@@ -271,30 +377,99 @@ def test_the_gate_runs_on_the_standard_library_alone():
     assert result.returncode == 0, result.stderr
 
 
-def test_the_shipped_stacks_since_the_last_release_lose_nothing_undeclared(evaluated, dev_run, prod_run):
-    """The upgrade check from the last release to this checkout, on the shipped stacks: the release's
-    code on its copies of them, this code on today's (tests/data/shipped); a deletion or replacement
-    of a stateful resource needs an `Allow-Destroy:` trailer in a commit since the release."""
-    release = evaluated["release"]
-    if release is None:
+def test_the_upgrade_check_runs_the_releases_code_on_the_forks_own_stack_files(evaluated, tmp_path, monkeypatch, capsys):
+    """`make plan COMPARE=<release>` on a fork: the release's code and this code, both on the fork's
+    own stack file (its project, its tenants), never the release's example: the changes are exactly
+    what the code change does (here the release named instances `-vcluster`, this code `-instance`,
+    without an alias), to the fork's tenants."""
+    fork = tmp_path / "fork"
+    fork.mkdir()
+    shutil.copy(PROJECT_DIR / "Pulumi.yaml", fork / "Pulumi.yaml")
+    own = (SHIPPED_DIR / "Pulumi.dev.yaml").read_text().replace("gcp:project: acme-ml-dev\n", "gcp:project: fork-ml-dev\n").replace("- name: nlp\n", "- name: cv\n")
+    assert "fork-ml-dev" in own and "- name: cv\n" in own
+    (fork / "Pulumi.dev.yaml").write_text(own)
+    monkeypatch.setattr(plan_compare, "CODE_DIR", evaluated["repo"])  # the scratch repository's releases
+    monkeypatch.delenv("ALLOW_DESTROY", raising=False)
+    assert plan_tool.main(["--stack", "dev", "--quiet", "--project-dir", str(fork), "--compare-to", SCRATCH_RELEASE]) == 1
+    out, err = capsys.readouterr()
+    assert f"Changes against {SCRATCH_RELEASE}'s code on your stack files (stack dev): 2 to create, 2 to delete, 0 to replace, 0 to update\n" in out
+    changes = re.findall(r"^  [-+±~] (\w+) +(\S+)  (\S+)", out, re.M)
+    assert sorted(changes) == sorted(
+        [("delete", INSTANCE, "tenant-cv-vcluster"), ("delete", INSTANCE, "tenant-speech-vcluster"),
+         ("create", INSTANCE, "tenant-cv-instance"), ("create", INSTANCE, "tenant-speech-instance")]
+    ), out
+    assert f"  DELETE  {INSTANCE}  tenant-cv-vcluster  [NOT DECLARED]" in err and "nlp" not in out + err
+
+
+def test_a_stack_file_the_releases_code_refuses_is_named_with_what_to_do(evaluated, tmp_path, monkeypatch):
+    fork = tmp_path / "fork"
+    fork.mkdir()
+    shutil.copy(PROJECT_DIR / "Pulumi.yaml", fork / "Pulumi.yaml")
+    (fork / "Pulumi.dev.yaml").write_text((SHIPPED_DIR / "Pulumi.dev.yaml").read_text().replace("    - name: speech\n", "    - name: speech\n      colour: blue\n"))
+    monkeypatch.setattr(plan_compare, "CODE_DIR", evaluated["repo"])
+    with pytest.raises(plan_compare.CompareError) as refused:
+        plan_compare.code_snapshot(SCRATCH_RELEASE, "dev", fork)
+    message = str(refused.value)
+    assert message.startswith(f"your Pulumi.dev.yaml does not plan with the code of {SCRATCH_RELEASE}:\n  1 configuration problem in stack 'dev'")
+    assert "tenants[1].colour: unknown key" in message and "make plan COMPARE=<that commit>" in message
+
+
+def upgrades(evaluated) -> dict:
+    """Per stack as the last release shipped it, what upgrading the code alone does: the release's
+    code and this checkout's on the same stack files (`make plan COMPARE=<release>`)."""
+    if evaluated["release"] is None:
         pytest.skip(f"the release commit is not in this clone (a shallow clone: git fetch --depth=1 origin {FIRST_RELEASE})")
-    declared, _ = destroy_gate.trailer_declarations(destroy_gate.commit_messages(str(PROJECT_DIR), release))
-    for stack, run in zip(SHIPPED, (dev_run, prod_run)):
-        before = evaluated["release", stack]
-        assert before, stack
-        changes = plan_compare.compare(before, plan_compare.resources_of(run), ref=release, stack=stack)
+    found = {}
+    for stack in SHIPPED:
+        before, after = evaluated["release", stack], evaluated["now", stack]
+        assert before and after, stack
+        found[stack] = plan_compare.compare(before, after, ref=evaluated["release"], stack=stack)
+    return found
+
+
+def test_the_shipped_stacks_lose_nothing_undeclared_when_upgraded_from_the_last_release(evaluated):
+    """A deletion or replacement of a stateful resource since the release needs an `Allow-Destroy:`
+    trailer in a commit since it."""
+    declared = destroy_gate.trailer_declarations(destroy_gate.commit_messages(str(PROJECT_DIR), evaluated["release"]))[0] if evaluated["release"] else ()
+    for stack, changes in upgrades(evaluated).items():
         banner, allowed = destroy_gate.verdict(stack, changes.destructions(), declared)
         assert allowed, banner
+
+
+def test_the_changelog_names_what_the_upgrade_from_the_last_release_changes(evaluated):
+    """CHANGELOG.md's `Unreleased` names (by the type's last part, e.g. `AlertPolicy`) every type of
+    resource the upgrade check from the last release creates, replaces or deletes in the stacks it
+    shipped, and every stateful type it changes in place (tools/destroy_gate.py STATEFUL): what a
+    deployed stack sees on its first `pulumi up` with this code."""
+    text = (PROJECT_DIR / "CHANGELOG.md").read_text()
+    unreleased = text[text.index("## Unreleased") : text.index("\n## v")]
+    missing = {}
+    for stack, changes in upgrades(evaluated).items():
+        for c in changes.changes:
+            if c.action != "update" or c.type in destroy_gate.STATEFUL:
+                kind = c.type.split(":")[-1]
+                if not re.search(rf"`{re.escape(kind)}`", unreleased):
+                    missing.setdefault(f"{c.action} {kind}", []).append(f"{stack}: {c.name}")
+    assert missing == {}, "CHANGELOG.md Unreleased does not name these (as `Kind`)"
 
 
 # --- CI: the preview jobs' gate ---------------------------------------------------------------------
 
 
-def gate_steps() -> dict[str, dict]:
+def workflow() -> dict:
     from config import yaml_io
 
-    workflow = yaml_io.load((PROJECT_DIR / ".github" / "workflows" / "pulumi.yml").read_text(), source="pulumi.yml")
-    return {name: next(s for s in workflow["jobs"][name]["steps"] if s.get("name") == "Destroy gate") for name in ("preview", "preview-prod")}
+    return yaml_io.load((PROJECT_DIR / ".github" / "workflows" / "pulumi.yml").read_text(), source="pulumi.yml")
+
+
+def preview_jobs() -> list[str]:
+    """Every job of pulumi.yml that runs `pulumi preview` (one per environment: the adopter's)."""
+    return [name for name, job in workflow()["jobs"].items() if any((s.get("with") or {}).get("command") == "preview" for s in job.get("steps") or [])]
+
+
+def gate_steps() -> dict[str, dict]:
+    jobs = workflow()["jobs"]
+    return {name: next((s for s in jobs[name]["steps"] if s.get("name") == "Destroy gate"), None) for name in preview_jobs()}
 
 
 def run_gate_step(tmp_path: Path, *, trailer: str, weakened: bool) -> subprocess.CompletedProcess:
@@ -323,15 +498,18 @@ def run_gate_step(tmp_path: Path, *, trailer: str, weakened: bool) -> subprocess
         "PATH": f"{bin_dir}:{os.environ['PATH']}", "RUNNER_TEMP": str(tmp_path), "HOME": str(tmp_path),
         "BASE_SHA": base, "HEAD_SHA": head, "PULUMI_ORG": "acme", "STACK": "dev",
     }
-    script = gate_steps()["preview"]["run"]
+    script = next(iter(gate_steps().values()))["run"]
     return subprocess.run(["bash", "-c", script], cwd=repo, env=env, capture_output=True, text=True)
 
 
 def test_each_preview_job_gates_its_stack_after_the_preview():
-    for name, step in gate_steps().items():
+    steps = gate_steps()
+    assert steps, "no preview job"
+    for name, step in steps.items():
+        assert step is not None, f"{name}: no Destroy gate step"
         assert set(step["env"]) == {"BASE_SHA", "HEAD_SHA", "PULUMI_ORG", "STACK"}, name
         assert 'git show "$BASE_SHA:tools/destroy_gate.py"' in step["run"] and "python3 -I" in step["run"], name
-    assert gate_steps()["preview"]["run"] == gate_steps()["preview-prod"]["run"]
+    assert len({step["run"] for step in steps.values()}) == 1, "every environment's preview gates alike"
 
 
 def test_the_ci_gate_refuses_an_undeclared_deletion_even_from_a_branch_that_weakens_it(tmp_path):

@@ -16,6 +16,7 @@ from config.stack import EnvironmentStack
 from config.tenant_plan import TenantPlan
 
 CONSOLE = "https://console.cloud.google.com"
+ALERT_POLICY = "gcp:monitoring/alertPolicy:AlertPolicy"
 
 
 def tenant_fields(plan: Any, tenant_plan: TenantPlan) -> dict[str, Any]:
@@ -58,13 +59,18 @@ def environment_fields(plan: Any) -> dict[str, Any] | None:
         return {"enabled": False}
     tenants = monitored_tenants((*env.tenants, *env.team_stack_tenants), env.facts)
     table = config.showback.billing_export_table
+    # The policies the program registered, each by its title (its display name without the
+    # environment's prefix, components/environment_monitoring.py).
+    prefix = f"GPU platform {env.environment}: "
+    alerts = [str(r.input("displayName")).removeprefix(prefix) for r in plan.run.of_type(ALERT_POLICY)]
     return {
         "enabled": True,
         "dashboard": environment_dashboard_name(env.environment),
         "dashboardsPage": f"{CONSOLE}/monitoring/dashboards?project={env.project}",
         "metricsScope": env.project,
         "monitoredProjects": sorted({t.placement.project for t in tenants if not t.placement.shared}),
-        "alertPolicies": 3 + sum(1 for t in tenants if t.plan.gpu_pools),
+        "alertPolicies": len(alerts),
+        "alertPolicyTitles": alerts,
         "notificationChannels": len(config.notification_channels),
         "showbackDataset": f"{env.project}.{showback_dataset(env.stack)}",
         "billingExportTable": table,
@@ -82,8 +88,9 @@ def section(plan: Any) -> list[str]:
         return lines
     scope = ", ".join(f["monitoredProjects"]) or "none yet (shared teams write to it directly)"
     lines.append(f"  dashboard \"{f['dashboard']}\" ({f['dashboardsPage']}); metrics scope {f['metricsScope']}, monitoring team projects: {scope}")
-    channels = f"{f['notificationChannels']} notification channel(s)" if f["notificationChannels"] else "no notification channels (monitoring.notificationChannels)"
-    lines.append(f"  {f['alertPolicies']} alert policies in {f['metricsScope']}: idle GPUs, GPU nodes without nvidia.com/gpu, XID/ECC errors, one per team's pools at their limit; {channels}")
+    channels = f"{f['notificationChannels']} notification channel(s)" if f["notificationChannels"] else "no channel yet (monitoring.notificationChannels)"
+    lines.append(f"  {f['alertPolicies']} alert policies in {f['metricsScope']}, notifying {channels}:")
+    lines += [f"    {title}" for title in f["alertPolicyTitles"]]
     if f["costView"]:
         lines.append(f"  showback: view {f['costView']} over {f['billingExportTable']}")
     else:

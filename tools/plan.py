@@ -20,9 +20,11 @@ would: every mandatory violation is printed in full, naming its resource, before
 fails the stack; advisory ones are warnings.
 
 The stack is also compared with another version of itself (tools/plan_compare.py): with its stack
-files as committed when they differ from the checkout, or with the code and stack files of
-`--compare-to GIT_REF` (the upgrade check). A deletion or replacement of a stateful resource is
-printed first and fails the plan unless $ALLOW_DESTROY declares it (tools/destroy_gate.py).
+files as committed (tools/plan_committed.py) when they differ from the checkout, with the code of `--compare-to RELEASE` on
+these stack files (the upgrade check), or with the code and stack files of `--compare-to GIT_REF`.
+A deletion or replacement of a stateful resource is printed first, and again last, and fails the
+plan unless $ALLOW_DESTROY declares it (tools/destroy_gate.py); not when the committed stack file
+is the example as shipped.
 
 Exit status: 0 when every stack planned, 1 when one did not (its configuration problems are printed,
 all at once, without a traceback), the pack rejects it or it destroys undeclared, 2 for a wrong
@@ -53,7 +55,7 @@ from config.permissions import AUTO_NODES, LEGACY_AUTO_NODES, load_roles
 from config.stack import NS, EnvironmentStack, TenantStack, load_stack, secret_keys
 from config.stack_files import PROJECT_DIR, SecureValue, StackFileError, list_stacks, read_stack_values, stack_file
 from config.tenant_plan import TenantPlan
-from tools import destroy_gate, plan_compare, policy_check, policy_data, policy_records
+from tools import destroy_gate, plan_committed, plan_compare, plan_compare_text, policy_check, policy_data, policy_records
 from tools.mock_engine import ProgramRun, config_strings, run_program
 from tools.plan_costs import control_planes_of, environment_costs, tenant_stack_costs
 from tools.plan_documents import write_documents
@@ -400,8 +402,9 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--compare-to",
-        metavar="GIT_REF",
-        help="also plan the stack as committed at GIT_REF and print what changes: created, deleted, replaced (e.g. a tenant moving to its own project), updated",
+        metavar="REF",
+        help="also plan the stack with another version and print what changes: created, deleted, replaced (e.g. a tenant moving to its own "
+        "project), updated; a release (v0.1.0): its code on these stack files (the upgrade check); any other git ref: its code and stack files",
     )
     return p
 
@@ -434,7 +437,7 @@ def main(argv: list[str] | None = None) -> int:
             plan = plan_stack(stack, project_dir, environment_outputs_file=args.environment_outputs, environment_cache=cache, policy_levels=levels)
             if args.out is not None:
                 write_documents(plan, args.out)
-            changes = plan_compare.compare_plan(plan, args.compare_to) if args.compare_to else plan_compare.committed_stack_files(plan)
+            changes = plan_compare.compare_plan(plan, args.compare_to) if args.compare_to else plan_committed.committed_stack_files(plan)
         except (PlanError, plan_compare.CompareError) as e:
             failed += 1
             _report_failure(stack, str(e), args, summaries)
@@ -443,21 +446,23 @@ def main(argv: list[str] | None = None) -> int:
             failed += 1
             _report_failure(stack, "internal error (a bug, not a problem of the stack file):\n" + traceback.format_exc(), args, summaries)
             continue
-        # Deletions and replacements of what holds state come first, and fail the plan unless declared.
+        # Deletions and replacements of what holds state come first (and again last, where make's
+        # error follows), and fail the plan unless declared.
         destructions = changes.destructions() if changes else []
-        banner, permitted = destroy_gate.verdict(stack, destructions, allowed)
+        banner, permitted = plan_compare_text.gate(stack, changes, allowed)
         violations = plan.mandatory_violations
         failed += bool(violations) or not permitted
         if args.json:
-            destroys = [{"action": d.action, "type": d.type, "name": d.name, "declared": destroy_gate.covered(d, allowed)} for d in destructions]
+            destroys = [
+                {"action": d.action, "type": d.type, "name": d.name, "declared": destroy_gate.covered(d, allowed), "gated": not changes.ungated}
+                for d in destructions
+            ]
             summaries.append({**summary(plan), **({"changes": changes.to_dict(), "destroys": destroys} if changes else {})})
             continue
         if i and not args.quiet:
             print("\n" + "=" * 100 + "\n")
         if banner:
             print(banner, flush=True)
-            if not permitted:
-                print(banner, end="", file=sys.stderr, flush=True)
         if args.quiet:
             print(render_quiet(plan), flush=True)
             if violations:
@@ -467,7 +472,11 @@ def main(argv: list[str] | None = None) -> int:
             if violations:
                 print(f"plan of stack {stack}: the policy pack rejects it ({len(violations)} mandatory violation(s), printed above the costs)", file=sys.stderr, flush=True)
         if changes:
-            print(("\n" if not args.quiet else "") + plan_compare.render_changes(changes, plan.loaded.facts.project, plan.loaded.facts.environment), end="", flush=True)
+            print(("\n" if not args.quiet else "") + plan_compare_text.render_changes(changes, plan.loaded.facts.project, plan.loaded.facts.environment), end="", flush=True)
+        elif not args.compare_to and not args.quiet:
+            print("\n" + plan_compare_text.no_comparison(), end="", flush=True)
+        if banner:
+            print("\n" + banner, end="", file=sys.stdout if permitted else sys.stderr, flush=True)
     if args.json:
         print(json.dumps(summaries[0] if not args.all else {"stacks": summaries}, indent=2, default=str))
     return 1 if failed else 0

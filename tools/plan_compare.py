@@ -1,6 +1,6 @@
 """What a deployment of this checkout would do to a stack that runs another version: `make plan
 COMPARE=<ref>` (`--compare-to`), the upgrade check (docs/operations.md "Upgrade"), and the plan's
-default comparison with the stack files as committed (tools/plan.py).
+default comparison with the stack files as committed (tools/plan_committed.py).
 
 Both sides are evaluated offline under the mock engine, each with its own code and stack files, and
 matched as Pulumi's engine matches a program's resources with a stack's state:
@@ -33,11 +33,12 @@ from typing import Any
 
 from components.vcluster_values import VClusterValues
 from config import node_properties as props
-from config.tenant_security import PROD, SETTINGS, as_yaml
 from policy.vcluster_reader import TenantInstance
 from tools import destroy_gate
 from tools.engine_urns import Resource, engine_urns, match
-from tools.isolation_plan import REACH
+from tools.property_paths import PathError, at, differences
+
+CODE_DIR = Path(__file__).resolve().parent.parent  # this checkout of the code: its releases are its git's
 
 INSTANCE = "kubernetes:management.loft.sh/v1:VirtualClusterInstance"
 
@@ -80,9 +81,11 @@ REPLACE_ON_CHANGE = {
 }
 
 # Run in a fresh interpreter, once for several trees (each a checkout of a git ref): each tree's own
-# code evaluates its own stack files, its modules dropped before the next tree's are imported (the
-# SDKs, the slow part, load once). Only APIs every version of this project has: read_stack_values,
-# run_program and its registrations (name, type, parent, urn, custom, inputs; aliases where recorded).
+# code evaluates the stack files of a directory (the tree's own, or the user's for the upgrade
+# check), its modules dropped before the next tree's are imported (the SDKs, the slow part, load
+# once). Only APIs every version of this project has: read_stack_values, run_program and its
+# registrations (name, type, parent, urn, custom, inputs; aliases where recorded). A stack that code
+# refuses is written as its error.
 _SNAPSHOT = r"""
 import json, sys
 from pathlib import Path
@@ -106,19 +109,24 @@ def evaluate(root, stack):
 
 jobs = json.loads(sys.argv[1])
 roots = {str(Path(job[0]).resolve()) for job in jobs}
+installed = (sys.prefix + "/", sys.base_prefix + "/")  # the SDKs (a tree may hold the venv, .venv)
 previous = None
 for tree, stack, out, stacks_dir in jobs:
     root = Path(tree).resolve()
     if root != previous:  # another tree: drop the modules of the one before
         for name, module in list(sys.modules.items()):
-            if any(str(getattr(module, "__file__", None) or "").startswith(r + "/") for r in roots):
+            path = str(getattr(module, "__file__", None) or "")
+            if any(path.startswith(r + "/") for r in roots) and not path.startswith(installed):
                 del sys.modules[name]
         if previous is not None:
             sys.path.remove(str(previous))
         sys.path.insert(0, str(root))
         previous = root
     stacks_dir = Path(stacks_dir).resolve()
-    rows = evaluate(stacks_dir, stack) if (stacks_dir / f"Pulumi.{stack}.yaml").exists() else None
+    try:
+        rows = evaluate(stacks_dir, stack) if (stacks_dir / f"Pulumi.{stack}.yaml").exists() else None
+    except Exception as e:  # that code refuses these stack files (or fails on them): said, not a traceback
+        rows = {"error": str(e).strip() or type(e).__name__}
     Path(out).write_text(json.dumps(rows, default=str))
 """
 
@@ -158,6 +166,9 @@ class Changes:
     moves: list[TenantMove]
     note: str | None = None  # e.g. the stack did not exist at the ref
     security: list[SecurityChange] = field(default_factory=list)
+    skipped: str | None = None  # why there is no comparison (then nothing else is set)
+    host_project_before: str | None = None  # the environment's GCP project on the old side, when it differs
+    ungated: str | None = None  # why its deletions and replacements are shown but do not fail the plan
 
     def count(self, action: str) -> int:
         return sum(1 for c in self.changes if c.action == action)
@@ -171,6 +182,8 @@ class Changes:
         return {
             "ref": self.ref,
             "note": self.note,
+            "skipped": self.skipped,
+            "ungated": self.ungated,
             "counts": {a: self.count(a) for a in ("create", "delete", "replace", "update")},
             "changes": [{"action": c.action, "type": c.type, "name": c.name, "because": c.because} for c in self.changes],
             "tenantMoves": [{"tenant": m.tenant, "from": m.before, "to": m.after} for m in self.moves],
@@ -192,9 +205,19 @@ def resources_of(run: Any) -> list[Resource]:
     )
 
 
-def snapshots_at(refs: list[str], stacks: list[str], project_dir: Path) -> dict[tuple[str, str], list[Resource] | None]:
+@dataclass(frozen=True)
+class NotPlanned:
+    """A stack that the code of a tree refuses (or fails on), with what it said."""
+
+    error: str
+
+
+def snapshots_at(
+    refs: list[str], stacks: list[str], project_dir: Path, host_projects: dict[tuple[str, str], str | None] | None = None
+) -> dict[tuple[str, str], list[Resource] | None]:
     """Per git ref and stack, the stack's resources as the code and stack files at that ref register
-    them (None where the stack file did not exist), every one evaluated in one interpreter."""
+    them (None where the stack file did not exist), every one evaluated in one interpreter; and into
+    `host_projects`, the environment's GCP project there."""
     with tempfile.TemporaryDirectory(prefix="gpu-platform-compare-") as tmp:
         jobs, keys = [], []
         for i, ref in enumerate(refs):
@@ -203,12 +226,44 @@ def snapshots_at(refs: list[str], stacks: list[str], project_dir: Path) -> dict[
             for stack in stacks:
                 jobs.append((str(tree), stack, str(Path(tmp) / f"resources-{i}-{stack}.json"), str(tree)))
                 keys.append((ref, stack))
-        return evaluate_trees(jobs, keys)
+                if host_projects is not None:
+                    host_projects[ref, stack] = host_project_of(tree, stack)
+        found = evaluate_trees(jobs, keys)
+    for (ref, stack), resources in found.items():
+        if isinstance(resources, NotPlanned):
+            raise CompareError(f"Pulumi.{stack}.yaml as committed at {ref} does not plan with the code of {ref}:\n{indented(resources.error)}")
+    return found  # type: ignore[return-value]
 
 
-def evaluate_trees(jobs: list[tuple[str, str, str, str]], keys: list[Any]) -> dict[Any, list[Resource] | None]:
+def code_snapshot(release: str, stack: str, project_dir: Path) -> list[Resource]:
+    """The upgrade check's old side: the stack's resources as the code of `release` (a release of this
+    repository's code) registers them from the stack files of `project_dir` (the user's, as they are
+    now; with the release's own Pulumi.yaml, whose declared keys and defaults are that code's)."""
+    import shutil
+
+    with tempfile.TemporaryDirectory(prefix="gpu-platform-upgrade-") as tmp:
+        tree, stacks_dir = Path(tmp) / "code" / "gpu-platform", Path(tmp) / "stacks"
+        extract(release, CODE_DIR, tree)
+        stacks_dir.mkdir()
+        shutil.copy(tree / "Pulumi.yaml", stacks_dir / "Pulumi.yaml")
+        for path in project_dir.glob("Pulumi.*.yaml"):
+            shutil.copy(path, stacks_dir / path.name)
+        [resources] = evaluate_trees([(str(tree), stack, str(Path(tmp) / "resources.json"), str(stacks_dir))], [stack]).values()
+    if isinstance(resources, NotPlanned):
+        raise CompareError(
+            f"your Pulumi.{stack}.yaml does not plan with the code of {release}:\n{indented(resources.error)}\n"
+            f"The upgrade check runs {release}'s code on your stack files as deployed with it. A key only the new version "
+            "reads (one you add for the upgrade) goes in after the check; or compare with the commit you deployed from: "
+            "make plan COMPARE=<that commit> (its code and stack files)."
+        )
+    assert resources is not None  # the stack file exists: the plan read it
+    return resources
+
+
+def evaluate_trees(jobs: list[tuple[str, str, str, str]], keys: list[Any]) -> dict[Any, list[Resource] | NotPlanned | None]:
     """Each job (code tree, stack, output file, directory of the stack files) evaluated with that
-    tree's code, all in one fresh interpreter (the SDKs load once)."""
+    tree's code, all in one fresh interpreter (the SDKs load once): its resources, None where the
+    stack file does not exist, NotPlanned where that code refuses it."""
     env = {"PYTHONDONTWRITEBYTECODE": "1", **{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}}
     result = subprocess.run([sys.executable, "-c", _SNAPSHOT, json.dumps(jobs)], cwd=Path(jobs[0][0]).parent, capture_output=True, text=True, env=env)
     if result.returncode != 0:
@@ -217,12 +272,35 @@ def evaluate_trees(jobs: list[tuple[str, str, str, str]], keys: list[Any]) -> di
     found = {}
     for key, (_, _, out, _) in zip(keys, jobs):
         rows = json.loads(Path(out).read_text())
-        found[key] = None if rows is None else engine_urns(rows)
+        found[key] = None if rows is None else NotPlanned(rows["error"]) if isinstance(rows, dict) else engine_urns(rows)
     return found
 
 
 def snapshot_at(ref: str, stack: str, project_dir: Path) -> list[Resource] | None:
     return snapshots_at([ref], [stack], project_dir)[ref, stack]
+
+
+def host_project_of(root: Path, stack: str) -> str | None:
+    """The environment's GCP project as the stack files under `root` say (a team stack's, its
+    environment's); None when they do not say."""
+    from config.stack_files import StackFileError, read_stack_values
+
+    try:
+        values = read_stack_values(root, stack)
+        reference = values.get("gpu-platform:environmentStack")
+        if reference:
+            values = read_stack_values(root, str(reference).split("/")[-1])
+    except StackFileError:
+        return None
+    project = values.get("gcp:project")
+    return project if isinstance(project, str) else None
+
+
+def is_release(ref: str) -> bool:
+    """`ref` names a release of this code (`v0.1.0`: its tag, or its CHANGELOG.md section: tools/releases.py)."""
+    from tools.releases import release_commit
+
+    return release_commit(ref, CODE_DIR) is not None
 
 
 def resolve_ref(ref: str, project_dir: Path) -> str:
@@ -260,49 +338,29 @@ def extract(ref: str, project_dir: Path, tree: Path) -> None:
         tar.extractall(tree, filter="data")
 
 
-def committed_stack_files(plan: Any) -> Changes | None:
-    """The stack as its stack files are committed (HEAD), evaluated by this checkout's code, against
-    the plan: what editing the stack files does. None when they are unchanged, the project is no
-    git work tree, or the stack is new."""
-    from tools.mock_engine import run_program  # tools.mock_engine imports the program's modules
-    from config.stack_files import read_stack_values
-
-    project_dir = plan.stack_path.parent
-    names = sorted({"Pulumi.yaml", *(p.name for p in project_dir.glob("Pulumi.*.yaml"))})
-    changed = subprocess.run(["git", "-C", str(project_dir), "status", "--porcelain", "--", *names], capture_output=True, text=True)
-    if changed.returncode != 0 or not changed.stdout.strip():
-        return None  # no git work tree, or the stack files are as committed
-    committed = {}
-    for name in names:
-        if (project_dir / name).is_symlink():  # a link's target is compared where it lives
-            committed[name] = (project_dir / name).read_text()
-            continue
-        shown = subprocess.run(["git", "-C", str(project_dir), "show", f"HEAD:./{name}"], capture_output=True, text=True)
-        if shown.returncode == 0:
-            committed[name] = shown.stdout
-    if f"Pulumi.{plan.stack}.yaml" not in committed or "Pulumi.yaml" not in committed:
-        return None
-    with tempfile.TemporaryDirectory(prefix="gpu-platform-committed-") as tmp:
-        root = Path(tmp)
-        for name, text in committed.items():
-            (root / name).write_text(text)
-        values = read_stack_values(root, plan.stack)
-        outputs = {}
-        reference = values.get("gpu-platform:environmentStack")
-        if reference:
-            env = str(reference).split("/")[-1]
-            outputs[reference] = run_program(read_stack_values(root, env), stack=env, project_dir=root).outputs
-        before = resources_of(run_program(values, stack=plan.stack, stack_outputs=outputs, project_dir=root))
-    return compare(before, resources_of(plan.run), ref="the committed stack files (HEAD)", stack=plan.stack, host_project=plan.loaded.facts.project)
-
-
 def compare_plan(plan: Any, ref: str) -> Changes:
-    """The changes of a StackPlan's stack (tools/plan.py) since `ref`."""
-    before = snapshot_at(ref, plan.stack, plan.stack_path.parent)
-    return compare(before, resources_of(plan.run), ref=ref, stack=plan.stack, host_project=plan.loaded.facts.project)
+    """The changes of a StackPlan's stack (tools/plan.py) since `ref`: for a release, the upgrade
+    check (that release's code on this checkout's stack files, `code_snapshot`: a release's own stack
+    files are the example, never the user's); for any other git ref, its code and stack files."""
+    project_dir = plan.stack_path.parent
+    host_project_before = None  # the same stack files on both sides
+    if is_release(ref):
+        before = code_snapshot(ref, plan.stack, project_dir)
+        label = f"{ref}'s code on your stack files"
+    else:
+        hosts: dict[tuple[str, str], str | None] = {}
+        before, label = snapshots_at([ref], [plan.stack], project_dir, hosts)[ref, plan.stack], ref
+        host_project_before = hosts[ref, plan.stack]
+    return compare(
+        before, resources_of(plan.run), ref=label, stack=plan.stack, host_project=plan.loaded.facts.project, host_project_before=host_project_before
+    )
 
 
-def compare(before: list[Resource] | None, after: list[Resource], *, ref: str, stack: str, host_project: str | None = None) -> Changes:
+def compare(
+    before: list[Resource] | None, after: list[Resource], *, ref: str, stack: str, host_project: str | None = None, host_project_before: str | None = None
+) -> Changes:
+    """`host_project`: the environment's GCP project (a tenant in it is shared), on the new side and,
+    unless `host_project_before` says otherwise, on the old."""
     changes: list[Change] = []
     note = None
     if before is None:
@@ -325,9 +383,14 @@ def compare(before: list[Resource] | None, after: list[Resource], *, ref: str, s
         if not differing:
             continue
         forcing = [k for k in differing if _forces_replacement(new, k)]
-        replaced_paths = [p for p in new.replace_on_changes if _at(old.inputs, p) != _at(new.inputs, p)]
-        because = [f"{k}: {_short(_at(old.inputs, k))} → {_short(_at(new.inputs, k))}" for k in forcing]
-        because += [f"{p}: {_short(_at(old.inputs, p))} → {_short(_at(new.inputs, p))}" for p in replaced_paths]
+        because = [f"{k}: {_short(at(old.inputs, k))} → {_short(at(new.inputs, k))}" for k in forcing]
+        for path in new.replace_on_changes:  # any change under the path replaces (tools/property_paths.py)
+            try:
+                found = differences(old.inputs, new.inputs, path)
+            except PathError as e:
+                raise CompareError(f"{new.type} {new.name}: replace_on_changes {e}") from None
+            because += [f"{where}: {_short(a)} → {_short(b)}" for where, a, b in found]
+        because = list(dict.fromkeys(because))
         if because:
             changes.append(Change("replace", new.type, new.name, because))
         else:
@@ -342,7 +405,9 @@ def compare(before: list[Resource] | None, after: list[Resource], *, ref: str, s
     changes.sort(key=lambda c: (order[c.action], c.type, c.name))
     by_urn_before = {r.urn: r for r in before if r.custom}
     by_urn_after = {r.urn: r for r in after if r.custom}
-    return Changes(ref, stack, changes, _moves(by_urn_before, by_urn_after), note, _security_changes(by_urn_before, by_urn_after, host_project))
+    old_host = host_project_before or host_project
+    security = _security_changes(by_urn_before, by_urn_after, old_host, host_project)
+    return Changes(ref, stack, changes, _moves(by_urn_before, by_urn_after), note, security, host_project_before=old_host if old_host != host_project else None)
 
 
 def _moves(before: dict[str, Resource], after: dict[str, Resource]) -> list[TenantMove]:
@@ -350,9 +415,9 @@ def _moves(before: dict[str, Resource], after: dict[str, Resource]) -> list[Tena
         found = {}
         for r in resources.values():
             if r.type == INSTANCE:
-                name = _at(r.inputs, "metadata.name")
+                name = at(r.inputs, "metadata.name")
                 try:
-                    entries = VClusterValues.parse(_at(r.inputs, "spec.template.helmRelease.values") or "").auto_nodes
+                    entries = VClusterValues.parse(at(r.inputs, "spec.template.helmRelease.values") or "").auto_nodes
                 except ValueError:
                     entries = []
                 found[name] = (entries[0].get("properties") or {}).get(props.PROJECT) if entries else None
@@ -370,72 +435,21 @@ def _settings(resources: dict[str, Resource], host_project: str | None) -> dict[
         if r.type != INSTANCE:
             continue
         try:
-            instance = TenantInstance.parse(_at(r.inputs, "spec") or {}, _at(r.inputs, "metadata.name"))
+            instance = TenantInstance.parse(at(r.inputs, "spec") or {}, at(r.inputs, "metadata.name"))
         except ValueError:
             continue
         found[str(instance.name)] = {**instance.security_settings(host_project), "gcpProject": instance.project}
     return found
 
 
-def _security_changes(before: dict[str, Resource], after: dict[str, Resource], host_project: str | None) -> list[SecurityChange]:
-    old, new = _settings(before, host_project), _settings(after, host_project)
+def _security_changes(before: dict[str, Resource], after: dict[str, Resource], old_host: str | None, new_host: str | None) -> list[SecurityChange]:
+    old, new = _settings(before, old_host), _settings(after, new_host)
     changes = []
     for tenant in sorted(set(old) & set(new)):
         for key in sorted(set(old[tenant]) | set(new[tenant])):
             if key != "gcpProject" and old[tenant].get(key) != new[tenant].get(key):
                 changes.append(SecurityChange(tenant, key, old[tenant].get(key), new[tenant].get(key)))
     return changes
-
-
-
-def render_changes(changes: Changes, host_project: str | None = None, environment: str | None = None) -> str:
-    out = [
-        f"Changes against {changes.ref} (stack {changes.stack}): {changes.count('create')} to create, {changes.count('delete')} to delete, "
-        f"{changes.count('replace')} to replace, {changes.count('update')} to update",
-        "  Both sides evaluated offline under the mock engine; which changes replace a resource is this plan's reading of the "
-        "providers: `pulumi preview --diff` is authoritative.",
-    ]
-    if changes.note:
-        out.append(f"  {changes.note}")
-    for move in changes.moves:
-        def mode(project: str | None) -> str:
-            return "" if project is None else " (shared)" if project == host_project else " (its own)"
-
-        if move.before is None or move.after is None:
-            continue
-        out.append(
-            f"  TENANT {move.tenant} MOVES from GCP project {move.before}{mode(move.before)} to {move.after}{mode(move.after)}: its network, NAT "
-            "addresses, node identity and virtual cluster are replaced, and every VM of it is deleted with the old virtual cluster "
-            "(docs/migration.md \"Migration\")."
-        )
-    for c in changes.security:
-        reach = REACH.get((c.setting, c.after))
-        approval = (
-            f"; in prod it needs platform.approvedTenantSecurity.{c.tenant}.{c.setting}: {as_yaml(c.after)} in the environment stack"
-            if reach
-            else ""
-        )
-        out.append(
-            f"  SECURITY CHANGE: tenant {c.tenant}: {c.setting} {as_yaml(c.before)} → {as_yaml(c.after)}"
-            + (f" ({reach})" if reach else " (back to the safe value)" if c.after == SETTINGS[c.setting][1] else "")
-            + (approval if environment == PROD or environment is None else "")
-            + "."
-        )
-    for change in changes.changes:
-        if change.action == "replace" and change.type == INSTANCE:
-            out.append(
-                f"  VIRTUAL CLUSTER RE-CREATED: {change.name} is deleted (its finalizers delete the tenant's VMs) and created anew; "
-                "what runs inside it and its control-plane data are lost: back it up first (docs/migration.md \"Migration\")."
-            )
-    symbols = {"create": "+", "delete": "-", "replace": "±", "update": "~"}
-    for change in changes.changes:
-        detail = f"  ({'; '.join(change.because)})" if change.because and change.action in ("replace", "delete") else (
-            f"  (changed: {', '.join(change.because)})" if change.because else ""
-        )
-        out.append(f"  {symbols[change.action]} {change.action:<7} {change.type}  {change.name}{detail}")
-    if not changes.changes:
-        out.append("  no changes")
-    return "\n".join(out) + "\n"
 
 
 
@@ -461,22 +475,8 @@ def _forces_replacement(resource: Resource, path: str) -> bool:
     return any(resource.type.startswith(prefix) and path in keys for prefix, keys in REPLACE_ON_CHANGE.items())
 
 
-def _at(value: Any, path: str) -> Any:
-    """`a.b["c/d"].e` in nested dicts; None where absent."""
-    segments: list[str] = []
-    rest = path
-    while rest:
-        if rest.startswith("["):
-            end = rest.index("]")
-            segments.append(json.loads(rest[1:end]))
-            rest = rest[end + 1 :].lstrip(".")
-        else:
-            head = rest.split(".", 1)[0].split("[", 1)[0]
-            segments.append(head)
-            rest = rest[len(head) :].lstrip(".")
-    for segment in segments:
-        value = value.get(segment) if isinstance(value, dict) else None
-    return value
+def indented(text: str) -> str:
+    return "\n".join("  " + line if line.strip() else line for line in text.strip().splitlines())
 
 
 def _short(value: Any) -> str:

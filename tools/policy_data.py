@@ -21,15 +21,14 @@ import argparse
 import copy
 import dataclasses
 import importlib.metadata
-import importlib.util
 import itertools
 import json
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 from typing import Any, Callable
+
+import pulumi
 
 from components import loft_api
 from components.platform_project import INSTANCE_VERBS, LOCAL_CLUSTER, MEMBER_ROLE
@@ -44,9 +43,20 @@ from config.facts import project_namespace
 from config.iam_grants import GRANTS_PATH, PREFIX_PLACEHOLDER, condition_templates, load_grants
 from config.permissions import LEGACY_AUTO_NODES, PERMISSIONS_PATH, load_roles
 from components.tenant_pod_security import ENFORCE_LABEL, FEATURE_NAMESPACES, POLICY_NAME, PRIVILEGED, PRIVILEGED_NAMESPACES, pod_security_objects
-from config.stack_files import PROJECT_DIR, list_stacks, read_stack_values
+from config.errors import ConfigError
+from config.stack_files import PROJECT_DIR, StackFileError, list_stacks, read_stack_values
 from config.tenant_security import POD_SECURITY_STANDARDS, SETTINGS, STRICTER
 from tools import program_inventory as inventory
+from tools.policy_data_bootstrap import (
+    BOOTSTRAP_DIR,
+    BOOTSTRAP_ROLES,
+    BOOTSTRAP_STACK,
+    bootstrap_data,
+    bootstrap_grants,
+    bootstrap_inventory,
+    project_name,
+    run_bootstrap,
+)
 from tools.mock_engine import ProgramRun, run_program
 from tools.policy_records import ENVIRONMENT_DECISIONS, environment_stack_of, recorded_resources, run_facts, stack_data, stack_entry  # noqa: F401
 from tools.policy_check import P  # noqa: F401 - puts policy/ on sys.path, as the CLI runs the pack
@@ -59,20 +69,12 @@ RECORDS_DIR = PROJECT_DIR / "policy" / "stacks"  # one record per committed stac
 # feed the inventory whatever stacks this checkout holds, so a pack published by an adopter who
 # replaced or deleted the examples still admits what the program makes in those configurations.
 REFERENCE_DIR = PROJECT_DIR / "tests" / "data" / "shipped"
-BOOTSTRAP_DIR = PROJECT_DIR / "bootstrap"
-BOOTSTRAP_ROLES = BOOTSTRAP_DIR / "ci_roles.yaml"
-BOOTSTRAP_STACK = BOOTSTRAP_DIR / "Pulumi.ci.yaml"
 CATALOG = PROJECT_DIR / "config" / "catalog.yaml"
 VALUE_PATHS = PROJECT_DIR / "components" / "vcluster_value_paths.yaml"
-BOOTSTRAP_SCOPES = ("project", "teamProject", "folder", "billingAccount")
 
 # Attributes a Workload Identity Federation principalSet may be restricted by: one repository.
 # Never repository_owner (anyone in the organization, forks' owners included) or actor.
 WIF_PRINCIPAL_SET_ATTRIBUTES = ["repository", "repository_id"]
-
-
-def _project_name(directory: Path) -> str:
-    return yaml_io.load((directory / "Pulumi.yaml").read_text())["name"]
 
 
 def _program_grants() -> list[dict[str, Any]]:
@@ -87,76 +89,6 @@ def _program_grants() -> list[dict[str, Any]]:
         }
         out.append({"principal": g.principal, "member": g.member, "role": g.role, "scope": g.scope, **{k: v for k, v in optional.items() if v}})
     return out
-
-
-def _bootstrap_grants() -> list[dict[str, Any]]:
-    """Each CI identity's roles on its scopes (`on`: the environment's project or a team project),
-    and the Workload Identity Federation bindings that let GitHub jobs act as those identities."""
-    data = yaml_io.load(BOOTSTRAP_ROLES.read_text())
-    grants = []
-    for identity, spec in data["identities"].items():
-        for on in BOOTSTRAP_SCOPES:
-            scope = "project" if on == "teamProject" else on
-            for entry in spec.get(on) or []:
-                grants.append({"principal": identity, "member": "serviceAccount", "role": entry["role"], "scope": scope, "on": on})
-        grants.append({"principal": identity, "member": "principal", "role": "roles/iam.workloadIdentityUser", "scope": "serviceAccount"})
-    return grants
-
-
-def _bootstrap_module(name: str) -> ModuleType:
-    """A pure module of bootstrap/ (its own Pulumi project, not a package of this one), whose own
-    imports of its siblings find them as the CLI's run of it does (bootstrap/ on sys.path)."""
-    spec = importlib.util.spec_from_file_location(f"bootstrap_{name}", BOOTSTRAP_DIR / f"{name}.py")
-    assert spec and spec.loader
-    if spec.name in sys.modules:
-        return sys.modules[spec.name]
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    added = str(BOOTSTRAP_DIR) not in sys.path
-    if added:
-        sys.path.insert(0, str(BOOTSTRAP_DIR))
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        if added:
-            sys.path.remove(str(BOOTSTRAP_DIR))
-    return module
-
-
-def bootstrap_data(bootstrap_dir: Path = BOOTSTRAP_DIR) -> dict[str, Any]:
-    """What the committed bootstrap configuration (`bootstrap_dir`/Pulumi.ci.yaml) derives: the
-    provider's condition, and per CI account its kind, token subject and where its roles are bound."""
-    return _bootstrap(bootstrap_dir)
-
-
-def _bootstrap(bootstrap_dir: Path = BOOTSTRAP_DIR) -> dict[str, Any]:
-    ci_config = _bootstrap_module("ci_config")
-    namespace = _project_name(BOOTSTRAP_DIR) + ":"
-    values = read_stack_values(bootstrap_dir, "ci")
-    config = ci_config.parse(
-        {key: values.get(namespace + key) for key in ("github", "environments", "pulumiCloud", "driftEnvironment", "roleIdPrefix")},
-        values.get("gcp:project"),
-    )
-    accounts = {}
-    for identity in config.identities():
-        env = identity.environment
-        accounts[identity.email] = {
-            "environment": env.name,
-            "kind": identity.kind,
-            "subject": identity.subject,
-            "project": env.project,
-            # No team projects here: the pack derives them from the stack records, as the bootstrap
-            # does (policy/stack_records.py), so a team's record is all that changes with it.
-            "folder": env.tenant_projects.folder,
-            "billingAccount": env.tenant_projects.billing_account,
-        }
-    return {
-        "repository": config.repository,
-        "attributeCondition": config.attribute_condition(),
-        "poolId": ci_config.POOL_ID,
-        "providerId": ci_config.PROVIDER_ID,
-        "accounts": accounts,
-    }
 
 
 def _custom_role_permissions() -> dict[str, dict[str, list[str]]]:
@@ -308,32 +240,10 @@ def evaluate(
             variants += [reference_runs[stack] for stack in differing]
             variants += _variants({s: v for s, v in differing.items()}, REFERENCE_DIR)
     if bootstrap is None:
-        bootstrap = _run_bootstrap(stack_data(runs, values))
+        bootstrap = run_bootstrap(stack_data(runs, values))
     return Evaluated(runs, variants, bootstrap, values)
 
 
-def _run_bootstrap(records: dict[str, Any]) -> ProgramRun:
-    """The bootstrap (its own Pulumi project) from its committed stack file, with the stack records
-    this run writes (what it derives its stacks and team projects from, as after `make policy-data`).
-    Its entry point imports its sibling modules top-level, as the CLI runs it with bootstrap/ on
-    sys.path; so here."""
-    added = str(BOOTSTRAP_DIR) not in sys.path
-    if added:
-        sys.path.insert(0, str(BOOTSTRAP_DIR))
-    try:
-        import from_policy
-
-        with tempfile.TemporaryDirectory(prefix="gpu-platform-records-") as tmp:
-            for stack, record in records.items():
-                (Path(tmp) / f"{stack}.json").write_text(json.dumps(record))
-            saved, from_policy.RECORDS_DIR = from_policy.RECORDS_DIR, Path(tmp)
-            try:
-                return run_program(read_stack_values(BOOTSTRAP_DIR, "ci"), stack="ci", main=BOOTSTRAP_DIR / "__main__.py", project=_project_name(BOOTSTRAP_DIR))
-            finally:
-                from_policy.RECORDS_DIR = saved
-    finally:
-        if added:
-            sys.path.remove(str(BOOTSTRAP_DIR))
 
 
 def provider_versions() -> dict[str, str]:
@@ -364,7 +274,7 @@ def _program(evaluated: Evaluated) -> dict[str, Any]:
 def build(evaluated: Evaluated | None = None) -> dict[str, Any]:
     evaluated = evaluated or evaluate()
     roles = load_roles()
-    program, bootstrap = _project_name(PROJECT_DIR), _project_name(BOOTSTRAP_DIR)
+    program, bootstrap = project_name(PROJECT_DIR), project_name(BOOTSTRAP_DIR)
     return {
         "_generated": "by `make policy-data` (python -m tools.policy_data); do not edit",
         "_sources": [
@@ -383,12 +293,12 @@ def build(evaluated: Evaluated | None = None) -> dict[str, Any]:
         ],
         "projects": {"program": program, "bootstrap": bootstrap},
         "environments": list(ENVIRONMENTS),
-        "grants": {program: _program_grants(), bootstrap: _bootstrap_grants()},
+        "grants": {program: _program_grants(), bootstrap: bootstrap_grants()},
         "conditions": {
             "prefixPlaceholder": PREFIX_PLACEHOLDER,
             "expressions": {name: c["expression"] for name, c in condition_templates().items()},
         },
-        "bootstrap": _bootstrap(),
+        "bootstrap": bootstrap_data(),
         "customRoles": {
             "keys": sorted(k for k in roles.roles if k != LEGACY_AUTO_NODES),
             "forbiddenInAnyRole": list(roles.forbidden_in_any_role),
@@ -447,8 +357,7 @@ def _pod_security_objects() -> list[list[dict[str, Any]]]:
 
 
 def _bootstrap_inventory(evaluated: Evaluated) -> dict[str, Any]:
-    runs = [evaluated.bootstrap]
-    return {"resourceTypes": inventory.resource_types(runs), "commands": inventory.commands(runs)}
+    return bootstrap_inventory(evaluated.bootstrap)
 
 
 def render(evaluated: Evaluated | None = None) -> str:
@@ -494,7 +403,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 if policy/program_data.json or a record of policy/stacks/ is stale")
     args = parser.parse_args(argv)
-    evaluated = evaluate()
+    try:
+        evaluated = evaluate()
+    except (pulumi.RunError, ConfigError, StackFileError) as e:
+        # A stack or the bootstrap that does not evaluate says why (e.g. a bootstrap entry's
+        # project that is no longer its stack's), with the key it names: no traceback.
+        print(f"error: {str(e).strip()}\nnothing was written", file=sys.stderr)
+        return 1
     if args.check:
         stale = stale_files(evaluated)
         for path in stale:
