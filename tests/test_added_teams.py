@@ -139,8 +139,8 @@ def _without_block(text: str, start: str, indent: str) -> str:
 def delete_environment(project: Path, environment: str) -> None:
     """docs/development.md "Environments of your own", To delete, steps 1 to 4, as an adopter edits
     the files by hand (its text, comments kept): the stack files, the bootstrap's entry, the two
-    jobs of pulumi.yml with the changes job's output and group, the drift matrix entry; each edit
-    only where this checkout's files still have what it deletes."""
+    jobs of pulumi.yml with the changes job's output and group and the gates job's need and entry,
+    the drift matrix entry; each edit only where this checkout's files still have what it deletes."""
     for stack in list_stacks(project):
         values = read_stack_values(project, stack)
         if stack == environment or str(values.get(f"{NS}:environmentStack") or "").endswith(f"/{environment}"):
@@ -154,12 +154,13 @@ def delete_environment(project: Path, environment: str) -> None:
         name
         for name, job in jobs.items()
         if (job.get("strategy") or {}).get("matrix", {}).get("stack") == f"${{{{ fromJSON(needs.changes.outputs.{environment}) }}}}"
-        or any((s.get("with") or {}).get("stack-name") == f"${{{{ vars.PULUMI_ORG }}}}/{environment}" for s in job.get("steps") or [])
+        or any(re.search(rf"\btools\.deploy {re.escape(environment)}\b", str(s.get("run", ""))) for s in job.get("steps") or [])
     ]
     text = path.read_text()
     for name in deleted:
         text = _without_block(text, f"  {name}:\n", "  ")
-        text = re.sub(rf"(\n    needs: )\[{re.escape(name)}\]\n", r"\1[test]\n", text)
+        text = re.sub(r"(?m)^(    needs: )\[(.*)\]$", lambda m: m.group(1) + "[" + (", ".join(n for n in m.group(2).split(", ") if n != name) or "test") + "]", text)
+        text = re.sub(rf'(, "{re.escape(name)}": "{environment}"|"{re.escape(name)}": "{environment}", )', "", text)
     text = text.replace(f"      {environment}: ${{{{ steps.changes.outputs.{environment} }}}}\n", "")
     text = re.sub(rf'(, "{environment}": \[\]|"{environment}": \[\], )', "", text)
     path.write_text(text)
@@ -325,7 +326,9 @@ def test_the_tests_pass_after_adding_teams_as_the_docs_say_and_with_make_team(re
     workflow = yaml_io.load((project / ".github" / "workflows" / "pulumi.yml").read_text())
     drift = yaml_io.load((project / ".github" / "workflows" / "drift.yml").read_text())
     assert [e["name"] for e in bootstrap] == ["dev"] and sorted(workflow["jobs"]["changes"]["outputs"]) == ["dev"]
-    assert [name for name, job in workflow["jobs"].items() if re.search(r"outputs\.prod\b|_PROD\b|\}\}/prod\b", yaml_io.dump(job))] == []
+    assert [name for name, job in workflow["jobs"].items() if re.search(r"outputs\.prod\b|_PROD\b|tools\.deploy prod\b", yaml_io.dump(job))] == []
+    gates = workflow["jobs"]["gates"]
+    assert gates["needs"] == ["test", "changes", "preview"] and '"preview-prod"' not in gates["steps"][0]["run"]
     assert [e["stack"] for e in drift["jobs"]["drift"]["strategy"]["matrix"]["include"]] == ["dev"]
     assert not (project / "policy" / "stacks" / "prod.json").exists()
 
@@ -349,8 +352,8 @@ def test_the_docs_list_every_edit_the_copy_makes_to_delete_an_environment():
     text = " ".join(section("Environments of your own").split())
     for named in (
         "`git rm Pulumi.<env>.yaml`", "`gpu-platform:environmentStack`", "`bootstrap/Pulumi.ci.yaml`", "`- name: <env>`",
-        "`.github/workflows/pulumi.yml`", "`needs.changes.outputs.<env>`", "`${{ vars.PULUMI_ORG }}/<env>`",
-        "`<env>: ${{ steps.changes.outputs.<env> }}`", "`\"<env>\": []`", "needs `test` instead",
+        "`.github/workflows/pulumi.yml`", "`needs.changes.outputs.<env>`", "`tools.deploy <env>`",
+        "`<env>: ${{ steps.changes.outputs.<env> }}`", "`\"<env>\": []`", "`gates`", "`previews = {…}`", "needs `test` instead",
         "`.github/workflows/drift.yml`", "`- stack: <env>`", "`make policy-data`",
     ):
         assert named in text, named

@@ -138,16 +138,18 @@ def test_a_flex_start_pool_expires_its_nodes_before_their_run_duration(flex_run)
     assert [e.message for e in jsonschema.Draft202012Validator(SCHEMA).iter_errors(document)] == []
 
 
-def test_prods_flex_start_pool_passes_the_pack_served_over_grpc(tmp_path, prod_run):
+def test_prods_flex_start_pool_passes_the_pack_served_over_grpc(tmp_path, prod_run, shipped_records_dir):
     """prod's research A100 pool is [flex-start, on-demand]: its vcluster.yaml carries expireAfter,
     and the pack, served as `pulumi preview --policy-pack` serves it, admits it (the allow-list of
-    value paths once lacked expireAfter, so every Flex-start pool was refused)."""
+    value paths once lacked expireAfter, so every Flex-start pool was refused). The copy judges by
+    the shipped stacks' records (prod as shipped), whatever this checkout holds."""
     from pulumi.runtime.proto import analyzer_pb2
+
+    from policy_support import pack_copy_judging_the_shipped_stacks
 
     pool = pools_of(prod_run, "research")["a100-1x-flex-od"]
     assert pool.selected(props.CAPACITY_OPTION) == ["r1-flex-start", "r2-on-demand"] and pool.spec["expireAfter"] == "167h20m"
-    copied = tmp_path / "policy"
-    shutil.copytree(PROJECT_DIR / "policy", copied, ignore=shutil.ignore_patterns(".venv", "__pycache__"))
+    copied = pack_copy_judging_the_shipped_stacks(tmp_path, shipped_records_dir)
     instance = prod_run.one(VCI, "research")
     with served_pack(copied, cwd=tmp_path) as analyzer:
         diagnostics = analyze_remote(analyzer, instance.type, instance.plain_inputs, instance.urn, instance.name)

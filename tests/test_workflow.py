@@ -6,6 +6,7 @@ are executed against scratch repositories and a fake `gh`."""
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
@@ -21,7 +22,6 @@ from docs_support import section
 from fake_commands import install_fake
 
 from config.stack_files import PROJECT_DIR, list_stacks, read_stack_values
-from shipped_stacks import SHIPPED_DIR
 
 WORKFLOWS_DIR = PROJECT_DIR / ".github" / "workflows"
 WORKFLOW_FILES = sorted(WORKFLOWS_DIR.glob("*.yml")) + sorted(WORKFLOWS_DIR.glob("*.yaml"))
@@ -64,7 +64,38 @@ def drift() -> dict:
 
 @pytest.fixture(scope="module")
 def bootstrap_outputs(bootstrap_run) -> dict:
+    """The bootstrap as shipped (acme's), for what its code derives whatever the checkout holds."""
     return bootstrap_run.outputs
+
+
+# --- This checkout's CI: its environments, as its bootstrap configures them ----------------------------
+# The workflows, bootstrap/Pulumi.ci.yaml and the stack files are the adopter's: an environment
+# deleted or added (docs/development.md "Environments of your own") changes all three. The tests of
+# who may change which environment derive each job's identities from the bootstrap's entry of the
+# environment it previews or deploys, never from a list of job names.
+
+
+def ci_environments() -> dict[str, dict]:
+    """Each environment of this checkout's bootstrap (its `environments` entries), by name."""
+    values = read_stack_values(PROJECT_DIR / "bootstrap", "ci")
+    return {entry["name"]: entry for entry in values["gpu-platform-bootstrap:environments"]}
+
+
+@pytest.fixture(scope="module")
+def ci_outputs(committed_bootstrap_run) -> dict:
+    """What this checkout's bootstrap grants (its subjects, its GitHub variables)."""
+    return committed_bootstrap_run.outputs
+
+
+def deploy_job(workflow: dict, environment: str) -> str | None:
+    """The job whose `tools.deploy <environment>` step deploys the environment (and its team stacks)."""
+    return next((name for name, deployed in deploy_jobs(workflow).items() if deployed == environment), None)
+
+
+def preview_job(workflow: dict, environment: str) -> str | None:
+    """The job whose `pulumi preview` runs on the environment's changed stacks (the `changes` job's output)."""
+    matrix = f"${{{{ fromJSON(needs.changes.outputs.{environment}) }}}}"
+    return next((name for name, job, _ in pulumi_steps(workflow, "preview") if (job.get("strategy") or {}).get("matrix", {}).get("stack") == matrix), None)
 
 
 def triggers(document: dict) -> dict:
@@ -342,19 +373,29 @@ def test_the_collector_configuration_is_checked_with_promtool(workflow):
     assert position < next(i for i, s in enumerate(test_steps) if "make test" in str(s.get("run", "")))
 
 
-EXPECTED_IDENTITIES = {
-    # job: (Google service account variable, Pulumi team variable, GitHub environment)
-    "preview": ("GCP_PREVIEW_SERVICE_ACCOUNT_DEV", "PULUMI_READ_TEAM_DEV", None),
-    "preview-prod": ("GCP_PREVIEW_SERVICE_ACCOUNT_PROD", "PULUMI_READ_TEAM_PROD", "production-preview"),
-    "up-dev": ("GCP_DEPLOY_SERVICE_ACCOUNT_DEV", "PULUMI_DEPLOY_TEAM_DEV", None),
-    "up-prod": ("GCP_DEPLOY_SERVICE_ACCOUNT_PROD", "PULUMI_DEPLOY_TEAM_PROD", "production"),
-}
+def expected_identities(workflow: dict) -> dict[str, tuple[str, str, str | None]]:
+    """job: (Google service account variable, Pulumi team variable, GitHub environment), for the
+    preview and the deploy job of every environment of this checkout's bootstrap: the variables the
+    bootstrap names after the environment (bootstrap/__main__.py), the GitHub environment its entry
+    gives each kind of job (`deploy: {environment: production}`; none for `{ref: …}`/`{pullRequests: true}`)."""
+    expected = {}
+    for environment, entry in ci_environments().items():
+        suffix = environment.upper()
+        preview, deploy = preview_job(workflow, environment), deploy_job(workflow, environment)
+        assert preview and deploy, (
+            f"environment {environment} of bootstrap/Pulumi.ci.yaml has no {'preview' if not preview else 'deploy'} job in "
+            ".github/workflows/pulumi.yml (docs/development.md \"Environments of your own\")"
+        )
+        expected[preview] = (f"GCP_PREVIEW_SERVICE_ACCOUNT_{suffix}", f"PULUMI_READ_TEAM_{suffix}", (entry.get("preview") or {}).get("environment"))
+        expected[deploy] = (f"GCP_DEPLOY_SERVICE_ACCOUNT_{suffix}", f"PULUMI_DEPLOY_TEAM_{suffix}", (entry.get("deploy") or {}).get("environment"))
+    return expected
 
 
 def test_each_job_has_the_identity_of_what_it_may_change(workflow):
     jobs = pulumi_jobs(workflow)
-    assert set(jobs) == set(EXPECTED_IDENTITIES)
-    for name, (account, team, environment) in EXPECTED_IDENTITIES.items():
+    expected = expected_identities(workflow)
+    assert set(jobs) == set(expected)
+    for name, (account, team, environment) in expected.items():
         job = jobs[name]
         assert google_identity(job) == f"${{{{ vars.{account} }}}}", name
         assert pulumi_team(job) == f"team:${{{{ vars.{team} }}}}", name
@@ -388,7 +429,7 @@ def test_every_pulumi_step_follows_a_per_job_team_token_and_google_auth(workflow
 
 def test_previews_comment_diff_and_run_the_policy_pack(workflow):
     previews = pulumi_steps(workflow, "preview")
-    assert {name for name, _, _ in previews} == {"preview", "preview-prod"}
+    assert {name for name, _, _ in previews} == {preview_job(workflow, e) for e in ci_environments()}
     for name, job, step in previews:
         settings = step["with"]
         assert is_true(settings.get("comment-on-pr")) and is_true(settings.get("diff")), name
@@ -396,22 +437,21 @@ def test_previews_comment_diff_and_run_the_policy_pack(workflow):
         assert settings["stack-name"] == "${{ vars.PULUMI_ORG }}/${{ matrix.stack }}", name
         assert permissions(workflow, job).get("pull-requests") == "write", name
         assert "pull_request" in condition(job), f"{name}: previews run for pull requests"
-    assert pulumi_jobs(workflow)["preview"]["strategy"]["matrix"]["stack"] == "${{ fromJSON(needs.changes.outputs.dev) }}"
-    assert pulumi_jobs(workflow)["preview-prod"]["strategy"]["matrix"]["stack"] == "${{ fromJSON(needs.changes.outputs.prod) }}"
 
 
-def test_only_dev_and_prod_are_deployed_only_from_main_and_prod_only_in_production(workflow):
-    deploys = deploy_jobs(workflow)
-    assert sorted(deploys.values()) == ["dev", "prod"] and set(deploys) == {"up-dev", "up-prod"}
+def test_each_environment_is_deployed_only_from_main_in_its_github_environment(workflow):
+    """One deploy job per environment of the bootstrap, only on a push to main, in the GitHub
+    environment its entry names (prod: `production`, whose reviewers approve), every other
+    environment after a successful dev deployment."""
+    deploys, environments = deploy_jobs(workflow), ci_environments()
+    assert sorted(deploys.values()) == sorted(environments)
     for name, environment_stack in deploys.items():
         job = workflow["jobs"][name]
         assert only_on_push_to_main(job), f"{name}: `pulumi up` only on a push to main"
         assert "matrix" not in (job.get("strategy") or {}), name
-        if environment_stack == "prod":
-            assert environment_name(job) == "production", name
-            assert "up-dev" in job["needs"], "prod follows a successful dev deployment"
-        else:
-            assert environment_name(job) is None, name
+        assert environment_name(job) == (environments[environment_stack].get("deploy") or {}).get("environment"), name
+        if environment_stack != "dev" and "dev" in environments:
+            assert deploy_job(workflow, "dev") in job["needs"], f"{environment_stack} follows a successful dev deployment"
     # No other step runs `pulumi up`: the pulumi/actions steps preview or install the CLI, the
     # previews' destroy gates run `pulumi preview` alone (tests/test_upgrade_check.py).
     assert {(s["with"] or {}).get("command") for _, j in pulumi_jobs(workflow).items() for s in steps(j) if action(s) == PULUMI_ACTION} == {"preview", None}
@@ -420,7 +460,7 @@ def test_only_dev_and_prod_are_deployed_only_from_main_and_prod_only_in_producti
             if step.get("name") == "Destroy gate":
                 assert re.findall(r"\bpulumi \w+", step["run"]) == ["pulumi preview"], name
             elif "pulumi" in str(step.get("run", "")) or "tools." in str(step.get("run", "")) and name != "test":
-                assert name in ("up-dev", "up-prod") and step is deploy_step(job), f"{name}: {step.get('name')}"
+                assert name in deploys and step is deploy_step(job), f"{name}: {step.get('name')}"
 
 
 # --- Deployments: the environment, then its team stacks, each behind the destroy gate -------------
@@ -434,14 +474,15 @@ def deploy_step(job: dict) -> dict:
 
 
 def deploy_jobs(workflow: dict) -> dict[str, str]:
-    """Job name → the environment stack its deploy step deploys (tools/deploy.py)."""
+    """Job name → the environment stack its deploy step deploys (tools/deploy.py). Also read when the
+    tests are collected, so it does not judge the command: every deploy job's test holds it to
+    DEPLOY_COMMAND."""
     found = {}
     for name, job in workflow["jobs"].items():
         for step in steps(job):
             if "tools.deploy" in str(step.get("run", "")):
-                match = DEPLOY_COMMAND.fullmatch(str(step["run"]).strip())
-                assert match, step["run"]
-                found[name] = match.group("environment")
+                named = re.search(r"\btools\.deploy\s+(?P<environment>[^\s\"']+)", str(step["run"]))
+                found[name] = named.group("environment") if named else ""
     return found
 
 
@@ -472,7 +513,7 @@ def run_deploy_step(step: dict, tmp_path: Path) -> tuple[subprocess.CompletedPro
     return result, log.read_text().splitlines()
 
 
-@pytest.mark.parametrize("job_name, environment_stack", [("up-dev", "dev"), ("up-prod", "prod")])
+@pytest.mark.parametrize("job_name, environment_stack", deploy_jobs(load(PULUMI)).items())
 def test_each_deploy_job_gates_and_deploys_its_environment_then_every_committed_team_stack_of_it(workflow, tmp_path, job_name, environment_stack):
     """docs/teams.md "Add a team": team stacks are deployed by the environment's deployer from main: the
     same job, its identities and guards, after the environment stack they read; every committed
@@ -484,7 +525,8 @@ def test_each_deploy_job_gates_and_deploys_its_environment_then_every_committed_
         "remove that job (and its preview job) with the environment, or restore the stack file"
     )
     step = deploy_step(job)
-    assert DEPLOY_COMMAND.fullmatch(str(step["run"]).strip()).group("environment") == environment_stack
+    command = DEPLOY_COMMAND.fullmatch(str(step["run"]).strip())
+    assert command and command.group("environment") == environment_stack, step["run"]
     assert step["env"] == {"PULUMI_ORG": "${{ vars.PULUMI_ORG }}", "BEFORE_SHA": "${{ github.event.before }}"}
     assert "if" not in step and "continue-on-error" not in step
     [checkout] = [s for s in steps(job) if action(s) == "actions/checkout"]
@@ -501,25 +543,36 @@ def test_each_deploy_job_gates_and_deploys_its_environment_then_every_committed_
     assert calls == expected
 
 
-def test_every_committed_team_stack_is_deployed_by_ci(workflow):
-    """Every team stack of this checkout is deployed by the job of the environment it names."""
+def test_every_committed_stack_is_deployed_by_ci(workflow):
+    """Every environment stack of this checkout has its deploy job, and every team stack is
+    deployed by the job of the environment it names."""
     deployed = set(deploy_jobs(workflow).values())
     for stack in list_stacks(PROJECT_DIR):
         environment = str(read_stack_values(PROJECT_DIR, stack).get("gpu-platform:environmentStack") or "").split("/")[-1]
-        assert not environment or environment in deployed, f"{stack}: its environment {environment} has no deploy job"
+        assert (environment or stack) in deployed, f"{stack}: {'its environment ' + environment if environment else 'it'} has no deploy job"
 
 
 # --- The previews' one required check ---------------------------------------------------------------
 
 
+def gate_previews(workflow: dict) -> dict[str, str]:
+    """environment: its preview job, for every environment of this checkout's bootstrap, in its order."""
+    return {e: preview_job(workflow, e) for e in ci_environments()}
+
+
 def test_the_gates_job_needs_every_job_a_pull_request_previews_or_gates_in(workflow):
     """Branch protection requires this job (bootstrap/github_repo.py REQUIRED_CHECKS): it must wait
-    for, and judge, every preview and destroy gate, whatever happened before it."""
+    for, and judge, every preview and destroy gate, whatever happened before it: the preview job of
+    each environment of the bootstrap, each with the environment whose stacks it previews."""
     job = workflow["jobs"]["gates"]
     gated = {n for n, j in workflow["jobs"].items() if any(s.get("name") == "Destroy gate" for s in steps(j))}
     gated |= {n for n, _, _ in pulumi_steps(workflow, "preview")}
-    assert gated == {"preview", "preview-prod"}
+    previews = gate_previews(workflow)
+    assert gated == set(previews.values())
     assert set(job["needs"]) == {"test", "changes", *gated}
+    script = job["steps"][0]["run"]
+    [judged] = re.findall(r"^previews = (\{.*\})$", script, flags=re.MULTILINE)
+    assert ast.literal_eval(judged) == {j: e for e, j in previews.items()}, "the gates step's `previews`: each preview job and its environment"
     assert condition(job) == "always() && github.event_name == 'pull_request'"
     assert job.get("permissions") == {} and index_of(job, GOOGLE_AUTH) is None and "vars." not in job_text(job)
     # The `changes` job's own condition is the one the gates job takes as "previewed".
@@ -537,32 +590,65 @@ def _gates(workflow: dict, tmp_path: Path, results: dict[str, str], stacks: dict
     return subprocess.run(["bash", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True)
 
 
-OK = {"test": "success", "changes": "success", "preview": "success", "preview-prod": "success"}
+def _results(previews: dict[str, str], **others: str) -> dict[str, str]:
+    """Every needed job succeeded, but `test` or `changes` where given."""
+    return {"test": "success", "changes": "success", **dict.fromkeys(previews.values(), "success"), **others}
 
 
-@pytest.mark.parametrize(
-    "results, stacks, previewed, failing",
-    [
-        (OK, {"dev": ["dev"], "prod": ["prod"]}, True, []),
-        ({**OK, "preview-prod": "skipped"}, {"dev": ["dev", "team-vision-dev"], "prod": []}, True, []),
-        ({**OK, "preview": "skipped", "preview-prod": "skipped"}, {"dev": [], "prod": []}, True, []),  # documentation only
-        # A pull request from a fork or Dependabot: no identity, no previews; the deploy's gate judges it.
-        ({**OK, "changes": "skipped", "preview": "skipped", "preview-prod": "skipped"}, None, False, []),
-        ({**OK, "preview": "failure"}, {"dev": ["dev"], "prod": []}, True, ["preview: failure"]),
-        ({**OK, "preview-prod": "cancelled"}, {"dev": [], "prod": ["prod"]}, True, ["preview-prod: cancelled"]),
-        # Skipped although its stacks changed (the approval never came, a run was cancelled before it).
-        ({**OK, "preview-prod": "skipped"}, {"dev": [], "prod": ["prod"]}, True, ["preview-prod: skipped"]),
-        # The tests failed, so no preview ran.
-        ({**OK, "test": "failure", "preview": "skipped", "preview-prod": "skipped"}, {"dev": ["dev"], "prod": ["prod"]}, True,
-         ["test: failure", "preview: skipped", "preview-prod: skipped"]),
-        ({**OK, "changes": "skipped", "preview": "skipped", "preview-prod": "skipped"}, None, True, ["changes: skipped"]),
-        ({**OK, "changes": "failure", "preview": "skipped", "preview-prod": "skipped"}, None, True, ["changes: failure"]),
-    ],
-)
-def test_the_gates_job_fails_unless_every_needed_job_succeeded_or_had_no_reason_to_run(workflow, tmp_path, results, stacks, previewed, failing):
+def _changed(previews: dict[str, str], *environments: str) -> dict[str, list[str]]:
+    """The `changes` job's outputs: the environment stack of each of `environments` changed, no other."""
+    return {e: [e] if e in environments else [] for e in previews}
+
+
+def _all(previews: dict[str, str], result: str) -> dict[str, str]:
+    return dict.fromkeys(previews.values(), result)
+
+
+def _first(p: dict[str, str]) -> str:
+    return next(iter(p))
+
+
+def _last(p: dict[str, str]) -> str:
+    return list(p)[-1]
+
+
+# Each case over the preview job of every environment of this checkout's bootstrap (`p`, as
+# shipped: dev's `preview`, prod's `preview-prod`; first and last: its first and last environment,
+# the same one where it has one): the needed jobs' results, the changes job's outputs, whether the
+# pull request is previewed (not a fork's or Dependabot's), and the lines the step fails with.
+GATE_CASES = {
+    "every preview passed": lambda p: (_results(p), _changed(p, *p), True, []),
+    "an environment's stacks unchanged, its preview skipped": lambda p: (
+        {**_results(p), p[_last(p)]: "skipped"}, {**_changed(p, *p), _last(p): []}, True, []
+    ),
+    "documentation only": lambda p: ({**_results(p), **_all(p, "skipped")}, _changed(p), True, []),
+    # A pull request from a fork or Dependabot: no identity, no previews; the deploy's gate judges it.
+    "a fork's or Dependabot's": lambda p: ({**_results(p, changes="skipped"), **_all(p, "skipped")}, None, False, []),
+    "a preview failed": lambda p: ({**_results(p), p[_first(p)]: "failure"}, _changed(p, _first(p)), True, [f"{p[_first(p)]}: failure"]),
+    "a preview cancelled": lambda p: ({**_results(p), p[_last(p)]: "cancelled"}, _changed(p, _last(p)), True, [f"{p[_last(p)]}: cancelled"]),
+    # Skipped although its stacks changed (the approval never came, a run was cancelled before it).
+    "a preview skipped although its stacks changed": lambda p: (
+        {**_results(p), p[_last(p)]: "skipped"}, _changed(p, _last(p)), True, [f"{p[_last(p)]}: skipped"]
+    ),
+    # The tests failed, so no preview ran.
+    "the tests failed": lambda p: (
+        {**_results(p, test="failure"), **_all(p, "skipped")}, _changed(p, *p), True, ["test: failure", *(f"{j}: skipped" for j in p.values())]
+    ),
+    "changes skipped for a previewed pull request": lambda p: ({**_results(p, changes="skipped"), **_all(p, "skipped")}, None, True, ["changes: skipped"]),
+    "changes failed": lambda p: ({**_results(p, changes="failure"), **_all(p, "skipped")}, None, True, ["changes: failure"]),
+    # A preview job added to `needs` but not to the step's `previews` fails closed, even when it passed.
+    "a needed job the step does not judge": lambda p: (
+        {**_results(p), "preview-qa": "success"}, {**_changed(p, *p), "qa": ["qa"]}, True, ["preview-qa: needed, but not in `previews`: nothing judges it"]
+    ),
+}
+
+
+@pytest.mark.parametrize("case", GATE_CASES)
+def test_the_gates_job_fails_unless_every_needed_job_succeeded_or_had_no_reason_to_run(workflow, tmp_path, case):
+    results, stacks, previewed, failing = GATE_CASES[case](gate_previews(workflow))
     result = _gates(workflow, tmp_path, results, stacks, previewed)
     assert result.returncode == (1 if failing else 0), result.stdout + result.stderr
-    assert [line.removeprefix("::error::") for line in result.stdout.splitlines() if line.startswith("::error::")] == failing
+    assert sorted(line.removeprefix("::error::") for line in result.stdout.splitlines() if line.startswith("::error::")) == sorted(failing)
 
 
 def test_dependabot_pull_requests_get_tests_only(workflow):
@@ -572,21 +658,33 @@ def test_dependabot_pull_requests_get_tests_only(workflow):
 # --- The identities the workflows ask for are the ones the bootstrap creates ---------------------------------
 
 
-def test_every_variable_the_workflows_read_is_a_bootstrap_output(bootstrap_outputs):
-    """The delivery and drift workflows; a workflow with an identity of its own (the manually
-    started acceptance test) documents its own variables."""
+def test_every_variable_the_workflows_read_is_a_bootstrap_output(ci_outputs):
+    """The delivery and drift workflows, against this checkout's bootstrap; a workflow with an
+    identity of its own (the manually started acceptance test) documents its own variables."""
     used = {v for path in (PULUMI, DRIFT) for v in re.findall(r"vars\.([A-Z0-9_]+)", path.read_text())}
-    assert used and used <= set(bootstrap_outputs["githubVariables"]), used - set(bootstrap_outputs["githubVariables"])
+    assert used and used <= set(ci_outputs["githubVariables"]), used - set(ci_outputs["githubVariables"])
 
 
-def test_github_environments_match_the_bootstrap_subjects(workflow, drift, bootstrap_outputs):
-    subjects = bootstrap_outputs["subjects"]
-    repo = "acme/gpu-platform"
-    assert subjects["prod"]["deploy"] == f"repo:{repo}:environment:{environment_name(workflow['jobs']['up-prod'])}"
-    assert subjects["prod"]["preview"] == f"repo:{repo}:environment:{environment_name(workflow['jobs']['preview-prod'])}"
-    assert subjects["dev"]["deploy"] == f"repo:{repo}:ref:refs/heads/main"
-    assert subjects["dev"]["preview"] == f"repo:{repo}:pull_request"
+def test_github_environments_match_the_bootstrap_subjects(workflow, drift, ci_outputs):
+    """Each job's OIDC subject is one this checkout's bootstrap trusts for that job's identities: its
+    GitHub environment where it runs in one, else its ref (deploy) or the pull request (preview)."""
+    subjects = ci_outputs["subjects"]
+    repo = read_stack_values(PROJECT_DIR / "bootstrap", "ci")["gpu-platform-bootstrap:github"]["repository"]
+    assert set(subjects) == set(ci_environments())
+    for environment in subjects:
+        deploy, preview = workflow["jobs"][deploy_job(workflow, environment)], workflow["jobs"][preview_job(workflow, environment)]
+        expected_deploy = f"repo:{repo}:environment:{environment_name(deploy)}" if environment_name(deploy) else f"repo:{repo}:ref:refs/heads/main"
+        expected_preview = f"repo:{repo}:environment:{environment_name(preview)}" if environment_name(preview) else f"repo:{repo}:pull_request"
+        assert (subjects[environment]["deploy"], subjects[environment]["preview"]) == (expected_deploy, expected_preview), environment
     assert {s["drift"] for s in subjects.values()} == {f"repo:{repo}:environment:{environment_name(drift['jobs']['drift'])}"}
+
+
+def test_the_shipped_bootstrap_trusts_the_shipped_jobs(bootstrap_outputs):
+    """acme's bootstrap as shipped: prod's jobs in their protected GitHub environments, dev's by ref
+    and pull request (the subjects the workflow's jobs above must present)."""
+    subjects, repo = bootstrap_outputs["subjects"], "acme/gpu-platform"
+    assert subjects["prod"] == {**subjects["prod"], "deploy": f"repo:{repo}:environment:production", "preview": f"repo:{repo}:environment:production-preview"}
+    assert (subjects["dev"]["deploy"], subjects["dev"]["preview"]) == (f"repo:{repo}:ref:refs/heads/main", f"repo:{repo}:pull_request")
 
 
 # --- drift.yml ----------------------------------------------------------------------------------------
@@ -698,19 +796,22 @@ def _git(repo: Path, *args: str) -> str:
     ).stdout.strip()
 
 
-def _stack_file(stack: str, project_dir: Path) -> str:
-    environment = read_stack_values(project_dir, stack)["gpu-platform:environment"]
+def _stack_file(environment: str) -> str:
     return f"config:\n  gpu-platform:environment: {environment}\n"
 
 
-def _changed_stacks(workflow: dict, tmp_path: Path, change, project_dir: Path = SHIPPED_DIR) -> subprocess.CompletedProcess | dict[str, list[str]]:
-    """The step's output for a repository with the stacks of `project_dir` (the shipped ones unless
-    said otherwise) after `change`."""
+def step_environments(workflow: dict) -> list[str]:
+    """The environments the `changes` job groups stacks by: its outputs, one per environment."""
+    return sorted(workflow["jobs"]["changes"]["outputs"])
+
+
+def _changed_stacks(workflow: dict, tmp_path: Path, change, stacks: dict[str, str]) -> subprocess.CompletedProcess | dict[str, list[str]]:
+    """The step's output for a repository with `stacks` (stack: its environment) after `change`."""
     script = next(s for s in steps(workflow["jobs"]["changes"]) if s.get("id") == "changes")["run"]
     repo = tmp_path / "repo"
     repo.mkdir()
-    for stack in list_stacks(project_dir):
-        (repo / f"Pulumi.{stack}.yaml").write_text(_stack_file(stack, project_dir))
+    for stack, environment in stacks.items():
+        (repo / f"Pulumi.{stack}.yaml").write_text(_stack_file(environment))
     (repo / "Pulumi.yaml").write_text("name: gpu-platform\n")
     (repo / "__main__.py").write_text("")
     (repo / "README.md").write_text("")
@@ -740,49 +841,75 @@ def _touch(name: str):
     return lambda repo: (repo / name).write_text((repo / name).read_text() + "# changed\n")
 
 
-@pytest.mark.parametrize(
-    "change, expected",
-    [
-        (_touch("Pulumi.prod.yaml"), {"dev": [], "prod": ["prod"]}),
-        (_touch("Pulumi.team-vision-dev.yaml"), {"dev": ["team-vision-dev"], "prod": []}),
-        (lambda repo: (repo / "Pulumi.team-nlp-dev.yaml").write_text("config:\n  gpu-platform:environment: dev\n"), {"dev": ["team-nlp-dev"], "prod": []}),
-        (lambda repo: (repo / "Pulumi.prod.yaml").unlink(), {"dev": [], "prod": []}),
-        (_touch("README.md"), {"dev": [], "prod": []}),
-        (_touch("__main__.py"), {"dev": ["dev", "team-vision-dev"], "prod": ["prod"]}),
-        (_touch("Pulumi.yaml"), {"dev": ["dev", "team-vision-dev"], "prod": ["prod"]}),
-    ],
-)
-def test_changed_stacks(workflow, tmp_path, change, expected):
-    assert _changed_stacks(workflow, tmp_path, change) == expected
+# Each case over a repository with an environment stack per environment of the step and a team
+# stack of the first (as shipped: dev, prod and team-vision-dev): the change, and the stacks it
+# previews as (environment, stack) pairs ("*": every stack).
+CHANGES = {
+    "an environment stack edited": (lambda e: _touch(f"Pulumi.{e[-1]}.yaml"), lambda e: [(e[-1], e[-1])]),
+    "a team stack edited": (lambda e: _touch(f"Pulumi.team-vision-{e[0]}.yaml"), lambda e: [(e[0], f"team-vision-{e[0]}")]),
+    "a team stack added": (
+        lambda e: lambda repo: (repo / f"Pulumi.team-nlp-{e[0]}.yaml").write_text(_stack_file(e[0])),
+        lambda e: [(e[0], f"team-nlp-{e[0]}")],
+    ),
+    "an environment stack deleted": (lambda e: lambda repo: (repo / f"Pulumi.{e[-1]}.yaml").unlink(), lambda e: []),
+    "the README": (lambda e: _touch("README.md"), lambda e: []),
+    "the program": (lambda e: _touch("__main__.py"), lambda e: "*"),
+    "Pulumi.yaml": (lambda e: _touch("Pulumi.yaml"), lambda e: "*"),
+}
+
+
+@pytest.mark.parametrize("case", CHANGES)
+def test_changed_stacks(workflow, tmp_path, case):
+    environments = step_environments(workflow)
+    stacks = {**{e: e for e in environments}, f"team-vision-{environments[0]}": environments[0]}
+    change, previewed = CHANGES[case]
+    selected = previewed(environments)
+    expected = {e: [] for e in environments}
+    for environment, stack in ([(env, s) for s, env in stacks.items()] if selected == "*" else selected):
+        expected[environment].append(stack)
+    assert _changed_stacks(workflow, tmp_path, change(environments), stacks) == {e: sorted(s) for e, s in expected.items()}
+
+
+def test_the_changes_step_groups_by_the_bootstraps_environments(workflow):
+    """One group (and preview job) per environment that has CI identities, as the step's message says."""
+    assert step_environments(workflow) == sorted(ci_environments())
+    script = next(s for s in steps(workflow["jobs"]["changes"]) if s.get("id") == "changes")["run"]
+    groups = ", ".join(f'"{e}": []' for e in step_environments(workflow))
+    assert "groups = {" + groups + "}" in script
 
 
 def test_every_committed_stack_is_previewed_when_the_code_changes(workflow, tmp_path):
     """Whatever stacks this checkout has (a team stack a user added included): a change of the
     program previews each of them, under its environment's identities."""
-    selected = _changed_stacks(workflow, tmp_path, _touch("__main__.py"), project_dir=PROJECT_DIR)
+    stacks = {stack: read_stack_values(PROJECT_DIR, stack)["gpu-platform:environment"] for stack in list_stacks(PROJECT_DIR)}
+    selected = _changed_stacks(workflow, tmp_path, _touch("__main__.py"), stacks)
     assert isinstance(selected, dict), selected
     expected: dict[str, list[str]] = {}
-    for stack in list_stacks(PROJECT_DIR):
-        expected.setdefault(read_stack_values(PROJECT_DIR, stack)["gpu-platform:environment"], []).append(stack)
-    assert {env: sorted(stacks) for env, stacks in selected.items() if stacks} == expected
+    for stack, environment in stacks.items():
+        expected.setdefault(environment, []).append(stack)
+    assert {env: sorted(found) for env, found in selected.items() if found} == expected
 
 
 def test_a_stack_of_an_environment_without_ci_identities_fails_the_step(workflow, tmp_path):
-    result = _changed_stacks(workflow, tmp_path, lambda repo: (repo / "Pulumi.staging.yaml").write_text("config:\n  gpu-platform:environment: staging\n"))
+    stacks = {e: e for e in step_environments(workflow)}
+    result = _changed_stacks(workflow, tmp_path, lambda repo: (repo / "Pulumi.qa.yaml").write_text(_stack_file("qa")), stacks)
     assert isinstance(result, subprocess.CompletedProcess) and result.returncode != 0
-    assert "Pulumi.staging.yaml: environment 'staging' has no CI identities" in result.stderr
+    assert "Pulumi.qa.yaml: environment 'qa' has no CI identities" in result.stderr
 
 
 # --- Review: caches, the acceptance test's branch, Dependabot's trust ------------------------------------
 
 
-def test_the_approved_prod_preview_restores_no_dependency_cache(workflow):
-    """preview-prod runs in the pull request's cache scope, which unapproved runs of the same pull
-    request (test, preview) could have filled: it restores nothing and installs from PyPI."""
-    job = workflow["jobs"]["preview-prod"]
-    [setup] = [s for s in steps(job) if action(s) == "actions/setup-python"]
-    assert not setup["with"].get("cache") and "cache-dependency-path" not in setup["with"]
-    assert not [s for s in steps(job) if action(s) in ("actions/cache", "actions/cache/restore")]
+def test_the_approved_previews_restore_no_dependency_cache(workflow):
+    """A preview that runs in a GitHub environment (prod's, approved by a reviewer) runs in the pull
+    request's cache scope, which unapproved runs of the same pull request (test, preview) could
+    have filled: it restores nothing and installs from PyPI."""
+    approved = [preview_job(workflow, e) for e, entry in ci_environments().items() if (entry.get("preview") or {}).get("environment")]
+    for name in approved:
+        job = workflow["jobs"][name]
+        [setup] = [s for s in steps(job) if action(s) == "actions/setup-python"]
+        assert not setup["with"].get("cache") and "cache-dependency-path" not in setup["with"], name
+        assert not [s for s in steps(job) if action(s) in ("actions/cache", "actions/cache/restore")], name
     # The unapproved jobs of a pull request do cache, which is why this one must not.
     assert workflow["jobs"]["test"]["steps"][1]["with"]["cache"] == "pip"
 

@@ -30,9 +30,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from config.stack_files import PROJECT_DIR, StackFileError
+from config.stack_files import PROJECT_DIR
 from tools import destroy_gate
-from tools.team_stacks import environment_stack_of, team_stacks
+from tools.team_stacks import check_environment_stack, team_stacks
 
 SHA = re.compile(r"[0-9a-f]{40}")
 
@@ -112,11 +112,7 @@ def main(argv: list[str] | None = None, project_dir: Path = PROJECT_DIR) -> int:
     parser.add_argument("--organization", required=True, help="the Pulumi organization of the stacks")
     parser.add_argument("--before", help="the commit main was at before this push (github.event.before)")
     args = parser.parse_args(argv)
-    try:
-        if environment_stack_of(args.environment_stack, project_dir) is not None:
-            parser.error(f"{args.environment_stack} is a team stack; allowed: an environment stack")
-    except StackFileError as e:
-        parser.error(str(e))
+    check_environment_stack(parser, args.environment_stack, project_dir)
     return deploy(args.environment_stack, args.organization, args.before, project_dir)
 
 

@@ -31,15 +31,21 @@ def team_stacks(environment_stack: str, project_dir: Path = PROJECT_DIR) -> list
     return [s for s in list_stacks(project_dir) if environment_stack_of(s, project_dir) == environment_stack]
 
 
+def check_environment_stack(parser: argparse.ArgumentParser, stack: str, project_dir: Path) -> None:
+    """Refuse, through the command line's parser, a stack that is not an environment stack of this
+    project (a team stack, or no stack file at all)."""
+    try:
+        if environment_stack_of(stack, project_dir) is not None:
+            parser.error(f"{stack} is a team stack; allowed: an environment stack")
+    except StackFileError as e:
+        parser.error(str(e))
+
+
 def main(argv: list[str] | None = None, project_dir: Path = PROJECT_DIR) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.team_stacks", description=__doc__.split("\n\n")[0])
     parser.add_argument("environment_stack", help="the environment stack, e.g. dev")
     args = parser.parse_args(argv)
-    try:
-        if environment_stack_of(args.environment_stack, project_dir) is not None:
-            parser.error(f"{args.environment_stack} is a team stack; allowed: an environment stack")
-    except StackFileError as e:
-        parser.error(str(e))
+    check_environment_stack(parser, args.environment_stack, project_dir)
     for stack in team_stacks(args.environment_stack, project_dir):
         print(stack)
     return 0
