@@ -47,6 +47,18 @@ def rejected(args: ResourceValidationArgs) -> list[tuple[str, str]]:
     return found
 
 
+def beside_record(found: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """`found` without `stack-resources-by-record`'s refusals. That policy refuses every value off the
+    stack's record (tests/test_policy_exact_kinds.py), so a resource edited to probe another policy
+    is refused by it too; a test of the other policy's message judges the rest."""
+    return [(name, message) for name, message in found if name != P.stack_resources_by_record.name]
+
+
+def by_record(found: list[tuple[str, str]]) -> list[str]:
+    """The messages of `stack-resources-by-record` among `found`."""
+    return [message for name, message in found if name == P.stack_resources_by_record.name]
+
+
 def only(found: list[tuple[str, str]], policy: Policy) -> str:
     """The one message `policy` reports among `found`."""
     messages = [m for name, m in found if name == policy.name]

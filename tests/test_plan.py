@@ -738,12 +738,17 @@ def test_a_policy_violation_fails_the_plan_with_the_packs_whole_message_before_t
     rejects it. The plan prints the pack's own message whole, naming policy and resource, before
     the costs, and exits 1 (text, --quiet with the message on stderr, --json)."""
     from tools.mock_engine import run_program
-    from tools.policy_check import check
+    from tools.policy_check import check, judging_stacks
+    from tools.policy_data import stack_entry
 
     project = shipped_project(tmp_path / "project", ["prod"])
     path = project / "Pulumi.prod.yaml"
     path.write_text(path.read_text().replace("{cidr: 203.0.113.0/24, name: office}", "{cidr: 0.0.0.0/0, name: anywhere}"))
-    found = [v for v in check(run_program(read_stack_values(project, "prod"), stack="prod", project_dir=project)) if v.mandatory]
+    values = read_stack_values(project, "prod")
+    run = run_program(values, stack="prod", project_dir=project)
+    # Judged as the plan judges it: by the stack's record as `make policy-data` would write it now.
+    with judging_stacks({"prod": stack_entry("prod", run, values, None)}):
+        found = [v for v in check(run) if v.mandatory]
     # The open endpoint, and the public address space it admits (public-ranges-prod, any split).
     assert sorted(v.policy for v in found) == ["gke-private-nodes-and-endpoint", "public-ranges-prod"]
     assert {v.resource for v in found} == {"gke-cluster"}

@@ -101,7 +101,10 @@ def test_a_copy_of_policy_alone_serves_and_rejects(tmp_path, runs, shipped_recor
         binding = run.one("gcp:projects/iAMMember:IAMMember", "tenant-nlp-project-platform-vm-role")
         assert analyze_remote(analyzer, binding.type, binding.plain_inputs, binding.urn, binding.name) == []
         widened = {**binding.plain_inputs, "role": "roles/iam.serviceAccountTokenCreator"}
-        [diagnostic] = analyze_remote(analyzer, binding.type, widened, binding.urn, binding.name)
+        found = analyze_remote(analyzer, binding.type, widened, binding.urn, binding.name)
+        # The grant's allow-list, and the stack's record of the binding (its role).
+        assert sorted(d.policyName for d in found) == sorted([P.grant_allow_list.name, P.stack_resources_by_record.name])
+        [diagnostic] = [d for d in found if d.policyName == P.grant_allow_list.name]
         assert diagnostic.policyName == P.grant_allow_list.name
         # What the CLI prints: the policy's description, then the message, which names the resource.
         description, message = diagnostic.message.split("\n", 1)

@@ -11,7 +11,7 @@ import re
 
 import policies as P
 import pytest
-from policy_support import args_of, edit_values, make_args, one, only, policy_resource, rejected, stack_args, urn_of, violations
+from policy_support import args_of, beside_record, by_record, edit_values, make_args, one, only, policy_resource, rejected, stack_args, urn_of, violations
 
 from docs_support import section
 
@@ -254,7 +254,9 @@ def test_a_created_project_with_the_default_network_is_rejected(auto):
         props["autoCreateNetwork"] = auto
     message = only(rejected(make_args(P.PROJECT, props, name="tenant-vision-project")), P.project_without_default_network)
     assert message.startswith("tenant-vision-project (project 'acme-ml-dev-vision'): autoCreateNetwork: " + ("not set" if auto is None else "true is not allowed") + "; allowed: false")
-    assert rejected(make_args(P.PROJECT, {**props, "autoCreateNetwork": False})) == []
+    # Its made-up fields are off every stack's record too, which stack-resources-by-record refuses
+    # (tests/test_policy_exact_kinds.py); no other policy refuses it.
+    assert beside_record(rejected(make_args(P.PROJECT, {**props, "autoCreateNetwork": False}))) == []
 
 
 DEV_CLUSTER = "gke-cluster (cluster 'gpu-dev')"
@@ -434,7 +436,8 @@ def test_a_static_cpu_pool_holds_no_gpus(runs):
     # No GPU against the ceiling, which therefore cannot bound it: the program writes static pools
     # only for warm GPU nodes, and the pack holds a static pool to that.
     found = rejected(args_of(run, reg, props=props))
-    assert {name for name, _ in found} == {P.tenant_isolation.name}
+    assert {name for name, _ in beside_record(found)} == {P.tenant_isolation.name}
+    assert any(".static: " in m for m in by_record(found))
     assert only(found, P.tenant_isolation).startswith(
         f"{RESEARCH} privateNodes.autoNodes[provider='gcp-gpu'].static[name='cpu'].nodeTypeSelector: selects no GPU node type; "
         "allowed: a static pool only as a GPU pool's warm nodes"

@@ -15,7 +15,7 @@ import policies as P
 import pytest
 import yaml
 from guardrails import value_paths
-from policy_support import args_of, edit_values, one, only, policy_resource, rejected, stack_args, violations
+from policy_support import args_of, beside_record, by_record, edit_values, one, only, policy_resource, rejected, stack_args, violations
 
 PROJECT_MEMBER = "gcp:projects/iAMMember:IAMMember"
 SA_MEMBER = "gcp:serviceaccount/iAMMember:IAMMember"
@@ -132,7 +132,9 @@ def test_a_control_plane_open_to_other_tenants_is_rejected(runs, edit, message):
     run, reg = one(runs, "team-vision-dev", P.VIRTUAL_CLUSTER_INSTANCE)
     found = rejected(args_of(run, reg, props=edit_values(reg.plain_inputs, edit)))
     assert only(found, P.control_plane_isolation).startswith(f"{VISION} {message}")
-    assert {name for name, _ in found} == {P.control_plane_isolation.name}  # the keys themselves are the program's
+    # The keys themselves are the program's; the values are off the stack's record too.
+    assert {name for name, _ in beside_record(found)} == {P.control_plane_isolation.name}
+    assert by_record(found)
 
 
 # --- 2. IAM: the right identity, target, project, condition and subject -------------------------------

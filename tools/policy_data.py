@@ -249,7 +249,11 @@ def evaluate(
 def provider_versions() -> dict[str, str]:
     """The version of each provider whose resource the pack judges, as its SDK registers it (the
     engine puts it into the provider's inputs): the installed, pinned SDK's."""
-    return {recorded.GCP_PROVIDER: importlib.metadata.version("pulumi_gcp"), recorded.KUBERNETES_PROVIDER: importlib.metadata.version("pulumi_kubernetes")}
+    return {
+        recorded.GCP_PROVIDER: importlib.metadata.version("pulumi_gcp"),
+        recorded.KUBERNETES_PROVIDER: importlib.metadata.version("pulumi_kubernetes"),
+        recorded.COMMAND_PROVIDER: importlib.metadata.version("pulumi_command"),
+    }
 
 
 def _program(evaluated: Evaluated) -> dict[str, Any]:

@@ -7,13 +7,14 @@ environment's record.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 from typing import Any, Callable
 
 from components.monitoring_queries import pool_at_limit_key
 from config import node_properties as props
 from tools import program_inventory as inventory
-from tools.mock_engine import ProgramRun
+from tools.mock_engine import MOCK_ADDRESS_RANGE, ProgramRun
 from tools.policy_check import P  # noqa: F401 - puts policy/ on sys.path, as the CLI runs the pack
 
 from guardrails import placement, recorded  # noqa: E402
@@ -61,7 +62,7 @@ def team_stack_resources(environment_run: ProgramRun, values: dict[str, Any]) ->
     for r in environment_run.registrations:
         team = _team_of(r) if r.custom else None
         if team is not None and team not in inline:
-            out.setdefault(team, {}).setdefault(r.type, []).append(recorded.recorded_form(r.type, r.plain_inputs))
+            out.setdefault(team, {}).setdefault(r.type, []).append(_picked_by_the_cloud(recorded.recorded_form(r.type, r.plain_inputs)))
     return out
 
 
@@ -113,12 +114,40 @@ def stack_entry(
 
 def recorded_resources(run: ProgramRun, exclude: Callable[[Any], bool] = lambda r: False) -> dict[str, list[dict[str, Any]]]:
     """Per kind of policy/guardrails/recorded.py SPECS, what the record keeps of each resource of
-    that kind the run registers but those `exclude`d, in a stable order (tenants register in parallel)."""
+    that kind the run registers but those `exclude`d, in a stable order (tenants register in
+    parallel); and the default provider the engine makes for a package whose resources name no
+    provider of their own (the commands'): none of its inputs but its version."""
     out: dict[str, list[dict[str, Any]]] = {}
     for r in run.registrations:
         if r.custom and r.type in recorded.SPECS and not exclude(r):
-            out.setdefault(r.type, []).append(recorded.recorded_form(r.type, r.plain_inputs))
+            out.setdefault(r.type, []).append(_picked_by_the_cloud(recorded.recorded_form(r.type, r.plain_inputs)))
+    for package in sorted({r.type.split(":", 1)[0] for r in run.registrations if r.custom and not r.provider and not r.type.startswith("pulumi:")}):
+        provider = f"pulumi:providers:{package}"
+        if provider in recorded.SPECS:
+            out.setdefault(provider, []).append({})
     return {k: sorted(out[k], key=lambda entry: json.dumps(entry, sort_keys=True)) for k in sorted(out)}
+
+
+def _picked_by_the_cloud(value: Any) -> Any:
+    """A recorded form with the addresses the mock engine hands out where Compute Engine picks one
+    (tools/mock_engine.py MOCK_ADDRESS_RANGE, `<address>` or `<address>/32`) as null: the record
+    does not know them, the pack admits their form there (recorded.py COMPUTED)."""
+    if isinstance(value, dict):
+        return {k: _picked_by_the_cloud(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_picked_by_the_cloud(v) for v in value]
+    if isinstance(value, str) and _is_mock_address(value):
+        return None
+    return value
+
+
+def _is_mock_address(text: str) -> bool:
+    try:
+        network = ipaddress.ip_network(text, strict=True)
+    except ValueError:
+        return False
+    mock = ipaddress.ip_network(MOCK_ADDRESS_RANGE)
+    return network.version == mock.version and network.num_addresses == 1 and network.subnet_of(mock)  # type: ignore[arg-type]
 
 
 def gcp_placement(run: ProgramRun) -> dict[str, list[str]]:

@@ -1,25 +1,27 @@
-"""Resources exactly as the stack's configuration makes them: for the kinds where any other value
-is a way around the rest of the pack, the pack holds the stack's record of each resource the
-program's run of that stack registers (policy/stacks/<stack>.json `resources`, from `make
-policy-data`) and refuses every other value, field by field.
+"""Resources exactly as the stack's configuration makes them: the pack holds the stack's record of
+each resource the program's run of that stack registers (policy/stacks/<stack>.json `resources`,
+from `make policy-data`) and refuses every other value, field by field, for every kind the program
+makes but those another policy holds by value (a Secret: kubernetes-secrets-by-design) or that
+nobody needs to hold (a dashboard, a component: docs/guardrails.md "What is held exactly"):
 
-- Host node pools (and the host cluster's own node fields: its default pool, inline pools, node
-  auto-provisioning): machine type, counts, kubelet settings, metadata (an SSH key), taints.
-- Notification channels: their type and where they send (an outside webhook is another type).
-- The showback dataset and its view: the view's query names the billing export it reads, and a
-  query over another environment's export reads that environment's costs.
-- Restore plans: the one tenant backup plan each restores, its namespace, no transformation rules.
-- Backup plans: the namespace each backs up, its schedule (never paused), retention, never
-  deactivated, no encryption key of its own (a key in another project is someone else's to revoke).
-- Alert policies: their conditions and where they notify: the channels the configuration names, and
-  for each channel the program creates (its name is the cloud's), a channel of the stack's project.
-- Host namespaces: only the program's (the platform's), with exactly its labels (no Pod Security
-  `enforce: privileged`, no namespace such as kube-system relabelled).
-- GCP providers: project, region, labels; no impersonation, credentials or endpoints of their own.
-- The platform's Helm release values: login (the identity provider, client, redirect), hosted
-  router, TLS, identity, license, by value.
+- Host node pools and the host cluster, every field (its node shape, network, datapath, release
+  channel, authorized networks, …).
+- Networks, subnetworks, routers, Cloud NAT, NAT addresses and firewall rules (direction, source
+  and destination ranges, tags, service accounts, protocols and ports, priority, network,
+  disabled, logging), a team stack's in its own record.
+- Team projects (folder, billing account), APIs, service accounts, custom roles and IAM members
+  (their conditions' every field), reservations (whom they are shared with).
+- Notification channels, alert policies, the metrics scope, the showback dataset and its view.
+- Backup and restore plans: the one tenant namespace each backs up or restores, never paused,
+  deactivated or rewritten.
+- Host namespaces, the platform's Helm release (every input: its namespace, chart, values by value),
+  NodeProviders (node types, templates), platform Projects and VirtualClusterInstances (their
+  vcluster.yaml, the charts and objects they put inside the tenant, by value: guardrails/recorded_forms.py).
+- Local commands (scripts, logging, triggers; their environment is commands-by-design's) and the
+  providers: GCP and Kubernetes (their inputs beside the kubeconfig), the command provider the
+  engine makes by default (nothing but its version).
 - Host RBAC and Services: the CI drift identity's Secrets reader in the platform's namespace, the
-  platform's LoadBalancer and its source ranges.
+  platform's LoadBalancer and its source ranges (host-rbac-by-design, load-balancer-services-by-design).
 
 A field the program does not set is refused whatever its value, a zero value (`false`, `0`, `""`)
 included, except where the provider's own Check fills in exactly that value as a default: a bridged
@@ -27,24 +29,54 @@ Terraform provider applies its schema's `Default`s, zero ones too, before the en
 resource to the pack (pulumi/pulumi-terraform-bridge pkg/tfbridge/schema.go, "populate defaults
 from the Terraform schema": any `Default` that is not nil). Those defaults are listed with their
 source below (`PROVIDER_DEFAULTS`): `enabled: false` on a channel (the default is true) or
-`defaultTableExpirationMs: 0` on a dataset (no default) is refused where the program sets neither. Where the program's own run cannot know a value
-(a name the cloud assigns, recorded as null), the value must have the form `COMPUTED` gives it. The
-engine also adds the provider's `version` to a provider's inputs (pulumi/pulumi
-pkg/resource/deploy/providers/registry.go SetProviderVersion, commit 1b5949891b3c): it must be the
-version the program pins.
+`defaultTableExpirationMs: 0` on a dataset (no default) is refused where the program sets neither.
+A Helm release's Check hands every field of its Release type over, the unset ones at their zero
+value, and drops what is not one (`compat`): there a zero value is the field unset. Where the
+program's own run cannot know a value (a name or an address the cloud assigns, recorded as null),
+the value must have the form `COMPUTED` gives it. The engine also adds the provider's `version` to a
+provider's inputs (pulumi/pulumi pkg/resource/deploy/providers/registry.go SetProviderVersion,
+commit 1b5949891b3c): it must be the version the program pins.
+
+Only the program's stacks are judged here; the bootstrap's resources are held by its own data
+(iam-grants-by-design, custom-role-least-privilege, ci-federation-trust).
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from pulumi_policy import EnforcementLevel, ReportViolation, ResourceValidationArgs, Severity
 
-from .common import DATA, GKE_CLUSTER, GKE_NODE_POOL, HELM_RELEASES, STACKS, ResourcePolicy, get, is_list, is_set, plain, show_short, stack_data, stack_of, unknown_stack
+from . import recorded_forms as forms
+from .common import (
+    ADDRESS,
+    CUSTOM_ROLES,
+    DATA,
+    FIREWALL,
+    GKE_CLUSTER,
+    GKE_NODE_POOL,
+    HELM_RELEASES,
+    NODE_PROVIDER,
+    PLATFORM_PROJECT,
+    PROGRAM_PROJECT,
+    PROJECT,
+    STACKS,
+    VIRTUAL_CLUSTER_INSTANCE,
+    ResourcePolicy,
+    get,
+    is_list,
+    is_set,
+    plain,
+    project_of,
+    show_short,
+    stack_data,
+    stack_of,
+    unknown_stack,
+)
 
 GCP_PROVIDER = "pulumi:providers:gcp"
 KUBERNETES_PROVIDER = "pulumi:providers:kubernetes"
@@ -57,6 +89,17 @@ ALERT_POLICY = "gcp:monitoring/alertPolicy:AlertPolicy"
 NAMESPACE = "kubernetes:core/v1:Namespace"
 SERVICE = "kubernetes:core/v1:Service"
 RBAC_TYPES = tuple(f"kubernetes:rbac.authorization.k8s.io/v1:{kind}" for kind in ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"))
+NETWORK = "gcp:compute/network:Network"
+SUBNETWORK = "gcp:compute/subnetwork:Subnetwork"
+ROUTER = "gcp:compute/router:Router"
+ROUTER_NAT = "gcp:compute/routerNat:RouterNat"
+RESERVATION = "gcp:compute/reservation:Reservation"
+API_SERVICE = "gcp:projects/service:Service"
+SERVICE_ACCOUNT = "gcp:serviceaccount/account:Account"
+MONITORED_PROJECT = "gcp:monitoring/monitoredProject:MonitoredProject"
+IAM_MEMBERS = ("gcp:projects/iAMMember:IAMMember", "gcp:serviceaccount/iAMMember:IAMMember", "gcp:compute/subnetworkIAMMember:SubnetworkIAMMember")
+COMMAND = "command:local:Command"
+COMMAND_PROVIDER = "pulumi:providers:command"
 # The provider versions the program pins (program_data.json, from its installed SDKs).
 PROVIDER_VERSIONS: Mapping[str, str] = DATA["providerVersions"]
 SOURCE = "policy/stacks/<stack>.json (make policy-data)"
@@ -66,18 +109,34 @@ SOURCE = "policy/stacks/<stack>.json (make policy-data)"
 class Spec:
     """How one kind is recorded and matched: `key`, the field naming one resource of the kind (None:
     the stack's resources of the kind are compared as a set); `fields`, the fields judged (None:
-    all); `ignored`, fields another policy judges."""
+    all); `ignored`, fields another policy judges (or the provider's Check drops); `zero_unset`,
+    a zero value counts as unset (the provider hands every field over); `read`, how the compared
+    form reads documents the inputs hold as text."""
 
     label: str
     key: tuple[str, ...] | None
     fields: tuple[str, ...] | None = None
     ignored: tuple[str, ...] = ()
+    zero_unset: bool = False
+    read: Callable[[dict[str, Any]], dict[str, Any]] | None = None
 
 
 SPECS: dict[str, Spec] = {
     GKE_NODE_POOL: Spec("node pool", ("name",)),
-    # The cluster's node shape only: the other fields have policies of their own.
-    GKE_CLUSTER: Spec("cluster", ("name",), ("nodeConfig", "initialNodeCount", "nodePools", "clusterAutoscaling", "nodePoolDefaults", "nodePoolAutoConfig")),
+    GKE_CLUSTER: Spec("cluster", ("name",)),
+    NETWORK: Spec("network", ("name",)),
+    SUBNETWORK: Spec("subnetwork", ("name",)),
+    ROUTER: Spec("router", ("name",)),
+    ROUTER_NAT: Spec("Cloud NAT", ("name",)),
+    ADDRESS: Spec("address", ("name",)),
+    FIREWALL: Spec("firewall rule", ("name",)),
+    RESERVATION: Spec("reservation", ("name",)),
+    PROJECT: Spec("project", ("projectId",)),
+    API_SERVICE: Spec("API", ("service",)),
+    SERVICE_ACCOUNT: Spec("service account", ("accountId",)),
+    **{t: Spec("custom role", ("roleId",)) for t in CUSTOM_ROLES},
+    **{t: Spec("IAM member", None) for t in IAM_MEMBERS},
+    MONITORED_PROJECT: Spec("monitored project", ("name",)),
     NOTIFICATION_CHANNEL: Spec("notification channel", ("displayName",)),
     DATASET: Spec("dataset", ("datasetId",)),
     TABLE: Spec("table", ("tableId",)),
@@ -88,8 +147,19 @@ SPECS: dict[str, Spec] = {
     GCP_PROVIDER: Spec("GCP provider", None),
     # The kubeconfig is kubernetes-providers-by-design's (its form) and kubernetes-providers-own-cluster's (its server).
     KUBERNETES_PROVIDER: Spec("Kubernetes provider", None, ignored=("kubeconfig",)),
-    # The release's other inputs, chart and value paths are helm-release-by-design's.
-    **{t: Spec("Helm release", ("name",), ("values",)) for t in HELM_RELEASES},
+    # Every input of a release: its Check drops `compat`, which is no field of its Release type
+    # (pulumi/pulumi-kubernetes provider/pkg/provider/helm_release.go `Release`, Check:
+    # `resource.NewPropertyMap(newRelease)`, commit 94977969d64112b04e19945818a7d5d5f38f631d), and
+    # hands every field over, the unset ones at their zero value.
+    **{t: Spec("Helm release", ("name",), ignored=("compat",), zero_unset=True) for t in HELM_RELEASES},
+    NODE_PROVIDER: Spec("NodeProvider", ("metadata", "name")),
+    PLATFORM_PROJECT: Spec("platform project", ("metadata", "name")),
+    VIRTUAL_CLUSTER_INSTANCE: Spec("VirtualClusterInstance", ("metadata", "name"), read=forms.instance_form),
+    # Its environment (a kubeconfig, judged by form) is commands-by-design's.
+    COMMAND: Spec("command", None, ignored=("environment",)),
+    # The default provider the engine makes for the commands: its inputs are the stack's `command:`
+    # configuration, which no stack has, and its version.
+    COMMAND_PROVIDER: Spec("command provider", None),
     SERVICE: Spec("Service", ("metadata", "name")),
     **{t: Spec(t.rsplit(":", 1)[-1], ("metadata", "name")) for t in RBAC_TYPES},
 }
@@ -104,9 +174,26 @@ SPECS: dict[str, Spec] = {
 # monitoring/resource_monitoring_alert_policy.go (enabled, documentation.mime_type),
 # bigquery/resource_bigquery_table.go (deletion_protection, ignore_auto_generated_schema),
 # bigquery/resource_bigquery_dataset.go (location, delete_contents_on_destroy), google/provider/
-# provider.go (add_terraform_attribution_label). The defaults of blocks the program never writes
-# (windows_node_config, cluster_autoscaling, external_data_configuration, materialized_view, …) are
-# left out: such a block is refused whole. gkebackup's backup and restore plans have none.
+# provider.go (add_terraform_attribution_label), container/resource_container_cluster.go (the
+# top-level deletion_protection, enable_kubernetes_alpha, enable_legacy_abac, enable_shielded_nodes,
+# network, enable_cilium_clusterwide_network_policy, enable_l4_ilb_subsetting,
+# disable_l4_lb_firewall_reconciliation, enable_multi_networking, enable_fqdn_network_policy;
+# ip_allocation_policy.stack_type), compute/resource_compute_firewall.go (priority),
+# compute/resource_compute_address.go (address_type), compute/resource_compute_network.go
+# (auto_create_subnetworks, network_firewall_policy_enforcement_order, delete_default_routes_on_create),
+# compute/resource_compute_router_nat.go (the idle timeouts, type), compute/resource_compute_reservation.go
+# (specific_reservation_required), resourcemanager/resource_google_project.go (deletion_policy,
+# auto_create_network), resourcemanager/resource_google_project_iam_custom_role.go (stage),
+# resourcemanager/resource_google_service_account.go (disabled). The defaults of blocks the program
+# never writes (windows_node_config, cluster_autoscaling, a subnetwork's log_config, a router's bgp,
+# external_data_configuration, materialized_view, …) are left out: such a block is refused whole.
+# gkebackup's backup and restore plans, resourcemanager/resource_google_project_service.go, the IAM
+# members (tpgiamresource/resource_iam_member.go), compute/resource_compute_subnetwork.go and
+# compute/resource_compute_router.go at the top level, and monitoring/resource_monitoring_monitored_project.go
+# have none; nor has a local command (pulumi/pulumi-command tag v1.2.1 provider/pkg/provider/local/base.go:
+# no `SetDefault`), and the Kubernetes provider's Check adds none to a custom resource (its
+# `normalizeInputs` keeps an object of a kind it has no type for as it is: pulumi/pulumi-kubernetes
+# provider/pkg/clients/unstructured.go `Normalize`, commit 94977969d64112b04e19945818a7d5d5f38f631d).
 _NODE_CONFIG_DEFAULTS = {
     "preemptible": False,
     "spot": False,
@@ -116,7 +203,35 @@ _NODE_CONFIG_DEFAULTS = {
 _NODE_DEFAULTS = {f"nodeConfig.{k}": v for k, v in _NODE_CONFIG_DEFAULTS.items()}
 PROVIDER_DEFAULTS: dict[str, dict[str, Any]] = {
     GKE_NODE_POOL: {"upgradeSettings.strategy": "SURGE", "management.autoRepair": True, "management.autoUpgrade": True, **_NODE_DEFAULTS},
-    GKE_CLUSTER: dict(_NODE_DEFAULTS),
+    GKE_CLUSTER: {
+        **_NODE_DEFAULTS,
+        "deletionProtection": True,
+        "enableKubernetesAlpha": False,
+        "enableLegacyAbac": False,
+        "enableShieldedNodes": True,
+        "network": "default",
+        "enableCiliumClusterwideNetworkPolicy": False,
+        "enableL4IlbSubsetting": False,
+        "disableL4LbFirewallReconciliation": False,
+        "enableMultiNetworking": False,
+        "enableFqdnNetworkPolicy": False,
+        "ipAllocationPolicy.stackType": "IPV4",
+    },
+    FIREWALL: {"priority": 1000},
+    ADDRESS: {"addressType": "EXTERNAL"},
+    NETWORK: {"autoCreateSubnetworks": True, "networkFirewallPolicyEnforcementOrder": "AFTER_CLASSIC_FIREWALL", "deleteDefaultRoutesOnCreate": False},
+    ROUTER_NAT: {
+        "type": "PUBLIC",
+        "icmpIdleTimeoutSec": 30,
+        "tcpEstablishedIdleTimeoutSec": 1200,
+        "tcpTimeWaitTimeoutSec": 120,
+        "tcpTransitoryIdleTimeoutSec": 30,
+        "udpIdleTimeoutSec": 30,
+    },
+    RESERVATION: {"specificReservationRequired": False},
+    PROJECT: {"deletionPolicy": "PREVENT", "autoCreateNetwork": True},
+    **{t: {"stage": "GA"} for t in CUSTOM_ROLES},
+    SERVICE_ACCOUNT: {"disabled": False},
     NOTIFICATION_CHANNEL: {"enabled": True, "forceDelete": False},
     ALERT_POLICY: {"enabled": True, "documentation.mimeType": "text/markdown"},
     TABLE: {"deletionProtection": True, "ignoreAutoGeneratedSchema": False},
@@ -125,20 +240,39 @@ PROVIDER_DEFAULTS: dict[str, dict[str, Any]] = {
 }
 
 # Values the program's run cannot know (recorded as null), per kind: path → the form the real value
-# has, `{project}` the stack's project. An alert policy notifies each channel the program creates by
-# its name, which Cloud Monitoring assigns: projects/<project>/notificationChannels/<id>
-# (https://cloud.google.com/monitoring/api/ref_v3/rest/v3/projects.notificationChannels, `name`).
+# has, `{project}` the stack's project, `{address}` an IPv4 address. An alert policy notifies each
+# channel the program creates by its name, which Cloud Monitoring assigns:
+# projects/<project>/notificationChannels/<id>
+# (https://cloud.google.com/monitoring/api/ref_v3/rest/v3/projects.notificationChannels, `name`). A
+# control plane admits its tenant's NAT addresses, which Compute Engine picks when it creates them
+# (https://cloud.google.com/compute/docs/reference/rest/v1/addresses, `address`): which ones,
+# vcluster-control-plane-nat-addresses judges.
 COMPUTED: dict[str, dict[str, str]] = {
     ALERT_POLICY: {"notificationChannels[]": "projects/{project}/notificationChannels/{id}"},
+    VIRTUAL_CLUSTER_INSTANCE: {"spec.template.helmRelease.values.controlPlane.service.spec.loadBalancerSourceRanges[]": "{address}/32"},
 }
+_FORMS = {"{project}": None, "{id}": ("<id>", "[0-9]+"), "{address}": ("<address>", r"(?:[0-9]{1,3}\.){3}[0-9]{1,3}")}
+
+
+def _compared(resource_type: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields of a resource the record keeps, as they are compared: documents held as text read
+    (Spec.read), long texts by digest (guardrails/recorded_forms.py), as JSON has them."""
+    spec = SPECS[resource_type]
+    key = spec.key[0] if spec.key else None
+    provider = resource_type in PROVIDER_VERSIONS
+    kept = {
+        k: plain(inputs[k])
+        for k in inputs
+        if (spec.fields is None or k in spec.fields or k == key) and k not in spec.ignored and not (provider and k == "version")
+    }
+    if spec.read is not None:
+        kept = spec.read(kept)
+    return json.loads(json.dumps(forms.digested(kept), sort_keys=True, default=str))
 
 
 def recorded_form(resource_type: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
     """What the record keeps of a resource's inputs (tools/policy_data.py writes these)."""
-    spec = SPECS[resource_type]
-    key = spec.key[0] if spec.key else None
-    kept = {k: v for k, v in inputs.items() if (spec.fields is None or k in spec.fields or k == key) and k not in spec.ignored}
-    return json.loads(json.dumps(kept, sort_keys=True))
+    return _compared(resource_type, inputs)
 
 
 def _path(parent: str, key: Any) -> str:
@@ -165,23 +299,27 @@ class Rules:
     defaults: Mapping[str, Any]
     computed: Mapping[str, str]
     project: str
+    zero_unset: bool = False
 
     def excused(self, path: str, value: Any) -> bool:
         """Whether a value the record does not have is only what the provider's Check fills in (an
-        empty map or list: nothing)."""
+        empty map or list: nothing; with `zero_unset`, any zero value)."""
         if isinstance(value, Mapping):
             return all(self.excused(_path(path, k), v) for k, v in value.items())
         if is_list(value):
             return all(self.excused(_path(path, i), v) for i, v in enumerate(value))
         key = _pattern(path)
-        return value is None or (key in self.defaults and _same(value, self.defaults[key]))
+        return value is None or (self.zero_unset and not is_set(value)) or (key in self.defaults and _same(value, self.defaults[key]))
 
     def computed_form(self, path: str) -> Computed | None:
         form = self.computed.get(_pattern(path))
         if form is None:
             return None
-        pattern = re.escape(form).replace(re.escape("{project}"), re.escape(self.project)).replace(re.escape("{id}"), "[0-9]+")
-        return Computed(form.replace("{project}", self.project).replace("{id}", "<id>"), pattern)
+        shown, pattern = form, re.escape(form)
+        for name, replacement in _FORMS.items():
+            text, regex = replacement or (self.project, re.escape(self.project))
+            shown, pattern = shown.replace(name, text), pattern.replace(re.escape(name), regex)
+        return Computed(shown, pattern)
 
     def default(self, path: str) -> Any:
         return self.defaults.get(_pattern(path))
@@ -223,16 +361,17 @@ def differences(resource_type: str, props: Mapping[str, Any], recorded: Mapping[
     the record keeps them) differs from the recorded resource: a value the record does not have
     (reported where it starts, unless it is only the provider's defaults), a recorded value it
     lacks, another value. `project`: the stack's, for the computed forms."""
-    spec = SPECS[resource_type]
-    key = spec.key[0] if spec.key else None
-    kept = plain({k: props[k] for k in props if (spec.fields is None or k in spec.fields or k == key) and k not in spec.ignored and k != "version"})
+    return _differences(resource_type, _compared(resource_type, props), recorded, project)
+
+
+def _differences(resource_type: str, compared: Mapping[str, Any], recorded: Mapping[str, Any], project: str) -> list[tuple[str, Any, Any]]:
     out: list[tuple[str, Any, Any]] = []
-    _diff("", kept, dict(recorded), rules_of(resource_type, project), out)
+    _diff("", dict(compared), dict(recorded), rules_of(resource_type, project), out)
     return out
 
 
 def rules_of(resource_type: str, project: str = "") -> Rules:
-    return Rules(PROVIDER_DEFAULTS.get(resource_type, {}), COMPUTED.get(resource_type, {}), project)
+    return Rules(PROVIDER_DEFAULTS.get(resource_type, {}), COMPUTED.get(resource_type, {}), project, SPECS[resource_type].zero_unset)
 
 
 def _key(spec: Spec, document: Mapping[str, Any]) -> Any:
@@ -265,7 +404,7 @@ def judge(args: ResourceValidationArgs, report_violation: ReportViolation) -> bo
     """Report each way a resource of a recorded kind differs from the stack's record; False for a
     resource of another kind."""
     spec = SPECS.get(args.resource_type)
-    if spec is None:
+    if spec is None or project_of(args.urn) != PROGRAM_PROJECT:
         return False
     stack = stack_data(args.urn)
     if stack is None:
@@ -289,7 +428,8 @@ def judge(args: ResourceValidationArgs, report_violation: ReportViolation) -> bo
         return True
     project = str(stack.get("project") or "")
     rules = rules_of(args.resource_type, project)
-    found = min((differences(args.resource_type, args.props, r, project) for r in candidates), key=len)
+    compared = _compared(args.resource_type, args.props)
+    found = min((_differences(args.resource_type, compared, r, project) for r in candidates), key=len)
     for path, value, wanted in found:
         shown_value, shown_wanted = shown_pair(value, wanted if not isinstance(wanted, Computed) else None)
         got = "not set" if value is None else f"{shown_value} is not what {where}'s configuration sets"
@@ -316,10 +456,20 @@ def _numbers(value: Any) -> Any:
 def shown_pair(value: Any, wanted: Any, width: int = 160) -> tuple[str, str]:
     """Both values as a reader compares them: short ones whole, two long texts around where they
     first differ (a view's query, a kubeconfig), anything else cut at `width`."""
+    if forms.is_digest(value) or forms.is_digest(wanted):
+        return tuple(_text_shown(v, width) for v in (value, wanted))  # type: ignore[return-value]
     if isinstance(value, str) and isinstance(wanted, str) and max(len(value), len(wanted)) > width:
         start = max(0, next((i for i, (a, b) in enumerate(zip(value, wanted)) if a != b), min(len(value), len(wanted))) - 40)
         return tuple(repr(("…" if start else "") + s[start : start + width] + ("…" if len(s) > start + width else "")) for s in (value, wanted))  # type: ignore[return-value]
     return tuple(_cut(repr(_numbers(v)) if not isinstance(v, bool) else str(v).lower(), width) for v in (value, wanted))  # type: ignore[return-value]
+
+
+def _text_shown(value: Any, width: int) -> str:
+    """A long text by its digest, as the record keeps it: `a text of 48701 characters (sha256 3f2a…)`."""
+    match = re.fullmatch(r"sha256:([0-9a-f]{12})[0-9a-f]* \(([0-9]+) characters\)", value) if isinstance(value, str) else None
+    if match:
+        return f"a text of {match.group(2)} characters (sha256 {match.group(1)}…)"
+    return _cut(repr(_numbers(value)) if not isinstance(value, bool) else str(value).lower(), width)
 
 
 def _cut(text: str, width: int) -> str:
