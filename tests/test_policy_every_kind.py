@@ -120,3 +120,101 @@ def test_every_kind_the_program_makes_is_held_by_record_or_by_the_policy_the_doc
     table = section("What is held exactly", "docs/guardrails.md")
     for kind in held_elsewhere:
         assert f"`{kind}`" in table, kind
+
+
+# --- What the comparison admits beside the record ------------------------------------------------------
+
+
+def _instance_with(reg, edit_values=None, edit_chart=None, edit_objects=None) -> dict:
+    props = copy.deepcopy(reg.plain_inputs)
+    template = props["spec"]["template"]
+    if edit_values:
+        document = yaml.safe_load(template["helmRelease"]["values"])
+        edit_values(document)
+        template["helmRelease"]["values"] = yaml.safe_dump(document, sort_keys=False)
+    if edit_chart:
+        document = yaml.safe_load(template["charts"][0]["values"])
+        edit_chart(document)
+        template["charts"][0]["values"] = yaml.safe_dump(document, sort_keys=False)
+    if edit_objects:
+        objects = [o for o in yaml.safe_load_all(template["objects"]) if o]
+        edit_objects(objects)
+        template["objects"] = yaml.safe_dump_all(objects, sort_keys=False)
+    return props
+
+
+def test_a_recorded_false_left_out_of_a_document_is_refused(analyzer, configured):
+    """Left out, the chart's own default applies: the vcluster chart's cloud controller manager, the
+    GPU Operator's driver container (its `driver.enabled` defaults to true)."""
+    run, _ = configured
+    instance = run.one("kubernetes:management.loft.sh/v1:VirtualClusterInstance", "nlp")
+    values = yaml.safe_load(instance.plain_inputs["spec"]["template"]["helmRelease"]["values"])
+    assert values["controlPlane"]["advanced"]["cloudControllerManager"]["enabled"] is False
+    props = _instance_with(
+        instance,
+        edit_values=lambda d: d["controlPlane"]["advanced"]["cloudControllerManager"].pop("enabled"),
+        edit_chart=lambda d: d["driver"].pop("enabled"),
+    )
+    found = of(served_refusals(analyzer, run, instance, props), BY_RECORD)
+    prefix = f"{instance.name} (instance 'p-nlp/nlp'): "
+    assert f"{prefix}spec.template.helmRelease.values.controlPlane.advanced.cloudControllerManager.enabled: not set; allowed: false {RECORD}" in found
+    assert f"{prefix}spec.template.charts[0].values.driver.enabled: not set; allowed: false {RECORD}" in found
+
+
+def test_a_zero_value_inside_the_releases_values_is_a_value(analyzer, prod_run):
+    """A Helm release's own fields come from its Check at their zero value when unset; inside
+    `values`, `false` turns a chart default off, so it is held like any other value."""
+    release = prod_run.one("kubernetes:helm.sh/v3:Release")
+    props = copy.deepcopy(release.plain_inputs)
+    assert "audit" not in props["values"]
+    props["values"]["audit"] = {"enabled": False}
+    assert of(served_refusals(analyzer, prod_run, release, props), BY_RECORD) == [
+        f"{release.name} (chart {release.plain_inputs['name']!r}): values.audit: {{'enabled': False}} is not what stack prod's configuration sets; "
+        f"allowed: not set {RECORD}"
+    ]
+    # The release's own fields at their zero value are what its Check hands over for them unset.
+    assert served_refusals(analyzer, prod_run, release, {**release.plain_inputs, "skipCrds": False, "description": ""}) == []
+
+
+def test_an_empty_element_that_matches_everything_is_refused(analyzer, configured):
+    """`clusterRoleSelectors: [{}]` aggregates every ClusterRole into the watchdog's: an empty map is
+    nothing, but not as an element of a list."""
+    run, _ = configured
+    instance = run.one("kubernetes:management.loft.sh/v1:VirtualClusterInstance", "nlp")
+
+    def aggregate(objects):
+        role = next(o for o in objects if o["kind"] == "ClusterRole")
+        role["aggregationRule"] = {"clusterRoleSelectors": [{}]}
+
+    found = of(served_refusals(analyzer, run, instance, _instance_with(instance, edit_objects=aggregate)), BY_RECORD)
+    assert [m for m in found if ".aggregationRule: {'clusterRoleSelectors': [{}]} is not what stack dev's configuration sets" in m], found
+
+
+def test_a_resource_of_a_project_the_data_does_not_know_is_refused(analyzer, prod_run):
+    """Pulumi.yaml's `name` changed on a branch: none of its resources is recorded."""
+    rule = prod_run.one("gcp:compute/firewall:Firewall", "research-gcp-allow-internal")
+    urn = rule.urn.replace("::gpu-platform::", "::gpu-platform-elsewhere::", 1)
+    props = {**copy.deepcopy(rule.plain_inputs), "sourceRanges": ["10.0.0.0/8"]}
+    [message] = of(refusals(analyze_remote(analyzer, rule.type, props, urn, rule.name)), "resource-types-by-design")
+    assert message.startswith(f"{rule.name} (firewall rule 'prod-research-allow-internal'): project 'gpu-platform-elsewhere' is not a Pulumi project the pack records; allowed: gpu-platform, gpu-platform-bootstrap")
+
+
+def test_the_bridges_defaults_bookkeeping_is_no_field(analyzer, configured):
+    """A bridged provider's Check writes `__defaults` into each object of the inputs, and the engine
+    strips only the top-level one: the node pool as a real Check hands it over passes."""
+    run, _ = configured
+    pool = run.one("gcp:container/nodePool:NodePool")
+    props = copy.deepcopy(pool.plain_inputs)
+    props.setdefault("upgradeSettings", {})["strategy"] = "SURGE"
+    props["upgradeSettings"]["__defaults"] = ["strategy"]
+    props["nodeConfig"]["__defaults"] = []
+    assert served_refusals(analyzer, run, pool, props) == []
+
+
+def test_a_text_marked_as_text_is_not_the_text_it_marks():
+    from guardrails import recorded_forms as forms
+
+    assert forms.digested("sha256:ab") != forms.digested("text:sha256:ab")
+    assert forms.digested("text:plain") != forms.digested("plain")
+    long = "x" * 3000
+    assert forms.digested(long) != forms.digested(forms.digested(long))

@@ -62,7 +62,7 @@ def team_stack_resources(environment_run: ProgramRun, values: dict[str, Any]) ->
     for r in environment_run.registrations:
         team = _team_of(r) if r.custom else None
         if team is not None and team not in inline:
-            out.setdefault(team, {}).setdefault(r.type, []).append(_picked_by_the_cloud(recorded.recorded_form(r.type, r.plain_inputs)))
+            out.setdefault(team, {}).setdefault(r.type, []).append(_picked_by_the_cloud(r.type, recorded.recorded_form(r.type, r.plain_inputs)))
     return out
 
 
@@ -120,7 +120,7 @@ def recorded_resources(run: ProgramRun, exclude: Callable[[Any], bool] = lambda 
     out: dict[str, list[dict[str, Any]]] = {}
     for r in run.registrations:
         if r.custom and r.type in recorded.SPECS and not exclude(r):
-            out.setdefault(r.type, []).append(_picked_by_the_cloud(recorded.recorded_form(r.type, r.plain_inputs)))
+            out.setdefault(r.type, []).append(_picked_by_the_cloud(r.type, recorded.recorded_form(r.type, r.plain_inputs)))
     for package in sorted({r.type.split(":", 1)[0] for r in run.registrations if r.custom and not r.provider and not r.type.startswith("pulumi:")}):
         provider = f"pulumi:providers:{package}"
         if provider in recorded.SPECS:
@@ -128,17 +128,28 @@ def recorded_resources(run: ProgramRun, exclude: Callable[[Any], bool] = lambda 
     return {k: sorted(out[k], key=lambda entry: json.dumps(entry, sort_keys=True)) for k in sorted(out)}
 
 
-def _picked_by_the_cloud(value: Any) -> Any:
+def _picked_by_the_cloud(resource_type: str, form: dict[str, Any]) -> dict[str, Any]:
     """A recorded form with the addresses the mock engine hands out where Compute Engine picks one
-    (tools/mock_engine.py MOCK_ADDRESS_RANGE, `<address>` or `<address>/32`) as null: the record
-    does not know them, the pack admits their form there (recorded.py COMPUTED)."""
-    if isinstance(value, dict):
-        return {k: _picked_by_the_cloud(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_picked_by_the_cloud(v) for v in value]
-    if isinstance(value, str) and _is_mock_address(value):
-        return None
-    return value
+    (tools/mock_engine.py MOCK_ADDRESS_RANGE) as null at the paths where the pack admits such a
+    value by its form (recorded.py COMPUTED): the record does not know them. One anywhere else is a
+    value the record would hold as it is, which no real address equals: an error, not a record."""
+    computed = recorded.COMPUTED.get(resource_type, {})
+
+    def walk(path: str, value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: walk(recorded.field_path(path, k), v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [walk(recorded.field_path(path, i), v) for i, v in enumerate(value)]
+        if isinstance(value, str) and _is_mock_address(value):
+            if recorded.path_pattern(path) not in computed:
+                raise ValueError(
+                    f"{resource_type} {path}: {value!r} is an address the mock engine made up (a cloud-assigned one), where the pack "
+                    "has no form for it: add the path to policy/guardrails/recorded.py COMPUTED"
+                )
+            return None
+        return value
+
+    return walk("", form)
 
 
 def _is_mock_address(text: str) -> bool:

@@ -33,6 +33,7 @@ from .charts import instance_charts_by_design, release_by_design
 from .common import (
     GKE_CLUSTER,
     GKE_NODE_POOL,
+    INVENTORY,
     KUBERNETES_SECRET,
     ResourcePolicy,
     as_list,
@@ -52,7 +53,18 @@ COMMAND_INPUTS = ("create", "update", "delete", "environment", "triggers", "logg
 
 def validate_resource_types(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
     inventory = _inventory(args)
-    if inventory is None or args.resource_type in inventory["resourceTypes"]:
+    if inventory is None:
+        # A Pulumi project the data does not know (Pulumi.yaml's `name` changed on a branch): none of
+        # its resources is recorded, so none is admitted. The policy group names the stacks it
+        # enforces on by project too (bootstrap/pulumi_cloud.py), so this holds where the pack is
+        # run by hand or enabled for more stacks.
+        report_violation(
+            f"project {project_of(args.urn)!r} is not a Pulumi project the pack records; allowed: {', '.join(sorted(INVENTORY))} "
+            f"({SOURCE}: the program's `name` in Pulumi.yaml and the bootstrap's)",
+            None,
+        )
+        return
+    if args.resource_type in inventory["resourceTypes"]:
         return
     report_violation(
         f"type {args.resource_type!r} is not a resource type {project_of(args.urn)} creates; allowed: the "

@@ -38,7 +38,12 @@ provider's inputs (pulumi/pulumi pkg/resource/deploy/providers/registry.go SetPr
 commit 1b5949891b3c): it must be the version the program pins.
 
 Only the program's stacks are judged here; the bootstrap's resources are held by its own data
-(iam-grants-by-design, custom-role-least-privilege, ci-federation-trust).
+(iam-grants-by-design, custom-role-least-privilege, ci-federation-trust), and a resource of a
+Pulumi project the data does not know at all is resource-types-by-design's to refuse.
+
+What a provider's Check adds beside the defaults is left out of the comparison: the bridge's
+`__defaults` bookkeeping at every depth (`_without_internal_keys`). A recorded value left out is
+refused, zero values included, but for an empty map or list (nothing to miss).
 """
 
 from __future__ import annotations
@@ -193,7 +198,12 @@ SPECS: dict[str, Spec] = {
 # have none; nor has a local command (pulumi/pulumi-command tag v1.2.1 provider/pkg/provider/local/base.go:
 # no `SetDefault`), and the Kubernetes provider's Check adds none to a custom resource (its
 # `normalizeInputs` keeps an object of a kind it has no type for as it is: pulumi/pulumi-kubernetes
-# provider/pkg/clients/unstructured.go `Normalize`, commit 94977969d64112b04e19945818a7d5d5f38f631d).
+# provider/pkg/clients/unstructured.go `Normalize`, commit 94977969d64112b04e19945818a7d5d5f38f631d)
+# while server-side apply is on, the provider's default since v4, and the provider names no
+# namespace of its own: the program's providers set neither (components/gke_cluster.py,
+# __main__.py); with apply client-side it would add the `app.kubernetes.io/managed-by` label.
+# `enableL4IlbSubsetting` is Optional and Computed at the provider's head; excusing its `false`
+# admits only what the cluster does when it is unset.
 _NODE_CONFIG_DEFAULTS = {
     "preemptible": False,
     "spot": False,
@@ -251,7 +261,8 @@ COMPUTED: dict[str, dict[str, str]] = {
     ALERT_POLICY: {"notificationChannels[]": "projects/{project}/notificationChannels/{id}"},
     VIRTUAL_CLUSTER_INSTANCE: {"spec.template.helmRelease.values.controlPlane.service.spec.loadBalancerSourceRanges[]": "{address}/32"},
 }
-_FORMS = {"{project}": None, "{id}": ("<id>", "[0-9]+"), "{address}": ("<address>", r"(?:[0-9]{1,3}\.){3}[0-9]{1,3}")}
+_OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
+_FORMS = {"{project}": None, "{id}": ("<id>", "[0-9]+"), "{address}": ("<address>", rf"{_OCTET}(?:\.{_OCTET}){{3}}")}
 
 
 def _compared(resource_type: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
@@ -261,13 +272,26 @@ def _compared(resource_type: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
     key = spec.key[0] if spec.key else None
     provider = resource_type in PROVIDER_VERSIONS
     kept = {
-        k: plain(inputs[k])
+        k: _without_internal_keys(plain(inputs[k]))
         for k in inputs
         if (spec.fields is None or k in spec.fields or k == key) and k not in spec.ignored and not (provider and k == "version")
     }
     if spec.read is not None:
         kept = spec.read(kept)
     return json.loads(json.dumps(forms.digested(kept), sort_keys=True, default=str))
+
+
+def _without_internal_keys(value: Any) -> Any:
+    """`value` without the bridge's bookkeeping keys at any depth: a bridged provider's Check writes
+    `__defaults` (the fields it filled in) into every object of the inputs (pulumi/pulumi-terraform-bridge
+    pkg/tfbridge/schema.go `applyDefaults`, `reservedkeys.Defaults`), and the engine strips only the
+    top-level ones before the analyzer sees them (pulumi/pulumi sdk/go/common/resource/plugin/rpc.go
+    `SkipInternalKeys`: "Only skip top level internal keys"). No field of any kind starts with `__`."""
+    if isinstance(value, Mapping):
+        return {k: _without_internal_keys(v) for k, v in value.items() if not (isinstance(k, str) and k.startswith("__"))}
+    if is_list(value):
+        return [_without_internal_keys(v) for v in value]
+    return value
 
 
 def recorded_form(resource_type: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
@@ -287,6 +311,22 @@ def _same(a: Any, b: Any) -> bool:
     return json.dumps(a, sort_keys=True, default=str) == json.dumps(b, sort_keys=True, default=str)
 
 
+def field_path(parent: str, key: Any) -> str:
+    """The path of `key` under `parent`, as refusals name it (`a.b[0]["c d"]`)."""
+    return _path(parent, key)
+
+
+def path_pattern(path: str) -> str:
+    """A path with its list indices as `[]`, the form PROVIDER_DEFAULTS and COMPUTED key by."""
+    return _pattern(path)
+
+
+def _release_field(path: str) -> bool:
+    """A Helm Release's own field (`namespace`, `skipCrds`) or one of its `repositoryOpts`, which its
+    Check hands over at their zero value when unset."""
+    return "." not in path and "[" not in path or (path.startswith("repositoryOpts.") and path.count(".") == 1)
+
+
 def _pattern(path: str) -> str:
     """A path with its list indices as `[]`, the form PROVIDER_DEFAULTS and COMPUTED key by."""
     return re.sub(r"\[[0-9]+\]", "[]", path)
@@ -301,15 +341,22 @@ class Rules:
     project: str
     zero_unset: bool = False
 
-    def excused(self, path: str, value: Any) -> bool:
-        """Whether a value the record does not have is only what the provider's Check fills in (an
-        empty map or list: nothing; with `zero_unset`, any zero value)."""
+    def excused(self, path: str, value: Any, element: bool = False) -> bool:
+        """Whether a value the record does not have is only what the provider's Check fills in: an
+        empty map or list is nothing, but not as an element of a list (`[{}]` is one rule, selector
+        or peer that matches everything); with `zero_unset`, a zero value of a top-level field (the
+        Release type's own fields, not what its `values` hold, where a `false` turns a chart's
+        default off)."""
         if isinstance(value, Mapping):
-            return all(self.excused(_path(path, k), v) for k, v in value.items())
+            return not (element and not value) and all(self.excused(_path(path, k), v) for k, v in value.items())
         if is_list(value):
-            return all(self.excused(_path(path, i), v) for i, v in enumerate(value))
+            return all(self.excused(_path(path, i), v, element=True) for i, v in enumerate(value))
         key = _pattern(path)
-        return value is None or (self.zero_unset and not is_set(value)) or (key in self.defaults and _same(value, self.defaults[key]))
+        if value is None and not element:
+            return True
+        if self.zero_unset and not is_set(value) and _release_field(path):
+            return True
+        return key in self.defaults and _same(value, self.defaults[key])
 
     def computed_form(self, path: str) -> Computed | None:
         form = self.computed.get(_pattern(path))
@@ -336,7 +383,11 @@ def _diff(path: str, found: Any, wanted: Any, rules: Rules, out: list[tuple[str,
         elif not rules.excused(path, found):
             out.append((path, found, None))  # wanted: not set
     elif found is None:
-        if is_set(wanted):
+        # A recorded zero value left out is refused too: in a document (a vcluster.yaml, a chart's
+        # values) the chart's own default then applies (`driver.enabled` of the GPU Operator is
+        # true), and a provider's Check hands back what the program sent. Only an empty map or list
+        # the record has is nothing to miss.
+        if not (isinstance(wanted, Mapping) or is_list(wanted)) or wanted:
             out.append((path, None, wanted))
     elif isinstance(found, Mapping) and isinstance(wanted, Mapping):
         for key in [*found, *(k for k in wanted if k not in found)]:

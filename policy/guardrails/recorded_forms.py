@@ -10,8 +10,9 @@ of it: the documents some inputs hold as YAML text read as documents, and long t
   the second time another object, which the record does not have).
 - A text longer than `DIGEST_OVER` characters (a node template, a script in a ConfigMap) is
   recorded and compared as its SHA-256 digest, so the records stay small and a change of the
-  program's templates changes one line per record. A shorter text that reads like a digest is
-  marked as text, so that no value equals a digest but the text it is the digest of.
+  program's templates changes one line per record. A shorter text that reads like a digest (or
+  like such a mark) is marked as text, so that no value equals a digest but the text it is the
+  digest of, and no two texts the same mark.
 
 Self-contained like the rest of the pack: it reads YAML with PyYAML, the pack's one dependency
 beside pulumi-policy.
@@ -55,7 +56,7 @@ def digested(value: Any) -> Any:
     if isinstance(value, str):
         if len(value) > DIGEST_OVER:
             return digest(value)
-        if value.startswith(DIGEST_PREFIX):
+        if value.startswith((DIGEST_PREFIX, _TEXT_PREFIX)):  # one to one: "text:x" is not "x"
             return _TEXT_PREFIX + value
     return value
 
