@@ -113,7 +113,7 @@ def stack_entry(
 
 
 def recorded_resources(run: ProgramRun, exclude: Callable[[Any], bool] = lambda r: False) -> dict[str, list[dict[str, Any]]]:
-    """Per kind of policy/guardrails/recorded.py SPECS, what the record keeps of each resource of
+    """Per kind of policy/guardrails/recorded_kinds.py SPECS, what the record keeps of each resource of
     that kind the run registers but those `exclude`d, in a stable order (tenants register in
     parallel); and the default provider the engine makes for a package whose resources name no
     provider of their own (the commands'): none of its inputs but its version."""
@@ -131,7 +131,7 @@ def recorded_resources(run: ProgramRun, exclude: Callable[[Any], bool] = lambda 
 def _picked_by_the_cloud(resource_type: str, form: dict[str, Any]) -> dict[str, Any]:
     """A recorded form with the addresses the mock engine hands out where Compute Engine picks one
     (tools/mock_engine.py MOCK_ADDRESS_RANGE) as null at the paths where the pack admits such a
-    value by its form (recorded.py COMPUTED): the record does not know them. One anywhere else is a
+    value by its form (recorded_kinds.py COMPUTED): the record does not know them. One anywhere else is a
     value the record would hold as it is, which no real address equals: an error, not a record."""
     computed = recorded.COMPUTED.get(resource_type, {})
 
@@ -144,7 +144,7 @@ def _picked_by_the_cloud(resource_type: str, form: dict[str, Any]) -> dict[str, 
             if recorded.path_pattern(path) not in computed:
                 raise ValueError(
                     f"{resource_type} {path}: {value!r} is an address the mock engine made up (a cloud-assigned one), where the pack "
-                    "has no form for it: add the path to policy/guardrails/recorded.py COMPUTED"
+                    "has no form for it: add the path to policy/guardrails/recorded_kinds.py COMPUTED"
                 )
             return None
         return value
