@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 ENVIRONMENT_TEAM = "(environment)"
 # The labels templates/node/main.tf gives a node's VM and boot disk: its tenant, and whether it is a
-# GPU node (tests/test_node_template.py checks them against the template's output).
+# GPU node (tests/test_node_template_evaluated.py checks them against the template's output).
 TENANT_LABEL = "tenant"
 GPU_NODE_LABEL = ("gpu", "true")
 # Columns of the view, in order (what docs/observability.md's queries select).

@@ -6,7 +6,7 @@ and the DaemonSets the operator runs on a GPU node, read from its source below.
 Independent of config/gpu_operator.py's derivation on purpose, per DaemonSet rather than per
 operand: the tests compare the program's list (and what the node pulls) with this one. Shared with
 it are only the loading of the record (its shape checked) and Helm's merge of values.
-test_image_prefetch.py and test_node_template.py import it as `gpu_operator_chart`.
+test_image_prefetch.py and test_node_template_prefetch.py import it as `gpu_operator_chart`.
 """
 
 from __future__ import annotations

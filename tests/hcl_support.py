@@ -1,4 +1,4 @@
-"""Helpers shared by the template tests (test_node_template.py, test_environment_template.py).
+"""Helpers shared by the template tests (test_node_template*.py, test_environment_template.py).
 
 Two kinds of help, neither needs a cloud:
 - reading a template parsed with python-hcl2, which returns expressions as strings: "${expr}" for

@@ -14,7 +14,8 @@ The fakes:
   the first `flaky_failures` attempts of those that contain `pull_flaky` (as pulls in flight do
   when containerd restarts).
 
-test_node_template.py imports it as `node_boot_support` (pytest puts tests/ on sys.path).
+test_node_template_evaluated.py, test_node_template_kubelet_gates.py and test_node_template_prefetch.py
+import it as `node_boot_support` (pytest puts tests/ on sys.path).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """NVIDIA Fabric Manager on the largest shapes (config/fabric_manager.py): settled per machine series,
 never a reason to refuse a pool or to power a node off on a guess; the node decides by the switches
-it sees (templates/node/main.tf, tested in test_node_template.py), and the acceptance run's probe
-reads what a node saw."""
+it sees (templates/node/main.tf, tested in test_node_template_kubelet_gates.py), and the acceptance
+run's probe reads what a node saw."""
 
 from __future__ import annotations
 
@@ -66,7 +66,7 @@ def test_the_probe_reads_what_the_guest_saw():
 def test_the_probe_looks_where_nvidias_driver_container_looks():
     """The same two places as NVIDIA/gpu-driver-container's _assert_nvswitch_system and
     _assert_nvlink5_system, and as the node template's gate."""
-    from test_node_template import NODE_TF
+    from node_template_support import NODE_TF
 
     template = NODE_TF.read_text()
     for where in ("/proc/driver/nvidia-nvswitch/devices", "/sys/class/infiniband", "SW_MNG"):

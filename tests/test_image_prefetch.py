@@ -2,8 +2,8 @@
 derivation (config/gpu_operator.py, through the tenant's rendered chart values) equals the set
 tests/gpu_operator_chart.py derives from our record of the pinned chart release
 (config/charts/gpu-operator-<version>.yaml), for each tenant's GPU Operator settings. What the node
-template makes of the list is tested in test_node_template.py; the record against upstream in
-test_verify_chart_record.py."""
+template makes of the list is tested in test_node_template_prefetch.py; the record against upstream
+in test_verify_chart_record.py."""
 
 from __future__ import annotations
 
