@@ -66,6 +66,10 @@ def only(found: list[tuple[str, str]], policy: Policy) -> str:
     return messages[0]
 
 
+def names(found: list[tuple[str, str]]) -> set[str]:
+    return {name for name, _ in found}
+
+
 def analyze(run: ProgramRun, levels: dict[str, EnforcementLevel] | None = None) -> list[tuple[EnforcementLevel, str, str, str]]:
     """(level, policy, resource, message) for every policy of the pack over a run (tools/policy_check.py
     `check`, which `make plan` runs too); each resource policy's message starts with its resource."""

@@ -95,7 +95,7 @@ def test_the_exempt_namespaces_are_the_programs():
 
 def test_what_runs_in_the_gpu_operators_namespace_is_the_programs_chart():
     """The data the pack judges the GPU Operator chart by; the probes (a driver from another
-    registry, a path the program never writes, another image value) are tests/test_guardrails_exact.py's."""
+    registry, a path the program never writes, another image value) are tests/test_guardrails_pinned.py's."""
     from guardrails import value_paths
 
     from config import versions
