@@ -21,6 +21,12 @@ from typing import Any, Iterator
 
 import yaml
 
+# One loader for every YAML document the pack reads out of a resource (here, guardrails/in_tenant.py,
+# guardrails/recorded_forms.py; vcluster_reader.py by the same expression): libyaml's safe loader where PyYAML was built
+# with it (its wheels are), else the same loader in Python. One parser, so no two policies read a
+# document two ways; libyaml's, because the Python one takes seconds per tenant's objects.
+LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
 KUBECONFIG_KIND = "Config"
 # Each list of a kubeconfig → the key of its entries' bodies.
 SECTIONS = {"clusters": "cluster", "users": "user", "contexts": "context"}
@@ -49,7 +55,7 @@ def _load(value: Any, what: str) -> tuple[Any, str | None]:
     if not isinstance(value, str):
         return None, f"a {type(value).__name__} is not a {what}"
     try:
-        return yaml.safe_load(value), None
+        return yaml.load(value, Loader=LOADER), None  # noqa: S506 - a safe loader
     except yaml.YAMLError as e:
         return None, f"is not YAML ({str(e).splitlines()[0]})"
 

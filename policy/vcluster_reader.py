@@ -35,6 +35,8 @@ GPUS_PER_MACHINE_TYPE: dict[str, int | None] = _DATA["gpusPerMachineType"]
 DYNAMIC, STATIC = "dynamic", "static"
 POOL_KINDS = (DYNAMIC, STATIC)
 
+# libyaml's safe loader, as policy/kubernetes_reader.py LOADER (the pack's documents read by one
+# parser); the same expression here, as this module imports nothing of the pack.
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 # Kubernetes resource quantities (k8s.io/apimachinery pkg/api/resource: a number, then a decimal

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import yaml
+from policy.kubernetes_reader import LOADER
 
 VCI = "kubernetes:management.loft.sh/v1:VirtualClusterInstance"
 
@@ -16,7 +17,7 @@ def tenant_instance(run, tenant: str):
 
 def instance_objects(vci) -> list[dict]:
     """The objects of a VirtualClusterInstance, as the platform applies them."""
-    return [o for o in yaml.safe_load_all(vci.input("spec", "template", "objects")) if o]
+    return [o for o in yaml.load_all(vci.input("spec", "template", "objects"), Loader=LOADER) if o]  # noqa: S506 - a safe loader
 
 
 def tenant_objects(run, tenant: str) -> list[dict]:

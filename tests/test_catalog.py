@@ -320,7 +320,7 @@ def test_a3_ultra_boots_from_hyperdisk():
 
 
 def _load_variant(tmp_path: Path, change) -> None:
-    raw = yaml.safe_load(CATALOG_PATH.read_text())
+    raw = yaml.load(CATALOG_PATH.read_text(), Loader=yaml.CSafeLoader)  # noqa: S506 - a safe loader
     change(raw)
     path = tmp_path / "catalog.yaml"
     path.write_text(yaml.safe_dump(raw))

@@ -11,6 +11,7 @@ from typing import Any
 import yaml
 
 from components.vcluster_values import POOL_LABEL, SKIP_AUTO_UPGRADE_LABEL, VClusterValues
+from policy.kubernetes_reader import LOADER
 from policy.vcluster_reader import STATIC, Pool
 
 BACKUP_PLAN = "gcp:gkebackup/backupPlan:BackupPlan"
@@ -81,7 +82,7 @@ def _upgrade(pool: Pool, concurrency: int) -> str:
 
 
 def _watchdog_limits(objects: str | None) -> dict[str, int]:
-    for document in yaml.safe_load_all(objects or ""):
+    for document in yaml.load_all(objects or "", Loader=LOADER):  # noqa: S506 - a safe loader
         if document and document.get("kind") == "ConfigMap" and "config.json" in (document.get("data") or {}):
             return dict(json.loads(document["data"]["config.json"]).get("poolLimitSeconds") or {})
     return {}

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import yaml
+from kubernetes_reader import LOADER
 from kubernetes_reader import plain as _plain
 from pulumi_policy import EnforcementLevel, ReportViolation, ResourceValidationArgs, Severity
 from vcluster_reader import host_access
@@ -30,7 +31,7 @@ def _objects(props: Mapping[str, Any]) -> list[Any]:
     text = get(props, "spec", "template", "objects")
     if not isinstance(text, str) or not text.strip():
         return []
-    return [d for d in yaml.safe_load_all(text) if d is not None]
+    return [d for d in yaml.load_all(text, Loader=LOADER) if d is not None]  # noqa: S506 - a safe loader
 
 
 def _containers(document: Any):

@@ -26,9 +26,8 @@ from collections.abc import Mapping
 from typing import Any
 
 import yaml
+from kubernetes_reader import LOADER as _Loader
 from kubernetes_reader import is_list
-
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 DIGEST_OVER = 2048
 DIGEST_PREFIX = "sha256:"
