@@ -389,7 +389,7 @@ def test_make_bench_says_how_long_it_takes_and_the_quick_run_comes_first():
 
 def test_the_test_time_is_a_measurement_within_its_budget():
     """docs/development.md "Test time" gives a measured run (a date, seconds for pytest and for the
-    plans, their sum), not a template, and the figure is within the 2-minute budget it states."""
+    plans, their sum), not a template, and the figure is within the 2½-minute budget it states."""
     text = " ".join(section("Test time").split())
     measured = re.search(
         r"`make test` runs about (\d+) s .* \(measured on (\d{4}-\d{2}-\d{2}): `rm -rf \.venv \.pytest_cache && make test`, (\d+) s of pytest and (\d+) s for",
@@ -398,7 +398,7 @@ def test_the_test_time_is_a_measurement_within_its_budget():
     assert measured, text[:400]
     total, _, pytest_seconds, plan_seconds = measured.groups()
     assert abs(int(total) - int(pytest_seconds) - int(plan_seconds)) <= 2
-    assert int(total) < 120 and "Keep it under 2 minutes" in text
+    assert int(total) < 150 and "Keep it under 2½ minutes" in text
 
 
 def test_the_field_docstring_example_is_the_models_own():
