@@ -57,8 +57,8 @@ def test_two_branches_that_add_two_teams_get_two_versions(tmp_path):
 
 
 def test_the_published_copy_says_its_version_and_pulumi_accepts_the_characters():
-    text = with_version((POLICY_DIR / "PulumiPolicy.yaml").read_text(), "0.3.1-0123456789ab")
-    assert "\nversion: 0.3.1-0123456789ab\n" in text
+    text = with_version((POLICY_DIR / "PulumiPolicy.yaml").read_text(), "0.4.0-0123456789ab")
+    assert "\nversion: 0.4.0-0123456789ab\n" in text
     # pulumi/pulumi pkg/backend/httpstate/client/client.go validatePolicyPackVersion: ^[a-zA-Z0-9-_.]{1,100}$
     import re
 
