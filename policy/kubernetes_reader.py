@@ -21,11 +21,31 @@ from typing import Any, Iterator
 
 import yaml
 
-# One loader for every YAML document the pack reads out of a resource (here, guardrails/in_tenant.py,
-# guardrails/recorded_forms.py; vcluster_reader.py by the same expression): libyaml's safe loader where PyYAML was built
-# with it (its wheels are), else the same loader in Python. One parser, so no two policies read a
-# document two ways; libyaml's, because the Python one takes seconds per tenant's objects.
-LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+class LOADER(_SAFE_LOADER):  # type: ignore[misc,valid-type]
+    """The one loader for every YAML document the pack (and the program's readers shared with it)
+    reads out of a resource: here, guardrails/in_tenant.py, guardrails/recorded_forms.py and
+    vcluster_reader.py. libyaml's safe loader where PyYAML was built with it (its wheels are), else
+    the same loader in Python: one parser, so no two policies read a document two ways, and libyaml's,
+    which Go's YAML parsers are a port of (and the Python one takes seconds per tenant's objects).
+
+    A merge key (`<<`) is refused: readers disagree on what it means. PyYAML keeps a key the mapping
+    sets itself over the merged one; go-yaml v2, which sigs.k8s.io/yaml wraps for client-go's
+    kubeconfigs and Kubernetes objects, sets the merged keys over those already read
+    (go-yaml/yaml tag v2.4.0 decode.go `merge`). `server: <the cluster>` followed by
+    `<<: {server: <another>}` would be the cluster to the pack and the other host to kubectl. The
+    program never writes one (PyYAML's dumper has no merge keys)."""
+
+    def flatten_mapping(self, node):  # noqa: ANN001 - PyYAML's constructor hook
+        for key_node, _ in node.value:
+            if key_node.tag == MERGE_TAG:
+                raise yaml.constructor.ConstructorError(
+                    None, None, "a merge key `<<` is refused: YAML readers differ on what it sets (write the keys out)", key_node.start_mark
+                )
+        super().flatten_mapping(node)
 
 KUBECONFIG_KIND = "Config"
 # Each list of a kubeconfig → the key of its entries' bodies.
@@ -56,7 +76,7 @@ def _load(value: Any, what: str) -> tuple[Any, str | None]:
         return None, f"a {type(value).__name__} is not a {what}"
     try:
         return yaml.load(value, Loader=LOADER), None  # noqa: S506 - a safe loader
-    except yaml.YAMLError as e:
+    except (yaml.YAMLError, ValueError) as e:  # ValueError: libyaml on a lone surrogate
         return None, f"is not YAML ({str(e).splitlines()[0]})"
 
 

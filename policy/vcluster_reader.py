@@ -2,7 +2,8 @@
 components/vcluster_values.py renders the document and re-exports these readers), so the pack, the
 plan and the tests can never disagree on its shape.
 
-Self-contained on purpose: it imports nothing of the pack or of the program, and takes the names it
+Self-contained on purpose: it imports nothing of the pack or of the program (only its sibling
+kubernetes_reader.py, as self-contained, for the one YAML loader), and takes the names it
 needs (GPU resource, node-type properties, GPUs per machine type) from program_data.json beside it,
 which `make policy-data` generates from the program's own definitions.
 
@@ -35,9 +36,13 @@ GPUS_PER_MACHINE_TYPE: dict[str, int | None] = _DATA["gpusPerMachineType"]
 DYNAMIC, STATIC = "dynamic", "static"
 POOL_KINDS = (DYNAMIC, STATIC)
 
-# libyaml's safe loader, as policy/kubernetes_reader.py LOADER (the pack's documents read by one
-# parser); the same expression here, as this module imports nothing of the pack.
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+# The one loader of the pack's documents (merge keys refused), from the self-contained sibling
+# module: `policy.kubernetes_reader` where the program imports this as `policy.vcluster_reader`,
+# `kubernetes_reader` where the pack runs with policy/ on sys.path.
+if __package__:
+    from .kubernetes_reader import LOADER as _Loader
+else:  # pragma: no cover - as the pack's CLI runs it
+    from kubernetes_reader import LOADER as _Loader
 
 # Kubernetes resource quantities (k8s.io/apimachinery pkg/api/resource: a number, then a decimal
 # SI or binary suffix), as far as requests and limits use them.

@@ -17,6 +17,7 @@ from config.availability import Availability, load_availability
 from config.catalog import BUILTIN, CATALOG_PATH, GUEST, CatalogError, allocatable, load_catalog, reserve
 from config import capacity as cap
 from config.node_types import GPU_RESOURCE, Offering, generate_node_types
+from policy.kubernetes_reader import LOADER
 
 CATALOG = load_catalog()
 AVAILABILITY = load_availability()
@@ -320,7 +321,7 @@ def test_a3_ultra_boots_from_hyperdisk():
 
 
 def _load_variant(tmp_path: Path, change) -> None:
-    raw = yaml.load(CATALOG_PATH.read_text(), Loader=yaml.CSafeLoader)  # noqa: S506 - a safe loader
+    raw = yaml.load(CATALOG_PATH.read_text(), Loader=LOADER)  # noqa: S506 - a safe loader
     change(raw)
     path = tmp_path / "catalog.yaml"
     path.write_text(yaml.safe_dump(raw))

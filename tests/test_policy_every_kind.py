@@ -218,3 +218,27 @@ def test_a_text_marked_as_text_is_not_the_text_it_marks():
     assert forms.digested("text:plain") != forms.digested("plain")
     long = "x" * 3000
     assert forms.digested(long) != forms.digested(forms.digested(long))
+
+
+def test_a_merge_key_is_refused_where_readers_disagree_on_it(analyzer, configured):
+    """PyYAML keeps `server` over a merged one; go-yaml v2 (client-go's kubeconfig reader, through
+    sigs.k8s.io/yaml) sets the merged one over it. The pack refuses a merge key in any document it
+    reads: a kubeconfig naming another host, a tenant object running as another service account."""
+    run, _ = configured
+    provider = run.one("pulumi:providers:kubernetes")
+    kubeconfig = provider.plain_inputs["kubeconfig"]
+    server = yaml.safe_load(kubeconfig)["clusters"][0]["cluster"]["server"]
+    tampered = kubeconfig.replace(f"server: {server}", f"server: {server}\n    <<: {{server: 'https://attacker.example'}}", 1)
+    assert tampered != kubeconfig and yaml.safe_load(tampered)["clusters"][0]["cluster"]["server"] == server  # PyYAML's reading
+    found = served_refusals(analyzer, run, provider, {**provider.plain_inputs, "kubeconfig": tampered})
+    assert [m for _, m in found if "a merge key `<<` is refused" in m], found
+
+    instance = run.one("kubernetes:management.loft.sh/v1:VirtualClusterInstance", "nlp")
+    props = copy.deepcopy(instance.plain_inputs)
+    text = props["spec"]["template"]["objects"]
+    marker = "serviceAccountName: gpu-watchdog"
+    assert marker in text
+    indent = text.split(marker, 1)[0].rsplit("\n", 1)[1]
+    props["spec"]["template"]["objects"] = text.replace(marker, f"{marker}\n{indent}<<: {{serviceAccountName: gpu-metrics-collector}}", 1)
+    found = served_refusals(analyzer, run, instance, props)
+    assert [m for name, m in found if name == "tenant-objects-by-design" and "a merge key `<<` is refused" in m], found

@@ -10,6 +10,7 @@ from config import node_properties as props
 from config.catalog import CATALOG_PATH
 from config.quota import TenantEntry, quota_lines, quota_scope
 from config.stack import EnvironmentStack, load_stack
+from policy.kubernetes_reader import LOADER
 from shipped_stacks import SHIPPED_DIR, problems
 
 NS = "gpu-platform"
@@ -22,7 +23,7 @@ def load(values: dict, stack: str = "dev"):
 def node(nt) -> float:
     """One node per hour as a person adds it up from config/catalog.yaml: the VM (its node type's
     price) and its boot disk at europe-west4's recorded disk price."""
-    raw = yaml.load(CATALOG_PATH.read_text(), Loader=yaml.CSafeLoader)["prices"]["europe-west4"]["disks"]  # noqa: S506 - a safe loader
+    raw = yaml.load(CATALOG_PATH.read_text(), Loader=LOADER)["prices"]["europe-west4"]["disks"]  # noqa: S506 - a safe loader
     disk = raw[nt.properties[props.DISK_TYPE]]["usdPerGbMonth"] * int(nt.properties[props.DISK_SIZE_GB]) / 730
     return nt.usd_per_hour + disk
 

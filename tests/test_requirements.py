@@ -29,6 +29,8 @@ def imported_distributions(paths: list[Path]) -> set[str]:
     local = {p.name for p in PROJECT_DIR.iterdir() if p.is_dir()} | {"__main__"}
     # The programs shipped into tenants import their siblings by name (components/tenant_api.py).
     local |= {p.stem for p in (PROJECT_DIR / "components").glob("*.py")}
+    # The pack's readers import their sibling by name where the pack runs with policy/ on sys.path.
+    local |= {p.stem for p in (PROJECT_DIR / "policy").glob("*_reader.py")}
     found = set()
     for module in modules - set(sys.stdlib_module_names) - local:
         found.update(d.lower().replace("_", "-") for d in by_module.get(module, [module]))

@@ -151,7 +151,7 @@ def validate_tenant_objects(args: ResourceValidationArgs, report_violation: Repo
     field = "spec.template.objects"
     try:
         documents = _objects(args.props)
-    except yaml.YAMLError as e:
+    except (yaml.YAMLError, ValueError) as e:  # ValueError: libyaml on a lone surrogate
         report_violation(f"{field}: is not YAML ({str(e).splitlines()[0]}); allowed: the program's in-tenant objects", None)
         return
     for i, d in enumerate(documents):
