@@ -143,8 +143,8 @@ SPECS: dict[str, Spec] = {
 # while server-side apply is on, the provider's default since v4, and the provider names no
 # namespace of its own: the program's providers set neither (components/gke_cluster.py,
 # __main__.py); with apply client-side it would add the `app.kubernetes.io/managed-by` label.
-# `enableL4IlbSubsetting` is Optional and Computed at the provider's head; excusing its `false`
-# admits only what the cluster does when it is unset.
+# (`enableL4IlbSubsetting` has `Default: false` there; should a later provider drop it, excusing
+# `false` still admits only what the cluster does with the field unset.)
 _NODE_CONFIG_DEFAULTS = {
     "preemptible": False,
     "spot": False,
