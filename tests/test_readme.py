@@ -345,7 +345,7 @@ def test_team_stacks_are_not_described_as_a_privilege_boundary():
 
 def test_team_stacks_are_deployed_by_ci_after_their_environment_and_listed_first():
     """The docs say one thing about who deploys a team stack, as .github/workflows/pulumi.yml does it
-    (tests/test_workflow.py): CI's deploy job of its environment, after the bootstrap lists it."""
+    (tests/test_workflow_deploy.py): CI's deploy job of its environment, after the bootstrap lists it."""
     text = " ".join(section("Add a team").split())
     assert "CI deploys it, never the team" in text and "`.venv/bin/python -m tools.team_stacks <env>`" in text
     # Listed by nobody: the bootstrap derives each environment's stacks and existing team projects
