@@ -363,7 +363,7 @@ def test_team_stacks_are_deployed_by_ci_after_their_environment_and_listed_first
 def test_the_quota_rules_are_the_plans():
     """docs/costs.md says exactly when quota warns and when it fails, and what a new project's
     lines say: in the plan's words (config/quota.py), each rule held by the tests of
-    test_pool_shapes_and_quota.py and test_config_validation.py."""
+    test_pool_shapes_and_quota.py, test_config_validation.py and test_config_validation_tenants.py."""
     from config.quota import NEW_PROJECT, QUOTA_PAGE
 
     text = " ".join(section("GPU quota across the environment").split())
