@@ -52,6 +52,8 @@ SUBSET = [
     "tests/test_plan.py::test_every_committed_stack_plans_environment_stacks_first",
     # Every test of the workflows: they are the adopter's too (an environment's jobs).
     "tests/test_workflow.py",
+    "tests/test_workflow_deploy.py",
+    "tests/test_workflow_previews.py",
     "tests/test_upgrade_check.py::test_each_preview_job_gates_its_stack_after_the_preview",
     "tests/test_upgrade_check.py::test_the_ci_gate_refuses_an_undeclared_deletion_even_from_a_branch_that_weakens_it",
     "tests/test_bootstrap.py::test_actions_cannot_approve_pull_requests",
@@ -339,7 +341,7 @@ def test_the_tests_pass_after_adding_teams_as_the_docs_say_and_with_make_team(re
         assert f"PASSED {SUBSET[0]}[{added}]" in output, added
     for deleted in DELETED:
         assert f"PASSED {SUBSET[0]}[{deleted}]" not in output
-    assert "PASSED tests/test_workflow.py::test_each_deploy_job_gates_and_deploys_its_environment_then_every_committed_team_stack_of_it[up-dev-dev]" in output
+    assert "PASSED tests/test_workflow_deploy.py::test_each_deploy_job_gates_and_deploys_its_environment_then_every_committed_team_stack_of_it[up-dev-dev]" in output
     assert "test_each_deploy_job_gates_and_deploys_its_environment_then_every_committed_team_stack_of_it[up-prod-prod]" not in output
     assert " skipped" not in output.strip().splitlines()[-1], output.strip().splitlines()[-1]
     # Every test here that read this checkout's own stack files ran there too.

@@ -345,7 +345,7 @@ def test_team_stacks_are_not_described_as_a_privilege_boundary():
 
 def test_team_stacks_are_deployed_by_ci_after_their_environment_and_listed_first():
     """The docs say one thing about who deploys a team stack, as .github/workflows/pulumi.yml does it
-    (tests/test_workflow.py): CI's deploy job of its environment, after the bootstrap lists it."""
+    (tests/test_workflow_deploy.py): CI's deploy job of its environment, after the bootstrap lists it."""
     text = " ".join(section("Add a team").split())
     assert "CI deploys it, never the team" in text and "`.venv/bin/python -m tools.team_stacks <env>`" in text
     # Listed by nobody: the bootstrap derives each environment's stacks and existing team projects
@@ -363,7 +363,7 @@ def test_team_stacks_are_deployed_by_ci_after_their_environment_and_listed_first
 def test_the_quota_rules_are_the_plans():
     """docs/costs.md says exactly when quota warns and when it fails, and what a new project's
     lines say: in the plan's words (config/quota.py), each rule held by the tests of
-    test_pool_shapes_and_quota.py and test_config_validation.py."""
+    test_pool_shapes_and_quota.py, test_config_validation.py and test_config_validation_tenants.py."""
     from config.quota import NEW_PROJECT, QUOTA_PAGE
 
     text = " ".join(section("GPU quota across the environment").split())
