@@ -7,7 +7,7 @@ Two kinds of help, neither needs a cloud:
   `var.vcluster` values, without any provider: the locals are copied into a scratch module
   together with templates/vcluster_variable.tf and applied without any resource.
 `require`, the rule for a tool a test needs (fail in CI, skip elsewhere), also serves
-test_monitoring.py's promtool check.
+monitoring_support.py's promtool (test_monitoring_collector.py's check).
 
 pytest puts this directory on sys.path (default "prepend" import mode, no tests/__init__.py), so
 the test files import it as `hcl_support`.

@@ -1,8 +1,9 @@
 """Running the pack's validators the way the analyzer does, on what the mock engine registered.
 
 The runner itself is tools/policy_check.py (`make plan` runs the pack with it too); here are the
-tests' views of it. Shared by tests/test_policies.py (each policy on real and broken resources) and
-tests/test_policy_violations.py (every case of issue #11 rejected).
+tests' views of it. Shared by tests/test_policies.py (the whole pack, served as the CLI serves it),
+tests/test_policies_gke_iam.py and tests/test_policies_tenancy.py (each policy on real and broken
+resources) and tests/test_policy_violations.py (every case of issue #11 rejected).
 """
 
 from __future__ import annotations

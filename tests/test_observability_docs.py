@@ -24,8 +24,8 @@ from config.monitoring import MAX_SCRAPE_SECONDS, Alerts, MonitoringConfig, show
 from config.reliability import GPU_TIMEOUT, WATCHDOG_POLL_SECONDS
 from config.stack import load_stack
 from docs_support import code_blocks, page, section
+from monitoring_support import DCGM_RECORD, KSM_RECORD, VIEW_TYPES, dcgm_job, dcgm_labels_used, dcgm_series_labels, selectors
 from shipped_stacks import SHIPPED_DIR, shipped_values
-from test_monitoring import DCGM_RECORD, KSM_RECORD, VIEW_TYPES, dcgm_job, dcgm_labels_used, dcgm_series_labels, selectors
 from tools import monitoring_plan
 
 PAGE = "docs/observability.md"

@@ -16,7 +16,7 @@ import yaml
 from config.stack_files import PROJECT_DIR
 from docs_support import headings, page, pages
 from hcl_support import MISSING_TOFU, OPENTOFU_VERSION, require_tofu
-from test_monitoring import MISSING_PROMTOOL, require_promtool
+from monitoring_support import MISSING_PROMTOOL, require_promtool
 
 CI_RUN = PROJECT_DIR / ".ci" / "run"
 

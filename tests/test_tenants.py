@@ -150,7 +150,7 @@ def test_in_tenant_objects_are_valid_kubernetes(dev_run):
     for obj in speech + nlp:
         kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
     # No smoke test asked for: the GPU Operator's namespace, the Pod Security objects, the GPU
-    # watchdog, then monitoring's objects (tested in tests/test_monitoring.py).
+    # watchdog, then monitoring's objects (tested in tests/test_monitoring_collector.py).
     assert [(o["kind"], o["metadata"].get("namespace")) for o in nlp][:11] == [
         ("Namespace", None),
         ("Namespace", None),
