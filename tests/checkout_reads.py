@@ -11,6 +11,7 @@ setup (its fixtures) to its teardown; `checkout_is_as_shipped`, which only compa
 from __future__ import annotations
 
 import contextlib
+import functools
 import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -24,7 +25,12 @@ _exempt = 0
 
 
 def _is_checkout_stack_file(path: Path) -> bool:
-    path = Path(path).resolve()
+    return _is_checkout_stack_path(str(path))
+
+
+@functools.lru_cache(maxsize=None)  # every stack file read goes through here: resolve each path once
+def _is_checkout_stack_path(text: str) -> bool:
+    path = Path(text).resolve()
     return (path.parent == PROJECT_DIR and path.name != "Pulumi.yaml" and bool(re.fullmatch(r"Pulumi\..+\.yaml", path.name))) or (
         path == PROJECT_DIR / "bootstrap" / "Pulumi.ci.yaml"
     )
