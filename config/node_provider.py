@@ -105,25 +105,18 @@ def check_node_provider(region: str, np: NodeProviderConfig, catalog: Catalog, p
                         f"nodeProvider.gpuQuota.{gpu}",
                         f"missing; set it to the project's {gpu} quota in {where} (Compute Engine quota page), e.g. gpuQuota: {{{gpu}: 8}}",
                     )
-    with problems.checking("nodeProvider.gpuQuota"):
-        for gpu, quota in np.gpu_quota.items():
-            with problems.checking(f"nodeProvider.gpuQuota.{gpu}"):
-                if gpu not in np.gpu_types:
-                    problems.add(f"nodeProvider.gpuQuota.{gpu}", f"{gpu!r} is not in gpuTypes ({', '.join(np.gpu_types)})")
-                elif quota < 1:
-                    problems.add(f"nodeProvider.gpuQuota.{gpu}", f"{quota} must be at least 1")
-                elif gpu in catalog.gpus and quota < min(catalog.gpu_counts(gpu)):
-                    problems.add(
-                        f"nodeProvider.gpuQuota.{gpu}",
-                        f"{quota} is below the smallest {gpu} shape ({min(catalog.gpu_counts(gpu))} GPUs): no node type could start",
-                    )
-    with problems.checking("nodeProvider.preemptibleGpuQuota"):
-        for gpu, quota in np.preemptible_gpu_quota.items():
-            with problems.checking(f"nodeProvider.preemptibleGpuQuota.{gpu}"):
-                if gpu not in np.gpu_types:
-                    problems.add(f"nodeProvider.preemptibleGpuQuota.{gpu}", f"{gpu!r} is not in gpuTypes ({', '.join(np.gpu_types)})")
-                elif quota < 0:
-                    problems.add(f"nodeProvider.preemptibleGpuQuota.{gpu}", f"{quota} must be at least 0")
+    for key, quotas, minimum in (("gpuQuota", np.gpu_quota, 1), ("preemptibleGpuQuota", np.preemptible_gpu_quota, 0)):
+        with problems.checking(f"nodeProvider.{key}"):
+            for gpu, quota in quotas.items():
+                where = f"nodeProvider.{key}.{gpu}"
+                with problems.checking(where):
+                    if gpu not in np.gpu_types:
+                        problems.add(where, f"{gpu!r} is not in gpuTypes ({', '.join(np.gpu_types)})")
+                    elif quota < minimum:
+                        problems.add(where, f"{quota} must be at least {minimum}")
+                    # On-demand quota must hold the smallest shape (as before; preemptible quota is not held to it).
+                    elif minimum and gpu in catalog.gpus and quota < min(catalog.gpu_counts(gpu)):
+                        problems.add(where, f"{quota} is below the smallest {gpu} shape ({min(catalog.gpu_counts(gpu))} GPUs): no node type could start")
     check_flex_start(np.flex_start, problems)
     # Availability and node-type names are judged by the zones only once these are sound.
     zones = problems.derive(lambda: np.zones, "nodeProvider.zones")

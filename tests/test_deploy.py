@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 from fake_commands import fake_on_path
+from scratch_stacks import write_stacks
 
-from config.stack_files import PROJECT_DIR
 from tools import deploy
 
 INSTANCE = "kubernetes:management.loft.sh/v1:VirtualClusterInstance"
@@ -34,24 +34,10 @@ def git(repo: Path, *args: str) -> str:
     return subprocess.run(["git", "-C", str(repo), "-c", "commit.gpgsign=false", *args], check=True, capture_output=True, text=True, env=env).stdout.strip()
 
 
-def team_stack(environment_stack: str, team: str, environment: str = "dev") -> str:
-    return (
-        f"config:\n  gpu-platform:environment: {environment}\n  gpu-platform:environmentStack: acme/gpu-platform/{environment_stack}\n"
-        f"  gpu-platform:tenant: {{name: {team}}}\n"
-    )
-
-
 @pytest.fixture
 def project(tmp_path) -> Path:
     """A repository with dev, prod and three team stacks, committed once."""
-    project = tmp_path / "project"
-    project.mkdir()
-    (project / "Pulumi.yaml").write_text((PROJECT_DIR / "Pulumi.yaml").read_text())
-    (project / "Pulumi.dev.yaml").write_text("config:\n  gpu-platform:environment: dev\n")
-    (project / "Pulumi.prod.yaml").write_text("config:\n  gpu-platform:environment: prod\n")
-    (project / "Pulumi.team-b-dev.yaml").write_text(team_stack("dev", "b"))
-    (project / "Pulumi.team-a-dev.yaml").write_text(team_stack("dev", "a"))
-    (project / "Pulumi.team-c-prod.yaml").write_text(team_stack("prod", "c", "prod"))
+    project = write_stacks(tmp_path / "project")
     git(project, "init", "-q")
     git(project, "add", ".")
     git(project, "commit", "-qm", "stacks")

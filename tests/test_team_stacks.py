@@ -6,26 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from scratch_stacks import write_stacks
 
-from config.stack_files import PROJECT_DIR
 from tools import team_stacks
-
-
-def team_stack(environment_stack: str, team: str) -> str:
-    return f"config:\n  gpu-platform:environment: dev\n  gpu-platform:environmentStack: acme/gpu-platform/{environment_stack}\n  gpu-platform:tenant: {{name: {team}}}\n"
 
 
 @pytest.fixture
 def project(tmp_path) -> Path:
-    project = tmp_path / "project"
-    project.mkdir()
-    (project / "Pulumi.yaml").write_text((PROJECT_DIR / "Pulumi.yaml").read_text())
-    (project / "Pulumi.dev.yaml").write_text("config:\n  gpu-platform:environment: dev\n")
-    (project / "Pulumi.prod.yaml").write_text("config:\n  gpu-platform:environment: prod\n")
-    (project / "Pulumi.team-b-dev.yaml").write_text(team_stack("dev", "b"))
-    (project / "Pulumi.team-a-dev.yaml").write_text(team_stack("dev", "a"))
-    (project / "Pulumi.team-c-prod.yaml").write_text(team_stack("prod", "c").replace("environment: dev", "environment: prod"))
-    return project
+    return write_stacks(tmp_path / "project")
 
 
 def test_an_environments_team_stacks_are_those_that_name_it(project):
