@@ -108,15 +108,15 @@ def check_node_provider(region: str, np: NodeProviderConfig, catalog: Catalog, p
     for key, quotas, minimum in (("gpuQuota", np.gpu_quota, 1), ("preemptibleGpuQuota", np.preemptible_gpu_quota, 0)):
         with problems.checking(f"nodeProvider.{key}"):
             for gpu, quota in quotas.items():
-                where = f"nodeProvider.{key}.{gpu}"
-                with problems.checking(where):
+                path = f"nodeProvider.{key}.{gpu}"
+                with problems.checking(path):
                     if gpu not in np.gpu_types:
-                        problems.add(where, f"{gpu!r} is not in gpuTypes ({', '.join(np.gpu_types)})")
+                        problems.add(path, f"{gpu!r} is not in gpuTypes ({', '.join(np.gpu_types)})")
                     elif quota < minimum:
-                        problems.add(where, f"{quota} must be at least {minimum}")
+                        problems.add(path, f"{quota} must be at least {minimum}")
                     # On-demand quota must hold the smallest shape (as before; preemptible quota is not held to it).
                     elif minimum and gpu in catalog.gpus and quota < min(catalog.gpu_counts(gpu)):
-                        problems.add(where, f"{quota} is below the smallest {gpu} shape ({min(catalog.gpu_counts(gpu))} GPUs): no node type could start")
+                        problems.add(path, f"{quota} is below the smallest {gpu} shape ({min(catalog.gpu_counts(gpu))} GPUs): no node type could start")
     check_flex_start(np.flex_start, problems)
     # Availability and node-type names are judged by the zones only once these are sound.
     zones = problems.derive(lambda: np.zones, "nodeProvider.zones")
