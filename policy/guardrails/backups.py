@@ -15,9 +15,8 @@ import re
 
 from pulumi_policy import EnforcementLevel, ReportViolation, ResourceValidationArgs, Severity
 
-from .common import CLUSTER_ENVIRONMENT_LABEL, NON_PROD_ENVIRONMENTS, ResourcePolicy, as_list, environment_by_stack, get, not_allowed
+from .common import BACKUP_PLAN, CLUSTER_ENVIRONMENT_LABEL, NON_PROD_ENVIRONMENTS, ResourcePolicy, as_list, environment_by_stack, get, not_allowed
 
-BACKUP_PLAN = "gcp:gkebackup/backupPlan:BackupPlan"
 # A tenant's host namespace (components/tenant_vcluster.py host_namespace): vcluster-<tenant>.
 TENANT_NAMESPACE = re.compile(r"^vcluster-[a-z]([-a-z0-9]*[a-z0-9])?$")
 PLATFORM_NAMESPACE = "vcluster-platform"  # the platform's own (its admin password, its identity), never a tenant's

@@ -52,6 +52,13 @@ ADDRESS = "gcp:compute/address:Address"
 NETWORK_PEERINGS = ("gcp:compute/networkPeering:NetworkPeering", "gcp:compute/networkPeeringRoutesConfig:NetworkPeeringRoutesConfig")
 PROJECT = "gcp:organizations/project:Project"
 WORKLOAD_IDENTITY_PROVIDER = "gcp:iam/workloadIdentityPoolProvider:WorkloadIdentityPoolProvider"
+DATASET = "gcp:bigquery/dataset:Dataset"
+TABLE = "gcp:bigquery/table:Table"
+MONITORED_PROJECT = "gcp:monitoring/monitoredProject:MonitoredProject"
+BACKUP_PLAN = "gcp:gkebackup/backupPlan:BackupPlan"
+RESTORE_PLAN = "gcp:gkebackup/restorePlan:RestorePlan"
+KUBERNETES_PROVIDER = "pulumi:providers:kubernetes"
+SERVICE = "kubernetes:core/v1:Service"
 
 # Labels the program sets (components/gke_cluster.py, components/tenant_vcluster.py).
 CLUSTER_ENVIRONMENT_LABEL = "gpu-platform-environment"

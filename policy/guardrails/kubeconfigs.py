@@ -47,9 +47,8 @@ from kubernetes_reader import entries, read_kubeconfig
 from pulumi_policy import EnforcementLevel, ReportViolation, ResourceValidationArgs, Severity, StackValidationArgs, StackValidationPolicy
 from pulumi_policy.proxy import UnknownValueError
 
-from .common import GKE_CLUSTER, INVENTORY, ResourcePolicy, described, get, project_of, show, stack_data, stack_of, unknown_stack
+from .common import GKE_CLUSTER, INVENTORY, KUBERNETES_PROVIDER, ResourcePolicy, described, get, project_of, show, stack_data, stack_of, unknown_stack
 
-KUBERNETES_PROVIDER = "pulumi:providers:kubernetes"
 GKE_DNS_DOMAIN = "gke.goog"
 _SERVER = re.compile(r"^https://[a-z0-9]([a-z0-9-]*[a-z0-9])?\.(?P<location>[a-z0-9-]+)\." + re.escape(GKE_DNS_DOMAIN) + "$")
 BUILDER = "components/kubeconfig.py"

@@ -24,6 +24,7 @@ from .common import (
     GKE_CLUSTER,
     INSTANCE_LABEL_FIELD,
     NON_PROD_ENVIRONMENTS,
+    SERVICE,
     VIRTUAL_CLUSTER_INSTANCE,
     ResourcePolicy,
     Values,
@@ -45,7 +46,6 @@ FIREWALL_POLICIES_WITH_RULES = (
     "gcp:compute/networkFirewallPolicyWithRules:NetworkFirewallPolicyWithRules",
     "gcp:compute/regionNetworkFirewallPolicyWithRules:RegionNetworkFirewallPolicyWithRules",
 )
-SERVICE = "kubernetes:core/v1:Service"
 
 _NOT_GLOBAL = [
     ipaddress.ip_network(n)

@@ -10,8 +10,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import recorded_forms as forms
-from .common import (
+from .common import (  # the types several policies name; the rest below are this policy's own
     ADDRESS,
+    BACKUP_PLAN,
+    DATASET,
+    KUBERNETES_PROVIDER,
+    MONITORED_PROJECT,
+    RESTORE_PLAN,
+    SERVICE,
+    TABLE,
     CUSTOM_ROLES,
     DATA,
     FIREWALL,
@@ -25,15 +32,9 @@ from .common import (
 )
 
 GCP_PROVIDER = "pulumi:providers:gcp"
-KUBERNETES_PROVIDER = "pulumi:providers:kubernetes"
 NOTIFICATION_CHANNEL = "gcp:monitoring/notificationChannel:NotificationChannel"
-DATASET = "gcp:bigquery/dataset:Dataset"
-TABLE = "gcp:bigquery/table:Table"
-RESTORE_PLAN = "gcp:gkebackup/restorePlan:RestorePlan"
-BACKUP_PLAN = "gcp:gkebackup/backupPlan:BackupPlan"
 ALERT_POLICY = "gcp:monitoring/alertPolicy:AlertPolicy"
 NAMESPACE = "kubernetes:core/v1:Namespace"
-SERVICE = "kubernetes:core/v1:Service"
 RBAC_TYPES = tuple(f"kubernetes:rbac.authorization.k8s.io/v1:{kind}" for kind in ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"))
 NETWORK = "gcp:compute/network:Network"
 SUBNETWORK = "gcp:compute/subnetwork:Subnetwork"
@@ -42,7 +43,6 @@ ROUTER_NAT = "gcp:compute/routerNat:RouterNat"
 RESERVATION = "gcp:compute/reservation:Reservation"
 API_SERVICE = "gcp:projects/service:Service"
 SERVICE_ACCOUNT = "gcp:serviceaccount/account:Account"
-MONITORED_PROJECT = "gcp:monitoring/monitoredProject:MonitoredProject"
 IAM_MEMBERS = ("gcp:projects/iAMMember:IAMMember", "gcp:serviceaccount/iAMMember:IAMMember", "gcp:compute/subnetworkIAMMember:SubnetworkIAMMember")
 COMMAND = "command:local:Command"
 COMMAND_PROVIDER = "pulumi:providers:command"

@@ -22,13 +22,21 @@ from typing import Any
 
 from pulumi_policy import EnforcementLevel, ReportViolation, ResourceValidationArgs, Severity
 
-from .common import ResourcePolicy, as_list, get, show, stack_data, stack_of, unknown_stack
+from .common import (
+    BACKUP_PLAN,
+    DATASET,
+    MONITORED_PROJECT,
+    RESTORE_PLAN,
+    TABLE,
+    ResourcePolicy,
+    as_list,
+    get,
+    show,
+    stack_data,
+    stack_of,
+    unknown_stack,
+)
 
-DATASET = "gcp:bigquery/dataset:Dataset"
-TABLE = "gcp:bigquery/table:Table"
-MONITORED_PROJECT = "gcp:monitoring/monitoredProject:MonitoredProject"
-BACKUP_PLAN = "gcp:gkebackup/backupPlan:BackupPlan"
-RESTORE_PLAN = "gcp:gkebackup/restorePlan:RestorePlan"
 TYPES = (DATASET, TABLE, MONITORED_PROJECT, BACKUP_PLAN, RESTORE_PLAN)
 
 
