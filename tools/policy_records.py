@@ -1,5 +1,5 @@
 """Each committed stack's record for the policy pack (policy/stacks/<stack>.json, written by `make
-policy-data`, tools/policy_data.py): its exact identities and tenants (tools/program_inventory.py),
+policy-data`, tools/policy_data.py): its exact identities and tenants (tools/stack_identities.py),
 the resources the pack holds by value (policy/guardrails/recorded.py), the projects and locations
 its GCP resources may name (policy/guardrails/placement.py), and what a team stack takes from its
 environment's record.
@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 from components.monitoring_queries import pool_at_limit_key
 from config import node_properties as props
-from tools import program_inventory as inventory
+from tools.stack_identities import stack_identities
 from tools.mock_engine import MOCK_ADDRESS_RANGE, ProgramRun
 from tools.policy_check import P  # noqa: F401 - puts policy/ on sys.path, as the CLI runs the pack
 
@@ -79,7 +79,7 @@ def stack_entry(
     """One stack's entry of `stacks`, from its run; a team stack's needs its environment's entry, and
     its environment's run for `environmentResources` (left out without it)."""
     env = environment_stack_of(values)
-    entry = inventory.stack_identities(run, values[f"{NS}:environment"], env or stack, environment_entry if env else None)
+    entry = stack_identities(run, values[f"{NS}:environment"], env or stack, environment_entry if env else None)
     # The resources the pack holds to this stack's configuration exactly (policy/guardrails/recorded.py);
     # an environment's, but those its team stacks bring.
     teams = set(team_stack_resources(run, values)) if env is None else set()
